@@ -1,0 +1,86 @@
+"""The reviewed SQL in ``sql/``: migrations and named queries, loaded once.
+
+Named queries follow Procrastinate's habit: a file such as ``sql/queue.sql`` holds blocks that
+start with a header line ``-- name --`` and a comment saying what the statement does, followed
+by the statement with ``%(param)s`` placeholders. Python only binds values.
+
+In a source checkout (and an editable install) the files are read from the repository's
+``sql/``; a wheel carries the same files as ``debounce/_sql`` (see ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import LiteralString, cast
+
+__all__ = ["sql_dir", "queries", "migrations"]
+
+_HEADER = re.compile(r"^-- ([a-z][a-z0-9_]*) --\s*$")
+_MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+
+
+def sql_dir() -> Path:
+    """Directory holding the ``.sql`` files.
+
+    Raises:
+        FileNotFoundError: neither the packaged copy nor the checkout's ``sql/`` exists.
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_sql", here.parent / "sql"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"no sql/ directory next to {here}")
+
+
+@functools.cache
+def queries(name: str) -> dict[str, LiteralString]:
+    """Named queries of ``sql/<name>.sql`` as ``{query_name: statement}``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file has text before its first header or a name twice.
+    """
+    text = (sql_dir() / f"{name}.sql").read_text(encoding="utf-8")
+    out: dict[str, LiteralString] = {}
+    current: str | None = None
+    lines: list[str] = []
+
+    def flush() -> None:
+        if current is not None:
+            if current in out:
+                raise ValueError(f"sql/{name}.sql defines {current!r} twice")
+            # The statement text comes from a reviewed file in the repository, never from input.
+            out[current] = cast(LiteralString, "\n".join(lines).strip().rstrip(";"))
+
+    for line in text.splitlines():
+        match = _HEADER.match(line)
+        if match:
+            flush()
+            current, lines = match.group(1), []
+        elif current is None:
+            if line.strip() and not line.startswith("--"):
+                raise ValueError(f"sql/{name}.sql: statement text before the first header")
+        else:
+            lines.append(line)
+    flush()
+    return out
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """The numbered migrations ``sql/NNN_name.sql`` in order, as ``(version, filename, sql)``.
+
+    Raises:
+        ValueError: two files share a version number.
+    """
+    found: dict[int, tuple[int, str, str]] = {}
+    for path in sorted(sql_dir().iterdir()):
+        match = _MIGRATION.match(path.name)
+        if not match:
+            continue
+        version = int(match.group(1))
+        if version in found:
+            raise ValueError(f"two migrations numbered {version:03d}: {found[version][1]}, {path.name}")
+        found[version] = (version, path.name, path.read_text(encoding="utf-8"))
+    return [found[v] for v in sorted(found)]

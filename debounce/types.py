@@ -1,0 +1,168 @@
+"""Typed values shared by the queue, the web layer, the worker and the integrations."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "JobStatus",
+    "EnqueueOutcome",
+    "SyncJob",
+    "EnqueueResult",
+    "JobEvent",
+    "ACTIVE_STATUSES",
+]
+
+
+class JobStatus(enum.StrEnum):
+    """State of a row in ``sync_jobs`` (see docs/design.md, "Job states")."""
+
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @classmethod
+    def parse(cls, value: str) -> JobStatus:
+        """``JobStatus`` of ``value``.
+
+        Raises:
+            ValueError: ``value`` is not one of pending, processing, completed, failed.
+        """
+        try:
+            return cls(value)
+        except ValueError:
+            allowed = ", ".join(s.value for s in cls)
+            raise ValueError(f"unknown job status {value!r} (expected one of: {allowed})") from None
+
+
+#: The states covered by the partial unique index: at most one such row per page.
+ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.PROCESSING)
+
+
+class EnqueueOutcome(enum.StrEnum):
+    """What one accepted webhook event did to its page's job."""
+
+    #: No active job existed: a new ``pending`` job was created.
+    CREATED = "created"
+    #: A ``pending`` job absorbed the event (payload replaced, ``scheduled_at`` pushed back).
+    DEBOUNCED = "debounced"
+    #: The event id was seen before (a redelivery): nothing changed.
+    DUPLICATE = "duplicate"
+    #: The page's job is ``processing``: the event bumped its revision, so the running sync
+    #: is followed by another one with the new payload.
+    REQUEUED_AFTER_RUNNING = "requeued_after_running"
+
+
+@dataclass(frozen=True)
+class SyncJob:
+    """One row of ``sync_jobs``.
+
+    All datetimes are timezone-aware UTC. ``revision`` counts accepted events; a job returned
+    by ``queue.claim`` carries ``claimed_revision`` (the revision its sync covers) and its
+    ``lease_token``, which ``complete``/``fail``/``release``/``extend_lease`` must present.
+    """
+
+    id: int
+    source_type: str
+    source_page_id: str
+    status: JobStatus
+    payload: dict[str, Any]
+    event_id: str | None
+    event_count: int
+    priority: int
+    attempts: int
+    max_attempts: int
+    scheduled_at: datetime
+    first_event_at: datetime
+    max_wait_until: datetime
+    retry_at: datetime | None
+    lease_expires_at: datetime | None
+    locked_by: str | None
+    lease_token: str | None
+    revision: int
+    claimed_revision: int | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> SyncJob:
+        """Build from a ``dict_row`` of ``sync_jobs`` (extra keys are ignored)."""
+        return cls(
+            id=row["id"],
+            source_type=row["source_type"],
+            source_page_id=row["source_page_id"],
+            status=JobStatus(row["status"]),
+            payload=row["payload"] if row["payload"] is not None else {},
+            event_id=row["event_id"],
+            event_count=row["event_count"],
+            priority=row["priority"],
+            attempts=row["attempts"],
+            max_attempts=row["max_attempts"],
+            scheduled_at=row["scheduled_at"],
+            first_event_at=row["first_event_at"],
+            max_wait_until=row["max_wait_until"],
+            retry_at=row["retry_at"],
+            lease_expires_at=row["lease_expires_at"],
+            locked_by=row["locked_by"],
+            lease_token=str(row["lease_token"]) if row["lease_token"] is not None else None,
+            revision=row["revision"],
+            claimed_revision=row["claimed_revision"],
+            last_error=row["last_error"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            finished_at=row["finished_at"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (ISO 8601 UTC times); the lease token is left out."""
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            if name == "lease_token":
+                continue
+            value = getattr(self, name)
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, enum.Enum):
+                value = value.value
+            out[name] = value
+        return out
+
+    def log_fields(self) -> dict[str, Any]:
+        """The fields every log line about this job carries."""
+        return {"job_id": self.id, "source": self.source_type, "page": self.source_page_id}
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One accepted webhook event, as handed to ``queue.enqueue_many``.
+
+    ``debounce_seconds`` and ``max_wait_seconds`` are seconds (>= 0). ``event_id`` is the
+    source's idempotency key (``None``: no deduplication).
+    """
+
+    source_type: str
+    source_page_id: str
+    payload: dict[str, Any]
+    event_id: str | None
+    debounce_seconds: float
+    max_wait_seconds: float
+    priority: int = 0
+    max_attempts: int = 5
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """What ``queue.enqueue`` did: the outcome and the page's active job.
+
+    ``job`` is ``None`` only for a duplicate whose page has no active job any more.
+    """
+
+    outcome: EnqueueOutcome
+    job: SyncJob | None
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,143 @@
+"""The boundary between the generic service and one source (Notion, Slack, …).
+
+An integration is one module with one class that both *parses* its source's webhooks (web
+process) and *syncs* one page (worker process). The service never looks inside a payload and an
+integration never touches ``sync_jobs``: it receives a :class:`~debounce.types.SyncJob`, writes
+documents through :class:`~debounce.documents.DocumentStore`, and reports the outcome by
+returning or by raising one of the errors below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from debounce.types import SyncJob
+
+__all__ = [
+    "PageEvent",
+    "WebhookResult",
+    "SyncResult",
+    "Integration",
+    "WebhookError",
+    "SyncError",
+    "RateLimited",
+    "PermanentError",
+]
+
+
+@dataclass(frozen=True)
+class PageEvent:
+    """One webhook event mapped to the page it concerns.
+
+    ``source_page_id`` is the job key (a Notion page/database id, a Slack channel id);
+    ``event_id`` the source's id of the event (the idempotency key; ``None`` if it has none);
+    ``payload`` the JSON the job keeps as its latest event.
+    """
+
+    source_page_id: str
+    event_id: str | None
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WebhookResult:
+    """What a verified webhook delivery amounts to.
+
+    - ``events``: zero or more page events to enqueue (the web layer debounces them);
+    - ``reply``: JSON body answered with 200 instead of the default acknowledgement (Slack's
+      ``url_verification`` challenge);
+    - ``verification_token``: a handshake secret the operator must see (Notion's verification
+      request); the web layer logs it and stores it for ``debounce notion-token``;
+    - ``note``: a short reason for an acknowledged delivery that enqueues nothing ("ignored
+      event type reaction_added"), used in logs and metrics;
+    - ``warning``: something the operator should hear about (Slack ``app_rate_limited``).
+    """
+
+    events: list[PageEvent] = field(default_factory=list)
+    reply: dict[str, Any] | None = None
+    verification_token: str | None = None
+    note: str | None = None
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What one successful sync wrote: counts of documents by outcome, for logs and metrics."""
+
+    written: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    detail: str = ""
+
+
+class WebhookError(Exception):
+    """A webhook delivery is refused; the web layer answers ``status`` with
+    ``{"error": error, "detail": detail}`` and writes nothing.
+
+    ``status`` is 400 (malformed), 401 (bad, missing or stale signature) or 503 (the source is
+    not configured: its signing secret is unset).
+    """
+
+    def __init__(self, status: int, error: str, detail: str) -> None:
+        super().__init__(f"{status} {error}: {detail}")
+        self.status = status
+        self.error = error
+        self.detail = detail
+
+
+class SyncError(Exception):
+    """Base of the errors a sync raises to steer the queue (any other exception: retry)."""
+
+
+class RateLimited(SyncError):
+    """The source answered 429: reschedule after ``retry_after`` seconds without spending an
+    attempt (the queue's ``fail(..., retry_after=)``)."""
+
+    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
+        super().__init__(f"{message} (retry after {retry_after:g} s)")
+        self.retry_after = max(0.0, float(retry_after))
+
+
+class PermanentError(SyncError):
+    """Retrying cannot help (revoked token, no access): the job fails at once."""
+
+
+@runtime_checkable
+class Integration(Protocol):
+    """One source. Implementations live in ``integrations/<source_type>.py``.
+
+    Construction takes the :class:`~debounce.config.Settings` and, in the worker, a
+    :class:`~debounce.documents.DocumentStore` (``None`` in the web process, which only parses).
+    """
+
+    #: The ``source_type`` of its jobs and the ``{source}`` of ``POST /webhooks/{source}``.
+    source_type: str
+
+    def parse_webhook(self, headers: Mapping[str, str], body: bytes) -> WebhookResult:
+        """Verify and parse one delivery. ``headers`` are case-insensitive (Starlette's
+        ``Headers`` or a lower-cased dict); ``body`` is the raw body as received.
+
+        Must not do I/O: the web layer answers inside Slack's 3 s.
+
+        Raises:
+            WebhookError: refused (401 signature, 400 malformed, 503 not configured).
+        """
+        ...
+
+    async def sync(self, job: SyncJob) -> SyncResult:
+        """Fetch the page's latest state from the source and write it to ``documents``.
+
+        A page that no longer exists is a success that marks its document(s) deleted.
+
+        Raises:
+            RateLimited: the source answered 429 (retry at its ``Retry-After``).
+            PermanentError: retrying cannot help.
+            Exception: anything else is transient; the job is retried with backoff.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release HTTP clients; called once when the worker stops."""
+        ...

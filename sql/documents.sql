@@ -1,0 +1,78 @@
+-- upsert_document --
+-- Write one synced document. A document whose content hash, title, url and metadata are all
+-- unchanged (and which is not marked deleted) is not rewritten: only synced_at and
+-- source_updated_at move. Returns one row: outcome = inserted | updated | unchanged.
+with up as (
+    insert into documents as d (source_type, document_id, source_page_id, title, url, content,
+                                content_sha256, metadata, source_updated_at, synced_at)
+    values (%(source_type)s, %(document_id)s, %(source_page_id)s, %(title)s, %(url)s, %(content)s,
+            %(content_sha256)s, %(metadata)s, %(source_updated_at)s, now())
+    on conflict (source_type, document_id) do update set
+        source_page_id    = excluded.source_page_id,
+        title             = excluded.title,
+        url               = excluded.url,
+        content           = excluded.content,
+        content_sha256    = excluded.content_sha256,
+        metadata          = excluded.metadata,
+        source_updated_at = excluded.source_updated_at,
+        synced_at         = now(),
+        deleted_at        = null,
+        updated_at        = now()
+    where (d.content_sha256, d.title, d.url, d.metadata, d.source_page_id, d.deleted_at is null)
+          is distinct from
+          (excluded.content_sha256, excluded.title, excluded.url, excluded.metadata,
+           excluded.source_page_id, true)
+    returning (xmax = 0) as inserted
+), touched as (
+    update documents
+       set synced_at = now(),
+           source_updated_at = coalesce(%(source_updated_at)s, source_updated_at)
+     where source_type = %(source_type)s and document_id = %(document_id)s
+       and not exists (select 1 from up)
+    returning 1
+)
+select case
+         when exists (select 1 from up where inserted) then 'inserted'
+         when exists (select 1 from up) then 'updated'
+         else 'unchanged'
+       end as outcome
+
+-- mark_deleted --
+-- Mark the named documents of a source deleted (idempotent: an already-deleted row keeps its
+-- deleted_at). Returns the ids of the rows marked now.
+update documents
+   set deleted_at = now(), synced_at = now(), updated_at = now()
+ where source_type = %(source_type)s
+   and document_id = any(%(document_ids)s::text[])
+   and deleted_at is null
+returning document_id
+
+-- mark_page_deleted --
+-- Mark every document that came from one job key deleted (a trashed Notion page, a Slack
+-- channel that is gone). Returns the ids marked now.
+update documents
+   set deleted_at = now(), synced_at = now(), updated_at = now()
+ where source_type = %(source_type)s
+   and source_page_id = %(source_page_id)s
+   and deleted_at is null
+returning document_id
+
+-- get_document --
+-- One document by its key.
+select * from documents where source_type = %(source_type)s and document_id = %(document_id)s
+
+-- list_documents --
+-- Documents of one job key, oldest document id first.
+select * from documents
+ where source_type = %(source_type)s and source_page_id = %(source_page_id)s
+ order by document_id
+
+-- get_state --
+-- The integration's saved state for one job key (Slack: history watermark).
+select state from sync_state where source_type = %(source_type)s and source_page_id = %(source_page_id)s
+
+-- set_state --
+-- Save the integration's state for one job key, replacing what was there.
+insert into sync_state (source_type, source_page_id, state, updated_at)
+values (%(source_type)s, %(source_page_id)s, %(state)s, now())
+on conflict (source_type, source_page_id) do update set state = excluded.state, updated_at = now()

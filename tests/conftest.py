@@ -1,0 +1,79 @@
+"""Test database: a real Postgres for every test, each test in a clean schema.
+
+``TEST_DATABASE_URL`` or ``DATABASE_URL`` when set; otherwise an embedded throwaway Postgres
+(``pgserver``) started once per session, so no test ever skips for lack of a database.
+Each test gets its own schema (``search_path`` set in the connection string), migrated from
+``sql/``; subprocesses receive the same string as ``DATABASE_URL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import AsyncConnectionPool
+
+from debounce.migrate import migrate
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """URL of the Postgres server the session uses."""
+    url = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    if url:
+        yield url
+        return
+    import pgserver  # embedded fallback
+
+    with tempfile.TemporaryDirectory(prefix="debounce-test-pg-") as data_dir:
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+        try:
+            yield server.get_uri()
+        finally:
+            server.cleanup()
+
+
+@pytest.fixture
+def schema_name() -> str:
+    return "t_" + uuid.uuid4().hex[:16]
+
+
+@pytest.fixture
+def database_url(pg_server_url: str, schema_name: str) -> Iterator[str]:
+    """A connection string whose ``search_path`` is a fresh, migrated schema."""
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f'create schema "{schema_name}"')  # name is ours: t_<hex>
+    url = make_conninfo(pg_server_url, options=f"-c search_path={schema_name}")
+    asyncio.run(migrate(url))
+    try:
+        yield url
+    finally:
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            conn.execute(f'drop schema if exists "{schema_name}" cascade')
+
+
+@pytest.fixture
+async def conn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """An autocommit connection to the test schema."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
+        yield c
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    """A pool over the test schema, as the web and worker processes use."""
+    p: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        database_url, min_size=1, max_size=12, open=False, kwargs={"autocommit": True}, timeout=10
+    )
+    await p.open(wait=True)
+    try:
+        yield p
+    finally:
+        await p.close()
