@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
@@ -15,6 +15,10 @@ __all__ = [
     "JobEvent",
     "ACTIVE_STATUSES",
 ]
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
 
 
 class JobStatus(enum.StrEnum):
@@ -93,6 +97,7 @@ class SyncJob:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SyncJob:
         """Build from a ``dict_row`` of ``sync_jobs`` (extra keys are ignored)."""
+        row = {k: (_utc(v) if isinstance(v, datetime) else v) for k, v in row.items()}
         return cls(
             id=row["id"],
             source_type=row["source_type"],

@@ -60,3 +60,8 @@ create table seen_events (
 );
 
 create index seen_events_seen_at on seen_events (seen_at);
+
+-- The worker's "when is the next job due" question (min(scheduled_at) of pending rows).
+create index sync_jobs_due
+    on sync_jobs (scheduled_at)
+    where status = 'pending';

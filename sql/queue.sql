@@ -1,0 +1,389 @@
+-- Every statement on sync_jobs. Times: %(now)s is a timestamptz or NULL (NULL: the database's
+-- now()); tests pass it to control time. Durations are float seconds. Each is one round trip.
+-- pg_notify('debounce_jobs', source_type) is sent only when a job becomes due now, never for an
+-- ordinary debounced event (NOTIFY serialises commits).
+
+-- enqueue_many --
+-- The debounce upsert for a batch of events, one statement. Events are deduplicated by
+-- (source_type, event_id) against seen_events (idempotency), events of one page inside the batch
+-- are merged first (latest payload wins, counts add up), then each page's one active job is
+-- created or updated:
+--   pending    → payload/event id replaced, event_count += n, scheduled_at pushed to
+--                now + debounce but never past max_wait_until, and never before a retry backoff
+--                (retry_at); a job raised by a manual re-sync (higher priority) keeps its earlier
+--                due time;
+--   processing → payload replaced, revision bumped: complete() then turns the row back to
+--                pending instead of completed (the follow-up sync). The first event after the
+--                claim opens a new burst (first_event_at, max_wait_until).
+-- ON CONFLICT restates the partial index predicate so Postgres infers the partial index.
+-- Returns one row per input event (ord = 1-based position) with its outcome and the job.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), input as (
+    select *
+      from unnest(%(source_types)s::text[], %(source_page_ids)s::text[], %(payloads)s::jsonb[],
+                  %(event_ids)s::text[], %(debounce_seconds)s::float8[],
+                  %(max_wait_seconds)s::float8[], %(priorities)s::int[], %(max_attempts)s::int[])
+           with ordinality
+           as i(source_type, source_page_id, payload, event_id, debounce_seconds,
+                max_wait_seconds, priority, max_attempts, ord)
+), dedup as (
+    select distinct on (source_type, coalesce(event_id, '#' || ord)) *
+      from input
+     order by source_type, coalesce(event_id, '#' || ord), ord
+), fresh as (
+    insert into seen_events (source_type, event_id, seen_at)
+    select d.source_type, d.event_id, clock.now
+      from dedup d cross join clock
+     where d.event_id is not null
+     order by d.source_type, d.event_id
+    on conflict do nothing
+    returning source_type, event_id
+), accepted as (
+    select d.*
+      from dedup d
+     where d.event_id is null
+        or exists (select 1 from fresh f
+                    where f.source_type = d.source_type and f.event_id = d.event_id)
+), merged as (
+    select source_type, source_page_id,
+           (array_agg(payload order by ord desc))[1]          as payload,
+           (array_agg(event_id order by ord desc))[1]         as event_id,
+           count(*)::int                                      as n,
+           max(priority)                                      as priority,
+           (array_agg(debounce_seconds order by ord desc))[1] as debounce_seconds,
+           (array_agg(max_wait_seconds order by ord desc))[1] as max_wait_seconds,
+           max(max_attempts)                                  as max_attempts
+      from accepted
+     group by source_type, source_page_id
+), upsert as (
+    insert into sync_jobs as j
+           (source_type, source_page_id, status, payload, event_id, event_count, priority,
+            max_attempts, scheduled_at, first_event_at, max_wait_until, revision,
+            created_at, updated_at)
+    select m.source_type, m.source_page_id, 'pending', m.payload, m.event_id, m.n, m.priority,
+           m.max_attempts,
+           least(clock.now + make_interval(secs => m.debounce_seconds),
+                 clock.now + make_interval(secs => m.max_wait_seconds)),
+           clock.now,
+           clock.now + make_interval(secs => m.max_wait_seconds),
+           m.n, clock.now, clock.now
+      from merged m cross join clock
+     order by m.source_type, m.source_page_id   -- one lock order for every batch: no deadlocks
+    on conflict (source_type, source_page_id) where status in ('pending', 'processing')
+    do update set
+        payload        = excluded.payload,
+        event_id       = excluded.event_id,
+        event_count    = j.event_count + excluded.event_count,
+        priority       = greatest(j.priority, excluded.priority),
+        max_attempts   = greatest(j.max_attempts, excluded.max_attempts),
+        revision       = j.revision + excluded.revision,
+        first_event_at = case when j.status = 'processing' and j.revision = j.claimed_revision
+                              then excluded.first_event_at else j.first_event_at end,
+        max_wait_until = case when j.status = 'processing' and j.revision = j.claimed_revision
+                              then excluded.max_wait_until else j.max_wait_until end,
+        scheduled_at   = (
+            select case when j.priority > excluded.priority then least(j.scheduled_at, t.due)
+                        else t.due end
+              from (select greatest(
+                               case when j.status = 'pending' then j.retry_at end,
+                               least(excluded.scheduled_at,
+                                     case when j.status = 'processing'
+                                               and j.revision = j.claimed_revision
+                                          then excluded.max_wait_until
+                                          else j.max_wait_until end)) as due) t),
+        updated_at     = excluded.updated_at
+    returning j.*, (j.xmax = 0) as inserted
+), notify as (
+    select pg_notify('debounce_jobs', u.source_type)
+      from (select distinct u.source_type from upsert u, clock
+             where u.status = 'pending' and u.scheduled_at <= clock.now) u
+), result as (
+    select a.ord,
+           case when u.inserted then 'created'
+                when u.status = 'processing' then 'requeued_after_running'
+                else 'debounced' end as outcome,
+           u.*
+      from accepted a
+      join upsert u on u.source_type = a.source_type and u.source_page_id = a.source_page_id
+    union all
+    select i.ord, 'duplicate', s.*, false
+      from input i
+      left join sync_jobs s on s.source_type = i.source_type
+                           and s.source_page_id = i.source_page_id
+                           and s.status in ('pending', 'processing')
+     where not exists (select 1 from accepted a where a.ord = i.ord)
+)
+select r.*, (select count(*) from notify) as notified from result r order by r.ord
+
+-- claim --
+-- Claim up to %(limit)s due jobs (scheduled_at <= now), highest priority first, then oldest
+-- scheduled_at; rows another worker holds are skipped (FOR UPDATE SKIP LOCKED). Sets the lease,
+-- attempts + 1, and records the revision the sync will cover. %(source_types)s (text[] or
+-- NULL) restricts the claim to some sources (the worker's per-source limit).
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), due as (
+    select j.id
+      from sync_jobs j, clock
+     where j.status = 'pending'
+       and j.scheduled_at <= clock.now
+       and (%(source_types)s::text[] is null or j.source_type = any(%(source_types)s::text[]))
+     order by j.priority desc, j.scheduled_at
+     limit %(limit)s
+     for update of j skip locked
+)
+update sync_jobs j
+   set status           = 'processing',
+       attempts         = j.attempts + 1,
+       locked_by        = %(worker_id)s,
+       lease_token      = gen_random_uuid(),
+       lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::float8),
+       claimed_revision = j.revision,
+       retry_at         = null,
+       updated_at       = clock.now
+  from due, clock
+ where j.id = due.id
+returning j.*
+
+-- complete --
+-- Finish a claimed job. If no event arrived since the claim (revision = claimed_revision) the
+-- row becomes completed; otherwise it goes back to pending at the due time its events gave it,
+-- with fresh attempts (the follow-up sync). Matches only the claim holding %(lease_token)s.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), done as (
+    update sync_jobs j
+       set status           = case when j.revision = j.claimed_revision
+                                   then 'completed' else 'pending' end,
+           finished_at      = case when j.revision = j.claimed_revision then clock.now end,
+           attempts         = case when j.revision = j.claimed_revision then j.attempts else 0 end,
+           last_error       = null,
+           lease_token      = null,
+           lease_expires_at = null,
+           locked_by        = null,
+           retry_at         = null,
+           updated_at       = clock.now
+      from clock
+     where j.id = %(id)s and j.lease_token = %(lease_token)s::uuid
+    returning j.*
+), notify as (
+    select pg_notify('debounce_jobs', d.source_type)
+      from done d, clock where d.status = 'pending' and d.scheduled_at <= clock.now
+)
+select d.*, (select count(*) from notify) as notified from done d
+
+-- fail --
+-- Record a failed sync of a claimed job.
+--   permanent, or attempts spent (and not rate limited) → failed;
+--   rate limited (%(retry_after)s not NULL)             → pending at now + retry_after, the
+--                                                         attempt given back;
+--   otherwise                                          → pending at now + %(backoff_seconds)s.
+-- Revision rule: if an event arrived during the sync, a final failure still leaves a follow-up
+-- (pending at its due time, attempts reset), and a retry waits for the later of its backoff and
+-- the events' due time. retry_at remembers the backoff so later events cannot pull it earlier.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), x as (
+    select j.id,
+           (%(permanent)s::bool
+             or (%(retry_after)s::float8 is null and j.attempts >= j.max_attempts)) as final,
+           j.revision <> j.claimed_revision                                      as followup,
+           clock.now + make_interval(secs => coalesce(%(retry_after)s::float8,
+                                                      %(backoff_seconds)s::float8)) as retry_time
+      from sync_jobs j, clock
+     where j.id = %(id)s and j.lease_token = %(lease_token)s::uuid
+), failed as (
+    update sync_jobs j
+       set status           = case when x.final and not x.followup then 'failed' else 'pending' end,
+           attempts         = case when x.final and x.followup then 0
+                                   when not x.final and %(retry_after)s::float8 is not null
+                                   then greatest(j.attempts - 1, 0)
+                                   else j.attempts end,
+           scheduled_at     = case when x.final then j.scheduled_at
+                                   when x.followup then greatest(x.retry_time, j.scheduled_at)
+                                   else x.retry_time end,
+           retry_at         = case when x.final then null else x.retry_time end,
+           finished_at      = case when x.final and not x.followup then clock.now end,
+           last_error       = %(error)s,
+           lease_token      = null,
+           lease_expires_at = null,
+           locked_by        = null,
+           updated_at       = clock.now
+      from x, clock
+     where j.id = x.id
+    returning j.*
+), notify as (
+    select pg_notify('debounce_jobs', f.source_type)
+      from failed f, clock where f.status = 'pending' and f.scheduled_at <= clock.now
+)
+select f.*, (select count(*) from notify) as notified from failed f
+
+-- extend_leases --
+-- Push the lease of running syncs to now + %(lease_seconds)s. Only claims still held
+-- (lease_token matches) are extended; returns their ids and new expiry.
+update sync_jobs
+   set lease_expires_at = coalesce(%(now)s::timestamptz, now())
+                          + make_interval(secs => %(lease_seconds)s::float8),
+       updated_at = coalesce(%(now)s::timestamptz, now())
+ where lease_token = any(%(lease_tokens)s::uuid[])
+returning id, lease_expires_at
+
+-- release --
+-- Give claimed jobs back untouched (worker shutdown): pending again at their due time, the
+-- attempt not counted, lease cleared. Wakes idle workers: these jobs are due.
+with released as (
+    update sync_jobs j
+       set status = 'pending',
+           attempts = greatest(j.attempts - 1, 0),
+           lease_token = null,
+           lease_expires_at = null,
+           locked_by = null,
+           updated_at = coalesce(%(now)s::timestamptz, now())
+     where j.lease_token = any(%(lease_tokens)s::uuid[])
+    returning j.*
+), notify as (
+    select pg_notify('debounce_jobs', source_type) from (select distinct source_type from released) r
+)
+select r.*, (select count(*) from notify) as notified from released r
+
+-- requeue_expired --
+-- Jobs whose lease ran out (their worker died): back to pending, due now, or failed when
+-- their attempts are spent and no event is waiting (an event during the lost run still gets a
+-- follow-up with fresh attempts).
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), expired as (
+    select j.id
+      from sync_jobs j, clock
+     where j.status = 'processing' and j.lease_expires_at < clock.now
+     order by j.lease_expires_at
+     limit %(limit)s
+     for update of j skip locked
+), requeued as (
+    update sync_jobs j
+       set status = case when j.attempts >= j.max_attempts and j.revision = j.claimed_revision
+                         then 'failed' else 'pending' end,
+           attempts = case when j.attempts >= j.max_attempts and j.revision <> j.claimed_revision
+                           then 0 else j.attempts end,
+           scheduled_at = least(j.scheduled_at, clock.now),
+           finished_at = case when j.attempts >= j.max_attempts and j.revision = j.claimed_revision
+                              then clock.now end,
+           last_error = 'lease expired: worker ' || coalesce(j.locked_by, '?')
+                        || ' stopped renewing it (crashed or stuck)',
+           lease_token = null,
+           lease_expires_at = null,
+           locked_by = null,
+           updated_at = clock.now
+      from expired, clock
+     where j.id = expired.id
+    returning j.*
+), notify as (
+    select pg_notify('debounce_jobs', source_type)
+      from (select distinct source_type from requeued where status = 'pending') r
+)
+select r.*, (select count(*) from notify) as notified from requeued r
+
+-- resync --
+-- Manual re-sync: the page's active job becomes due now with at least %(priority)s; a page
+-- without one (never seen, completed, or failed) gets a fresh job. A processing job gets a
+-- follow-up due now (revision bumped).
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), up as (
+    insert into sync_jobs as j
+           (source_type, source_page_id, status, payload, event_id, event_count, priority,
+            max_attempts, scheduled_at, first_event_at, max_wait_until, revision,
+            created_at, updated_at)
+    select %(source_type)s, %(source_page_id)s, 'pending', %(payload)s::jsonb, null, 0,
+           %(priority)s, %(max_attempts)s, clock.now, clock.now, clock.now, 1,
+           clock.now, clock.now
+      from clock
+    on conflict (source_type, source_page_id) where status in ('pending', 'processing')
+    do update set
+        priority       = greatest(j.priority, excluded.priority),
+        scheduled_at   = least(j.scheduled_at, excluded.scheduled_at),
+        max_wait_until = least(j.max_wait_until, excluded.max_wait_until),
+        retry_at       = null,
+        revision       = j.revision + case when j.status = 'processing' then 1 else 0 end,
+        updated_at     = excluded.updated_at
+    returning j.*, (j.xmax = 0) as inserted
+), notify as (
+    select pg_notify('debounce_jobs', source_type) from up
+)
+select u.*, (select count(*) from notify) as notified from up u
+
+-- retry --
+-- Manual retry of a failed job: pending, due now, attempts reset. Only if the page has no
+-- other active job (a later event may already have created one).
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), revived as (
+    update sync_jobs j
+       set status = 'pending', attempts = 0, scheduled_at = clock.now, retry_at = null,
+           finished_at = null, updated_at = clock.now
+      from clock
+     where j.id = %(id)s and j.status = 'failed'
+       and not exists (select 1 from sync_jobs a
+                        where a.source_type = j.source_type
+                          and a.source_page_id = j.source_page_id
+                          and a.status in ('pending', 'processing'))
+    returning j.*
+), notify as (
+    select pg_notify('debounce_jobs', source_type) from revived
+)
+select r.*, (select count(*) from notify) as notified from revived r
+
+-- get --
+-- One job by id.
+select * from sync_jobs where id = %(id)s
+
+-- active_for_page --
+-- The page's active (pending or processing) job, if any.
+select * from sync_jobs
+ where source_type = %(source_type)s and source_page_id = %(source_page_id)s
+   and status in ('pending', 'processing')
+
+-- list --
+-- Jobs, newest id first, filtered; %(cursor)s is the last id of the previous page (or NULL).
+select * from sync_jobs
+ where (%(status)s::text is null or status = %(status)s::text)
+   and (%(source_type)s::text is null or source_type = %(source_type)s::text)
+   and (%(source_page_id)s::text is null or source_page_id = %(source_page_id)s::text)
+   and (%(cursor)s::bigint is null or id < %(cursor)s::bigint)
+ order by id desc
+ limit %(limit)s
+
+-- stats --
+-- Counts by source and state, and per source the age in seconds of the oldest due pending job.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+)
+select j.source_type, j.status, count(*)::bigint as jobs,
+       coalesce(extract(epoch from clock.now - min(j.scheduled_at)
+                filter (where j.status = 'pending' and j.scheduled_at <= clock.now)), 0)::float8
+           as oldest_due_age_seconds
+  from sync_jobs j, clock
+ group by j.source_type, j.status, clock.now
+ order by 1, 2
+
+-- next_due --
+-- When the earliest pending job is (or was) due; NULL if none is pending.
+select min(scheduled_at) as next_due from sync_jobs where status = 'pending'
+
+-- prune --
+-- Delete finished jobs older than %(job_older_than)s seconds and remembered event ids older
+-- than %(event_older_than)s seconds. Returns how many of each.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), jobs as (
+    delete from sync_jobs j using clock
+     where j.status in ('completed', 'failed')
+       and j.finished_at < clock.now - make_interval(secs => %(job_older_than)s::float8)
+    returning 1
+), events as (
+    delete from seen_events e using clock
+     where e.seen_at < clock.now - make_interval(secs => %(event_older_than)s::float8)
+    returning 1
+)
+select (select count(*) from jobs) as jobs, (select count(*) from events) as events
