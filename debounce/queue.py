@@ -41,30 +41,32 @@ from debounce.types import (
 )
 
 __all__ = [
-    "NOTIFY_CHANNEL",
     "DEFAULT_BACKOFF_SECONDS",
+    "NOTIFY_CHANNEL",
     "RESYNC_PRIORITY",
-    "JobNotFound",
     "JobConflict",
+    "JobNotFound",
     "JobPage",
+    "active_for_page",
     "backoff_delay",
-    "enqueue",
-    "enqueue_many",
     "claim",
     "complete",
-    "fail",
+    "enqueue",
+    "enqueue_many",
     "extend_lease",
     "extend_leases",
+    "fail",
+    "get",
+    "list_jobs",
+    "next_due",
+    "prune",
     "release",
     "requeue_expired",
     "resync",
     "retry",
-    "get",
-    "active_for_page",
-    "list_jobs",
+    "seconds_until_due",
     "stats",
-    "next_due",
-    "prune",
+    "validate_event",
 ]
 
 _Q = queries("queue")
@@ -125,7 +127,13 @@ def _check_now(now: datetime | None) -> datetime | None:
     return now
 
 
-def _validate_event(event: JobEvent) -> None:
+def validate_event(event: JobEvent) -> None:
+    """Check one event before it is sent.
+
+    Raises:
+        ValueError: empty source or page id, empty event id, payload not a dict, negative
+            or non-finite window, priority not an int, max_attempts < 1.
+    """
     _check_text("source_type", event.source_type)
     _check_text("source_page_id", event.source_page_id)
     if event.event_id is not None:
@@ -216,7 +224,7 @@ async def enqueue_many(
     if not events:
         return []
     for event in events:
-        _validate_event(event)
+        validate_event(event)
     params = {
         "now": now,
         "source_types": [e.source_type for e in events],
@@ -574,3 +582,10 @@ async def prune(
     )
     assert row is not None
     return {"jobs": int(row["jobs"]), "events": int(row["events"])}
+
+
+async def seconds_until_due(db: Db) -> float | None:
+    """Seconds until the earliest pending job is due by the database's clock (negative when
+    overdue), or ``None`` when nothing is pending."""
+    row = await fetch_one(db, _Q["seconds_until_due"], {})
+    return float(row["seconds"]) if row and row["seconds"] is not None else None

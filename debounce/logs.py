@@ -1,0 +1,63 @@
+"""Logging setup: plain text or JSON lines (``DEBOUNCE_LOG_FORMAT=json``).
+
+Log lines about a job pass ``extra=job.log_fields()`` so they carry ``job_id``, ``source`` and
+``page``; the JSON formatter emits every such extra field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["JsonFormatter", "TextFormatter", "configure"]
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts`` (ISO 8601 UTC), ``level``, ``logger``, ``msg``, the
+    record's extra fields, and ``exc`` when an exception is attached."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        out.update(_extras(record))
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger: message key=value …`` with the record's extra fields appended."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = _extras(record)
+        if extras:
+            line += " " + " ".join(f"{k}={v}" for k, v in extras.items())
+        return line
+
+
+def configure(log_format: str = "text", level: str = "INFO") -> None:
+    """Route the root logger to stderr in ``log_format`` (``text`` or ``json``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("httpx", "httpcore", "psycopg.pool", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,15 @@
+-- document_summary --
+-- How many documents exist (for the demo's closing log line).
+select count(*) as n from documents
+
+-- documents --
+-- Synced documents, most recently synced first, optionally of one source.
+select source_type, document_id, title, length(content) as chars, synced_at, deleted_at
+  from documents
+ where (%(source_type)s::text is null or source_type = %(source_type)s::text)
+ order by synced_at desc, document_id
+ limit %(limit)s
+
+-- document --
+-- One document by id (any source).
+select * from documents where document_id = %(document_id)s order by synced_at desc limit 1
