@@ -78,7 +78,8 @@ async def _database(settings: Settings) -> AsyncIterator[Settings]:
 # --- service processes --------------------------------------------------------------------------
 
 
-async def _run_worker(settings: Settings, *, install_signals: bool = True) -> int:
+async def run_worker(settings: Settings, *, install_signals: bool = True) -> int:
+    """Run the worker process until SIGTERM/SIGINT; returns the exit code (0)."""
     from debounce.worker import Worker
 
     assert settings.database_url
@@ -276,10 +277,10 @@ def _cmd(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any, in
             return 0
         return run()
     if name == "worker":
-        async def run_worker() -> int:
+        async def worker_cmd() -> int:
             async with _database(settings) as s:
-                return await _run_worker(s)
-        return run_worker()
+                return await run_worker(s)
+        return worker_cmd()
     if name in ("serve", "web"):
         return _serve(settings, args.host, args.port, demo=getattr(args, "demo", False),
                       with_worker=name == "serve")

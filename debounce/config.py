@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["SourceWindow", "Settings"]
+__all__ = ["Settings", "SourceWindow"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,9 @@ class Settings:
     slack_bot_token: str | None = None
     slack_api_url: str = "https://slack.com/api/"
     slack_signing_secret: str | None = None
+    #: How far back (seconds) each Slack sync re-reads history before its watermark, so recent
+    #: edits and deletions are seen.
+    slack_lookback_seconds: float = 3600.0
     #: Our own Slack bot user id (``U…``) or bot id (``B…``); messages it posts are not synced.
     slack_bot_user_id: str | None = None
 
@@ -148,6 +151,7 @@ class Settings:
             slack_api_url=env.get("SLACK_API_URL") or "https://slack.com/api/",
             slack_signing_secret=_str(env, "SLACK_SIGNING_SECRET"),
             slack_bot_user_id=_str(env, "SLACK_BOT_USER_ID"),
+            slack_lookback_seconds=_float(env, "SLACK_LOOKBACK_SECONDS", 3600.0),
             windows={
                 "notion": SourceWindow(
                     _float(env, "NOTION_DEBOUNCE_SECONDS", 300.0),

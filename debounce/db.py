@@ -14,7 +14,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["Db", "connection", "fetch_all", "fetch_one", "execute", "open_pool"]
+__all__ = ["Db", "connection", "execute", "fetch_all", "fetch_one", "open_pool"]
 
 Db: TypeAlias = "AsyncConnection[Any] | AsyncConnectionPool[Any]"
 

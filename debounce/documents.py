@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.sql import queries
 
-__all__ = ["Document", "WriteOutcome", "DocumentStore", "content_sha256"]
+__all__ = ["Document", "DocumentStore", "WriteOutcome", "content_sha256"]
 
 _Q = queries("documents")
 

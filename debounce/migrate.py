@@ -14,7 +14,7 @@ import psycopg
 
 from debounce.sql import migrations
 
-__all__ = ["migrate", "applied_versions", "MIGRATION_LOCK_ID"]
+__all__ = ["MIGRATION_LOCK_ID", "applied_versions", "migrate"]
 
 log = logging.getLogger("debounce.migrate")
 

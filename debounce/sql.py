@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import LiteralString, cast
 
-__all__ = ["sql_dir", "queries", "migrations"]
+__all__ = ["migrations", "queries", "sql_dir"]
 
 _HEADER = re.compile(r"^-- ([a-z][a-z0-9_]*) --\s*$")
 _MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
-    "JobStatus",
+    "ACTIVE_STATUSES",
     "EnqueueOutcome",
-    "SyncJob",
     "EnqueueResult",
     "JobEvent",
-    "ACTIVE_STATUSES",
+    "JobStatus",
+    "SyncJob",
 ]
 
 

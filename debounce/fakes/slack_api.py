@@ -1,0 +1,569 @@
+"""A local stand-in of the Slack Web API methods the Slack integration calls.
+
+It speaks the documented shapes of
+
+- ``conversations.history`` (https://docs.slack.dev/reference/methods/conversations.history):
+  top-level messages of a conversation, **newest first**, between ``oldest`` and ``latest``
+  (exclusive unless ``inclusive``), cursor-paginated: ``{"ok": true, "messages": [...],
+  "has_more": bool, "pin_count": 0, "response_metadata": {"next_cursor": "..."}}``;
+- ``conversations.replies`` (https://docs.slack.dev/reference/methods/conversations.replies):
+  one thread, parent first then replies **oldest first**; a message without replies comes back
+  alone; an unknown ``ts`` answers ``thread_not_found``;
+- ``auth.test`` (https://docs.slack.dev/reference/methods/auth.test), for readiness checks.
+
+Errors are HTTP 200 with ``{"ok": false, "error": "<code>"}`` as Slack answers them
+(https://docs.slack.dev/apis/web-api/#responses); rate limiting is HTTP 429 with a
+``Retry-After`` header in seconds and ``{"ok": false, "error": "ratelimited"}``
+(https://docs.slack.dev/apis/web-api/rate-limits). The token is read from
+``Authorization: Bearer <token>`` or a ``token`` parameter (missing: ``not_authed``; wrong:
+``invalid_auth``). Parameters are accepted in the query string (``slack_sdk`` sends these
+methods as GET) and in a form-encoded POST body.
+
+Message objects carry ``type``, ``ts``, ``user`` (or ``bot_id``), ``text``; a thread parent
+also ``thread_ts``, ``reply_count``, ``reply_users``, ``reply_users_count``, ``latest_reply``;
+a reply ``thread_ts`` and ``parent_user_id``; an edited message ``edited: {user, ts}``; a
+deleted parent that still has replies is a ``tombstone`` (https://docs.slack.dev/reference/
+events/message/message_deleted and the ``tombstone`` subtype), as Slack shows it.
+
+Use :class:`FakeSlack`: mutate it from the test thread (``post``, ``reply``, ``edit``,
+``delete``, ``remove_channel``), queue faults (``rate_limit``, ``fail``, ``server_error``),
+read ``calls`` (a per-method counter), and serve ``app()`` with
+:class:`debounce.fakes.server.BackgroundServer`; point ``SLACK_API_URL`` at ``<url>/api/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+__all__ = ["FakeSlack", "Fault", "ts_key"]
+
+#: Slack's own text of a deleted thread parent that still has replies.
+TOMBSTONE_TEXT = "This message was deleted."
+
+#: Methods this fake answers (others: ``unknown_method``, as Slack does).
+METHODS = ("conversations.history", "conversations.replies", "auth.test")
+
+
+def ts_key(ts: str) -> tuple[int, int]:
+    """Sort key of a Slack ``ts`` (``"<unix seconds>.<6-digit sequence>"``)."""
+    sec, _, frac = ts.partition(".")
+    return int(sec), int((frac or "0").ljust(6, "0")[:6])
+
+
+def _ts(seconds: int, micros: int) -> str:
+    return f"{seconds}.{micros:06d}"
+
+
+def _encode_cursor(ts: str) -> str:
+    # Slack's cursors are opaque base64 strings such as "bmV4dF90czoxNTEyMDg1ODYxMDAwNTQz"
+    # ("next_ts:1512085861000543"); this one has the same flavour.
+    return base64.b64encode(f"next_ts:{ts}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> str | None:
+    try:
+        raw = base64.b64decode(cursor.encode(), validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    prefix, _, ts = raw.partition(":")
+    if prefix != "next_ts" or not ts:
+        return None
+    try:
+        ts_key(ts)
+    except ValueError:
+        return None
+    return ts
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected failure of the next call of a method.
+
+    ``status`` is the HTTP status (200 for an ``{"ok": false}`` error, 429, 5xx);
+    ``error`` the Slack error code of the JSON body (``None``: an HTML body, as a gateway
+    error has); ``retry_after`` the ``Retry-After`` header in seconds (429 only).
+    """
+
+    status: int
+    error: str | None
+    retry_after: int | None = None
+    #: Calls of the method answered normally before this fault fires.
+    after: int = 0
+
+
+class FakeSlack:
+    """In-memory Slack workspace behind a Starlette app speaking the Web API.
+
+    ``token``: the only bot token accepted (``None``: any token is accepted).
+    Channel ids are plain strings (``C…`` public, ``G…`` private, ``D…`` DM). All mutators
+    and the HTTP handlers share one lock, so tests may mutate between syncs while the app
+    runs in a :class:`~debounce.fakes.server.BackgroundServer` thread.
+    """
+
+    def __init__(self, token: str | None = "xoxb-test-token", *, start_ts: int = 1_763_600_000):
+        self.token = token
+        #: Calls answered per method (faults included), e.g. ``calls["conversations.history"]``.
+        self.calls: Counter[str] = Counter()
+        #: Every request as ``(method, params)``, oldest first.
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self._channels: dict[str, dict[str, dict[str, Any]]] = {}
+        self._faults: dict[str, deque[Fault]] = {}
+        self._lock = threading.RLock()
+        self._clock = start_ts
+
+    # ------------------------------------------------------------------ workspace mutation
+
+    def advance(self, seconds: int) -> None:
+        """Move the fake clock that stamps new messages forward by ``seconds``."""
+        with self._lock:
+            self._clock += seconds
+
+    def _fresh_ts(self) -> str:
+        while True:
+            self._clock += 1
+            ts = _ts(self._clock, 100)
+            if not any(ts in msgs for msgs in self._channels.values()):
+                return ts
+
+    def add_channel(self, channel: str) -> None:
+        """Create an empty conversation (posting creates one implicitly)."""
+        with self._lock:
+            self._channels.setdefault(channel, {})
+
+    def remove_channel(self, channel: str) -> None:
+        """Make ``channel`` unknown: its methods answer ``channel_not_found`` afterwards."""
+        with self._lock:
+            self._channels.pop(channel, None)
+
+    def post(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str | None = "U2147483697",
+        bot_id: str | None = None,
+        ts: str | None = None,
+        subtype: str | None = None,
+        **extra: Any,
+    ) -> str:
+        """Post a top-level message; returns its ``ts``.
+
+        ``ts`` defaults to one second after the previous message the fake stamped. Pass
+        ``bot_id`` (and ``user=None``, ``subtype="bot_message"``) for an integration's post.
+        """
+        with self._lock:
+            msgs = self._channels.setdefault(channel, {})
+            ts = ts or self._fresh_ts()
+            if ts in msgs:
+                raise ValueError(f"message {ts} already exists in {channel}")
+            msg: dict[str, Any] = {"type": "message", "ts": ts, "text": text}
+            if user is not None:
+                msg["user"] = user
+            if bot_id is not None:
+                msg["bot_id"] = bot_id
+            if subtype is not None:
+                msg["subtype"] = subtype
+            msg.update(extra)
+            msgs[ts] = msg
+            return ts
+
+    def reply(
+        self,
+        channel: str,
+        thread_ts: str,
+        text: str,
+        *,
+        user: str | None = "U2147483698",
+        ts: str | None = None,
+        broadcast: bool = False,
+    ) -> str:
+        """Reply in the thread of ``thread_ts``; returns the reply's ``ts``.
+
+        ``broadcast=True`` is "also send to channel" (subtype ``thread_broadcast``): the
+        reply then also appears in ``conversations.history``.
+        """
+        with self._lock:
+            msgs = self._channel(channel)
+            parent = msgs.get(thread_ts)
+            if parent is None or parent.get("thread_ts", thread_ts) != thread_ts:
+                raise KeyError(f"no thread parent {thread_ts} in {channel}")
+            ts = ts or self._fresh_ts()
+            msg: dict[str, Any] = {
+                "type": "message",
+                "ts": ts,
+                "text": text,
+                "thread_ts": thread_ts,
+            }
+            if user is not None:
+                msg["user"] = user
+            if broadcast:
+                msg["subtype"] = "thread_broadcast"
+            msgs[ts] = msg
+            return ts
+
+    def edit(
+        self, channel: str, ts: str, text: str, *, edited_ts: str | None = None
+    ) -> None:
+        """Edit a message's text; it gains ``edited: {"user", "ts"}`` as Slack shows it."""
+        with self._lock:
+            msg = self._channel(channel)[ts]
+            msg["text"] = text
+            msg["edited"] = {"user": msg.get("user", ""), "ts": edited_ts or self._fresh_ts()}
+
+    def delete(self, channel: str, ts: str) -> None:
+        """Delete a message. A thread parent with replies becomes a ``tombstone`` (its
+        replies stay); anything else disappears."""
+        with self._lock:
+            msgs = self._channel(channel)
+            if ts not in msgs:
+                raise KeyError(f"no message {ts} in {channel}")
+            if self._replies_of(msgs, ts):
+                msgs[ts] = {
+                    "type": "message",
+                    "subtype": "tombstone",
+                    "hidden": True,
+                    "ts": ts,
+                    "thread_ts": ts,
+                    "user": "USLACKBOT",
+                    "text": TOMBSTONE_TEXT,
+                }
+            else:
+                del msgs[ts]
+
+    def messages(self, channel: str) -> list[dict[str, Any]]:
+        """Every stored message of ``channel`` (replies included), oldest first; copies."""
+        with self._lock:
+            msgs = self._channel(channel)
+            return [copy.deepcopy(msgs[k]) for k in sorted(msgs, key=ts_key)]
+
+    # ------------------------------------------------------------------ fault injection
+
+    def _queue(self, method: str, fault: Fault, times: int) -> None:
+        with self._lock:
+            q = self._faults.setdefault(method, deque())
+            q.append(fault)
+            for _ in range(times - 1):
+                q.append(Fault(fault.status, fault.error, fault.retry_after))
+
+    def rate_limit(
+        self, method: str, retry_after: int = 20, *, times: int = 1, after: int = 0
+    ) -> None:
+        """``times`` calls of ``method`` answer 429 ``ratelimited`` with
+        ``Retry-After: <retry_after>`` (seconds), after ``after`` normal calls."""
+        self._queue(method, Fault(429, "ratelimited", retry_after, after), times)
+
+    def fail(self, method: str, error: str, *, times: int = 1, after: int = 0) -> None:
+        """``times`` calls of ``method`` (after ``after`` normal ones) answer HTTP 200
+        ``{"ok": false, "error": error}`` (e.g. ``invalid_auth``, ``channel_not_found``)."""
+        self._queue(method, Fault(200, error, None, after), times)
+
+    def server_error(
+        self, method: str, status: int = 500, *, times: int = 1, after: int = 0
+    ) -> None:
+        """``times`` calls of ``method`` (after ``after`` normal ones) answer ``status``
+        with an HTML body, as Slack's edge does on an outage."""
+        self._queue(method, Fault(status, None, None, after), times)
+
+    def clear_faults(self) -> None:
+        """Drop every queued fault."""
+        with self._lock:
+            self._faults.clear()
+
+    # ------------------------------------------------------------------ API logic
+
+    def _channel(self, channel: str) -> dict[str, dict[str, Any]]:
+        msgs = self._channels.get(channel)
+        if msgs is None:
+            raise KeyError(channel)
+        return msgs
+
+    @staticmethod
+    def _replies_of(msgs: dict[str, dict[str, Any]], thread_ts: str) -> list[dict[str, Any]]:
+        out = [
+            m
+            for ts, m in msgs.items()
+            if ts != thread_ts and m.get("thread_ts") == thread_ts
+        ]
+        out.sort(key=lambda m: ts_key(m["ts"]))
+        return out
+
+    def _present(self, msgs: dict[str, dict[str, Any]], msg: dict[str, Any]) -> dict[str, Any]:
+        """A stored message as the API shows it (thread fields computed)."""
+        out = copy.deepcopy(msg)
+        ts = out["ts"]
+        thread_ts = out.get("thread_ts")
+        if thread_ts is None or thread_ts == ts:
+            replies = self._replies_of(msgs, ts)
+            if replies:
+                users: list[str] = []
+                for r in replies:
+                    u = r.get("user")
+                    if u and u not in users:
+                        users.append(u)
+                out["thread_ts"] = ts
+                out["reply_count"] = len(replies)
+                out["reply_users"] = users
+                out["reply_users_count"] = len(users)
+                out["latest_reply"] = replies[-1]["ts"]
+                out["subscribed"] = False
+            elif out.get("subtype") != "tombstone":
+                out.pop("thread_ts", None)
+        else:
+            parent = msgs.get(thread_ts)
+            if parent is not None and parent.get("user"):
+                out["parent_user_id"] = parent["user"]
+        return out
+
+    @staticmethod
+    def _limit(params: dict[str, str], default: int) -> int:
+        try:
+            limit = int(params.get("limit") or default)
+        except ValueError:
+            limit = default
+        return max(1, min(limit, 999))
+
+    @staticmethod
+    def _bounds(params: dict[str, str]) -> tuple[tuple[int, int] | None, tuple[int, int] | None, bool]:
+        def parse(name: str) -> tuple[int, int] | None:
+            raw = params.get(name)
+            if not raw or raw in ("0", "0.0"):
+                return None
+            return ts_key(raw)
+
+        inclusive = params.get("inclusive") in ("1", "true", "True")
+        return parse("oldest"), parse("latest"), inclusive
+
+    def _history(self, params: dict[str, str]) -> dict[str, Any]:
+        msgs = self._channels.get(params.get("channel", ""))
+        if msgs is None:
+            return {"ok": False, "error": "channel_not_found"}
+        try:
+            oldest, latest, inclusive = self._bounds(params)
+        except ValueError:
+            return {"ok": False, "error": "invalid_ts_oldest"}
+        limit = self._limit(params, 100)
+        cursor_ts: str | None = None
+        if params.get("cursor"):
+            cursor_ts = _decode_cursor(params["cursor"])
+            if cursor_ts is None:
+                return {"ok": False, "error": "invalid_cursor"}
+
+        def visible(m: dict[str, Any]) -> bool:
+            t = m.get("thread_ts")
+            if t is not None and t != m["ts"] and m.get("subtype") != "thread_broadcast":
+                return False
+            k = ts_key(m["ts"])
+            if oldest is not None and (k < oldest or (k == oldest and not inclusive)):
+                return False
+            if latest is not None and (k > latest or (k == latest and not inclusive)):
+                return False
+            return not (cursor_ts is not None and k > ts_key(cursor_ts))
+
+        found = sorted((m for m in msgs.values() if visible(m)), key=lambda m: ts_key(m["ts"]))
+        found.reverse()  # newest first
+        page, rest = found[:limit], found[limit:]
+        body: dict[str, Any] = {
+            "ok": True,
+            "messages": [self._present(msgs, m) for m in page],
+            "has_more": bool(rest),
+            "pin_count": 0,
+            "channel_actions_ts": None,
+            "channel_actions_count": 0,
+        }
+        body["response_metadata"] = {"next_cursor": _encode_cursor(rest[0]["ts"]) if rest else ""}
+        return body
+
+    def _replies(self, params: dict[str, str]) -> dict[str, Any]:
+        msgs = self._channels.get(params.get("channel", ""))
+        if msgs is None:
+            return {"ok": False, "error": "channel_not_found"}
+        ts = params.get("ts")
+        if not ts:
+            return {"ok": False, "error": "invalid_arguments"}
+        root = msgs.get(ts)
+        if root is None:
+            return {"ok": False, "error": "thread_not_found"}
+        parent_ts = root.get("thread_ts") or ts  # ``ts`` of a reply names its thread
+        parent = msgs.get(parent_ts)
+        if parent is None:
+            return {"ok": False, "error": "thread_not_found"}
+        try:
+            oldest, latest, inclusive = self._bounds(params)
+        except ValueError:
+            return {"ok": False, "error": "invalid_ts_oldest"}
+        limit = self._limit(params, 1000)
+        cursor_ts: str | None = None
+        if params.get("cursor"):
+            cursor_ts = _decode_cursor(params["cursor"])
+            if cursor_ts is None:
+                return {"ok": False, "error": "invalid_cursor"}
+
+        def in_range(m: dict[str, Any]) -> bool:
+            k = ts_key(m["ts"])
+            if oldest is not None and (k < oldest or (k == oldest and not inclusive)):
+                return False
+            if latest is not None and (k > latest or (k == latest and not inclusive)):
+                return False
+            return not (cursor_ts is not None and k < ts_key(cursor_ts))
+
+        thread = [parent, *self._replies_of(msgs, parent_ts)]
+        found = [m for m in thread if in_range(m)]
+        page, rest = found[:limit], found[limit:]
+        return {
+            "ok": True,
+            "messages": [self._present(msgs, m) for m in page],
+            "has_more": bool(rest),
+            "response_metadata": {"next_cursor": _encode_cursor(rest[0]["ts"]) if rest else ""},
+        }
+
+    def _auth_test(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "url": "https://debounce-demo.slack.com/",
+            "team": "Debounce Demo",
+            "user": "debounce",
+            "team_id": "T061EG9R6",
+            "user_id": "U0BOTUSER",
+            "bot_id": "B0DEBOUNCE",
+            "is_enterprise_install": False,
+        }
+
+    def handle(self, method: str, params: dict[str, str], authorization: str | None) -> Response:
+        """Answer one API call (the HTTP layer's logic, callable without a server)."""
+        with self._lock:
+            self.calls[method] += 1
+            self.requests.append((method, dict(params)))
+            q = self._faults.get(method)
+            fault: Fault | None = None
+            if q:
+                if q[0].after > 0:
+                    head = q[0]
+                    q[0] = Fault(head.status, head.error, head.retry_after, head.after - 1)
+                else:
+                    fault = q.popleft()
+            if fault is not None:
+                if fault.status == 429:
+                    return JSONResponse(
+                        {"ok": False, "error": fault.error or "ratelimited"},
+                        status_code=429,
+                        headers={"Retry-After": str(fault.retry_after or 60)},
+                    )
+                if fault.error is None:
+                    return Response(
+                        "<html><body><h1>Server Error</h1></body></html>",
+                        status_code=fault.status,
+                        media_type="text/html",
+                    )
+                return JSONResponse({"ok": False, "error": fault.error}, status_code=fault.status)
+            token = params.get("token")
+            if authorization and authorization.lower().startswith("bearer "):
+                token = authorization[7:].strip()
+            if not token:
+                return JSONResponse({"ok": False, "error": "not_authed"})
+            if self.token is not None and token != self.token:
+                return JSONResponse({"ok": False, "error": "invalid_auth"})
+            if method == "conversations.history":
+                body = self._history(params)
+            elif method == "conversations.replies":
+                body = self._replies(params)
+            elif method == "auth.test":
+                body = self._auth_test()
+            else:
+                body = {"ok": False, "error": "unknown_method"}
+            return JSONResponse(body)
+
+    # ------------------------------------------------------------------ HTTP
+
+    def app(self) -> Starlette:
+        """The Starlette app: ``GET|POST /api/{method}`` (query or form parameters)."""
+
+        async def api(request: Request) -> Response:
+            method = request.path_params["method"]
+            params: dict[str, str] = {k: v for k, v in request.query_params.items()}
+            if request.method == "POST":
+                ctype = request.headers.get("content-type", "")
+                if ctype.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+                    form = await request.form()
+                    for k, v in form.items():
+                        if isinstance(v, str):
+                            params[k] = v
+                elif ctype.startswith("application/json"):
+                    try:
+                        data = await request.json()
+                    except ValueError:
+                        data = None
+                    if isinstance(data, dict):
+                        params.update({k: str(v) for k, v in data.items()})
+            return self.handle(method, params, request.headers.get("authorization"))
+
+        async def root(request: Request) -> Response:
+            return PlainTextResponse("debounce fake Slack Web API: POST /api/<method>\n")
+
+        return Starlette(
+            routes=[
+                Route("/api/{method}", api, methods=["GET", "POST"]),
+                Route("/", root, methods=["GET"]),
+            ]
+        )
+
+    # ------------------------------------------------------------------ demo content
+
+    @classmethod
+    def demo(cls, token: str | None = None) -> FakeSlack:
+        """A workspace seeded with realistic content, for ``debounce serve --demo``.
+
+        ``C2147483705`` holds the conversation of ``examples/slack`` (the thread rooted at
+        ``1763682934.000200`` with the reply ``1763683000.000300``, the bot post
+        ``1763683300.000600``) plus a short release thread; ``G0PRIVATE1`` is a private
+        channel with the message of ``private_channel_message.json``. ``token=None``
+        accepts any bot token.
+        """
+        fake = cls(token=token)
+        c = "C2147483705"
+        fake.post(
+            c,
+            "Standup notes for Thursday:\n• API latency back to normal\n• <@U2147483698> owns "
+            "the migration",
+            user="U2147483699",
+            ts="1763682000.000100",
+        )
+        fake.post(c, "Hello world", user="U2147483697", ts="1763682934.000200")
+        fake.reply(
+            c, "1763682934.000200", "Replying in the thread", user="U2147483698",
+            ts="1763683000.000300",
+        )
+        fake.reply(
+            c,
+            "1763682934.000200",
+            "Agreed: see <https://example.com/runbook|the runbook> &amp; ping me",
+            user="U2147483697",
+            ts="1763683050.000350",
+        )
+        fake.post(
+            c,
+            "Deploy finished",
+            user=None,
+            bot_id="B0BOTID01",
+            subtype="bot_message",
+            username="deploybot",
+            ts="1763683300.000600",
+        )
+        fake.post(c, "Release 2.4 is cut, QA starts tomorrow", user="U2147483699",
+                  ts="1763683350.000650")
+        fake.reply(c, "1763683350.000650", "I'll take the Android pass", user="U2147483698",
+                   ts="1763683360.000660")
+        g = "G0PRIVATE1"
+        fake.post(g, "In a private channel", user="U2147483697", ts="1763683400.000700")
+        fake.post(g, "Budget review moved to Friday", user="U2147483698", ts="1763683450.000750")
+        fake._clock = 1_763_684_000
+        return fake

@@ -1,0 +1,694 @@
+"""The sync half of the Notion integration: the real ``notion-client`` against the local fake
+Notion API (``debounce.fakes.notion_api``) on loopback, writing to a real Postgres."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from notion_client import APIResponseError
+from notion_client.errors import HTTPResponseError
+
+from debounce.config import Settings
+from debounce.documents import DocumentStore
+from debounce.fakes.notion_api import (
+    DEMO_DATABASE_ID,
+    DEMO_PAGE_ID,
+    FakeNotion,
+    block,
+    bookmark,
+    bulleted,
+    callout,
+    child_database,
+    child_page,
+    code,
+    date_property,
+    divider,
+    embed,
+    equation,
+    file,
+    heading,
+    image,
+    numbered,
+    paragraph,
+    people_property,
+    quote,
+    status_property,
+    table,
+    text,
+    to_do,
+    toggle,
+)
+from debounce.fakes.server import BackgroundServer
+from debounce.types import JobStatus, SyncJob
+from integrations.base import PermanentError, RateLimited, SyncResult
+from integrations.notion import NotionIntegration, render_rich_text
+
+TOKEN = "secret_test_notion_token"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notion"
+PAGE = "153104cd-477e-809d-8dc4-ff2d96ae3090"
+USER = "c7c11cca-1d73-471d-9b6e-bdef51470190"
+
+Conn = psycopg.AsyncConnection[Any]
+
+
+def make_job(source_page_id: str, payload: dict[str, Any] | None = None, **fields: Any) -> SyncJob:
+    """A claimed-looking ``SyncJob`` for ``source_page_id`` (payload default: page event)."""
+    now = datetime.now(UTC)
+    values: dict[str, Any] = {
+        "id": 1,
+        "source_type": "notion",
+        "source_page_id": source_page_id,
+        "status": JobStatus.PROCESSING,
+        "payload": payload
+        if payload is not None
+        else {
+            "type": "page.content_updated",
+            "id": "evt-1",
+            "entity": {"id": source_page_id, "type": "page"},
+        },
+        "event_id": "evt-1",
+        "event_count": 1,
+        "priority": 0,
+        "attempts": 1,
+        "max_attempts": 5,
+        "scheduled_at": now,
+        "first_event_at": now,
+        "max_wait_until": now,
+        "retry_at": None,
+        "lease_expires_at": now,
+        "locked_by": "test",
+        "lease_token": "lease",
+        "revision": 1,
+        "claimed_revision": 1,
+        "last_error": None,
+        "created_at": now,
+        "updated_at": now,
+        "finished_at": None,
+    }
+    values.update(fields)
+    return SyncJob(**values)
+
+
+def example_payload(name: str) -> dict[str, Any]:
+    payload: dict[str, Any] = json.loads((EXAMPLES / name).read_text())
+    return payload
+
+
+@pytest.fixture
+def fake() -> FakeNotion:
+    return FakeNotion(token=TOKEN)
+
+
+@pytest.fixture
+def server(fake: FakeNotion) -> Iterator[BackgroundServer]:
+    with BackgroundServer(fake.app()) as srv:
+        yield srv
+
+
+@pytest.fixture
+def store(conn: Conn) -> DocumentStore:
+    return DocumentStore(conn)
+
+
+@pytest.fixture
+def settings(server: BackgroundServer) -> Settings:
+    return Settings(notion_token=TOKEN, notion_base_url=server.url)
+
+
+@pytest.fixture
+async def notion(settings: Settings, store: DocumentStore) -> AsyncIterator[NotionIntegration]:
+    # No sleeps in tests: in-process retries happen at once.
+    integration = NotionIntegration(settings, store, retry_delays=(0.0, 0.0))
+    yield integration
+    await integration.aclose()
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering a page
+# --------------------------------------------------------------------------------------------
+
+CHILD_PAGE = "0f1e2d3c-4b5a-4968-8776-655443322110"
+CHILD_DB = "1f1e2d3c-4b5a-4968-8776-655443322110"
+
+REPRESENTATIVE_BLOCKS = [
+    heading(1, "Overview"),
+    paragraph(
+        [
+            text("Plain "),
+            text("bold", bold=True),
+            text(" and "),
+            text("italic", italic=True),
+            text(", "),
+            text("gone", strikethrough=True),
+            text(", "),
+            text("x = 1", code=True),
+            text(", a "),
+            text("link", link="https://example.com/a"),
+            text(" and "),
+            text("both ", bold=True, italic=True),
+            text("end."),
+        ]
+    ),
+    heading(2, "Lists"),
+    bulleted("level one", bulleted("level two", bulleted("level three")), bulleted("level two, again")),
+    bulleted("second top item"),
+    numbered("first"),
+    numbered("second", numbered("second.a"), numbered("second.b")),
+    numbered("third"),
+    paragraph("A paragraph ends the list."),
+    numbered("numbering restarts"),
+    to_do("written", True),
+    to_do("reviewed"),
+    heading(3, "Everything else"),
+    toggle("More details", paragraph("Hidden until opened.")),
+    quote("Latest payload wins."),
+    callout("Mind the rate limit.", "⚠️"),
+    code("def f(x):\n    return x + 1", "python"),
+    divider(),
+    equation("e^{i\\pi} + 1 = 0"),
+    table([["Source", "Window"], ["Notion", "300 s"], ["a|b", ""]]),
+    image("https://img.example/cat.png", "A cat"),
+    file("https://files.example/report.pdf", name="report.pdf"),
+    bookmark("https://example.org/"),
+    embed("https://embed.example/x", "An embed"),
+    child_page("Sub page", CHILD_PAGE),
+    child_database("Tasks", CHILD_DB),
+    block("ai_block", {}),
+]
+
+REPRESENTATIVE_MARKDOWN = """\
+# Overview
+
+Plain **bold** and *italic*, ~~gone~~, `x = 1`, a [link](https://example.com/a) and ***both*** end.
+
+## Lists
+
+- level one
+  - level two
+    - level three
+  - level two, again
+- second top item
+
+1. first
+2. second
+   1. second.a
+   2. second.b
+3. third
+
+A paragraph ends the list.
+
+1. numbering restarts
+
+- [x] written
+- [ ] reviewed
+
+### Everything else
+
+<details>
+<summary>More details</summary>
+
+Hidden until opened.
+
+</details>
+
+> Latest payload wins.
+
+> ⚠️ Mind the rate limit.
+
+```python
+def f(x):
+    return x + 1
+```
+
+---
+
+$$
+e^{i\\pi} + 1 = 0
+$$
+
+| Source | Window |
+| --- | --- |
+| Notion | 300 s |
+| a\\|b |  |
+
+![A cat](https://img.example/cat.png)
+
+[report.pdf](https://files.example/report.pdf)
+
+[https://example.org/](https://example.org/)
+
+[An embed](https://embed.example/x)
+
+Page: [Sub page](https://www.notion.so/0f1e2d3c4b5a49688776655443322110)
+
+Database: [Tasks](https://www.notion.so/1f1e2d3c4b5a49688776655443322110)
+
+[unsupported Notion block: ai_block]
+"""
+
+
+async def test_representative_page_paginated_and_nested(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.page_size_cap = 2  # every children list spans several pages
+    fake.add_page(
+        PAGE,
+        title=[text("Sync "), text("design", bold=True)],
+        blocks=REPRESENTATIVE_BLOCKS,
+        last_edited_time="2026-11-21T08:30:00.000Z",
+        created_by="11111111-1111-4111-8111-111111111111",
+    )
+    result = await notion.sync(make_job(PAGE))
+    assert result.written == 1 and result.unchanged == 0 and result.deleted == 0
+
+    doc = await store.get("notion", PAGE)
+    assert doc is not None
+    assert doc["content"] == REPRESENTATIVE_MARKDOWN
+    assert doc["title"] == "Sync design"
+    assert doc["source_page_id"] == PAGE
+    assert doc["url"] == "https://www.notion.so/Sync-design-153104cd477e809d8dc4ff2d96ae3090"
+    assert doc["source_updated_at"] == datetime(2026, 11, 21, 8, 30, tzinfo=UTC)
+    assert doc["deleted_at"] is None
+    meta = doc["metadata"]
+    assert meta["parent"] == {"type": "workspace"}
+    assert meta["created_by"] == "11111111-1111-4111-8111-111111111111"
+    assert meta["last_edited_by"] == USER
+    assert meta["authors"] == sorted(["11111111-1111-4111-8111-111111111111", USER])
+
+    # Exactly one page retrieval; block lists: 27 top-level blocks at 2 per page = 14, plus
+    # one request for each of "level one", "level two", "second", the toggle, and two for the
+    # table's three rows. Child pages/databases are not entered.
+    assert fake.calls["pages.retrieve"] == 1
+    assert fake.calls["blocks.children.list"] == 14 + 4 + 2
+    assert fake.calls["databases.retrieve"] == 0
+
+
+async def test_more_than_one_hundred_blocks(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(PAGE, title="Long", blocks=[paragraph(f"line {i}") for i in range(250)])
+    await notion.sync(make_job(PAGE))
+    doc = await store.get("notion", PAGE)
+    assert doc is not None
+    assert doc["content"] == "\n\n".join(f"line {i}" for i in range(250)) + "\n"
+    assert fake.calls["blocks.children.list"] == 3  # 100 + 100 + 50
+    assert fake.calls["pages.retrieve"] == 1
+
+
+async def test_unchanged_second_sync_is_not_rewritten(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(PAGE, title="Stable", blocks=[paragraph("same")])
+    assert (await notion.sync(make_job(PAGE))).written == 1
+    first = await store.get("notion", PAGE)
+
+    again = await notion.sync(make_job(PAGE, event_id="evt-2"))
+    assert again == SyncResult(unchanged=1, detail=again.detail)
+    second = await store.get("notion", PAGE)
+    assert first is not None and second is not None
+    assert second["updated_at"] == first["updated_at"]
+    assert second["synced_at"] >= first["synced_at"]
+
+    fake.set_blocks(PAGE, [paragraph("different")])
+    fake.touch(PAGE, "2026-11-22T00:00:00.000Z")
+    assert (await notion.sync(make_job(PAGE))).written == 1
+    third = await store.get("notion", PAGE)
+    assert third is not None and third["content"] == "different\n"
+
+
+async def test_unknown_block_type_leaves_a_placeholder(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(
+        PAGE,
+        blocks=[
+            paragraph("before"),
+            block("unsupported", {}),
+            block("meeting_notes", {"title": []}, [paragraph("child of the unknown")]),
+            {"type": "mystery"},  # a type with no body at all
+            paragraph("after"),
+        ],
+    )
+    await notion.sync(make_job(PAGE))
+    doc = await store.get("notion", PAGE)
+    assert doc is not None
+    assert doc["content"] == (
+        "before\n\n[unsupported Notion block: unsupported]\n\n"
+        "[unsupported Notion block: meeting_notes]\n\nchild of the unknown\n\n"
+        "[unsupported Notion block: mystery]\n\nafter\n"
+    )
+    assert doc["title"] == "Untitled"
+
+
+async def test_database_row_page_keeps_its_properties(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(
+        PAGE,
+        title="Ship it",
+        title_name="Name",
+        parent={"type": "data_source_id", "data_source_id": CHILD_DB, "database_id": CHILD_PAGE},
+        properties={
+            "Status": status_property("In progress"),
+            "Due": date_property("2026-12-01", "2026-12-03"),
+            "Owner": people_property(USER),
+        },
+    )
+    await notion.sync(make_job(PAGE))
+    doc = await store.get("notion", PAGE)
+    assert doc is not None
+    assert doc["title"] == "Ship it"
+    assert doc["content"] == ""
+    assert doc["metadata"]["parent"] == {
+        "type": "data_source_id",
+        "id": CHILD_DB,
+        "database_id": CHILD_PAGE,
+    }
+    assert doc["metadata"]["properties"] == {
+        "Status": "In progress",
+        "Due": "2026-12-01/2026-12-03",
+        "Owner": [USER],
+    }
+
+
+async def test_comment_event_syncs_its_page(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(PAGE, title="Commented", blocks=[paragraph("text")])
+    await notion.sync(make_job(PAGE, example_payload("comment.created.json")))
+    assert (await store.get("notion", PAGE)) is not None
+    assert fake.calls["pages.retrieve"] == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Errors and retries
+# --------------------------------------------------------------------------------------------
+
+
+async def test_rate_limited_with_long_retry_after_returns_promptly(
+    fake: FakeNotion, notion: NotionIntegration
+) -> None:
+    fake.add_page(PAGE)
+    fake.fail("pages.retrieve", 429, retry_after=30)
+    started = time.monotonic()
+    with pytest.raises(RateLimited) as info:
+        await notion.sync(make_job(PAGE))
+    assert info.value.retry_after == 30
+    assert time.monotonic() - started < 5  # not the SDK sleeping 30 s (or 60 s) inside
+    assert fake.calls["pages.retrieve"] == 1  # and not hammering the limit again
+
+
+async def test_rate_limited_mid_walk_hands_back_too(fake: FakeNotion, notion: NotionIntegration) -> None:
+    fake.add_page(PAGE, blocks=[paragraph("x")])
+    fake.fail("blocks.children.list", 429, retry_after="120")
+    with pytest.raises(RateLimited) as info:
+        await notion.sync(make_job(PAGE))
+    assert info.value.retry_after == 120
+
+
+async def test_rate_limited_without_retry_after_uses_a_default(
+    fake: FakeNotion, notion: NotionIntegration
+) -> None:
+    fake.add_page(PAGE)
+    fake.fail("pages.retrieve", 429)
+    with pytest.raises(RateLimited) as info:
+        await notion.sync(make_job(PAGE))
+    assert info.value.retry_after == 30
+
+
+async def test_short_retry_after_is_waited_in_process(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(PAGE, blocks=[paragraph("ok")])
+    fake.fail("pages.retrieve", 429, retry_after=0)
+    result = await notion.sync(make_job(PAGE))
+    assert result.written == 1
+    assert fake.calls["pages.retrieve"] == 2
+
+
+@pytest.mark.parametrize(("status", "code"), [(401, None), (403, "restricted_resource")])
+async def test_unauthorized_or_restricted_is_permanent(
+    fake: FakeNotion, notion: NotionIntegration, status: int, code: str | None
+) -> None:
+    fake.add_page(PAGE)
+    fake.fail("pages.retrieve", status, code=code)
+    with pytest.raises(PermanentError):
+        await notion.sync(make_job(PAGE))
+    assert fake.calls["pages.retrieve"] == 1
+
+
+async def test_wrong_token_is_permanent(server: BackgroundServer, store: DocumentStore) -> None:
+    settings = Settings(notion_token="secret_revoked", notion_base_url=server.url)
+    notion = NotionIntegration(settings, store, retry_delays=(0.0, 0.0))
+    try:
+        with pytest.raises(PermanentError, match="unauthorized"):
+            await notion.sync(make_job(PAGE))
+    finally:
+        await notion.aclose()
+
+
+async def test_missing_token_is_permanent_and_says_what_to_set(store: DocumentStore) -> None:
+    notion = NotionIntegration(Settings(notion_token=None), store)
+    with pytest.raises(PermanentError, match="NOTION_TOKEN"):
+        await notion.sync(make_job(PAGE))
+    await notion.aclose()
+
+
+async def test_not_found_marks_the_document_deleted(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(PAGE, title="Doomed", blocks=[paragraph("bye")])
+    await notion.sync(make_job(PAGE))
+    fake.remove(PAGE)
+    result = await notion.sync(make_job(PAGE, example_payload("page.deleted.json")))
+    assert result.deleted == 1 and result.written == 0
+    doc = await store.get("notion", PAGE)
+    assert doc is not None and doc["deleted_at"] is not None
+    # A 404 for a page never synced is still a success.
+    other = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+    assert (await notion.sync(make_job(other))).deleted == 0
+
+
+async def test_injected_404_marks_deleted(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(PAGE)
+    await notion.sync(make_job(PAGE))
+    fake.fail("pages.retrieve", 404, object_id=PAGE)
+    assert (await notion.sync(make_job(PAGE))).deleted == 1
+
+
+async def test_trashed_page_is_deleted_and_restored_page_comes_back(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(PAGE, blocks=[paragraph("content")])
+    await notion.sync(make_job(PAGE))
+    fake.set_trashed(PAGE)
+    result = await notion.sync(make_job(PAGE, example_payload("page.deleted.json")))
+    assert result.deleted == 1
+    assert fake.calls["blocks.children.list"] == 1  # a trashed page's blocks are not walked
+    doc = await store.get("notion", PAGE)
+    assert doc is not None and doc["deleted_at"] is not None
+
+    fake.set_trashed(PAGE, False)
+    result = await notion.sync(make_job(PAGE, example_payload("page.undeleted.json")))
+    assert result.written == 1
+    doc = await store.get("notion", PAGE)
+    assert doc is not None and doc["deleted_at"] is None
+
+
+@pytest.mark.parametrize("status", [500, 503, 502])
+async def test_server_error_once_is_retried_in_process(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore, status: int
+) -> None:
+    fake.add_page(PAGE, blocks=[paragraph("fine")])
+    fake.fail("pages.retrieve", status)
+    result = await notion.sync(make_job(PAGE))
+    assert result.written == 1
+    assert fake.calls["pages.retrieve"] == 2
+
+
+async def test_persistent_server_error_propagates_for_the_queue_to_retry(
+    fake: FakeNotion, notion: NotionIntegration
+) -> None:
+    fake.add_page(PAGE, blocks=[paragraph("fine")])
+    fake.fail("blocks.children.list", 500, times=10)
+    with pytest.raises(APIResponseError) as info:
+        await notion.sync(make_job(PAGE))
+    assert not isinstance(info.value, (PermanentError, RateLimited))
+    assert info.value.status == 500
+    assert fake.calls["blocks.children.list"] == 3  # one call + two in-process retries
+
+
+async def test_gateway_page_propagates_as_http_error(fake: FakeNotion, notion: NotionIntegration) -> None:
+    fake.add_page(PAGE)
+    fake.fail("pages.retrieve", 502, times=3)
+    with pytest.raises(HTTPResponseError):
+        await notion.sync(make_job(PAGE))
+
+
+async def test_nested_block_vanishing_mid_walk_does_not_fail_the_sync(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(PAGE, blocks=[toggle("Open me", paragraph("inside")), paragraph("after")])
+    toggle_id = fake.children[PAGE][0]
+    fake.fail("blocks.children.list", 404, object_id=toggle_id)
+    await notion.sync(make_job(PAGE))
+    doc = await store.get("notion", PAGE)
+    assert doc is not None
+    assert doc["content"] == ("<details>\n<summary>Open me</summary>\n\n</details>\n\nafter\n")
+
+
+async def test_client_is_created_once_and_closed(fake: FakeNotion, notion: NotionIntegration) -> None:
+    fake.add_page(PAGE)
+    await notion.sync(make_job(PAGE))
+    client = notion._client
+    await notion.sync(make_job(PAGE))
+    assert notion._client is client is not None
+    await notion.aclose()
+    assert notion._client is None
+    await notion.aclose()  # idempotent
+
+
+# --------------------------------------------------------------------------------------------
+# Databases and data sources
+# --------------------------------------------------------------------------------------------
+
+DATABASE = "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e1f"
+DATA_SOURCE = "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e20"
+
+DATABASE_MARKDOWN = """\
+What ships *when*.
+
+## Roadmap
+
+| Property | Type | Details |
+| --- | --- | --- |
+| Name | title |  |
+| Status | status | Not started, Done |
+| Due | date |  |
+"""
+
+
+def add_roadmap(fake: FakeNotion) -> None:
+    fake.add_database(
+        DATABASE,
+        title="Roadmap",
+        description=[text("What ships "), text("when", italic=True), text(".")],
+        schema={"Name": "title", "Status": "status", "Due": "date"},
+        options={"Status": ["Not started", "Done"]},
+        data_source_id=DATA_SOURCE,
+        last_edited_time="2026-11-20T12:00:00.000Z",
+    )
+
+
+async def test_database_event_syncs_title_and_schema(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    add_roadmap(fake)
+    job = make_job(DATABASE, example_payload("database.schema_updated.json"))
+    assert (await notion.sync(job)).written == 1
+    doc = await store.get("notion", DATABASE)
+    assert doc is not None
+    assert doc["title"] == "Roadmap"
+    assert doc["content"] == DATABASE_MARKDOWN
+    assert doc["source_updated_at"] == datetime(2026, 11, 20, 12, tzinfo=UTC)
+    assert doc["metadata"]["schema"] == {"Roadmap": {"Name": "title", "Status": "status", "Due": "date"}}
+    assert doc["metadata"]["data_sources"] == [{"id": DATA_SOURCE, "name": "Roadmap"}]
+    assert fake.calls["pages.retrieve"] == 0
+    assert fake.calls["databases.retrieve"] == 1
+    assert fake.calls["data_sources.retrieve"] == 1
+
+    fake.set_trashed(DATABASE)
+    assert (await notion.sync(job)).deleted == 1
+
+
+async def test_data_source_event_syncs_its_schema(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    add_roadmap(fake)
+    payload = {
+        "type": "data_source.schema_updated",
+        "id": "e1",
+        "entity": {"id": DATA_SOURCE, "type": "data_source"},
+    }
+    assert (await notion.sync(make_job(DATA_SOURCE, payload))).written == 1
+    doc = await store.get("notion", DATA_SOURCE)
+    assert doc is not None
+    assert doc["title"] == "Roadmap"
+    # The database's document without the per-data-source heading.
+    assert doc["content"] == DATABASE_MARKDOWN.replace("## Roadmap\n\n", "")
+    assert doc["metadata"]["parent"] == {"type": "database_id", "id": DATABASE}
+
+
+async def test_manual_resync_tries_page_then_database(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    add_roadmap(fake)
+    fake.add_page(PAGE, title="A page")
+    manual = {"type": "manual_resync"}
+
+    assert (await notion.sync(make_job(PAGE, manual))).written == 1
+    assert fake.calls["databases.retrieve"] == 0
+
+    assert (await notion.sync(make_job(DATABASE, manual))).written == 1
+    doc = await store.get("notion", DATABASE)
+    assert doc is not None and doc["content"] == DATABASE_MARKDOWN
+
+    missing = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+    result = await notion.sync(make_job(missing, manual))
+    assert result.deleted == 0 and result.written == 0
+
+
+async def test_demo_fake_syncs_page_and_database(store: DocumentStore) -> None:
+    fake = FakeNotion.demo()
+    with BackgroundServer(fake.app()) as srv:
+        notion = NotionIntegration(Settings(notion_token=fake.token, notion_base_url=srv.url), store)
+        try:
+            await notion.sync(make_job(DEMO_PAGE_ID, example_payload("page.created.json")))
+            await notion.sync(make_job(DEMO_DATABASE_ID, example_payload("database.schema_updated.json")))
+        finally:
+            await notion.aclose()
+    page = await store.get("notion", DEMO_PAGE_ID)
+    db = await store.get("notion", DEMO_DATABASE_ID)
+    assert page is not None and page["title"] == "Launch plan"
+    assert "# Goals" in page["content"] and "| Notion | 300 s | 3600 s |" in page["content"]
+    assert db is not None and db["title"] == "Launch tasks"
+    assert "| Status | status | Not started, In progress, Done |" in db["content"]
+
+
+# --------------------------------------------------------------------------------------------
+# Rich text details
+# --------------------------------------------------------------------------------------------
+
+
+def test_rich_text_rendering_edge_cases() -> None:
+    assert render_rich_text([text("a"), text("b"), text("c", bold=True), text("d", bold=True)]) == (
+        "ab**cd**"
+    )
+    assert render_rich_text([text(" padded ", bold=True)]) == " **padded** "
+    assert render_rich_text([text("tick`s", code=True)]) == "``tick`s``"
+    assert render_rich_text([text("doc", bold=True, link="https://x.test")]) == ("[**doc**](https://x.test)")
+    assert (
+        render_rich_text(
+            [{"type": "equation", "equation": {"expression": "x^2"}, "plain_text": "x^2", "href": None}]
+        )
+        == "$x^2$"
+    )
+    mention = {
+        "type": "mention",
+        "mention": {"type": "page", "page": {"id": PAGE}},
+        "plain_text": "Launch plan",
+        "href": "https://www.notion.so/" + PAGE,
+    }
+    assert render_rich_text([mention]) == f"[Launch plan](https://www.notion.so/{PAGE})"
+    assert render_rich_text([text("under", underline=True)]) == "under"
+    assert render_rich_text(None) == ""
+    assert render_rich_text([{"garbage": True}, "nope"]) == ""
