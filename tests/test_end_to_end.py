@@ -1,0 +1,208 @@
+"""End to end: signed webhook → debounced job → worker → real SDK against the local API
+stand-ins on loopback → Markdown in ``documents``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+import integrations
+from debounce import queue
+from debounce.cli import sign_request
+from debounce.config import Settings, SourceWindow
+from debounce.documents import DocumentStore
+from debounce.fakes import notion_api as n
+from debounce.fakes.notion_api import FakeNotion
+from debounce.fakes.server import BackgroundServer
+from debounce.fakes.slack_api import FakeSlack
+from debounce.types import JobStatus
+from debounce.web import create_app
+from debounce.worker import Worker
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+NOTION_SECRET = "secret_e2e_notion"
+SLACK_SECRET = "e2e-slack-secret"
+PAGE = "153104cd-477e-809d-8dc4-ff2d96ae3090"
+CHANNEL = "C2147483705"
+
+
+@dataclass
+class Stack:
+    client: httpx.AsyncClient
+    pool: AsyncConnectionPool[Any]
+    notion: FakeNotion
+    slack: FakeSlack
+    worker: Worker
+    store: DocumentStore
+
+
+@pytest.fixture
+def fakes() -> Iterator[tuple[FakeNotion, FakeSlack, str, str]]:
+    notion = FakeNotion(token="secret_e2e_token", page_size_cap=3)
+    slack = FakeSlack(token="xoxb-e2e")
+    with BackgroundServer(notion.app()) as ns, BackgroundServer(slack.app()) as ss:
+        yield notion, slack, ns.url, ss.url + "/api/"
+
+
+@pytest.fixture
+async def stack(
+    pool: AsyncConnectionPool[Any], database_url: str, fakes: tuple[FakeNotion, FakeSlack, str, str]
+) -> AsyncIterator[Stack]:
+    notion, slack, notion_url, slack_url = fakes
+    settings = Settings(
+        database_url=database_url,
+        notion_token=notion.token,
+        notion_base_url=notion_url,
+        notion_webhook_secret=NOTION_SECRET,
+        slack_bot_token=slack.token,
+        slack_api_url=slack_url,
+        slack_signing_secret=SLACK_SECRET,
+        windows={"notion": SourceWindow(1.0, 30.0), "slack": SourceWindow(0.5, 30.0)},
+        poll_interval_seconds=0.2,
+        lease_seconds=10,
+    )
+    app = create_app(settings, pool=pool)
+    store = DocumentStore(pool)
+    sources = integrations.create_all(settings, store)
+    worker = Worker(settings, pool, sources, conninfo=database_url)
+    task = asyncio.create_task(worker.run())
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
+        yield Stack(client, pool, notion, slack, worker, store)
+    worker.stop()
+    await asyncio.wait_for(task, 15)
+    for integration in sources.values():
+        await integration.aclose()
+
+
+async def send(client: httpx.AsyncClient, source: str, event: dict[str, Any]) -> httpx.Response:
+    body = json.dumps(event).encode()
+    secret = NOTION_SECRET if source == "notion" else SLACK_SECRET
+    resp = await client.post(f"/webhooks/{source}", content=body,
+                             headers=sign_request(source, body, secret))
+    assert resp.status_code == 200, resp.text
+    return resp
+
+
+async def settled(pool: AsyncConnectionPool[Any], timeout: float = 20.0) -> None:
+    """Wait until no job is pending or processing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        totals = (await queue.stats(pool))["totals"]
+        if totals["pending"] == 0 and totals["processing"] == 0:
+            return
+        assert time.monotonic() < deadline, f"queue did not settle: {totals}"
+        await asyncio.sleep(0.05)
+
+
+def example(source: str, name: str) -> dict[str, Any]:
+    return json.loads((EXAMPLES / source / name).read_text())  # type: ignore[no-any-return]
+
+
+async def test_50_notion_events_sync_the_page_once(stack: Stack) -> None:
+    stack.notion.add_page(
+        PAGE,
+        title="Launch plan",
+        blocks=[
+            n.heading(1, "Goals"),
+            n.paragraph([n.text("Ship "), n.text("debounce", bold=True), n.text(" on time.")]),
+            n.bulleted("Webhooks", n.bulleted("Notion"), n.bulleted("Slack")),
+            n.to_do("Write the README", checked=True),
+            n.code("debounce serve", "shell"),
+        ],
+    )
+    template = example("notion", "page.content_updated.json")
+    for i in range(50):
+        await send(stack.client, "notion", dict(template, id=f"evt-{i}"))
+    jobs = (await queue.list_jobs(stack.pool)).jobs
+    assert len(jobs) == 1 and jobs[0].event_count == 50
+    await settled(stack.pool)
+    assert stack.notion.calls["pages.retrieve"] == 1
+    docs = await stack.store.list_for_page("notion", PAGE)
+    assert len(docs) == 1
+    doc = docs[0]
+    assert doc["title"] == "Launch plan"
+    assert doc["content"] == (
+        "# Goals\n\n"
+        "Ship **debounce** on time.\n\n"
+        "- Webhooks\n"
+        "  - Notion\n"
+        "  - Slack\n"
+        "- [x] Write the README\n\n"
+        "```shell\ndebounce serve\n```\n"
+    )
+    final = await queue.get(stack.pool, jobs[0].id)
+    assert final is not None and final.status is JobStatus.COMPLETED
+
+
+async def test_edit_during_sync_is_followed_by_a_second_sync(stack: Stack) -> None:
+    stack.notion.add_page(PAGE, title="v1", blocks=[n.paragraph("first")])
+    template = example("notion", "page.content_updated.json")
+    await send(stack.client, "notion", dict(template, id="a"))
+    # Wait until the worker has claimed the job, change the page, send another event.
+    deadline = time.monotonic() + 10
+    while stack.notion.calls["pages.retrieve"] == 0:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    stack.notion.add_page(PAGE, title="v2", blocks=[n.paragraph("second")])
+    resp = await send(stack.client, "notion", dict(template, id="b"))
+    assert resp.json()["jobs"][0]["outcome"] in ("requeued_after_running", "created")
+    await asyncio.sleep(1.2)  # the follow-up's debounce window
+    await settled(stack.pool)
+    doc = await stack.store.get("notion", PAGE)
+    assert doc is not None and doc["title"] == "v2" and "second" in doc["content"]
+
+
+async def test_trashed_notion_page_marks_document_deleted(stack: Stack) -> None:
+    stack.notion.add_page(PAGE, title="Doomed", blocks=[n.paragraph("bye")])
+    await send(stack.client, "notion", example("notion", "page.created.json"))
+    await settled(stack.pool)
+    stack.notion.set_trashed(PAGE)
+    await send(stack.client, "notion", example("notion", "page.deleted.json"))
+    await settled(stack.pool)
+    doc = await stack.store.get("notion", PAGE)
+    assert doc is not None and doc["deleted_at"] is not None
+
+
+async def test_slack_message_thread_and_edit_end_to_end(stack: Stack) -> None:
+    root = stack.slack.post(CHANNEL, "Hello world", user="U1")
+    stack.slack.reply(CHANNEL, root, "Replying in the thread", user="U2")
+    lone = stack.slack.post(CHANNEL, "Another topic", user="U1")
+    await send(stack.client, "slack", example("slack", "message.json"))
+    await send(stack.client, "slack", example("slack", "thread_reply.json"))
+    await settled(stack.pool)
+    docs = {d["document_id"]: d for d in await stack.store.list_for_page("slack", CHANNEL)}
+    assert set(docs) == {f"{CHANNEL}/{root}", f"{CHANNEL}/{lone}"}
+    thread = docs[f"{CHANNEL}/{root}"]["content"]
+    assert "Hello world" in thread and "Replying in the thread" in thread
+    assert thread.index("Hello world") < thread.index("Replying in the thread")
+    stack.slack.edit(CHANNEL, lone, "Another topic (edited)")
+    await send(stack.client, "slack", example("slack", "message_changed.json"))
+    await settled(stack.pool)
+    edited = await stack.store.get("slack", f"{CHANNEL}/{lone}")
+    assert edited is not None and "Another topic (edited)" in edited["content"]
+
+
+async def test_rate_limited_notion_sync_goes_back_to_queue(stack: Stack) -> None:
+    stack.notion.add_page(PAGE, title="Busy", blocks=[n.paragraph("x")])
+    stack.notion.fail("pages.retrieve", 429, retry_after=30)
+    await send(stack.client, "notion", example("notion", "page.created.json"))
+    deadline = time.monotonic() + 10
+    while True:
+        job = await queue.active_for_page(stack.pool, "notion", PAGE)
+        if job is not None and job.status is JobStatus.PENDING and job.last_error:
+            break
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    assert job.attempts == 0 and "retry after 30" in job.last_error
+    assert job.retry_at is not None
