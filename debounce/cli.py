@@ -108,6 +108,7 @@ async def _serve(settings: Settings, host: str, port: int, *, demo: bool, with_w
         await migrate(settings.database_url)
         if demo:
             settings = _start_demo(settings, stack)
+        assert settings.database_url
         pool = open_pool(settings.database_url, max_size=settings.pool_max_size + 4,
                          timeout=settings.pool_timeout_seconds, name="debounce")
         await pool.open(wait=True, timeout=30)
@@ -160,7 +161,7 @@ def _start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> Setting
     from debounce.fakes.slack_api import FakeSlack
 
     notion = FakeNotion.demo()
-    slack = FakeSlack.demo()
+    slack = FakeSlack.demo(token="xoxb-debounce-demo")
     notion_server = BackgroundServer(notion.app())
     slack_server = BackgroundServer(slack.app())
     notion_server.start()
@@ -184,9 +185,10 @@ def _start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> Setting
 async def _demo_tour(settings: Settings, base: str, server: uvicorn.Server) -> None:
     """Post the example webhooks to ourselves once the server is up, then show the documents
     the worker wrote."""
-    while not server.started:
+    while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
         await asyncio.sleep(0.05)
-    files = sorted((EXAMPLES / "notion").glob("page.*.json")) + [
+    files = [
+        *sorted((EXAMPLES / "notion").glob("page.*.json")),
         EXAMPLES / "slack" / "message.json",
         EXAMPLES / "slack" / "thread_reply.json",
         EXAMPLES / "slack" / "message_changed.json",
@@ -343,7 +345,7 @@ async def _send(args: argparse.Namespace, settings: Settings) -> int:
     failures = 0
     async with httpx.AsyncClient(timeout=10) as client:
         for file in args.files:
-            body = Path(file).read_bytes()
+            body = await asyncio.to_thread(Path(file).read_bytes)
             secret = args.secret or _secret(settings, args.source)
             headers = sign_request(args.source, body, secret)
             url = f"{args.url.rstrip('/')}/webhooks/{args.source}"

@@ -29,11 +29,18 @@ class EmbeddedPostgres:
         Raises:
             RuntimeError: the server could not start (the log under the data dir says why).
         """
-        import pgserver
+        import warnings
+
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
+            warnings.simplefilter("ignore")
+            import pgserver
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self._server = pgserver.get_server(str(self.data_dir), cleanup_mode="stop")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._server = pgserver.get_server(str(self.data_dir), cleanup_mode="stop")
         except Exception as exc:  # pgserver raises plain exceptions with the pg_ctl output
             raise RuntimeError(f"embedded Postgres did not start in {self.data_dir}: {exc}") from exc
         url: str = self._server.get_uri()

@@ -59,5 +59,5 @@ def configure(log_format: str = "text", level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "psycopg.pool", "uvicorn.access"):
+    for noisy in ("httpx", "httpcore", "psycopg.pool", "uvicorn.access", "pgserver"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -8,7 +8,7 @@ serve``): the second waits, then finds nothing left to do.
 from __future__ import annotations
 
 import logging
-from typing import LiteralString
+from typing import Any, LiteralString
 
 import psycopg
 
@@ -30,14 +30,14 @@ create table if not exists schema_migrations (
 """
 
 
-async def applied_versions(conn: psycopg.AsyncConnection[object]) -> set[int]:
+async def applied_versions(conn: psycopg.AsyncConnection[Any]) -> set[int]:
     """Versions recorded in ``schema_migrations`` (empty if the table does not exist)."""
     cur = await conn.execute("select to_regclass('schema_migrations') is not null")
     row = await cur.fetchone()
     if not row or not row[0]:
         return set()
     cur = await conn.execute("select version from schema_migrations")
-    return {int(r[0]) for r in await cur.fetchall()}  # type: ignore[call-overload]
+    return {int(r[0]) for r in await cur.fetchall()}
 
 
 async def migrate(conninfo: str) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import LiteralString, cast
+from typing import LiteralString
 
 __all__ = ["migrations", "queries", "sql_dir"]
 
@@ -52,7 +52,7 @@ def queries(name: str) -> dict[str, LiteralString]:
             if current in out:
                 raise ValueError(f"sql/{name}.sql defines {current!r} twice")
             # The statement text comes from a reviewed file in the repository, never from input.
-            out[current] = cast(LiteralString, "\n".join(lines).strip().rstrip(";"))
+            out[current] = "\n".join(lines).strip().rstrip(";")
 
     for line in text.splitlines():
         match = _HEADER.match(line)

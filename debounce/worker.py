@@ -76,7 +76,11 @@ class Worker:
         self.pool = pool
         self.sources = dict(sources)
         self.worker_id = worker_id or default_worker_id()
-        self.conninfo = conninfo or pool.conninfo
+        if conninfo is None:
+            if not isinstance(pool.conninfo, str):
+                raise ValueError("pass conninfo: the pool's conninfo is not a string")
+            conninfo = pool.conninfo
+        self.conninfo: str = conninfo
         self.concurrency = max(1, settings.worker_concurrency)
         self.source_limit = settings.worker_source_concurrency or max(
             1, self.concurrency - self.concurrency // 4

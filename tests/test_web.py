@@ -185,7 +185,9 @@ async def test_metrics_count_webhooks_and_queue_depth(client: httpx.AsyncClient)
 # --- refused requests write nothing -----------------------------------------------------------
 
 
-async def test_forged_signatures_are_401(client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]) -> None:
+async def test_forged_signatures_are_401(
+    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
+) -> None:
     for source, name in (("notion", "page.created.json"), ("slack", "message.json")):
         resp = await post(client, source, body_of(source, name), secret="wrong-secret")
         assert resp.status_code == 401, resp.text
@@ -196,7 +198,9 @@ async def test_forged_signatures_are_401(client: httpx.AsyncClient, pool: AsyncC
     assert await rows(pool, "select * from seen_events") == []
 
 
-async def test_stale_slack_timestamp_is_401(client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]) -> None:
+async def test_stale_slack_timestamp_is_401(
+    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
+) -> None:
     resp = await post(client, "slack", body_of("slack", "message.json"),
                       timestamp=int(time.time()) - 6 * 60)
     assert resp.status_code == 401
@@ -263,14 +267,18 @@ async def test_admin_routes_refuse_without_token(client: httpx.AsyncClient) -> N
         assert wrong.status_code == 401 and wrong.json()["error"] == "unauthorized"
 
 
-async def test_admin_routes_disabled_without_configured_token(pool: AsyncConnectionPool[Any]) -> None:
+async def test_admin_routes_disabled_without_configured_token(
+    pool: AsyncConnectionPool[Any],
+) -> None:
     app = create_app(settings(admin_token=None), pool=pool)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
         resp = await c.get("/jobs", headers={"Authorization": "Bearer anything"})
         assert resp.status_code == 503 and "DEBOUNCE_ADMIN_TOKEN" in resp.json()["detail"]
 
 
-async def test_admin_resync_jobs_retry_stats(client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]) -> None:
+async def test_admin_resync_jobs_retry_stats(
+    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
+) -> None:
     auth = {"Authorization": f"Bearer {ADMIN}"}
     resp = await client.post(f"/resync/notion/{NOTION_PAGE}", headers=auth)
     assert resp.status_code == 202

@@ -238,7 +238,7 @@ def spawn(database_url: str, tmp_path: Path) -> Iterator[Callable[..., subproces
         full = {**os.environ, "DATABASE_URL": database_url, "DEBOUNCE_LEASE_SECONDS": "30",
                 "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.5", "DEBOUNCE_WORKER_CONCURRENCY": "8",
                 **env}
-        log = open(tmp_path / f"worker-{len(procs)}.log", "wb")  # noqa: SIM115 - closed below
+        log = open(tmp_path / f"worker-{len(procs)}.log", "wb")
         proc = subprocess.Popen([sys.executable, str(NOOP_WORKER)], env=full,
                                 stdout=subprocess.DEVNULL, stderr=log)
         log.close()  # the child holds its own descriptor

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
 import uvicorn
 
 __all__ = ["BackgroundServer"]
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn that leaves signal handling to the host process (it runs in a thread)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class BackgroundServer:
@@ -46,8 +56,7 @@ class BackgroundServer:
         config = uvicorn.Config(
             self.app, log_level="warning", lifespan="off", access_log=False, loop="asyncio"
         )
-        server = uvicorn.Server(config)
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        server = _QuietServer(config)
         self._server = server
 
         def run() -> None:
