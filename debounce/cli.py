@@ -41,7 +41,9 @@ log = logging.getLogger("debounce.cli")
 DEMO_NOTION_SECRET = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl"
 DEMO_SLACK_SECRET = "demo-slack-signing-secret"
 DEMO_ADMIN_TOKEN = "demo-admin-token"
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+_HERE = Path(__file__).resolve().parent
+#: Example webhook bodies: the checkout's examples/, or the copy a wheel carries.
+EXAMPLES = _HERE / "_examples" if (_HERE / "_examples").is_dir() else _HERE.parent / "examples"
 
 
 class _Server(uvicorn.Server):

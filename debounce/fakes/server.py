@@ -27,12 +27,15 @@ class _QuietServer(uvicorn.Server):
 class BackgroundServer:
     """An ASGI app served by uvicorn on ``host`` (default 127.0.0.1) in a daemon thread.
 
-    ``port=0`` picks a free port. Use as a context manager or call :meth:`start` /
+    ``port=0`` picks a free port; ``lifespan="on"`` runs the app's startup and shutdown. Use as a context manager or call :meth:`start` /
     :meth:`stop`; :attr:`url` is ``http://127.0.0.1:<port>`` once started.
     """
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, lifespan: str = "off"
+    ) -> None:
         self.app = app
+        self.lifespan = lifespan
         self.host = host
         self.port = port
         self._server: uvicorn.Server | None = None
@@ -54,7 +57,7 @@ class BackgroundServer:
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app, log_level="warning", lifespan="off", access_log=False, loop="asyncio"
+            self.app, log_level="warning", lifespan=self.lifespan, access_log=False, loop="asyncio"
         )
         server = _QuietServer(config)
         self._server = server
