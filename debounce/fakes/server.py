@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
@@ -27,12 +27,18 @@ class _QuietServer(uvicorn.Server):
 class BackgroundServer:
     """An ASGI app served by uvicorn on ``host`` (default 127.0.0.1) in a daemon thread.
 
-    ``port=0`` picks a free port; ``lifespan="on"`` runs the app's startup and shutdown. Use as a context manager or call :meth:`start` /
-    :meth:`stop`; :attr:`url` is ``http://127.0.0.1:<port>`` once started.
+    ``port=0`` picks a free port; ``lifespan="on"`` runs the app's startup and shutdown. Use
+    as a context manager or call :meth:`start` / :meth:`stop`; :attr:`url` is
+    ``http://127.0.0.1:<port>`` once started.
     """
 
     def __init__(
-        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, lifespan: str = "off"
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        lifespan: Literal["auto", "on", "off"] = "off",
     ) -> None:
         self.app = app
         self.lifespan = lifespan
