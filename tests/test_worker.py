@@ -368,3 +368,50 @@ def test_serve_with_embedded_postgres_starts_answers_readyz_and_stops(tmp_path: 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_worker_survives_the_database_going_away_and_coming_back() -> None:
+    """A database of its own, stopped under a running worker and started again: the worker
+    logs and backs off instead of crashing, then syncs what was enqueued meanwhile."""
+    import tempfile
+
+    import pgserver
+
+    from debounce.db import open_pool
+    from debounce.migrate import migrate
+
+    with tempfile.TemporaryDirectory(prefix="debounce-worker-outage-") as data_dir:
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+        url = server.get_uri()
+        try:
+            await migrate(url)
+            pool = open_pool(url, max_size=4, timeout=1.0)
+            await pool.open(wait=True)
+            integration = ScriptedIntegration(lambda job: None)
+            worker = Worker(worker_settings(poll_interval_seconds=0.2, lease_seconds=2), pool,
+                            {"noop": integration}, conninfo=url)
+            task = asyncio.create_task(worker.run())
+            await queue.enqueue(pool, "noop", "before", payload={}, event_id="a",
+                                debounce_seconds=0, max_wait_seconds=0)
+            await wait_for(lambda: len(integration.calls) == 1)
+            await asyncio.to_thread(server.cleanup)  # stop Postgres under the worker
+            await asyncio.sleep(2.0)
+            assert not task.done(), "the worker must not crash while the database is away"
+            server = pgserver.get_server(data_dir, cleanup_mode="stop")
+            for _ in range(50):  # the test's own pool may hand out a dead connection first
+                try:
+                    r = await queue.enqueue(pool, "noop", "after", payload={}, event_id="b",
+                                            debounce_seconds=0, max_wait_seconds=0)
+                    break
+                except psycopg.OperationalError:
+                    await asyncio.sleep(0.1)
+
+            async def done() -> bool:
+                return (await job_state(pool, r.job.id)).status is JobStatus.COMPLETED
+
+            await wait_for(done, timeout=30)
+            worker.stop()
+            await asyncio.wait_for(task, 10)
+            await pool.close()
+        finally:
+            server.cleanup()
