@@ -584,8 +584,12 @@ async def prune(
     return {"jobs": int(row["jobs"]), "events": int(row["events"])}
 
 
-async def seconds_until_due(db: Db) -> float | None:
-    """Seconds until the earliest pending job is due by the database's clock (negative when
-    overdue), or ``None`` when nothing is pending."""
-    row = await fetch_one(db, _Q["seconds_until_due"], {})
+async def seconds_until_due(db: Db, source_types: Sequence[str] | None = None) -> float | None:
+    """Seconds until the earliest pending job (of ``source_types``, default any) is due by the
+    database's clock (negative when overdue), or ``None`` when nothing is pending."""
+    row = await fetch_one(
+        db,
+        _Q["seconds_until_due"],
+        {"source_types": list(source_types) if source_types is not None else None},
+    )
     return float(row["seconds"]) if row and row["seconds"] is not None else None

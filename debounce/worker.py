@@ -170,12 +170,15 @@ class Worker:
                     backoff = 0.5
                     continue  # look again at once: more may be due
                 delay = self.settings.poll_interval_seconds
-                if self.concurrency - len(self.running) > 0:
-                    until = await queue.seconds_until_due(self.pool)
+                if eligible:
+                    until = await queue.seconds_until_due(self.pool, [s for s, _ in eligible])
                     if until is not None:
                         delay = min(delay, max(until, 0.0) + 0.001)
-                if eligible == [] and self.running:
-                    delay = self.settings.poll_interval_seconds  # full: a finishing sync wakes us
+                now = time.monotonic()
+                pauses = [t - now for t in self._paused_until.values() if t > now]
+                if pauses:  # a rate-limited source becomes claimable again
+                    delay = min(delay, min(pauses) + 0.001)
+                # With every slot busy, a finishing sync sets _wake.
                 backoff = 0.5
             except _DB_ERRORS as exc:
                 log.warning("database unavailable in claim loop (%s: %s); retrying in %.1f s",

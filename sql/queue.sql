@@ -389,7 +389,10 @@ with clock as (
 select (select count(*) from jobs) as jobs, (select count(*) from events) as events
 
 -- seconds_until_due --
--- Seconds from the database's clock until the earliest pending job is due (negative: overdue);
--- NULL if none is pending. The worker sleeps this long (bounded by its poll interval).
+-- Seconds from the database's clock until the earliest pending job of %(source_types)s (text[],
+-- NULL: any source) is due (negative: overdue); NULL if none is pending. The worker sleeps this
+-- long (bounded by its poll interval).
 select extract(epoch from min(scheduled_at) - clock_timestamp())::float8 as seconds
-  from sync_jobs where status = 'pending'
+  from sync_jobs
+ where status = 'pending'
+   and (%(source_types)s::text[] is null or source_type = any(%(source_types)s::text[]))

@@ -415,3 +415,31 @@ async def test_worker_survives_the_database_going_away_and_coming_back() -> None
             await pool.close()
         finally:
             server.cleanup()
+
+
+async def test_rate_limited_source_is_paused_without_spinning(
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    """After a 429 the source's other due jobs wait in the queue; the idle loop sleeps until
+    the pause ends instead of polling the database in a tight loop."""
+    integration = ScriptedIntegration(lambda job: RateLimited(1.0, "429"))
+    await queue.enqueue_many(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0) for i in range(3)])
+    worker = Worker(worker_settings(worker_concurrency=1), pool, {"noop": integration},
+                    conninfo=database_url)
+    iterations = 0
+    eligible = worker._eligible
+
+    def counting() -> list[tuple[str, int]]:
+        nonlocal iterations
+        iterations += 1
+        return eligible()
+
+    worker._eligible = counting  # type: ignore[method-assign]
+    task = asyncio.create_task(worker.run())
+    await wait_for(lambda: integration.calls)
+    await asyncio.sleep(0.7)
+    assert len(integration.calls) == 1  # paused: the other due jobs are not claimed
+    assert iterations < 20, iterations
+    await wait_for(lambda: len(integration.calls) >= 2, timeout=5)  # resumes after Retry-After
+    worker.stop()
+    await asyncio.wait_for(task, 10)
