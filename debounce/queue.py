@@ -240,11 +240,12 @@ async def enqueue_many(
         try:
             rows = await fetch_all(db, _Q["enqueue_many"], params)
             break
-        except pg_errors.UniqueViolation:
+        except (pg_errors.UniqueViolation, pg_errors.DeadlockDetected):
             # A partial-index conflict with a row that left the index while we waited on it
             # is retried by Postgres itself; this guards the rarer race of two new rows for
             # one page inserted at once under a reused event id. Retrying is safe: the
-            # statement is all-or-nothing.
+            # statement is all-or-nothing. (Deadlocks should not happen: every statement that
+            # locks several jobs locks them in (source_type, source_page_id) order.)
             if attempt == 2:
                 raise
     results: list[EnqueueResult] = []
@@ -260,6 +261,7 @@ async def claim(
     limit: int,
     lease_seconds: float,
     source_types: Sequence[str] | None = None,
+    source_limits: Mapping[str, int] | None = None,
     now: datetime | None = None,
 ) -> list[SyncJob]:
     """Claim up to ``limit`` due jobs for ``worker_id`` (``FOR UPDATE SKIP LOCKED``).
@@ -267,7 +269,9 @@ async def claim(
     Due means ``scheduled_at <= now``; order is priority (high first), then ``scheduled_at``.
     Each claimed job is ``processing`` with ``lease_expires_at = now + lease_seconds``,
     ``attempts + 1``, a fresh ``lease_token`` and ``claimed_revision = revision``. Returned in
-    claim order. ``source_types`` restricts the claim to those sources.
+    claim order. ``source_types`` restricts the claim to those sources; ``source_limits``
+    (``{source: n}``) restricts it to those sources *and* caps each at ``n`` jobs, in the same
+    single statement (the worker's per-source share of its slots).
 
     Raises:
         ValueError: empty worker id, ``limit < 1``, ``lease_seconds <= 0``.
@@ -278,6 +282,23 @@ async def claim(
     _check_now(now)
     if source_types is not None and not source_types:
         return []
+    if source_limits is not None:
+        rooms = {s: n for s, n in source_limits.items() if n > 0}
+        if not rooms:
+            return []
+        rows = await fetch_all(
+            db,
+            _Q["claim_by_source"],
+            {
+                "now": now,
+                "worker_id": worker_id,
+                "limit": limit,
+                "lease_seconds": float(lease_seconds),
+                "sources": list(rooms),
+                "rooms": list(rooms.values()),
+            },
+        )
+        return _claimed(rows)
     rows = await fetch_all(
         db,
         _Q["claim"],
@@ -289,6 +310,10 @@ async def claim(
             "source_types": list(source_types) if source_types is not None else None,
         },
     )
+    return _claimed(rows)
+
+
+def _claimed(rows: Sequence[Mapping[str, Any]]) -> list[SyncJob]:
     jobs = [SyncJob.from_row(dict(r)) for r in rows]
     jobs.sort(key=lambda j: (-j.priority, j.scheduled_at, j.id))
     return jobs
@@ -307,11 +332,23 @@ async def complete(db: Db, job: SyncJob, *, now: datetime | None = None) -> Sync
     when events arrived since the claim. Returns the row after the change, or ``None`` when
     this claim no longer holds the job (its lease expired and it was requeued or re-claimed).
     """
+    return (await complete_many(db, [job], now=now)).get(job.id)
+
+
+async def complete_many(
+    db: Db, jobs: Sequence[SyncJob], *, now: datetime | None = None
+) -> dict[int, SyncJob]:
+    """:func:`complete` for a batch of claimed jobs in one statement (the worker buffers
+    finished syncs). Returns ``{job_id: row after the change}`` for the claims still held."""
     _check_now(now)
-    row = await fetch_one(
-        db, _Q["complete"], {"id": job.id, "lease_token": _lease_token(job), "now": now}
+    if not jobs:
+        return {}
+    rows = await fetch_all(
+        db,
+        _Q["complete_many"],
+        {"ids": [j.id for j in jobs], "lease_tokens": [_lease_token(j) for j in jobs], "now": now},
     )
-    return _job(row)
+    return {r["id"]: SyncJob.from_row(dict(r)) for r in rows}
 
 
 async def fail(

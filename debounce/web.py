@@ -243,8 +243,8 @@ def create_app(
         for outcome in outcomes:
             metrics.webhooks.labels(source, outcome.outcome.value).inc()
             job = outcome.job
-            if job is not None:
-                log.info("event %s", outcome.outcome.value, extra={
+            if job is not None and log.isEnabledFor(logging.DEBUG):
+                log.debug("event %s", outcome.outcome.value, extra={
                     **job.log_fields(), "event_count": job.event_count,
                     "scheduled_at": job.scheduled_at.isoformat()})
             jobs.append({"outcome": outcome.outcome.value,

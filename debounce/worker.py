@@ -90,6 +90,10 @@ class Worker:
         self._wake = asyncio.Event()
         self._paused_until: dict[str, float] = {}
         self._stopping = asyncio.Event()
+        #: Claim again only once this many slots are free (or nothing runs): claims in batches.
+        self.claim_batch = max(1, self.concurrency // 4)
+        self._completions: list[tuple[SyncJob, asyncio.Future[SyncJob | None]]] = []
+        self._completion_wake = asyncio.Event()
         self.completed = 0
         self.failed = 0
 
@@ -108,6 +112,7 @@ class Worker:
             asyncio.create_task(self._listen(), name="listen"),
             asyncio.create_task(self._lease_keeper(), name="lease-keeper"),
             asyncio.create_task(self._reaper(), name="reaper"),
+            asyncio.create_task(self._completion_flusher(), name="completions"),
         ]
         try:
             await self._claim_loop()
@@ -141,31 +146,23 @@ class Worker:
 
     async def _claim_loop(self) -> None:
         backoff = 0.5
-        rotate = 0
         while not self._stopping.is_set():
             self._wake.clear()
             claimed_any = False
             try:
                 eligible = self._eligible()
-                # Rotate the order so no source always claims first.
-                if eligible:
-                    rotate = (rotate + 1) % len(eligible)
-                    eligible = eligible[rotate:] + eligible[:rotate]
                 free = self.concurrency - len(self.running)
-                for source, room in eligible:
-                    if free <= 0:
-                        break
+                if eligible and (free >= self.claim_batch or not self.running):
                     jobs = await queue.claim(
                         self.pool,
                         self.worker_id,
-                        limit=min(room, free),
+                        limit=free,
                         lease_seconds=self.settings.lease_seconds,
-                        source_types=[source],
+                        source_limits=dict(eligible),
                     )
                     for job in jobs:
                         self._start(job)
-                    free -= len(jobs)
-                    claimed_any = claimed_any or bool(jobs)
+                    claimed_any = bool(jobs)
                 if claimed_any:
                     backoff = 0.5
                     continue  # look again at once: more may be due
@@ -190,7 +187,7 @@ class Worker:
 
     def _start(self, job: SyncJob) -> None:
         self.running[job.id] = job
-        log.info("claimed (attempt %d, revision %d, %d events)", job.attempts,
+        log.debug("claimed (attempt %d, revision %d, %d events)", job.attempts,
                  job.claimed_revision or 0, job.event_count, extra=job.log_fields())
         task = asyncio.create_task(self._run_job(job), name=f"sync-{job.id}")
         self._tasks[job.id] = task
@@ -207,50 +204,82 @@ class Worker:
         except RateLimited as exc:
             self._paused_until[job.source_type] = time.monotonic() + exc.retry_after
             log.warning("rate limited; retry in %.0f s", exc.retry_after, extra=job.log_fields())
-            await self._record(job, "fail", str(exc), retry_after=exc.retry_after)
+            await self._record_failure(job, str(exc), retry_after=exc.retry_after)
         except PermanentError as exc:
             self.failed += 1
             log.error("permanent failure: %s", exc, extra=job.log_fields())
-            await self._record(job, "fail", f"PermanentError: {exc}", permanent=True)
+            await self._record_failure(job, f"PermanentError: {exc}", permanent=True)
         except Exception as exc:
             log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())
-            await self._record(job, "fail", f"{exc.__class__.__name__}: {exc}")
+            await self._record_failure(job, f"{exc.__class__.__name__}: {exc}")
         else:
             self.completed += 1
             log.info("synced in %.2f s (%d written, %d unchanged, %d deleted)",
                      time.monotonic() - started, result.written, result.unchanged, result.deleted,
                      extra=job.log_fields())
-            await self._record(job, "complete", "")
+            await self._complete(job)
         finally:
             if not asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 self.running.pop(job.id, None)
                 self._tasks.pop(job.id, None)
                 self._wake.set()
 
-    async def _record(
+    async def _complete(self, job: SyncJob) -> None:
+        """Hand a finished sync to the completion flusher and wait until it is recorded (the
+        job keeps its slot and its lease meanwhile)."""
+        fut: asyncio.Future[SyncJob | None] = asyncio.get_running_loop().create_future()
+        self._completions.append((job, fut))
+        self._completion_wake.set()
+        row = await fut
+        if row is None:
+            log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
+        elif row.status.value != "completed":
+            log.info("edited during the sync: follow-up due %s", row.scheduled_at.isoformat(),
+                     extra=job.log_fields())
+
+    async def _completion_flusher(self) -> None:
+        """Record finished syncs in batches: one ``complete_many`` statement for everything
+        that finished while the previous one ran; retried while the database is away."""
+        while True:
+            if not self._completions:
+                self._completion_wake.clear()
+                await self._completion_wake.wait()
+                continue
+            batch, self._completions = self._completions[:500], self._completions[500:]
+            delay = 0.5
+            while True:
+                try:
+                    rows = await queue.complete_many(self.pool, [job for job, _ in batch])
+                    break
+                except _DB_ERRORS as exc:
+                    log.warning("could not record %d completions (%s); retrying in %.1f s",
+                                len(batch), exc.__class__.__name__, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 10.0)
+            for job, fut in batch:
+                if not fut.done():
+                    fut.set_result(rows.get(job.id))
+
+    async def _record_failure(
         self,
         job: SyncJob,
-        action: str,
         error: str,
         *,
         retry_after: float | None = None,
         permanent: bool = False,
     ) -> None:
-        """Write a sync's outcome, retrying while the database is away (the lease keeps the
-        job ours meanwhile; if it runs out, another worker redoes the sync)."""
+        """Write a failed sync's outcome, retrying while the database is away (the lease keeps
+        the job ours meanwhile; if it runs out, another worker redoes the sync)."""
         delay = 0.5
         for _ in range(8):
             try:
-                if action == "complete":
-                    row = await queue.complete(self.pool, job)
-                else:
-                    row = await queue.fail(
-                        self.pool, job, error, retry_after=retry_after, permanent=permanent,
-                        backoff_seconds=self.settings.backoff_seconds,
-                    )
+                row = await queue.fail(
+                    self.pool, job, error, retry_after=retry_after, permanent=permanent,
+                    backoff_seconds=self.settings.backoff_seconds,
+                )
                 if row is None:
                     log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
-                elif row.status.value != "completed":
+                else:
                     log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
                              extra=job.log_fields())
                 return

@@ -21,7 +21,7 @@ with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), input as (
     select *
-      from unnest(%(source_types)s::text[], %(source_page_ids)s::text[], %(payloads)s::jsonb[],
+      from unnest(%(source_types)s::text[], %(source_page_ids)s::text[], %(payloads)b::jsonb[],
                   %(event_ids)s::text[], %(debounce_seconds)s::float8[],
                   %(max_wait_seconds)s::float8[], %(priorities)s::int[], %(max_attempts)s::int[])
            with ordinality
@@ -146,12 +146,58 @@ update sync_jobs j
  where j.id = due.id
 returning j.*
 
--- complete --
--- Finish a claimed job. If no event arrived since the claim (revision = claimed_revision) the
--- row becomes completed; otherwise it goes back to pending at the due time its events gave it,
--- with fresh attempts (the follow-up sync). Matches only the claim holding %(lease_token)s.
+-- claim_by_source --
+-- The worker's claim: like claim, but each source in %(sources)s takes at most its entry in
+-- %(rooms)s (int[]) of the %(limit)s jobs, so one source's backlog cannot fill every slot. One
+-- statement for all sources; rows locked beyond the limit are released at commit.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
+), rooms as (
+    select * from unnest(%(sources)s::text[], %(rooms)s::int[]) as r(source_type, room)
+), due as (
+    select c.id
+      from rooms r
+     cross join lateral (
+        select j.id, j.priority, j.scheduled_at
+          from sync_jobs j, clock
+         where j.status = 'pending'
+           and j.source_type = r.source_type
+           and j.scheduled_at <= clock.now
+         order by j.priority desc, j.scheduled_at
+         limit r.room
+         for update of j skip locked
+     ) c
+     order by c.priority desc, c.scheduled_at
+     limit %(limit)s
+)
+update sync_jobs j
+   set status           = 'processing',
+       attempts         = j.attempts + 1,
+       locked_by        = %(worker_id)s,
+       lease_token      = gen_random_uuid(),
+       lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::float8),
+       claimed_revision = j.revision,
+       retry_at         = null,
+       updated_at       = clock.now
+  from due, clock
+ where j.id = due.id
+returning j.*
+
+-- complete_many --
+-- Finish claimed jobs, one statement for a batch: %(ids)s (bigint[]) with their %(lease_tokens)s
+-- (uuid[]). If no event arrived since its claim (revision = claimed_revision) a row becomes
+-- completed; otherwise it goes back to pending at the due time its events gave it, with fresh
+-- attempts (the follow-up sync). Only claims still held match. Rows are locked in
+-- (source_type, source_page_id) order, the order enqueue_many uses, so the two cannot deadlock.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), held as (
+    select j.id
+      from sync_jobs j
+      join unnest(%(ids)s::bigint[], %(lease_tokens)s::uuid[]) as i(id, lease_token)
+        on j.id = i.id and j.lease_token = i.lease_token
+     order by j.source_type, j.source_page_id
+       for update of j
 ), done as (
     update sync_jobs j
        set status           = case when j.revision = j.claimed_revision
@@ -164,12 +210,13 @@ with clock as (
            locked_by        = null,
            retry_at         = null,
            updated_at       = clock.now
-      from clock
-     where j.id = %(id)s and j.lease_token = %(lease_token)s::uuid
+      from held, clock
+     where j.id = held.id
     returning j.*
 ), notify as (
     select pg_notify('debounce_jobs', d.source_type)
-      from done d, clock where d.status = 'pending' and d.scheduled_at <= clock.now
+      from (select distinct d.source_type from done d, clock
+             where d.status = 'pending' and d.scheduled_at <= clock.now) d
 )
 select d.*, (select count(*) from notify) as notified from done d
 

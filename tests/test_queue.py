@@ -548,3 +548,37 @@ async def test_bad_event_in_batch_rejects_whole_batch(conn: Conn) -> None:
     with pytest.raises(ValueError, match="source_page_id"):
         await queue.enqueue_many(conn, events)
     assert await count_rows(conn) == 0
+
+
+async def test_claim_with_source_limits_caps_each_source(conn: Conn) -> None:
+    events = [JobEvent(src, f"{src}-{i}", {}, f"{src}{i}", 0, 0)
+              for src in ("notion", "slack") for i in range(5)]
+    await queue.enqueue_many(conn, events, now=T0)
+    jobs = await queue.claim(conn, "w", limit=6, lease_seconds=60,
+                             source_limits={"notion": 2, "slack": 10}, now=at(1))
+    by_source = [j.source_type for j in jobs]
+    assert by_source.count("notion") == 2 and by_source.count("slack") == 4
+    assert await queue.claim(conn, "w", limit=6, lease_seconds=60,
+                             source_limits={"notion": 0}, now=at(1)) == []
+    rest = await queue.claim(conn, "w", limit=10, lease_seconds=60,
+                             source_limits={"notion": 10}, now=at(1))
+    assert [j.source_type for j in rest] == ["notion"] * 3
+
+
+async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> None:
+    await queue.enqueue_many(conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0)
+                                    for i in range(4)], now=T0)
+    jobs = await queue.claim(conn, "w", limit=4, lease_seconds=60, now=at(1))
+    await ev(conn, "p2", "late", now=at(2), payload={"v": 2}, debounce=0)
+    stale = jobs[3]
+    await queue.requeue_expired(conn, now=at(100))  # every lease expired: claims lost
+    fresh = await queue.claim(conn, "w2", limit=4, lease_seconds=60, now=at(101))
+    await ev(conn, "p1", "during-second-run", now=at(101.5), payload={"v": 3}, debounce=5)
+    done = await queue.complete_many(conn, [*fresh, stale], now=at(102))
+    assert set(done) == {j.id for j in fresh}  # the stale claim matched nothing
+    statuses = {j.source_page_id: j.status for j in done.values()}
+    assert statuses == {"p0": JobStatus.COMPLETED, "p1": JobStatus.PENDING,
+                        "p2": JobStatus.COMPLETED, "p3": JobStatus.COMPLETED}
+    follow_up = next(j for j in done.values() if j.source_page_id == "p1")
+    assert follow_up.scheduled_at == at(106.5) and follow_up.payload == {"v": 3}
+    assert await queue.complete_many(conn, []) == {}
