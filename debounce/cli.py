@@ -296,7 +296,10 @@ def _cmd(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any, in
             if args.source not in integrations.source_types():
                 print(f"unknown source {args.source!r}", file=sys.stderr)
                 return 2
-            _print((await queue.resync(pool, args.source, args.page_id)).to_json())
+            from integrations.base import normalize_page_id
+
+            page_id = normalize_page_id(integrations.create(args.source, settings), args.page_id)
+            _print((await queue.resync(pool, args.source, page_id)).to_json())
         elif name == "jobs":
             page = await queue.list_jobs(pool, status=args.status, source_type=args.source,
                                          limit=args.limit, cursor=args.cursor)

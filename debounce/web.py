@@ -43,7 +43,7 @@ from debounce.db import fetch_one, open_pool
 from debounce.metrics import WebMetrics
 from debounce.sql import queries
 from debounce.types import JobEvent, JobStatus
-from integrations.base import Integration, WebhookError
+from integrations.base import Integration, WebhookError, normalize_page_id
 
 __all__ = ["app", "create_app", "error"]
 
@@ -256,9 +256,9 @@ def create_app(
 
     async def resync(request: Request) -> Response:
         source = request.path_params["source"]
-        page_id = request.path_params["page_id"]
         if source not in registry:
             return error(404, "unknown_source", f"no integration named {source!r}")
+        page_id = normalize_page_id(registry[source], request.path_params["page_id"])
         try:
             job = await queue.resync(db(), source, page_id, max_attempts=settings.max_attempts)
         except ValueError as exc:

@@ -24,6 +24,7 @@ __all__ = [
     "SyncError",
     "RateLimited",
     "PermanentError",
+    "normalize_page_id",
 ]
 
 
@@ -141,3 +142,11 @@ class Integration(Protocol):
     async def aclose(self) -> None:
         """Release HTTP clients; called once when the worker stops."""
         ...
+
+
+def normalize_page_id(integration: object, page_id: str) -> str:
+    """The job key spelling of ``page_id`` for ``integration``: its ``normalize_page_id``
+    method when it has one (Notion accepts ids with or without dashes), else ``page_id``
+    stripped. Used by manual re-syncs so they land on the same job as webhooks."""
+    method = getattr(integration, "normalize_page_id", None)
+    return str(method(page_id)) if callable(method) else page_id.strip()

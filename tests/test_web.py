@@ -298,6 +298,16 @@ async def test_admin_resync_jobs_retry_stats(
     assert stats["totals"]["pending"] == 1
 
 
+async def test_resync_by_undashed_notion_id_hits_the_webhook_job(
+    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
+) -> None:
+    await post(client, "notion", body_of("notion", "page.created.json"))
+    resp = await client.post(f"/resync/notion/{NOTION_PAGE.replace('-', '').upper()}",
+                             headers={"Authorization": f"Bearer {ADMIN}"})
+    assert resp.status_code == 202 and resp.json()["job"]["source_page_id"] == NOTION_PAGE
+    assert await rows(pool) == [("notion", NOTION_PAGE, 1, "pending")]
+
+
 async def test_jobs_cursor_paging(client: httpx.AsyncClient) -> None:
     auth = {"Authorization": f"Bearer {ADMIN}"}
     for i in range(5):
