@@ -1,0 +1,65 @@
+"""``python -m bench [--quick] [--only NAME ...] [--database-url URL] [--out FILE]``.
+
+Runs the benchmarks and prints one JSON object per line on stdout (progress on stderr). Each
+benchmark works in its own throwaway database ``bench_<name>_<hex>`` on the server of
+``--database-url`` (default ``$DATABASE_URL``, else postgresql://postgres@127.0.0.1:5432/postgres)
+and drops it afterwards; every subprocess is killed at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+
+from bench import coalesce, common, growth, ingest, throughput, wakeup
+
+BENCHMARKS = {
+    "ingest": ingest.run,          # 1 (+ web memory, 5)
+    "coalescing": coalesce.run,    # 2
+    "worker": throughput.run,      # 3 (+ worker memory, 5)
+    "wakeup": wakeup.run,          # 4
+    "growth": growth.run,          # 6
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="~1-minute smoke run (CI)")
+    p.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these")
+    p.add_argument("--database-url", default=os.environ.get("DATABASE_URL") or common.DEFAULT_URL)
+    p.add_argument("--out", help="also write the JSON lines to this file")
+    args = p.parse_args(argv)
+    # SIGTERM ends the run through the normal exit path, so atexit kills every child.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started = time.monotonic()
+    common.emit("run", mode="quick" if args.quick else "full",
+                date=datetime.now(UTC).isoformat(timespec="seconds"),
+                cpus=os.cpu_count(), python=platform.python_version(),
+                postgres=common.server_version(args.database_url))
+    failed = []
+    for name in args.only or list(BENCHMARKS):
+        t0 = time.monotonic()
+        try:
+            BENCHMARKS[name](args.database_url, args.quick)
+        except Exception as exc:  # report and go on with the others
+            traceback.print_exc()
+            common.emit("error", benchmark=name, error=f"{type(exc).__name__}: {exc}")
+            failed.append(name)
+        common.note(f"{name}: {time.monotonic() - t0:.1f} s")
+    common.emit("done", seconds=round(time.monotonic() - started, 1), failed=failed)
+    if args.out:
+        with open(args.out, "w") as f:
+            for record in common.RESULTS:
+                f.write(json.dumps(record, default=str) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Benchmark 1 (ingest) and half of 5 (web memory).
+
+A real ``uvicorn debounce.web:app`` on loopback, driven by ``bench.loadgen`` in another process:
+N signed webhooks over 2 000 pages, then N to one hot page, at fixed concurrency. Then the limits
+it is compared with: the same debounce upsert through psycopg from one process at the same
+concurrency (``raw``), and ``pgbench`` running the same statement, one event per transaction,
+8 clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from bench import loadgen
+from bench.common import (
+    RssSampler,
+    emit,
+    free_port,
+    libpq_env,
+    note,
+    scratch_database,
+    spawn,
+    stop,
+    wait_http,
+)
+from debounce import queue
+from debounce.sql import queries
+from debounce.types import JobEvent
+
+PAGES = 2000
+CONCURRENCY = 32
+PGBENCH_CLIENTS = 8
+
+
+# --- the web process under load -----------------------------------------------------------------
+
+
+def run_web(url: str, events: int, logdir: Path) -> dict[str, Any]:
+    port = free_port()
+    env = {
+        "DATABASE_URL": url,
+        "NOTION_WEBHOOK_SECRET": loadgen.NOTION_SECRET,
+        "SLACK_SIGNING_SECRET": loadgen.SLACK_SECRET,
+        "PORT": str(port),
+    }
+    web = spawn([sys.executable, "-m", "uvicorn", "debounce.web:app", "--host", "127.0.0.1",
+                 "--port", str(port), "--no-access-log"], env=env, log=logdir / "web.log")
+    sampler = RssSampler().start()
+    sampler.watch(web.pid)
+    out: dict[str, Any] = {}
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz")
+        for client, phase, hot in (("httpx", "spread", False), ("httpx", "hot", True),
+                                   ("aiohttp", "spread", False), ("aiohttp", "hot", True)):
+            args = [sys.executable, "-m", "bench.loadgen", "--url", f"http://127.0.0.1:{port}",
+                    "--events", str(events), "--pages", str(PAGES), "--concurrency",
+                    str(CONCURRENCY), "--deadline", "120", "--client", client]
+            if hot:
+                args += ["--hot", "--warmup", "0"]
+            gen = spawn(args, capture=True, log=logdir / "loadgen.log")
+            try:
+                stdout, _ = gen.communicate(timeout=300)
+            finally:
+                stop(gen)
+            lines = [ln for ln in stdout.decode().splitlines() if ln.startswith("{")]
+            if not lines:
+                raise RuntimeError(f"load generator printed nothing (see {logdir}/loadgen.log)")
+            out[(client, phase)] = json.loads(lines[-1])
+    finally:
+        stop(web)
+        peak = sampler.stop()
+    out["web_peak_rss_mib"] = peak.get(web.pid)
+    return out
+
+
+# --- the raw limit: the same upsert from one process ---------------------------------------------
+
+
+async def raw_limit(url: str, events: int, hot: bool) -> dict[str, Any]:
+    bodies = loadgen.Bodies()
+    pool = AsyncConnectionPool(url, min_size=CONCURRENCY, max_size=CONCURRENCY, open=False,
+                               kwargs={"autocommit": True}, timeout=10)
+    await pool.open(wait=True, timeout=30)
+    latencies: list[float] = []
+
+    def event(i: int) -> JobEvent:
+        page = loadgen.notion_page_id(0 if hot else (i % PAGES))
+        _, body = bodies.notion_event(page)
+        payload = json.loads(body)
+        return JobEvent(source_type="notion", source_page_id=page, payload=payload,
+                        event_id=payload["id"], debounce_seconds=300.0, max_wait_seconds=3600.0)
+
+    todo = iter([event(i) for i in range(events)])
+    try:
+        async def one() -> None:
+            for ev in todo:
+                t0 = time.perf_counter()
+                await queue.enqueue_many(pool, [ev])
+                latencies.append((time.perf_counter() - t0) * 1000)
+
+        # warm up: prepared statements on every connection
+        await asyncio.gather(*(queue.enqueue_many(pool, [event(i)]) for i in range(CONCURRENCY * 3)))
+        started = time.perf_counter()
+        await asyncio.wait_for(asyncio.gather(*(one() for _ in range(CONCURRENCY))), timeout=180)
+        elapsed = time.perf_counter() - started
+    finally:
+        await pool.close()
+    lat = sorted(latencies)
+    return {"events": len(lat), "seconds": round(elapsed, 3),
+            "statements_per_s": round(len(lat) / elapsed, 1),
+            "p50_ms": round(lat[len(lat) // 2], 2), "p99_ms": round(lat[int(len(lat) * 0.99)], 2)}
+
+
+# --- pgbench: the one-statement limit ------------------------------------------------------------
+
+
+def pgbench_script(hot: bool) -> str:
+    """``enqueue_many`` from sql/queue.sql with its array parameters written as one-element
+    array literals (pgbench cannot bind arrays); the statement is otherwise unchanged."""
+    payload = json.loads((loadgen.EXAMPLES / "notion" / "page.content_updated.json").read_text())
+    payload_sql = json.dumps(payload, separators=(",", ":")).replace("'", "''")
+    page = "'bench-hot'" if hot else "'bench-page-' || (:pid)::text"
+    subst = {
+        "now": "NULL",
+        "source_types": "ARRAY['notion']",
+        "source_page_ids": f"ARRAY[{page}]",
+        "payloads": f"ARRAY['{payload_sql}'::jsonb]",
+        "event_ids": "ARRAY[md5(random()::text || clock_timestamp()::text)]",
+        "debounce_seconds": "ARRAY[300.0::float8]",
+        "max_wait_seconds": "ARRAY[3600.0::float8]",
+        "priorities": "ARRAY[0]",
+        "max_attempts": "ARRAY[5]",
+    }
+    text = queries("queue")["enqueue_many"]
+    text = re.sub(r"%\((\w+)\)[sbt]", lambda m: subst[m.group(1)], text)
+    text = "\n".join(line for line in text.splitlines() if not line.strip().startswith("--"))
+    head = "" if hot else f"\\set pid random(1, {PAGES})\n"
+    return head + text.strip() + ";\n"
+
+
+def run_pgbench(url: str, seconds: int, hot: bool, workdir: Path) -> dict[str, Any]:
+    script = workdir / ("enqueue_hot.sql" if hot else "enqueue.sql")
+    script.write_text(pgbench_script(hot))
+    env = {**libpq_env(url)}
+    import os
+
+    cmd = ["pgbench", "-n", "-M", "prepared", "-c", str(PGBENCH_CLIENTS), "-j", "2",
+           "-T", str(seconds), "-f", str(script)]
+    proc = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=seconds + 60)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pgbench failed: {proc.stderr.strip()[-2000:]}")
+    tps = re.search(r"tps = ([\d.]+) \(without initial connection time\)", proc.stdout)
+    lat = re.search(r"latency average = ([\d.]+) ms", proc.stdout)
+    failed = re.search(r"number of failed transactions: (\d+)", proc.stdout)
+    return {"tps": float(tps.group(1)) if tps else None,
+            "latency_avg_ms": float(lat.group(1)) if lat else None,
+            "failed": int(failed.group(1)) if failed else None,
+            "clients": PGBENCH_CLIENTS, "seconds": seconds, "mode": "prepared"}
+
+
+def run(server_url: str, quick: bool) -> dict[str, Any]:
+    events = 2000 if quick else 20000
+    pgbench_seconds = 5 if quick else 15
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
+        workdir = Path(tmp)
+        with scratch_database(server_url, "ingest") as url:
+            note(f"ingest: web + load generator, {events} events x 2 phases")
+            web = run_web(url, events, workdir)
+            log_tail = (workdir / "web.log").read_text(errors="replace")[-3000:]
+        if any(v["non_2xx"] for k, v in web.items() if isinstance(k, tuple)):
+            note("web log tail:\n" + log_tail)
+        with scratch_database(server_url, "raw") as url:
+            note("ingest: raw psycopg limit")
+            raw_spread = asyncio.run(raw_limit(url, events, hot=False))
+            raw_hot = asyncio.run(raw_limit(url, events, hot=True))
+        with scratch_database(server_url, "pgbench") as url:
+            note("ingest: pgbench limit")
+            pgb_spread = run_pgbench(url, pgbench_seconds, False, workdir)
+            pgb_hot = run_pgbench(url, pgbench_seconds, True, workdir)
+    res: dict[str, Any] = {}
+    for client, phase, raw, pgb in (("httpx", "spread", raw_spread, pgb_spread),
+                                    ("httpx", "hot", raw_hot, pgb_hot),
+                                    ("aiohttp", "spread", raw_spread, pgb_spread),
+                                    ("aiohttp", "hot", raw_hot, pgb_hot)):
+        w = web[(client, phase)]
+        rps = w["requests_per_s"]
+        rec = emit(
+            "ingest", client=client, phase=phase, pages=1 if phase == "hot" else PAGES, events=w["requests"],
+            concurrency=CONCURRENCY, requests_per_s=rps, p50_ms=w["p50_ms"], p95_ms=w["p95_ms"],
+            p99_ms=w["p99_ms"], max_ms=w["max_ms"], non_2xx=w["non_2xx"],
+            client_errors=w["client_errors"],
+            raw_statements_per_s=raw["statements_per_s"], raw_p99_ms=raw["p99_ms"],
+            ratio_ingest_to_raw=round(rps / raw["statements_per_s"], 2),
+            pgbench_tps=pgb["tps"], pgbench_latency_avg_ms=pgb["latency_avg_ms"],
+            pgbench_failed=pgb["failed"],
+            ratio_ingest_to_pgbench=round(rps / pgb["tps"], 2) if pgb["tps"] else None,
+        )
+        res[(client, phase)] = rec
+    for client in ("httpx", "aiohttp"):
+        _goals(client, res[(client, "spread")], res[(client, "hot")])
+    emit("memory", process="web", during="ingest", peak_rss_mib=web["web_peak_rss_mib"],
+         goal_le_100_mib=bool(web["web_peak_rss_mib"] and web["web_peak_rss_mib"] <= 100))
+    return {f"{k[0]}_{k[1]}": v for k, v in res.items()}
+
+
+def _goals(client: str, s: dict[str, Any], h: dict[str, Any]) -> None:
+    goal_spread = bool(s["ratio_ingest_to_pgbench"] and s["ratio_ingest_to_pgbench"] >= 1.0)
+    emit("ingest_goals", client=client,
+         spread_ge_1x_pgbench=goal_spread,
+         spread_p99_le_20ms=s["p99_ms"] <= 20, hot_p99_le_20ms=h["p99_ms"] <= 20,
+         zero_non_2xx=(s["non_2xx"] == 0 and h["non_2xx"] == 0
+                       and not s["client_errors"] and not h["client_errors"]),
+         hot_ge_2x_pgbench_hot=bool(h["ratio_ingest_to_pgbench"] and h["ratio_ingest_to_pgbench"] >= 2.0))

@@ -1,0 +1,72 @@
+"""A debounce worker process (``debounce.cli.run_worker``) with one extra source, ``noop``.
+
+``noop.sync`` does no I/O. With ``BENCH_LOG_SYNCS=1`` it first records the call in
+``bench_syncs`` (job id, page, due time, database clock at start, event count, revision), which
+the coalescing and wake-up benchmarks count; ``{"sleep": s}`` in the payload makes it sleep
+``s`` seconds (a slow sync, so events can arrive while it runs). Configured by the same
+environment as ``debounce worker`` (DATABASE_URL, DEBOUNCE_*).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+import integrations
+from debounce.cli import run_worker
+from debounce.config import Settings
+from debounce.db import execute
+from debounce.documents import DocumentStore
+from debounce.logs import configure
+from debounce.types import SyncJob
+from integrations.base import SyncResult
+
+LOG_SYNCS = os.environ.get("BENCH_LOG_SYNCS") == "1"
+
+CREATE_LOG_TABLE = """
+create table if not exists bench_syncs (
+    job_id bigint, source_page_id text, scheduled_at timestamptz, started_at timestamptz,
+    event_count int, revision bigint, claimed_revision bigint, attempts int, pid int
+)"""
+
+
+class NoopIntegration:
+    source_type = "noop"
+
+    def __init__(self, store: DocumentStore | None) -> None:
+        self.store = store
+
+    def parse_webhook(self, headers: Any, body: bytes) -> Any:
+        raise NotImplementedError
+
+    async def sync(self, job: SyncJob) -> SyncResult:
+        if LOG_SYNCS:
+            assert self.store is not None
+            await execute(
+                self.store.db,
+                "insert into bench_syncs values (%(id)s, %(page)s, %(due)s, clock_timestamp(), "
+                "%(n)s, %(rev)s, %(crev)s, %(att)s, %(pid)s)",
+                {"id": job.id, "page": job.source_page_id, "due": job.scheduled_at,
+                 "n": job.event_count, "rev": job.revision, "crev": job.claimed_revision,
+                 "att": job.attempts, "pid": os.getpid()},
+            )
+        sleep = float(job.payload.get("sleep", 0) or 0)
+        if sleep:
+            await asyncio.sleep(sleep)
+        return SyncResult(written=1)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def main() -> int:
+    integrations.register("noop", lambda settings, store: NoopIntegration(store))
+    settings = Settings.from_env()
+    configure(settings.log_format, settings.log_level)
+    return asyncio.run(run_worker(settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
