@@ -44,7 +44,7 @@ def _enqueue_params(page: str) -> dict[str, Any]:
 
 
 def _claim_params() -> dict[str, Any]:
-    # The worker's claim (claim_by_source): one source with room for one job.
+    # The worker's claim: one source with room for one job.
     return {"now": None, "worker_id": "bench", "limit": 1, "lease_seconds": 60.0,
             "sources": ["notion"], "rooms": [1]}
 
@@ -89,7 +89,7 @@ def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
     complete: list[float] = []
     for _ in range(OPS):
         t0 = time.perf_counter()
-        rows = conn.cursor(row_factory=dict_row).execute(Q["claim_by_source"], _claim_params()).fetchall()  # type: ignore[arg-type]
+        rows = conn.cursor(row_factory=dict_row).execute(Q["claim"], _claim_params()).fetchall()  # type: ignore[arg-type]
         claim.append((time.perf_counter() - t0) * 1000)
         if not rows:
             break
@@ -101,7 +101,7 @@ def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
     # plans, with one due job present for the claim
     conn.execute(Q["enqueue_many"], _enqueue_params(f"plan-{size}")).fetchall()  # type: ignore[arg-type]
     plan_enqueue = _plan_summary(conn, Q["enqueue_many"], _enqueue_params(f"plan2-{size}"))
-    plan_claim = _plan_summary(conn, Q["claim_by_source"], _claim_params())
+    plan_claim = _plan_summary(conn, Q["claim"], _claim_params())
     conn.execute("update sync_jobs set status = 'completed', finished_at = now() "
                  "where source_page_id = %s", (f"plan-{size}",))
 

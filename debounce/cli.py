@@ -16,7 +16,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from debounce import queue
 from debounce.config import Settings, SourceWindow
 from debounce.db import fetch_one, open_pool
 from debounce.documents import DocumentStore
+from debounce.fakes.server import QuietServer
 from debounce.logs import configure
 from debounce.migrate import migrate
 from debounce.sql import queries
@@ -44,15 +45,6 @@ DEMO_ADMIN_TOKEN = "demo-admin-token"
 _HERE = Path(__file__).resolve().parent
 #: Example webhook bodies: the checkout's examples/, or the copy a wheel carries.
 EXAMPLES = _HERE / "_examples" if (_HERE / "_examples").is_dir() else _HERE.parent / "examples"
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal capture: ``serve``/``web`` handle signals themselves so
-    the web server and the worker stop together."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def _install_signals(stop: Callable[[], None]) -> None:
@@ -116,7 +108,7 @@ async def _serve(settings: Settings, host: str, port: int, *, demo: bool, with_w
         await pool.open(wait=True, timeout=30)
         stack.push_async_callback(pool.close)
         app = create_app(settings, pool=pool)
-        server = _Server(uvicorn.Config(app, host=host, port=port, log_config=None,
+        server = QuietServer(uvicorn.Config(app, host=host, port=port, log_config=None,
                                         access_log=False, lifespan="on"))
         worker = None
         if with_worker:
@@ -139,7 +131,7 @@ async def _serve(settings: Settings, host: str, port: int, *, demo: bool, with_w
         log.info("serving %s (webhooks at %s/webhooks/{notion,slack}; database %s)",
                  base, base, _redact(settings.database_url))
         if demo:
-            tasks.append(asyncio.create_task(_demo_tour(settings, base, server)))
+            tasks.append(asyncio.create_task(_demo_tour(settings, base, server, pool)))
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
             if task.exception() is not None:
@@ -184,7 +176,7 @@ def _start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> Setting
     )
 
 
-async def _demo_tour(settings: Settings, base: str, server: uvicorn.Server) -> None:
+async def _demo_tour(settings: Settings, base: str, server: uvicorn.Server, pool: Any) -> None:
     """Post the example webhooks to ourselves once the server is up, then show the documents
     the worker wrote."""
     while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
@@ -202,22 +194,16 @@ async def _demo_tour(settings: Settings, base: str, server: uvicorn.Server) -> N
             resp = await client.post(f"{base}/webhooks/{source}", content=body,
                                      headers=sign_request(source, body, _secret(settings, source)))
             log.info("demo: sent %s → %s %s", path.name, resp.status_code, resp.text[:200])
-    assert settings.database_url
-    store_pool = open_pool(settings.database_url, max_size=1)
-    await store_pool.open()
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not server.should_exit:
-            stats = await queue.stats(store_pool)
-            if stats["totals"]["pending"] == 0 and stats["totals"]["processing"] == 0:
-                break
-            await asyncio.sleep(0.5)
-        row = await fetch_one(store_pool, queries("cli")["document_summary"], {})
-        log.info("demo: %s documents in the `documents` table — see them with "
-                 "`debounce documents` (DATABASE_URL unset uses the same embedded database)",
-                 row["n"] if row else 0)
-    finally:
-        await store_pool.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not server.should_exit:
+        stats = await queue.stats(pool)
+        if stats["totals"]["pending"] == 0 and stats["totals"]["processing"] == 0:
+            break
+        await asyncio.sleep(0.5)
+    row = await fetch_one(pool, queries("cli")["document_summary"], {})
+    log.info("demo: %s documents in the `documents` table — see them with "
+             "`debounce documents` (DATABASE_URL unset uses the same embedded database)",
+             row["n"] if row else 0)
 
 
 def _secret(settings: Settings, source: str) -> str:

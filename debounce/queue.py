@@ -236,18 +236,9 @@ async def enqueue_many(
         "priorities": [e.priority for e in events],
         "max_attempts": [e.max_attempts for e in events],
     }
-    for attempt in range(3):
-        try:
-            rows = await fetch_all(db, _Q["enqueue_many"], params)
-            break
-        except (pg_errors.UniqueViolation, pg_errors.DeadlockDetected):
-            # A partial-index conflict with a row that left the index while we waited on it
-            # is retried by Postgres itself; this guards the rarer race of two new rows for
-            # one page inserted at once under a reused event id. Retrying is safe: the
-            # statement is all-or-nothing. (Deadlocks should not happen: every statement that
-            # locks several jobs locks them in (source_type, source_page_id) order.)
-            if attempt == 2:
-                raise
+    # One statement: all-or-nothing. It cannot deadlock with the other statements that lock
+    # several jobs: they all lock them in (source_type, source_page_id) order.
+    rows = await fetch_all(db, _Q["enqueue_many"], params)
     results: list[EnqueueResult] = []
     for row in rows:
         results.append(EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=_job(row)))
@@ -280,25 +271,14 @@ async def claim(
     _check_int("limit", limit, minimum=1)
     _check_seconds("lease_seconds", lease_seconds, positive=True)
     _check_now(now)
-    if source_types is not None and not source_types:
-        return []
     if source_limits is not None:
         rooms = {s: n for s, n in source_limits.items() if n > 0}
-        if not rooms:
-            return []
-        rows = await fetch_all(
-            db,
-            _Q["claim_by_source"],
-            {
-                "now": now,
-                "worker_id": worker_id,
-                "limit": limit,
-                "lease_seconds": float(lease_seconds),
-                "sources": list(rooms),
-                "rooms": list(rooms.values()),
-            },
-        )
-        return _claimed(rows)
+    elif source_types is not None:
+        rooms = dict.fromkeys(source_types, limit)
+    else:
+        rooms = None
+    if rooms is not None and not rooms:
+        return []
     rows = await fetch_all(
         db,
         _Q["claim"],
@@ -307,7 +287,8 @@ async def claim(
             "worker_id": worker_id,
             "limit": limit,
             "lease_seconds": float(lease_seconds),
-            "source_types": list(source_types) if source_types is not None else None,
+            "sources": list(rooms) if rooms is not None else None,
+            "rooms": list(rooms.values()) if rooms is not None else None,
         },
     )
     return _claimed(rows)

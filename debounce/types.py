@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -170,4 +170,3 @@ class EnqueueResult:
 
     outcome: EnqueueOutcome
     job: SyncJob | None
-    extra: dict[str, Any] = field(default_factory=dict)

@@ -24,6 +24,7 @@ __all__ = [
     "SyncError",
     "RateLimited",
     "PermanentError",
+    "header",
     "normalize_page_id",
 ]
 
@@ -142,6 +143,22 @@ class Integration(Protocol):
     async def aclose(self) -> None:
         """Release HTTP clients; called once when the worker stops."""
         ...
+
+
+def header(headers: Mapping[str, str] | None, name: str) -> str | None:
+    """Value of header ``name`` in ``headers``, case-insensitively: Starlette's ``Headers`` are
+    case-insensitive already; a plain dict (tests, an SDK response's headers) keeps its
+    original casing."""
+    if headers is None:
+        return None
+    value = headers.get(name)
+    if value is not None:
+        return value
+    lowered = name.lower()
+    for key, val in headers.items():
+        if key.lower() == lowered:
+            return val
+    return None
 
 
 def normalize_page_id(integration: object, page_id: str) -> str:

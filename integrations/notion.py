@@ -54,6 +54,7 @@ from integrations.base import (
     SyncResult,
     WebhookError,
     WebhookResult,
+    header,
 )
 
 __all__ = [
@@ -116,16 +117,6 @@ def normalize_id(raw: str) -> str:
         return str(uuid.UUID(raw.strip()))
     except ValueError:
         return raw.strip()
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    value = headers.get(name)
-    if value is not None:
-        return value
-    for key, val in headers.items():  # a plain dict with original casing
-        if key.lower() == name:
-            return val
-    return None
 
 
 def _malformed(detail: str) -> WebhookError:
@@ -716,7 +707,7 @@ class NotionIntegration:
                 "verification token Notion sent to this endpoint (it was logged when the "
                 "verification request arrived) and restart.",
             )
-        given = _header(headers, SIGNATURE_HEADER)
+        given = header(headers, SIGNATURE_HEADER)
         if not given:
             raise WebhookError(401, "invalid_signature", "missing X-Notion-Signature header")
         scheme, _, digest = given.strip().partition("=")

@@ -49,6 +49,7 @@ from integrations.base import (
     SyncResult,
     WebhookError,
     WebhookResult,
+    header,
 )
 
 __all__ = [
@@ -302,26 +303,8 @@ class _FnClock(Clock):
         return self._fn()
 
 
-def _header(headers: Any, name: str) -> str | None:
-    if headers is None:
-        return None
-    try:
-        value = headers.get(name)
-    except AttributeError:
-        value = None
-    if value is None:
-        try:
-            for k, v in headers.items():
-                if str(k).lower() == name.lower():
-                    return str(v)
-        except AttributeError:
-            return None
-        return None
-    return str(value)
-
-
 def _retry_after(headers: Any) -> float:
-    raw = _header(headers, "Retry-After")
+    raw = header(headers, "Retry-After")
     try:
         return max(0.0, float(raw)) if raw is not None else DEFAULT_RETRY_AFTER_SECONDS
     except ValueError:

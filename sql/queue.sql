@@ -119,43 +119,27 @@ select r.*, (select count(*) from notify) as notified from result r order by r.o
 -- claim --
 -- Claim up to %(limit)s due jobs (scheduled_at <= now), highest priority first, then oldest
 -- scheduled_at; rows another worker holds are skipped (FOR UPDATE SKIP LOCKED). Sets the lease,
--- attempts + 1, and records the revision the sync will cover. %(source_types)s (text[] or
--- NULL) restricts the claim to some sources (the worker's per-source limit).
-with clock as (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), due as (
-    select j.id
-      from sync_jobs j, clock
-     where j.status = 'pending'
-       and j.scheduled_at <= clock.now
-       and (%(source_types)s::text[] is null or j.source_type = any(%(source_types)s::text[]))
-     order by j.priority desc, j.scheduled_at
-     limit %(limit)s
-     for update of j skip locked
-)
-update sync_jobs j
-   set status           = 'processing',
-       attempts         = j.attempts + 1,
-       locked_by        = %(worker_id)s,
-       lease_token      = gen_random_uuid(),
-       lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::float8),
-       claimed_revision = j.revision,
-       retry_at         = null,
-       updated_at       = clock.now
-  from due, clock
- where j.id = due.id
-returning j.*
-
--- claim_by_source --
--- The worker's claim: like claim, but each source in %(sources)s takes at most its entry in
--- %(rooms)s (int[]) of the %(limit)s jobs, so one source's backlog cannot fill every slot. One
--- statement for all sources; rows locked beyond the limit are released at commit.
+-- attempts + 1, and records the revision the sync will cover. %(sources)s (text[]) with
+-- %(rooms)s (int[]) restricts the claim to those sources, each taking at most its room (the
+-- worker's per-source share of its slots); NULL sources: any source. Rows locked beyond the
+-- limit are released at commit.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), rooms as (
     select * from unnest(%(sources)s::text[], %(rooms)s::int[]) as r(source_type, room)
-), due as (
-    select c.id
+), candidates as (
+    select * from (
+        select j.id, j.priority, j.scheduled_at
+          from sync_jobs j, clock
+         where %(sources)s::text[] is null
+           and j.status = 'pending'
+           and j.scheduled_at <= clock.now
+         order by j.priority desc, j.scheduled_at
+         limit %(limit)s
+           for update of j skip locked
+    ) any_source
+    union all
+    select c.id, c.priority, c.scheduled_at
       from rooms r
      cross join lateral (
         select j.id, j.priority, j.scheduled_at
@@ -165,10 +149,10 @@ with clock as (
            and j.scheduled_at <= clock.now
          order by j.priority desc, j.scheduled_at
          limit r.room
-         for update of j skip locked
+           for update of j skip locked
      ) c
-     order by c.priority desc, c.scheduled_at
-     limit %(limit)s
+), due as (
+    select id from candidates order by priority desc, scheduled_at limit %(limit)s
 )
 update sync_jobs j
    set status           = 'processing',
@@ -268,18 +252,32 @@ select f.*, (select count(*) from notify) as notified from failed f
 
 -- extend_leases --
 -- Push the lease of running syncs to now + %(lease_seconds)s. Only claims still held
--- (lease_token matches) are extended; returns their ids and new expiry.
-update sync_jobs
+-- (lease_token matches) are extended; returns their ids and new expiry. Rows are locked in
+-- (source_type, source_page_id) order, like every statement that locks several jobs.
+with held as (
+    select id from sync_jobs
+     where lease_token = any(%(lease_tokens)s::uuid[])
+     order by source_type, source_page_id
+       for update
+)
+update sync_jobs j
    set lease_expires_at = coalesce(%(now)s::timestamptz, now())
                           + make_interval(secs => %(lease_seconds)s::float8),
        updated_at = coalesce(%(now)s::timestamptz, now())
- where lease_token = any(%(lease_tokens)s::uuid[])
-returning id, lease_expires_at
+  from held
+ where j.id = held.id
+returning j.id, j.lease_expires_at
 
 -- release --
 -- Give claimed jobs back untouched (worker shutdown): pending again at their due time, the
--- attempt not counted, lease cleared. Wakes idle workers: these jobs are due.
-with released as (
+-- attempt not counted, lease cleared. Wakes idle workers: these jobs are due. Rows are locked
+-- in (source_type, source_page_id) order.
+with held as (
+    select id from sync_jobs
+     where lease_token = any(%(lease_tokens)s::uuid[])
+     order by source_type, source_page_id
+       for update
+), released as (
     update sync_jobs j
        set status = 'pending',
            attempts = greatest(j.attempts - 1, 0),
@@ -287,7 +285,8 @@ with released as (
            lease_expires_at = null,
            locked_by = null,
            updated_at = coalesce(%(now)s::timestamptz, now())
-     where j.lease_token = any(%(lease_tokens)s::uuid[])
+      from held
+     where j.id = held.id
     returning j.*
 ), notify as (
     select pg_notify('debounce_jobs', source_type) from (select distinct source_type from released) r

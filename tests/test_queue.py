@@ -582,3 +582,36 @@ async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> No
     follow_up = next(j for j in done.values() if j.source_page_id == "p1")
     assert follow_up.scheduled_at == at(106.5) and follow_up.payload == {"v": 3}
     assert await queue.complete_many(conn, []) == {}
+
+
+async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
+    """enqueue_many, extend_leases, complete_many and release all lock several jobs; they lock
+    them in one (source_type, source_page_id) order, so racing them never deadlocks (which
+    would turn a webhook into a 503). Rows are inserted in reverse page order so that heap
+    order and key order disagree."""
+    pages = [f"p{i:02d}" for i in range(20)]
+    async with AsyncConnectionPool(
+        database_url, min_size=3, max_size=3, kwargs={"autocommit": True}, open=False
+    ) as pool:
+        for page in reversed(pages):
+            await queue.enqueue(pool, "notion", page, payload={}, event_id=f"seed-{page}",
+                                debounce_seconds=0, max_wait_seconds=0)
+        jobs = await queue.claim(pool, "w", limit=20, lease_seconds=60)
+        assert len(jobs) == 20
+        rng = random.Random(3)
+
+        async def events() -> None:
+            for n in range(60):
+                batch = [JobEvent("notion", p, {"n": n}, f"e{n}-{p}", 30, 300)
+                         for p in rng.sample(pages, len(pages))]
+                await queue.enqueue_many(pool, batch)
+
+        async def leases() -> None:
+            for _ in range(60):
+                await queue.extend_leases(pool, rng.sample(jobs, len(jobs)), 60)
+
+        await asyncio.gather(events(), leases())
+        done = await queue.complete_many(pool, rng.sample(jobs, 10))
+        released = await queue.release(pool, [j for j in jobs if j.id not in done])
+        assert len(done) == 10 and len(released) == 10
+        assert all(j.status is JobStatus.PENDING for j in done.values())  # follow-ups

@@ -13,11 +13,12 @@ from typing import Any, Literal
 
 import uvicorn
 
-__all__ = ["BackgroundServer"]
+__all__ = ["BackgroundServer", "QuietServer"]
 
 
-class _QuietServer(uvicorn.Server):
-    """uvicorn that leaves signal handling to the host process (it runs in a thread)."""
+class QuietServer(uvicorn.Server):
+    """uvicorn that leaves signal handling to the host process: a server in a thread, or
+    ``debounce serve``, which stops the web server and the worker together."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -65,7 +66,7 @@ class BackgroundServer:
         config = uvicorn.Config(
             self.app, log_level="warning", lifespan=self.lifespan, access_log=False, loop="asyncio"
         )
-        server = _QuietServer(config)
+        server = QuietServer(config)
         self._server = server
 
         def run() -> None:
