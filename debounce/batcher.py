@@ -5,6 +5,10 @@ whatever has accumulated while they were busy and debounce it in one statement a
 An idle service flushes a lone request at once (no added delay); a busy one amortises the
 round trip and the commit over many requests. A request is answered only after its batch
 committed, so an acknowledged event is never lost.
+
+One request cannot fail its neighbours: when a batch statement fails for a reason other than
+the database being unavailable (:func:`debounce.db.is_transient`), each request of the batch
+is retried in a statement of its own, so only the request that cannot be stored fails.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import logging
 from collections.abc import Sequence
 
 from debounce import queue
-from debounce.db import Db
+from debounce.db import Db, is_transient
 from debounce.types import EnqueueResult, JobEvent
 
 __all__ = ["EnqueueBatcher"]
@@ -95,6 +99,12 @@ class EnqueueBatcher:
         try:
             results = await queue.enqueue_many(self.db, flat)
         except Exception as exc:
+            if len(batch) > 1 and not is_transient(exc):
+                log.warning("batch of %d requests failed (%s); retrying each on its own",
+                            len(batch), exc.__class__.__name__)
+                for item in batch:
+                    await self._flush([item])
+                return
             for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(exc)

@@ -36,6 +36,13 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _positive(env: Mapping[str, str], name: str, default: float) -> float:
+    value = _float(env, name, default)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0 seconds, got {env.get(name)!r}")
+    return value
+
+
 def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
@@ -103,6 +110,10 @@ class Settings:
     poll_interval_seconds: float = 2.0
     #: How long a request waits for a database connection before answering 503, seconds.
     pool_timeout_seconds: float = 3.0
+    #: Longest time a webhook waits for its events to be committed before answering 503
+    #: (seconds; well under Slack's 3 s, so a slow database never counts as a failed delivery).
+    #: Also the web's ``statement_timeout``: a statement past it is cancelled and rolled back.
+    webhook_deadline_seconds: float = 2.0
     pool_max_size: int = 10
     #: How long ``seen_events`` remembers an event id (idempotency), in seconds.
     event_retention_seconds: float = 3 * 86400.0
@@ -178,5 +189,6 @@ class Settings:
             shutdown_grace_seconds=_float(env, "DEBOUNCE_SHUTDOWN_GRACE_SECONDS", 25.0),
             poll_interval_seconds=_float(env, "DEBOUNCE_POLL_INTERVAL_SECONDS", 2.0),
             pool_timeout_seconds=_float(env, "DEBOUNCE_POOL_TIMEOUT_SECONDS", 3.0),
+            webhook_deadline_seconds=_positive(env, "DEBOUNCE_WEBHOOK_DEADLINE_SECONDS", 2.0),
             pool_max_size=_int(env, "DEBOUNCE_POOL_MAX_SIZE", 10),
         )

@@ -6,15 +6,31 @@ transaction the caller controls) or an ``AsyncConnectionPool`` (the web and work
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, LiteralString, TypeAlias
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-__all__ = ["Db", "connection", "execute", "fetch_all", "fetch_one", "open_pool"]
+from debounce.sql import queries
+
+__all__ = [
+    "Backoff",
+    "Db",
+    "TRANSIENT_SQLSTATE_CLASSES",
+    "TRANSIENT_SQLSTATES",
+    "connection",
+    "execute",
+    "fetch_all",
+    "fetch_one",
+    "is_transient",
+    "open_pool",
+]
 
 Db: TypeAlias = "AsyncConnection[Any] | AsyncConnectionPool[Any]"
 
@@ -57,6 +73,80 @@ async def execute(db: Db, query: LiteralString, params: Mapping[str, Any]) -> in
         return cur.rowcount
 
 
+#: SQLSTATE classes that mean "the database is not available right now" (PostgreSQL manual,
+#: Appendix A "PostgreSQL Error Codes"): 08 connection exception, 53 insufficient resources
+#: (too many connections, out of memory or disk), 57P operator intervention (admin/crash
+#: shutdown, cannot connect now), 58 system error (I/O).
+TRANSIENT_SQLSTATE_CLASSES = ("08", "53", "57P", "58")
+#: Single SQLSTATEs that are transient too: 25006 read-only transaction (a managed failover
+#: promotes a replica, or the primary is demoted), 40001 serialization failure, 40P01 deadlock,
+#: 57014 statement cancelled (our ``statement_timeout``), 55P03 lock not available,
+#: 25P03 idle-in-transaction timeout.
+TRANSIENT_SQLSTATES = frozenset({"25006", "40001", "40P01", "57014", "55P03", "25P03"})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` means the database is unavailable *for now* (back off and go on; the
+    web answers 503 so the sender redelivers) rather than a problem with what was sent.
+
+    True for pool timeouts, lost or refused connections (``psycopg.OperationalError`` without
+    a SQLSTATE, ``InterfaceError``, ``OSError``, ``TimeoutError``) and the SQLSTATEs in
+    :data:`TRANSIENT_SQLSTATE_CLASSES` / :data:`TRANSIENT_SQLSTATES`. False for everything
+    else, notably ``ProgramLimitExceeded`` (54000, an ``OperationalError`` subclass: a value
+    too large for an index) and ``DataError`` (22xxx): retrying those cannot help.
+    """
+    if isinstance(exc, PoolTimeout | OSError | TimeoutError | psycopg.InterfaceError):
+        return True
+    if isinstance(exc, psycopg.Error):
+        state = exc.sqlstate
+        if state is None:
+            return isinstance(exc, psycopg.OperationalError)
+        return state in TRANSIENT_SQLSTATES or state.startswith(TRANSIENT_SQLSTATE_CLASSES)
+    return False
+
+
+class Backoff:
+    """Exponential backoff with jitter for loops that retry while the database is away.
+
+    ``next()`` returns the seconds to wait before the next try: ``initial``, doubled each
+    call up to ``cap``, each scaled by a uniform factor in ``[1 - jitter, 1 + jitter]`` so
+    that many processes do not retry in step; ``reset()`` after a success.
+    """
+
+    def __init__(self, initial: float = 0.5, cap: float = 30.0, *, jitter: float = 0.2) -> None:
+        self.initial = initial
+        self.cap = cap
+        self.jitter = jitter
+        self._current = initial
+
+    def next(self) -> float:
+        """Seconds to wait now; the following call waits twice as long (up to ``cap``)."""
+        delay = self._current
+        self._current = min(self._current * 2, self.cap)
+        return max(0.0, delay * random.uniform(1 - self.jitter, 1 + self.jitter))
+
+    def reset(self) -> None:
+        """Start again from ``initial`` (call after a success)."""
+        self._current = self.initial
+
+    async def sleep(self) -> float:
+        """Sleep :meth:`next` seconds; returns how long."""
+        delay = self.next()
+        await asyncio.sleep(delay)
+        return delay
+
+
+#: TCP keepalives on every pooled connection (libpq parameters): a connection whose peer
+#: vanished (failover, partition) is detected within about 10 + 3 × 5 s instead of the
+#: kernel's two hours.
+KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+
+
 def open_pool(
     conninfo: str,
     *,
@@ -64,12 +154,29 @@ def open_pool(
     max_size: int = 10,
     timeout: float = 3.0,
     name: str = "debounce",
+    statement_timeout: float | None = None,
 ) -> AsyncConnectionPool[Any]:
     """An (unopened) ``AsyncConnectionPool``; ``await pool.open()`` or use ``async with``.
 
     ``timeout`` (seconds) bounds how long a caller waits for a connection, so a database that
-    is down turns into a quick ``PoolTimeout`` (answered 503) instead of a hang.
+    is down turns into a quick ``PoolTimeout`` (answered 503) instead of a hang. Connections
+    have TCP keepalives (:data:`KEEPALIVES`) and a ``connect_timeout`` of ``timeout``;
+    ``statement_timeout`` (seconds), when given, is the server-side limit of every statement
+    (a cancelled statement rolls back whole: nothing half-written).
     """
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "connect_timeout": max(1, int(timeout + 0.999)),
+        **KEEPALIVES,
+    }
+    configure = None
+    if statement_timeout is not None:
+        milliseconds = str(max(1, int(statement_timeout * 1000)))
+
+        async def configure(conn: AsyncConnection[Any]) -> None:
+            await conn.execute(queries("session")["set_statement_timeout"],
+                               {"milliseconds": milliseconds})
+
     return AsyncConnectionPool(
         conninfo,
         min_size=min_size,
@@ -77,6 +184,7 @@ def open_pool(
         timeout=timeout,
         name=name,
         open=False,
-        kwargs={"autocommit": True},
+        kwargs=kwargs,
+        configure=configure,
         reconnect_timeout=3600.0,
     )

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["JsonFormatter", "TextFormatter", "configure"]
+__all__ = ["JsonFormatter", "TextFormatter", "configure", "escape_controls"]
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+#: C0 and C1 control characters (newline included) and the Unicode line/paragraph separators.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\n``, ``\\x1b``, ``\\u2028``), so
+    text from a request can never start a forged log line or drive a terminal."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
@@ -44,11 +55,15 @@ class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
 
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        """The first line; the message and the extra fields have their control characters
+        escaped (:func:`escape_controls`): one record is one line, whatever a request sent.
+        A traceback (``exc_info``) still follows on its own lines."""
+        record.message = escape_controls(record.message)
+        line = super().formatMessage(record)
         extras = _extras(record)
         if extras:
-            line += " " + " ".join(f"{k}={v}" for k, v in extras.items())
+            line += " " + " ".join(f"{k}={escape_controls(str(v))}" for k, v in extras.items())
         return line
 
 

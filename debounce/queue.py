@@ -49,6 +49,7 @@ __all__ = [
     "JobPage",
     "active_for_page",
     "backoff_delay",
+    "check_payload",
     "claim",
     "complete",
     "enqueue",
@@ -66,6 +67,7 @@ __all__ = [
     "retry",
     "seconds_until_due",
     "stats",
+    "unstorable",
     "validate_event",
 ]
 
@@ -79,6 +81,16 @@ DEFAULT_BACKOFF_SECONDS: tuple[float, ...] = (30.0, 120.0, 480.0, 1800.0, 7200.0
 RESYNC_PRIORITY = 100
 #: Longest text kept in ``last_error``.
 MAX_ERROR_CHARS = 2000
+#: Longest source type, page id or event id accepted, in UTF-8 bytes. They are index keys
+#: (``sync_jobs_active_page``, ``seen_events``, ``documents``), and a B-tree entry must fit in
+#: a third of a page (about 2 700 bytes, PostgreSQL's ``ProgramLimitExceeded`` beyond): the
+#: sources' ids are far shorter (Notion: 36-character UUIDs; Slack: ``C…``/``Ev…`` ids).
+MAX_KEY_BYTES = 512
+#: Deepest JSON nesting accepted in a payload (PostgreSQL's jsonb parser recurses, and a
+#: body nested thousands deep exhausts its stack).
+MAX_PAYLOAD_DEPTH = 64
+#: Largest value of a bigint column (job ids, cursors).
+MAX_BIGINT = 2**63 - 1
 
 
 class JobNotFound(LookupError):
@@ -99,10 +111,54 @@ class JobPage:
     next_cursor: int | None
 
 
-def _check_text(name: str, value: object) -> str:
+def unstorable(text: str) -> str | None:
+    """Why PostgreSQL cannot store ``text`` (a NUL character, which ``text`` and ``jsonb``
+    refuse; a lone surrogate, which is not valid UTF-8), or ``None`` when it can."""
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (\\ud800-\\udfff), which is not valid Unicode"
+    return None
+
+
+def _check_text(name: str, value: object, *, max_bytes: int | None = None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    problem = unstorable(value)
+    if problem:
+        raise ValueError(f"{name} {problem}")
+    if max_bytes is not None and len(value.encode("utf-8")) > max_bytes:
+        raise ValueError(f"{name} is longer than {max_bytes} bytes")
     return value
+
+
+def check_payload(payload: object) -> None:
+    """Check that ``payload`` (parsed JSON) can be stored as ``jsonb``: every key and string
+    storable (:func:`unstorable`), nesting at most :data:`MAX_PAYLOAD_DEPTH`. Iterative, so a
+    hostile depth cannot exhaust Python's stack either.
+
+    Raises:
+        ValueError: names the first problem and where it is (a JSON path such as ``$.event.text``).
+    """
+    stack: list[tuple[object, str, int]] = [(payload, "$", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise ValueError(f"payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels at {path}")
+        if isinstance(value, str):
+            problem = unstorable(value)
+            if problem:
+                raise ValueError(f"payload text at {path} {problem}")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                problem = unstorable(str(key))
+                if problem:
+                    raise ValueError(f"payload key under {path} {problem}")
+                stack.append((item, f"{path}.{key}", depth + 1))
+        elif isinstance(value, list | tuple):
+            stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
 
 
 def _check_seconds(name: str, value: object, *, positive: bool = False) -> float:
@@ -131,15 +187,18 @@ def validate_event(event: JobEvent) -> None:
     """Check one event before it is sent.
 
     Raises:
-        ValueError: empty source or page id, empty event id, payload not a dict, negative
-            or non-finite window, priority not an int, max_attempts < 1.
+        ValueError: empty source or page id, empty event id, an id longer than
+            :data:`MAX_KEY_BYTES`, text the database cannot store (NUL, lone surrogates) in an
+            id or anywhere in the payload, payload not a dict or nested too deep, negative or
+            non-finite window, priority not an int, max_attempts < 1.
     """
-    _check_text("source_type", event.source_type)
-    _check_text("source_page_id", event.source_page_id)
+    _check_text("source_type", event.source_type, max_bytes=MAX_KEY_BYTES)
+    _check_text("source_page_id", event.source_page_id, max_bytes=MAX_KEY_BYTES)
     if event.event_id is not None:
-        _check_text("event_id", event.event_id)
+        _check_text("event_id", event.event_id, max_bytes=MAX_KEY_BYTES)
     if not isinstance(event.payload, Mapping):
         raise ValueError(f"payload must be a JSON object (dict), got {type(event.payload).__name__}")
+    check_payload(event.payload)
     _check_seconds("debounce_seconds", event.debounce_seconds)
     _check_seconds("max_wait_seconds", event.max_wait_seconds)
     _check_int("priority", event.priority)
@@ -448,8 +507,8 @@ async def resync(
     Raises:
         ValueError: empty source or page id.
     """
-    _check_text("source_type", source_type)
-    _check_text("source_page_id", source_page_id)
+    _check_text("source_type", source_type, max_bytes=MAX_KEY_BYTES)
+    _check_text("source_page_id", source_page_id, max_bytes=MAX_KEY_BYTES)
     _check_int("priority", priority)
     _check_int("max_attempts", max_attempts, minimum=1)
     _check_now(now)
@@ -531,6 +590,11 @@ async def list_jobs(
         raise ValueError(f"limit must be <= 1000, got {limit}")
     if cursor is not None:
         _check_int("cursor", cursor, minimum=1)
+        if cursor > MAX_BIGINT:
+            raise ValueError(f"cursor must be <= {MAX_BIGINT}, got {cursor}")
+    for name, value in (("source", source_type), ("page_id", source_page_id)):
+        if value is not None:
+            _check_text(name, value, max_bytes=MAX_KEY_BYTES)
     rows = await fetch_all(
         db,
         _Q["list"],

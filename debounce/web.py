@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -31,15 +32,17 @@ import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import integrations
 from debounce import queue
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
-from debounce.db import fetch_one, open_pool
+from debounce.db import fetch_one, is_transient, open_pool
 from debounce.metrics import WebMetrics
 from debounce.sql import queries
 from debounce.types import JobEvent, JobStatus
@@ -52,6 +55,9 @@ _Q = queries("admin")
 
 #: Seconds /readyz waits for the database before answering 503.
 READY_TIMEOUT_SECONDS = 2.0
+#: Handshake tokens remembered per source: unsigned verification requests can come from
+#: anyone before a secret is configured, so what they can store is bounded.
+VERIFICATION_TOKENS_KEPT = 5
 
 
 def error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -78,17 +84,71 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _db_unavailable(exc: Exception) -> JSONResponse:
-    log.warning("database unavailable: %s", exc.__class__.__name__)
-    return error(
-        503,
-        "database_unavailable",
-        "the database is unreachable; nothing was recorded, retry the delivery later",
-        headers={"Retry-After": "5"},
-    )
+def _db_unavailable(exc: BaseException) -> JSONResponse:
+    if isinstance(exc, TimeoutError):
+        log.warning("database too slow: no commit within the webhook deadline")
+        detail = ("the database did not commit within the deadline; nothing was acknowledged, "
+                  "retry the delivery later")
+    else:
+        log.warning("database unavailable: %s", exc.__class__.__name__)
+        detail = "the database is unavailable; nothing was recorded, retry the delivery later"
+    return error(503, "database_unavailable", detail, headers={"Retry-After": "5"})
 
 
-_DB_ERRORS = (PoolTimeout, psycopg.OperationalError, OSError, asyncio.TimeoutError)
+def _unstorable(exc: psycopg.Error) -> bool:
+    """The database refused *this* request's data (invalid text, a value too large for an
+    index, nesting too deep), as opposed to being unavailable or our own bug."""
+    state = exc.sqlstate or ""
+    return isinstance(exc, psycopg.DataError) or state.startswith("54")
+
+
+#: A positive bigint written in ASCII digits (``str.isdigit`` also accepts ``²``).
+_ID = re.compile(r"[0-9]{1,19}")
+
+
+def _int_param(raw: str | None, name: str, default: int | None = None) -> int | None:
+    """An integer query or path parameter: ASCII digits within bigint.
+
+    Raises:
+        ValueError: anything else (names the parameter).
+    """
+    if raw is None or raw == "":
+        return default
+    if not _ID.fullmatch(raw) or int(raw) > queue.MAX_BIGINT:
+        raise ValueError(f"{name} must be a whole number between 0 and {queue.MAX_BIGINT}")
+    return int(raw)
+
+
+class _ErrorBoundary:
+    """ASGI middleware that turns an unhandled exception into ``handler``'s JSON response and
+    stops it there. (Starlette's own 500 handler answers but then re-raises, so the server logs
+    a full traceback for every such request.) An exception after the response started is
+    re-raised: nothing else can be sent then."""
+
+    def __init__(
+        self, app: ASGIApp, handler: Callable[[Request, Exception], Awaitable[Response]]
+    ) -> None:
+        self.app = app
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            if started:
+                raise
+            response = await self.handler(Request(scope), exc)
+            await response(scope, receive, send)
 
 
 def create_app(
@@ -125,8 +185,9 @@ def create_app(
             new_pool = open_pool(
                 settings.database_url,
                 max_size=settings.pool_max_size,
-                timeout=settings.pool_timeout_seconds,
+                timeout=min(settings.pool_timeout_seconds, settings.webhook_deadline_seconds),
                 name="debounce-web",
+                statement_timeout=settings.webhook_deadline_seconds,
             )
             await new_pool.open(wait=False)
             state["pool"] = new_pool
@@ -164,8 +225,10 @@ def create_app(
                 )
             try:
                 return await handler(request)
-            except _DB_ERRORS as exc:
-                return _db_unavailable(exc)
+            except Exception as exc:
+                if is_transient(exc):
+                    return _db_unavailable(exc)
+                raise
 
         return guarded
 
@@ -185,6 +248,9 @@ def create_app(
             return error(400, "client_disconnected", "the body was not received in full")
         try:
             result = integration.parse_webhook(request.headers, body)
+        except RecursionError:
+            metrics.webhooks.labels(source, "malformed_body").inc()
+            return error(400, "malformed_body", "the JSON body is nested too deeply")
         except WebhookError as exc:
             metrics.webhooks.labels(source, exc.error).inc()
             log.info("webhook refused: %s", exc.detail,
@@ -194,17 +260,21 @@ def create_app(
             metrics.warnings.labels(source).inc()
             log.warning("%s webhook: %s", source, result.warning, extra={"source": source})
         if result.verification_token:
+            try:
+                async with asyncio.timeout(settings.webhook_deadline_seconds):
+                    await fetch_one(db(), _Q["save_verification_token"],
+                                    {"source_type": source, "token": result.verification_token,
+                                     "keep": VERIFICATION_TOKENS_KEPT})
+            except Exception as exc:
+                if is_transient(exc):
+                    return _db_unavailable(exc)
+                raise
             log.warning(
-                "%s verification token received: %s — paste it into the source's webhook "
+                "%s verification token received: %r — paste it into the source's webhook "
                 "settings to verify the endpoint, then set it as NOTION_WEBHOOK_SECRET "
                 "(also shown by `debounce notion-token`)",
                 source, result.verification_token, extra={"source": source},
             )
-            try:
-                await fetch_one(db(), _Q["save_verification_token"],
-                                {"source_type": source, "token": result.verification_token})
-            except _DB_ERRORS as exc:
-                return _db_unavailable(exc)
             metrics.webhooks.labels(source, "handshake").inc()
             return JSONResponse({"ok": True, "detail": "verification token received"})
         window = settings.window(source)
@@ -234,10 +304,21 @@ def create_app(
                                 else {"ok": True, "detail": result.note or "nothing to sync"})
         started = time.perf_counter()
         try:
-            outcomes = await state["batcher"].submit(events)
-        except _DB_ERRORS as exc:
-            metrics.webhooks.labels(source, "database_unavailable").inc()
-            return _db_unavailable(exc)
+            # The deadline bounds the whole wait (a pool connection, the batch's statement and
+            # commit): a delivery is answered well inside Slack's 3 s. A batch that commits
+            # after we answered 503 is harmless: the redelivery carries the same event id.
+            async with asyncio.timeout(settings.webhook_deadline_seconds):
+                outcomes = await state["batcher"].submit(events)
+        except Exception as exc:
+            if is_transient(exc):
+                metrics.webhooks.labels(source, "database_unavailable").inc()
+                return _db_unavailable(exc)
+            if isinstance(exc, psycopg.Error) and _unstorable(exc):
+                metrics.webhooks.labels(source, "unstorable").inc()
+                detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                return error(400, "unstorable_event",
+                             f"the database cannot store this event: {detail}")
+            raise
         metrics.enqueue_seconds.observe(time.perf_counter() - started)
         jobs = []
         for outcome in outcomes:
@@ -269,10 +350,11 @@ def create_app(
     async def list_jobs(request: Request) -> Response:
         params = request.query_params
         try:
-            limit = int(params.get("limit", "50"))
-            cursor = int(params["cursor"]) if params.get("cursor") else None
-        except ValueError:
-            return error(400, "bad_request", "limit and cursor must be integers")
+            limit = _int_param(params.get("limit"), "limit", 50)
+            cursor = _int_param(params.get("cursor"), "cursor")
+        except ValueError as exc:
+            return error(400, "bad_request", str(exc))
+        assert limit is not None
         try:
             page = await queue.list_jobs(
                 db(),
@@ -288,8 +370,11 @@ def create_app(
                              "next_cursor": page.next_cursor})
 
     def _job_id(request: Request) -> int | None:
-        raw = request.path_params["job_id"]
-        return int(raw) if raw.isdigit() and int(raw) > 0 else None
+        try:
+            job_id = _int_param(request.path_params["job_id"], "job id")
+        except ValueError:
+            return None
+        return job_id if job_id else None
 
     async def get_job(request: Request) -> Response:
         job_id = _job_id(request)
@@ -330,7 +415,7 @@ def create_app(
             async with asyncio.timeout(READY_TIMEOUT_SECONDS):
                 async with db().connection(timeout=READY_TIMEOUT_SECONDS) as conn:
                     await conn.execute(_Q["ping"])
-        except (*_DB_ERRORS, psycopg.Error) as exc:
+        except (TimeoutError, OSError, psycopg.Error, PoolTimeout) as exc:
             return error(503, "database_unavailable", f"database not reachable ({exc.__class__.__name__})")
         return JSONResponse({"ok": True, "database": "reachable"})
 
@@ -343,7 +428,7 @@ def create_app(
                 for status in JobStatus:
                     metrics.jobs.labels(source, status.value).set(counts[status.value])
             metrics.oldest_due_age.set(current["oldest_due_age_seconds"])
-        except (*_DB_ERRORS, psycopg.Error) as exc:
+        except (TimeoutError, OSError, psycopg.Error, PoolTimeout) as exc:
             log.warning("metrics: queue depth unavailable (%s)", exc.__class__.__name__)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -353,10 +438,21 @@ def create_app(
     async def method_not_allowed(request: Request, exc: Exception) -> Response:
         return error(405, "method_not_allowed", f"{request.method} not allowed on {request.url.path}")
 
+    reported: set[tuple[str, str]] = set()
+
     async def server_error(request: Request, exc: Exception) -> Response:
-        if isinstance(exc, _DB_ERRORS):
+        if is_transient(exc):
             return _db_unavailable(exc)
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        # A full traceback once per route and error type; one line for each repeat, so a
+        # client hammering an unauthenticated route cannot flood the log with tracebacks.
+        route = request.scope.get("route")
+        key = (getattr(route, "path", "?"), exc.__class__.__name__)
+        if key in reported:
+            log.error("unhandled error on %s %s: %s (traceback logged before)",
+                      request.method, key[0], exc.__class__.__name__)
+        else:
+            reported.add(key)
+            log.error("unhandled error on %s %s", request.method, key[0], exc_info=exc)
         return error(500, "internal_error", "unexpected error; see the service log")
 
     routes = [
@@ -374,7 +470,8 @@ def create_app(
     application = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={404: not_found, 405: method_not_allowed, 500: server_error},
+        middleware=[Middleware(_ErrorBoundary, handler=server_error)],
+        exception_handlers={404: not_found, 405: method_not_allowed},
     )
     application.state.metrics = metrics
     application.state.settings = settings

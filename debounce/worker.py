@@ -36,10 +36,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
 from debounce.config import Settings
+from debounce.db import Backoff, is_transient
+from debounce.documents import LeaseLost, claim_fence
 from debounce.types import SyncJob
 from integrations.base import Integration, PermanentError, RateLimited
 
@@ -47,7 +49,16 @@ __all__ = ["Worker", "default_worker_id"]
 
 log = logging.getLogger("debounce.worker")
 
-_DB_ERRORS = (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError, OSError)
+
+def _log_db_error(what: str, exc: Exception, delay: float | None = None, **extra: Any) -> None:
+    """One line for a database that is away (read-only, down, restarting); a traceback for
+    anything else, which is a bug but must not kill the loop either."""
+    retry = f"; retrying in {delay:.1f} s" if delay is not None else ""
+    if is_transient(exc):
+        log.warning("database unavailable: %s (%s: %s)%s", what, exc.__class__.__name__,
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else "", retry, extra=extra)
+    else:
+        log.error("unexpected error: %s%s", what, retry, exc_info=exc, extra=extra)
 
 
 def default_worker_id() -> str:
@@ -86,6 +97,9 @@ class Worker:
             1, self.concurrency - self.concurrency // 4
         )
         self.running: dict[int, SyncJob] = {}
+        #: Jobs whose sync returned and whose outcome is being recorded: their lease is given
+        #: up by the recording statement itself, so its absence is no loss.
+        self._finishing: set[int] = set()
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._paused_until: dict[str, float] = {}
@@ -145,7 +159,7 @@ class Worker:
         return out
 
     async def _claim_loop(self) -> None:
-        backoff = 0.5
+        backoff = Backoff()
         while not self._stopping.is_set():
             self._wake.clear()
             claimed_any = False
@@ -164,7 +178,7 @@ class Worker:
                         self._start(job)
                     claimed_any = bool(jobs)
                 if claimed_any:
-                    backoff = 0.5
+                    backoff.reset()
                     continue  # look again at once: more may be due
                 delay = self.settings.poll_interval_seconds
                 if eligible:
@@ -176,12 +190,10 @@ class Worker:
                 if pauses:  # a rate-limited source becomes claimable again
                     delay = min(delay, min(pauses) + 0.001)
                 # With every slot busy, a finishing sync sets _wake.
-                backoff = 0.5
-            except _DB_ERRORS as exc:
-                log.warning("database unavailable in claim loop (%s: %s); retrying in %.1f s",
-                            exc.__class__.__name__, exc, backoff)
-                delay = backoff
-                backoff = min(backoff * 2, 30.0)
+                backoff.reset()
+            except Exception as exc:
+                delay = backoff.next()
+                _log_db_error("claiming jobs", exc, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=max(delay, 0.0))
 
@@ -198,9 +210,14 @@ class Worker:
         try:
             if integration is None:
                 raise PermanentError(f"no integration for source {job.source_type!r}")
-            result = await integration.sync(job)
+            with claim_fence(job):
+                result = await integration.sync(job)
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job
+        except LeaseLost as exc:
+            # Stalled past the lease; another worker holds the job now and syncs the page.
+            log.warning("lease lost during the sync, nothing written (%s)", exc,
+                        extra=job.log_fields())
         except RateLimited as exc:
             self._paused_until[job.source_type] = time.monotonic() + exc.retry_after
             log.warning("rate limited; retry in %.0f s", exc.retry_after, extra=job.log_fields())
@@ -222,11 +239,13 @@ class Worker:
             if not asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 self.running.pop(job.id, None)
                 self._tasks.pop(job.id, None)
+                self._finishing.discard(job.id)
                 self._wake.set()
 
     async def _complete(self, job: SyncJob) -> None:
         """Hand a finished sync to the completion flusher and wait until it is recorded (the
         job keeps its slot and its lease meanwhile)."""
+        self._finishing.add(job.id)
         fut: asyncio.Future[SyncJob | None] = asyncio.get_running_loop().create_future()
         self._completions.append((job, fut))
         self._completion_wake.set()
@@ -246,16 +265,15 @@ class Worker:
                 await self._completion_wake.wait()
                 continue
             batch, self._completions = self._completions[:500], self._completions[500:]
-            delay = 0.5
+            backoff = Backoff(cap=10.0)
             while True:
                 try:
                     rows = await queue.complete_many(self.pool, [job for job, _ in batch])
                     break
-                except _DB_ERRORS as exc:
-                    log.warning("could not record %d completions (%s); retrying in %.1f s",
-                                len(batch), exc.__class__.__name__, delay)
+                except Exception as exc:
+                    delay = backoff.next()
+                    _log_db_error(f"recording {len(batch)} completions", exc, delay)
                     await asyncio.sleep(delay)
-                    delay = min(delay * 2, 10.0)
             for job, fut in batch:
                 if not fut.done():
                     fut.set_result(rows.get(job.id))
@@ -270,7 +288,8 @@ class Worker:
     ) -> None:
         """Write a failed sync's outcome, retrying while the database is away (the lease keeps
         the job ours meanwhile; if it runs out, another worker redoes the sync)."""
-        delay = 0.5
+        self._finishing.add(job.id)
+        backoff = Backoff(cap=10.0)
         for _ in range(8):
             try:
                 row = await queue.fail(
@@ -283,11 +302,10 @@ class Worker:
                     log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
                              extra=job.log_fields())
                 return
-            except _DB_ERRORS as exc:
-                log.warning("could not record outcome (%s); retrying in %.1f s",
-                            exc.__class__.__name__, delay, extra=job.log_fields())
+            except Exception as exc:
+                delay = backoff.next()
+                _log_db_error("recording the outcome", exc, delay, **job.log_fields())
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
         log.error("gave up recording the outcome; the lease will expire", extra=job.log_fields())
 
     # --- helpers ------------------------------------------------------------------------------
@@ -296,40 +314,51 @@ class Worker:
         """LISTEN for jobs that become due now; reconnects with backoff. A missed notification
         only costs the poll interval (the timer on the earliest ``scheduled_at`` is the
         backstop)."""
-        delay = 0.5
+        backoff = Backoff()
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
                     self.conninfo, autocommit=True
                 ) as conn:
                     await conn.execute(f"listen {queue.NOTIFY_CHANNEL}")  # constant name
-                    delay = 0.5
+                    backoff.reset()
                     self._wake.set()  # we may have missed some while disconnected
                     async for _ in conn.notifies():
                         self._wake.set()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("LISTEN connection lost (%s); reconnecting in %.1f s",
-                            exc.__class__.__name__, delay)
+                delay = backoff.next()
+                _log_db_error("LISTEN connection lost", exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
 
     async def _lease_keeper(self) -> None:
         interval = max(self.settings.lease_seconds / 3.0, 0.05)
         while True:
             await asyncio.sleep(interval)
-            jobs = list(self.running.values())
-            if not jobs:
-                continue
             try:
-                kept = await queue.extend_leases(self.pool, jobs, self.settings.lease_seconds)
-            except _DB_ERRORS as exc:
-                log.warning("could not extend leases (%s)", exc.__class__.__name__)
-                continue
-            for job in jobs:
-                if job.id not in kept and job.id in self.running:
-                    log.warning("lease lost while syncing", extra=job.log_fields())
+                await self.renew_leases()
+            except Exception as exc:
+                _log_db_error("extending leases", exc)
+
+    async def renew_leases(self) -> list[SyncJob]:
+        """Extend the lease of every sync still running; returns (and logs) the ones whose
+        claim was lost meanwhile. A job whose outcome is being recorded is no loss: recording
+        it clears the lease, which the snapshot taken before may not show (issue 16, case 8).
+
+        Raises:
+            psycopg.Error, psycopg_pool.PoolTimeout: the database is unavailable.
+        """
+        jobs = [j for j in self.running.values() if j.id not in self._finishing]
+        if not jobs:
+            return []
+        kept = await queue.extend_leases(self.pool, jobs, self.settings.lease_seconds)
+        lost = [j for j in jobs
+                if j.id not in kept and j.id in self.running and j.id not in self._finishing]
+        for job in lost:
+            log.warning("lease lost while syncing: the job was requeued or re-claimed; this "
+                        "sync's writes will be refused", extra=job.log_fields())
+        return lost
 
     async def _reaper(self) -> None:
         interval = max(min(self.settings.lease_seconds / 2.0, 30.0), 0.05)
@@ -339,8 +368,8 @@ class Worker:
                     log.warning("expired lease returned: now %s", job.status.value,
                                 extra=job.log_fields())
                     self._wake.set()
-            except _DB_ERRORS as exc:
-                log.warning("could not requeue expired leases (%s)", exc.__class__.__name__)
+            except Exception as exc:
+                _log_db_error("requeueing expired leases", exc)
             await asyncio.sleep(interval)
 
     async def _drain(self) -> None:
@@ -361,8 +390,8 @@ class Worker:
                 released = await queue.release(self.pool, leftover)
                 for job in released:
                     log.info("released unfinished sync at shutdown", extra=job.log_fields())
-            except _DB_ERRORS as exc:
-                log.error("could not release %d jobs (%s); their leases will expire",
-                          len(leftover), exc.__class__.__name__)
+            except Exception as exc:
+                _log_db_error(f"releasing {len(leftover)} jobs (their leases will expire)", exc)
         self._tasks.clear()
         self.running.clear()
+        self._finishing.clear()

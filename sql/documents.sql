@@ -1,12 +1,25 @@
 -- upsert_document --
 -- Write one synced document. A document whose content hash, title, url and metadata are all
 -- unchanged (and which is not marked deleted) is not rewritten: only synced_at and
--- source_updated_at move. Returns one row: outcome = inserted | updated | unchanged.
-with up as (
+-- source_updated_at move. Fenced by %(fence_job_id)s/%(fence_lease_token)s (NULL: unfenced).
+-- Returns one row: outcome = inserted | updated | unchanged | lease_lost.
+with fence as (
+    -- The claim fence (docs/design.md, "Invariants"): inside a sync, this write happens only
+    -- while the job's lease token is still held. FOR SHARE locks the job row, so a requeue or
+    -- re-claim that revokes the lease waits for this statement, or, if it committed first, is
+    -- seen here (the lock rechecks the latest row version) and the write is refused.
+    select 1 from sync_jobs
+     where id = %(fence_job_id)s::bigint and lease_token = %(fence_lease_token)s::uuid
+       and status = 'processing'
+       for share
+), allowed as (
+    select %(fence_job_id)s::bigint is null or exists (select 1 from fence) as ok
+), up as (
     insert into documents as d (source_type, document_id, source_page_id, title, url, content,
                                 content_sha256, metadata, source_updated_at, synced_at)
-    values (%(source_type)s, %(document_id)s, %(source_page_id)s, %(title)s, %(url)s, %(content)s,
-            %(content_sha256)s, %(metadata)s, %(source_updated_at)s, now())
+    select %(source_type)s, %(document_id)s, %(source_page_id)s, %(title)s, %(url)s, %(content)s,
+           %(content_sha256)s, %(metadata)s, %(source_updated_at)s, now()
+      from allowed where allowed.ok
     on conflict (source_type, document_id) do update set
         source_page_id    = excluded.source_page_id,
         title             = excluded.title,
@@ -29,9 +42,11 @@ with up as (
            source_updated_at = coalesce(%(source_updated_at)s, source_updated_at)
      where source_type = %(source_type)s and document_id = %(document_id)s
        and not exists (select 1 from up)
+       and (select ok from allowed)
     returning 1
 )
 select case
+         when not (select ok from allowed) then 'lease_lost'
          when exists (select 1 from up where inserted) then 'inserted'
          when exists (select 1 from up) then 'updated'
          else 'unchanged'
@@ -39,23 +54,59 @@ select case
 
 -- mark_deleted --
 -- Mark the named documents of a source deleted (idempotent: an already-deleted row keeps its
--- deleted_at). Returns the ids of the rows marked now.
+-- deleted_at). Fenced like upsert_document. Returns the ids of the rows marked now, and one
+-- row with a NULL id when the fence refused the write.
+with fence as (
+    -- The claim fence (docs/design.md, "Invariants"): inside a sync, this write happens only
+    -- while the job's lease token is still held. FOR SHARE locks the job row, so a requeue or
+    -- re-claim that revokes the lease waits for this statement, or, if it committed first, is
+    -- seen here (the lock rechecks the latest row version) and the write is refused.
+    select 1 from sync_jobs
+     where id = %(fence_job_id)s::bigint and lease_token = %(fence_lease_token)s::uuid
+       and status = 'processing'
+       for share
+), allowed as (
+    select %(fence_job_id)s::bigint is null or exists (select 1 from fence) as ok
+), marked as (
 update documents
    set deleted_at = now(), synced_at = now(), updated_at = now()
  where source_type = %(source_type)s
    and document_id = any(%(document_ids)s::text[])
    and deleted_at is null
+   and (select ok from allowed)
 returning document_id
+)
+select document_id from marked
+union all
+select null from allowed where not ok
 
 -- mark_page_deleted --
 -- Mark every document that came from one job key deleted (a trashed Notion page, a Slack
--- channel that is gone). Returns the ids marked now.
+-- channel that is gone). Fenced like upsert_document. Returns the ids marked now, and one row
+-- with a NULL id when the fence refused the write.
+with fence as (
+    -- The claim fence (docs/design.md, "Invariants"): inside a sync, this write happens only
+    -- while the job's lease token is still held. FOR SHARE locks the job row, so a requeue or
+    -- re-claim that revokes the lease waits for this statement, or, if it committed first, is
+    -- seen here (the lock rechecks the latest row version) and the write is refused.
+    select 1 from sync_jobs
+     where id = %(fence_job_id)s::bigint and lease_token = %(fence_lease_token)s::uuid
+       and status = 'processing'
+       for share
+), allowed as (
+    select %(fence_job_id)s::bigint is null or exists (select 1 from fence) as ok
+), marked as (
 update documents
    set deleted_at = now(), synced_at = now(), updated_at = now()
  where source_type = %(source_type)s
    and source_page_id = %(source_page_id)s
    and deleted_at is null
+   and (select ok from allowed)
 returning document_id
+)
+select document_id from marked
+union all
+select null from allowed where not ok
 
 -- get_document --
 -- One document by its key.
@@ -72,7 +123,24 @@ select * from documents
 select state from sync_state where source_type = %(source_type)s and source_page_id = %(source_page_id)s
 
 -- set_state --
--- Save the integration's state for one job key, replacing what was there.
+-- Save the integration's state for one job key, replacing what was there. Fenced like
+-- upsert_document. Returns ok = false when the fence refused the write.
+with fence as (
+    -- The claim fence (docs/design.md, "Invariants"): inside a sync, this write happens only
+    -- while the job's lease token is still held. FOR SHARE locks the job row, so a requeue or
+    -- re-claim that revokes the lease waits for this statement, or, if it committed first, is
+    -- seen here (the lock rechecks the latest row version) and the write is refused.
+    select 1 from sync_jobs
+     where id = %(fence_job_id)s::bigint and lease_token = %(fence_lease_token)s::uuid
+       and status = 'processing'
+       for share
+), allowed as (
+    select %(fence_job_id)s::bigint is null or exists (select 1 from fence) as ok
+), saved as (
 insert into sync_state (source_type, source_page_id, state, updated_at)
-values (%(source_type)s, %(source_page_id)s, %(state)s, now())
+select %(source_type)s, %(source_page_id)s, %(state)s, now()
+  from allowed where allowed.ok
 on conflict (source_type, source_page_id) do update set state = excluded.state, updated_at = now()
+returning 1
+)
+select ok from allowed

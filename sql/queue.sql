@@ -213,36 +213,53 @@ select d.*, (select count(*) from notify) as notified from done d
 -- Revision rule: if an event arrived during the sync, a final failure still leaves a follow-up
 -- (pending at its due time, attempts reset), and a retry waits for the later of its backoff and
 -- the events' due time. retry_at remembers the backoff so later events cannot pull it earlier.
+-- Every decision reads the target row j inside the UPDATE, never a CTE: an UPDATE that waited
+-- for a concurrent enqueue's row lock re-evaluates its SET list on the row version that enqueue
+-- committed (EvalPlanQual), whereas a CTE's values come from the statement's older snapshot
+-- and would miss the edit (issue 16, case 1).
 with clock as (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), x as (
-    select j.id,
-           (%(permanent)s::bool
-             or (%(retry_after)s::float8 is null and j.attempts >= j.max_attempts)) as final,
-           j.revision <> j.claimed_revision                                      as followup,
-           clock.now + make_interval(secs => coalesce(%(retry_after)s::float8,
-                                                      %(backoff_seconds)s::float8)) as retry_time
-      from sync_jobs j, clock
-     where j.id = %(id)s and j.lease_token = %(lease_token)s::uuid
+    select coalesce(%(now)s::timestamptz, now()) as now,
+           coalesce(%(now)s::timestamptz, now())
+             + make_interval(secs => coalesce(%(retry_after)s::float8,
+                                              %(backoff_seconds)s::float8)) as retry_time
 ), failed as (
     update sync_jobs j
-       set status           = case when x.final and not x.followup then 'failed' else 'pending' end,
-           attempts         = case when x.final and x.followup then 0
-                                   when not x.final and %(retry_after)s::float8 is not null
+       set status           = case when (%(permanent)s::bool
+                                         or (%(retry_after)s::float8 is null
+                                             and j.attempts >= j.max_attempts))
+                                        and j.revision = j.claimed_revision
+                                   then 'failed' else 'pending' end,
+           attempts         = case when (%(permanent)s::bool
+                                         or (%(retry_after)s::float8 is null
+                                             and j.attempts >= j.max_attempts))
+                                   then case when j.revision <> j.claimed_revision then 0
+                                             else j.attempts end
+                                   when %(retry_after)s::float8 is not null
                                    then greatest(j.attempts - 1, 0)
                                    else j.attempts end,
-           scheduled_at     = case when x.final then j.scheduled_at
-                                   when x.followup then greatest(x.retry_time, j.scheduled_at)
-                                   else x.retry_time end,
-           retry_at         = case when x.final then null else x.retry_time end,
-           finished_at      = case when x.final and not x.followup then clock.now end,
+           scheduled_at     = case when (%(permanent)s::bool
+                                         or (%(retry_after)s::float8 is null
+                                             and j.attempts >= j.max_attempts))
+                                   then j.scheduled_at
+                                   when j.revision <> j.claimed_revision
+                                   then greatest(clock.retry_time, j.scheduled_at)
+                                   else clock.retry_time end,
+           retry_at         = case when (%(permanent)s::bool
+                                         or (%(retry_after)s::float8 is null
+                                             and j.attempts >= j.max_attempts))
+                                   then null else clock.retry_time end,
+           finished_at      = case when (%(permanent)s::bool
+                                         or (%(retry_after)s::float8 is null
+                                             and j.attempts >= j.max_attempts))
+                                        and j.revision = j.claimed_revision
+                                   then clock.now end,
            last_error       = %(error)s,
            lease_token      = null,
            lease_expires_at = null,
            locked_by        = null,
            updated_at       = clock.now
-      from x, clock
-     where j.id = x.id
+      from clock
+     where j.id = %(id)s and j.lease_token = %(lease_token)s::uuid
     returning j.*
 ), notify as (
     select pg_notify('debounce_jobs', f.source_type)
