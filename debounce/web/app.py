@@ -1,0 +1,99 @@
+"""The app factory and its lifespan: routes wired to the endpoint modules, one error mapping.
+
+Routes (docs/design.md, "HTTP surface"): ``POST /webhooks/{source}`` (:mod:`.webhooks`); the
+admin API (:mod:`.admin_api`); ``GET /healthz``, ``/readyz``, ``/metrics`` (:mod:`.health`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.routing import Route
+
+import integrations
+from debounce.batcher import EnqueueBatcher
+from debounce.config import Settings
+from debounce.db import open_pool
+from debounce.web import admin_api, health, webhooks
+from debounce.web.errors import ErrorBoundary, http_error, server_error
+from debounce.web.state import WebState
+from integrations.base import Integration
+
+__all__ = ["create_app"]
+
+ROUTES = [
+    Route("/webhooks/{source}", webhooks.webhook, methods=["POST"]),
+    Route("/resync/{source}/{page_id:path}", admin_api.resync, methods=["POST"]),
+    Route("/jobs", admin_api.list_jobs, methods=["GET"]),
+    Route("/jobs/{job_id}", admin_api.get_job, methods=["GET"]),
+    Route("/jobs/{job_id}/retry", admin_api.retry_job, methods=["POST"]),
+    Route("/stats", admin_api.stats, methods=["GET"]),
+    Route("/admin/verification-token/{source}", admin_api.verification_token, methods=["GET"]),
+    Route("/healthz", health.healthz, methods=["GET"]),
+    Route("/readyz", health.readyz, methods=["GET"]),
+    Route("/metrics", health.metrics, methods=["GET"]),
+]
+
+
+def create_app(
+    settings: Settings,
+    *,
+    pool: AsyncConnectionPool[Any] | None = None,
+    sources: dict[str, Integration] | None = None,
+) -> Starlette:
+    """Build the web app.
+
+    ``pool``: an open pool to use (the caller closes it); by default the lifespan opens one on
+    ``settings.database_url`` (its statements limited to the webhook deadline) and closes it.
+    ``sources``: integrations by source type; by default every registered one (parse half
+    only: no document store in the web process).
+
+    Raises:
+        ValueError: no pool given and ``settings.database_url`` is unset.
+    """
+    if pool is None and not settings.database_url:
+        raise ValueError("DATABASE_URL is not set (debounce serve starts an embedded Postgres)")
+    state = WebState(settings=settings,
+                     sources=sources if sources is not None else integrations.create_all(settings),
+                     pool=pool)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        own = state.pool is None
+        if own:
+            assert settings.database_url
+            state.pool = open_pool(
+                settings.database_url,
+                max_size=settings.pool_max_size,
+                timeout=min(settings.pool_timeout_seconds, settings.webhook_deadline_seconds),
+                name="debounce-web",
+                statement_timeout=settings.webhook_deadline_seconds,
+            )
+            await state.pool.open(wait=False)
+        state.batcher = EnqueueBatcher(state.db, flushers=max(1, min(4, settings.pool_max_size // 2)))
+        state.batcher.start()
+        try:
+            yield
+        finally:
+            await state.batcher.stop()
+            state.batcher = None
+            if own:
+                await state.db.close()
+                state.pool = None
+
+    application = Starlette(
+        routes=ROUTES,
+        lifespan=lifespan,
+        middleware=[Middleware(ErrorBoundary, handler=server_error)],
+        exception_handlers={HTTPException: http_error},
+    )
+    application.state.web = state
+    application.state.metrics = state.metrics
+    application.state.settings = settings
+    return application

@@ -1,0 +1,63 @@
+"""Liveness, readiness and Prometheus metrics of the web process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import psycopg
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from psycopg_pool import PoolTimeout
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from debounce import queue
+from debounce.sql import queries
+from debounce.types import JobStatus
+from debounce.web.errors import ApiError
+from debounce.web.state import web_state
+
+__all__ = ["READY_TIMEOUT_SECONDS", "healthz", "metrics", "readyz"]
+
+log = logging.getLogger("debounce.web")
+_Q = queries("admin")
+
+#: Seconds /readyz and /metrics wait for the database before giving up.
+READY_TIMEOUT_SECONDS = 2.0
+_UNREACHABLE = (TimeoutError, OSError, psycopg.Error, PoolTimeout)
+
+
+async def healthz(request: Request) -> Response:
+    """``GET /healthz``: the process answers (no database involved)."""
+    return JSONResponse({"ok": True})
+
+
+async def readyz(request: Request) -> Response:
+    """``GET /readyz``: 200 when the database answers within
+    :data:`READY_TIMEOUT_SECONDS`, else 503."""
+    state = web_state(request)
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            async with state.db.connection(timeout=READY_TIMEOUT_SECONDS) as conn:
+                await conn.execute(_Q["ping"])
+    except _UNREACHABLE as exc:
+        raise ApiError(503, "database_unavailable",
+                       f"database not reachable ({exc.__class__.__name__})") from None
+    return JSONResponse({"ok": True, "database": "reachable"})
+
+
+async def metrics(request: Request) -> Response:
+    """``GET /metrics``: Prometheus text format; the queue-depth gauges are read from the
+    database at scrape time (left as they were if it is unreachable)."""
+    state = web_state(request)
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            current = await queue.stats(state.db)
+        state.metrics.jobs.clear()
+        for source, counts in current["by_source"].items():
+            for status in JobStatus:
+                state.metrics.jobs.labels(source, status.value).set(counts[status.value])
+        state.metrics.oldest_due_age.set(current["oldest_due_age_seconds"])
+    except _UNREACHABLE as exc:
+        log.warning("metrics: queue depth unavailable (%s)", exc.__class__.__name__)
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,46 @@
+"""What the endpoints share, kept on ``request.app.state`` by the app factory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+from starlette.requests import Request
+
+from debounce.batcher import EnqueueBatcher
+from debounce.config import Settings
+from debounce.metrics import WebMetrics
+from integrations.base import Integration
+
+__all__ = ["WebState", "web_state"]
+
+
+@dataclass
+class WebState:
+    """The web process's services: ``settings``; ``sources`` (integrations by source type,
+    parse half only); ``metrics``; and, while the lifespan runs, the database ``pool`` and the
+    enqueue ``batcher``."""
+
+    settings: Settings
+    sources: dict[str, Integration]
+    metrics: WebMetrics = field(default_factory=WebMetrics)
+    pool: AsyncConnectionPool[Any] | None = None
+    batcher: EnqueueBatcher | None = None
+
+    @property
+    def db(self) -> AsyncConnectionPool[Any]:
+        """The open pool.
+
+        Raises:
+            RuntimeError: the app's lifespan has not started.
+        """
+        if self.pool is None:
+            raise RuntimeError("the app's lifespan has not started")
+        return self.pool
+
+
+def web_state(request: Request) -> WebState:
+    """The :class:`WebState` of the app serving ``request``."""
+    state: WebState = request.app.state.web
+    return state

@@ -1,0 +1,183 @@
+"""``POST /webhooks/{source}``: verify, parse and debounce one delivery.
+
+The source's integration verifies the signature and maps the delivery to page events (no I/O);
+the events are validated, debounced in one statement batched with concurrent deliveries
+(:class:`~debounce.batcher.EnqueueBatcher`), and answered only after that statement committed
+(a 2xx means committed). The whole wait is bounded by ``DEBOUNCE_WEBHOOK_DEADLINE_SECONDS``:
+past it the answer is 503, well inside Slack's 3 s. No source API is called on this path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import psycopg
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from debounce import queue
+from debounce.db import fetch_one, is_transient
+from debounce.sql import queries
+from debounce.types import JobEvent
+from debounce.web.errors import ApiError, db_unavailable
+from debounce.web.state import WebState, web_state
+from integrations.base import WebhookError, WebhookResult
+
+__all__ = ["VERIFICATION_TOKENS_KEPT", "webhook"]
+
+log = logging.getLogger("debounce.web")
+_Q = queries("admin")
+
+#: Handshake tokens remembered per source: unsigned verification requests can come from
+#: anyone before a secret is configured, so what they can store is bounded.
+VERIFICATION_TOKENS_KEPT = 5
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refusing (without reading it all) anything over ``limit`` bytes.
+
+    Raises:
+        ApiError: 413 over the limit; 400 when the client disconnected mid-body.
+    """
+    too_large = ApiError(413, "payload_too_large",
+                         f"body exceeds {limit} bytes (DEBOUNCE_MAX_BODY_BYTES)")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ApiError(400, "client_disconnected", "the body was not received in full") from None
+    return b"".join(chunks)
+
+
+def _unstorable(exc: psycopg.Error) -> bool:
+    """The database refused *this* request's data (invalid text, a value too large for an
+    index, nesting too deep), as opposed to being unavailable or our own bug."""
+    return isinstance(exc, psycopg.DataError) or (exc.sqlstate or "").startswith("54")
+
+
+async def webhook(request: Request) -> Response:
+    """One delivery of ``source``'s webhooks. Answers 200 with ``{"ok": true, "jobs": [...]}``
+    (one entry per event: outcome, job id, due time), the source's handshake reply, or an
+    error: 404 unknown source, 413 too large, 400 malformed or unstorable, 401 bad signature,
+    503 source not configured or database unavailable."""
+    state = web_state(request)
+    source = request.path_params["source"]
+    integration = state.sources.get(source)
+    if integration is None:
+        raise ApiError(404, "unknown_source", f"no integration named {source!r}; "
+                       f"known: {', '.join(sorted(state.sources)) or 'none'}")
+    try:
+        body = await read_body(request, state.settings.max_body_bytes)
+        result = _parse(state, source, request, body)
+        if result.verification_token:
+            return await _handshake(state, source, result.verification_token)
+        return await _enqueue(state, source, result)
+    except ApiError as exc:
+        state.metrics.webhooks.labels(source, exc.code).inc()
+        raise
+
+
+def _parse(state: WebState, source: str, request: Request, body: bytes) -> WebhookResult:
+    try:
+        result = state.sources[source].parse_webhook(request.headers, body)
+    except RecursionError:
+        raise ApiError(400, "malformed_body", "the JSON body is nested too deeply") from None
+    except WebhookError as exc:
+        log.info("webhook refused: %s", exc.detail,
+                 extra={"source": source, "status": exc.status, "error": exc.error})
+        raise ApiError(exc.status, exc.error, exc.detail) from None
+    if result.warning:
+        state.metrics.warnings.labels(source).inc()
+        log.warning("%s webhook: %s", source, result.warning, extra={"source": source})
+    return result
+
+
+async def _handshake(state: WebState, source: str, token: str) -> Response:
+    problem = queue.unstorable(token)
+    if problem:
+        raise ApiError(400, "malformed_body", f"verification_token {problem}")
+    try:
+        async with asyncio.timeout(state.settings.webhook_deadline_seconds):
+            await fetch_one(state.db, _Q["save_verification_token"],
+                            {"source_type": source, "token": token, "keep": VERIFICATION_TOKENS_KEPT})
+    except Exception as exc:
+        if is_transient(exc):
+            raise db_unavailable(exc) from None
+        raise
+    log.warning(
+        "%s verification token received: %r — paste it into the source's webhook settings to "
+        "verify the endpoint, then set it as the source's signing secret (also shown by "
+        "`debounce notion-token`)", source, token, extra={"source": source},
+    )
+    state.metrics.webhooks.labels(source, "handshake").inc()
+    return JSONResponse({"ok": True, "detail": "verification token received"})
+
+
+async def _enqueue(state: WebState, source: str, result: WebhookResult) -> Response:
+    settings = state.settings
+    window = settings.window(source)
+    events = [
+        JobEvent(
+            source_type=source,
+            source_page_id=e.source_page_id,
+            payload=e.payload,
+            event_id=e.event_id,
+            debounce_seconds=window.debounce_seconds,
+            max_wait_seconds=window.max_wait_seconds,
+            max_attempts=settings.max_attempts,
+        )
+        for e in result.events
+    ]
+    try:
+        for event in events:
+            queue.validate_event(event)
+    except ValueError as exc:
+        raise ApiError(400, "malformed_body", str(exc)) from None
+    if not events:
+        state.metrics.webhooks.labels(source, "handshake" if result.reply else "ignored").inc()
+        if result.note:
+            log.info("%s webhook acknowledged: %s", source, result.note, extra={"source": source})
+        return JSONResponse(result.reply if result.reply is not None
+                            else {"ok": True, "detail": result.note or "nothing to sync"})
+    assert state.batcher is not None, "the app's lifespan has not started"
+    started = time.perf_counter()
+    try:
+        # The deadline bounds the whole wait (a pool connection, the batch's statement and its
+        # commit). A batch that commits after we answered 503 is harmless: the redelivery
+        # carries the same event id.
+        async with asyncio.timeout(settings.webhook_deadline_seconds):
+            outcomes = await state.batcher.submit(events)
+    except Exception as exc:
+        if is_transient(exc):
+            raise db_unavailable(exc) from None
+        if isinstance(exc, psycopg.Error) and _unstorable(exc):
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ApiError(400, "unstorable_event",
+                           f"the database cannot store this event: {first}") from None
+        raise
+    state.metrics.enqueue_seconds.observe(time.perf_counter() - started)
+    jobs = []
+    for outcome in outcomes:
+        state.metrics.webhooks.labels(source, outcome.outcome.value).inc()
+        job = outcome.job
+        if job is not None and log.isEnabledFor(logging.DEBUG):
+            log.debug("event %s", outcome.outcome.value, extra={
+                **job.log_fields(), "event_count": job.event_count,
+                "scheduled_at": job.scheduled_at.isoformat()})
+        jobs.append({"outcome": outcome.outcome.value,
+                     "job_id": job.id if job else None,
+                     "scheduled_at": job.scheduled_at.isoformat() if job else None})
+    body_out: dict[str, Any] = dict(result.reply) if result.reply else {"ok": True}
+    body_out["jobs"] = jobs
+    return JSONResponse(body_out)
