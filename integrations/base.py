@@ -71,7 +71,6 @@ class SyncResult:
     written: int = 0
     unchanged: int = 0
     deleted: int = 0
-    detail: str = ""
 
 
 class WebhookError(Exception):

@@ -170,27 +170,27 @@ class NotionIntegration(NotionWebhooks, NotionClient):
             if kind == "database":
                 return await self._sync_database(api, job, found)
             return await self._sync_data_source(job, found)
-        return await self._deleted(job, "not found as a page, database or data source")
+        return await self._deleted(job)  # not found as a page, database or data source
 
-    async def _deleted(self, job: SyncJob, why: str) -> SyncResult:
+    async def _deleted(self, job: SyncJob) -> SyncResult:
         assert self.store is not None
         marked = await self.store.mark_page_deleted(SOURCE_TYPE, job.source_page_id)
-        return SyncResult(deleted=len(marked), detail=f"{job.source_page_id}: {why}")
+        return SyncResult(deleted=len(marked))
 
-    async def _write(self, doc: Document, detail: str) -> SyncResult:
+    async def _write(self, doc: Document) -> SyncResult:
         assert self.store is not None
         outcome = await self.store.upsert(doc)
         if outcome is WriteOutcome.UNCHANGED:
-            return SyncResult(unchanged=1, detail=f"{detail} (unchanged)")
-        return SyncResult(written=1, detail=f"{detail} ({outcome.value})")
+            return SyncResult(unchanged=1)
+        return SyncResult(written=1)
 
     async def _sync_page(
         self, api: AsyncClient, job: SyncJob, page: dict[str, Any] | None
     ) -> SyncResult:
         if page is None:
-            return await self._deleted(job, "page not found (deleted or no longer shared)")
+            return await self._deleted(job)  # page not found (deleted or no longer shared)
         if page.get("in_trash") or page.get("archived"):
-            return await self._deleted(job, "page is in the trash")
+            return await self._deleted(job)  # page is in the trash
         page_id = str(page.get("id") or job.source_page_id)
         nodes = await self._walk(api, page_id)
         raw_props = page.get("properties")
@@ -220,15 +220,15 @@ class NotionIntegration(NotionWebhooks, NotionClient):
             metadata=metadata,
             source_updated_at=_parse_time(page.get("last_edited_time")),
         )
-        return await self._write(doc, f"page {page_id}: {_count(nodes)} blocks")
+        return await self._write(doc)
 
     async def _sync_database(
         self, api: AsyncClient, job: SyncJob, db: dict[str, Any] | None
     ) -> SyncResult:
         if db is None:
-            return await self._deleted(job, "database not found (deleted or no longer shared)")
+            return await self._deleted(job)  # database not found (deleted or no longer shared)
         if db.get("in_trash") or db.get("archived"):
-            return await self._deleted(job, "database is in the trash")
+            return await self._deleted(job)  # database is in the trash
         db_id = str(db.get("id") or job.source_page_id)
         title = _plain(db.get("title")).strip() or "Untitled database"
         lines: list[str] = []
@@ -267,13 +267,13 @@ class NotionIntegration(NotionWebhooks, NotionClient):
             metadata=metadata,
             source_updated_at=_parse_time(db.get("last_edited_time")),
         )
-        return await self._write(doc, f"database {db_id}: {len(refs)} data source(s)")
+        return await self._write(doc)
 
     async def _sync_data_source(self, job: SyncJob, ds: dict[str, Any] | None) -> SyncResult:
         if ds is None:
-            return await self._deleted(job, "data source not found")
+            return await self._deleted(job)  # data source not found
         if ds.get("in_trash") or ds.get("archived"):
-            return await self._deleted(job, "data source is in the trash")
+            return await self._deleted(job)  # data source is in the trash
         ds_id = str(ds.get("id") or job.source_page_id)
         lines: list[str] = []
         description = render_rich_text(ds.get("description"))
@@ -297,11 +297,7 @@ class NotionIntegration(NotionWebhooks, NotionClient):
             metadata=metadata,
             source_updated_at=_parse_time(ds.get("last_edited_time")),
         )
-        return await self._write(doc, f"data source {ds_id}")
-
-
-def _count(nodes: Sequence[BlockNode]) -> int:
-    return sum(1 + _count(n.children) for n in nodes)
+        return await self._write(doc)
 
 
 def _entity_kind(payload: Mapping[str, Any]) -> str | None:

@@ -139,7 +139,6 @@ class _ChannelSync:
         self.written = 0
         self.unchanged = 0
         self.deleted = 0
-        self.calls = 0
         #: Threads written from ``conversations.replies`` (or marked deleted) in this run.
         self.refreshed: set[str] = set()
         #: Root messages ``conversations.history`` returned in this run.
@@ -196,10 +195,6 @@ class _ChannelSync:
             written=self.written,
             unchanged=self.unchanged,
             deleted=self.deleted,
-            detail=(
-                f"{self.calls} Slack call(s); watermark {self.state['watermark']}; "
-                f"{len(self.threads)} recent thread(s) tracked"
-            ),
         )
 
     # -- Web API -------------------------------------------------------------------------
@@ -207,7 +202,6 @@ class _ChannelSync:
     async def _call(self, method: str, **params: Any) -> dict[str, Any] | None:
         """One Web API call (:func:`~integrations.slack.client.call_api`); ``None`` when the
         thread asked for is gone."""
-        self.calls += 1
         return await call_api(self.client, method, **params)
 
     async def _replies(self, thread_ts: str) -> list[dict[str, Any]] | None:
