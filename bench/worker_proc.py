@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Any
 
 import integrations
 from debounce.cli import run_worker
@@ -21,7 +20,7 @@ from debounce.db import execute
 from debounce.documents import DocumentStore
 from debounce.logs import configure
 from debounce.types import SyncJob
-from integrations.base import SyncResult
+from standins.noop import NoopIntegration
 
 LOG_SYNCS = os.environ.get("BENCH_LOG_SYNCS") == "1"
 
@@ -32,37 +31,23 @@ create table if not exists bench_syncs (
 )"""
 
 
-class NoopIntegration:
-    source_type = "noop"
-
-    def __init__(self, store: DocumentStore | None) -> None:
-        self.store = store
-
-    def parse_webhook(self, headers: Any, body: bytes) -> Any:
-        raise NotImplementedError
-
-    async def sync(self, job: SyncJob) -> SyncResult:
-        if LOG_SYNCS:
-            assert self.store is not None
-            await execute(
-                self.store.db,
-                "insert into bench_syncs values (%(id)s, %(page)s, %(due)s, clock_timestamp(), "
-                "%(n)s, %(rev)s, %(crev)s, %(att)s, %(pid)s)",
-                {"id": job.id, "page": job.source_page_id, "due": job.scheduled_at,
-                 "n": job.event_count, "rev": job.revision, "crev": job.claimed_revision,
-                 "att": job.attempts, "pid": os.getpid()},
-            )
-        sleep = float(job.payload.get("sleep", 0) or 0)
-        if sleep:
-            await asyncio.sleep(sleep)
-        return SyncResult(written=1)
-
-    async def aclose(self) -> None:
-        return None
+async def record(store: DocumentStore, job: SyncJob) -> int:
+    """Log the sync in ``bench_syncs`` (always counted as the job's first)."""
+    await execute(
+        store.db,
+        "insert into bench_syncs values (%(id)s, %(page)s, %(due)s, clock_timestamp(), "
+        "%(n)s, %(rev)s, %(crev)s, %(att)s, %(pid)s)",
+        {"id": job.id, "page": job.source_page_id, "due": job.scheduled_at,
+         "n": job.event_count, "rev": job.revision, "crev": job.claimed_revision,
+         "att": job.attempts, "pid": os.getpid()},
+    )
+    return 0
 
 
 def main() -> int:
-    integrations.register("noop", lambda settings, store: NoopIntegration(store))
+    integrations.register(
+        "noop", lambda settings, store: NoopIntegration(store, record=record if LOG_SYNCS else None)
+    )
     settings = Settings.from_env()
     configure(settings.log_format, settings.log_level)
     return asyncio.run(run_worker(settings))

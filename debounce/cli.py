@@ -28,9 +28,9 @@ from debounce import queue
 from debounce.config import Settings, SourceWindow
 from debounce.db import fetch_one, open_pool
 from debounce.documents import DocumentStore
-from debounce.fakes.server import QuietServer
 from debounce.logs import configure
 from debounce.migrate import migrate
+from debounce.server import QuietServer
 from debounce.sql import queries
 
 __all__ = ["DEMO_NOTION_SECRET", "DEMO_SLACK_SECRET", "build_parser", "main", "sign_request"]
@@ -150,9 +150,9 @@ def _redact(url: str) -> str:
 def _start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> Settings:
     """Start the local Notion and Slack stand-ins with demo content and point settings at
     them. Unset secrets and tokens get demo values; short windows make the tour quick."""
-    from debounce.fakes.notion_api import FakeNotion
-    from debounce.fakes.server import BackgroundServer
-    from debounce.fakes.slack_api import FakeSlack
+    from standins.notion_api import FakeNotion
+    from standins.server import BackgroundServer
+    from standins.slack_api import FakeSlack
 
     notion = FakeNotion.demo()
     slack = FakeSlack.demo(token="xoxb-debounce-demo")

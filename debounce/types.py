@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
-    "ACTIVE_STATUSES",
     "EnqueueOutcome",
     "EnqueueResult",
     "JobEvent",
@@ -41,10 +40,6 @@ class JobStatus(enum.StrEnum):
         except ValueError:
             allowed = ", ".join(s.value for s in cls)
             raise ValueError(f"unknown job status {value!r} (expected one of: {allowed})") from None
-
-
-#: The states covered by the partial unique index: at most one such row per page.
-ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.PROCESSING)
 
 
 class EnqueueOutcome(enum.StrEnum):

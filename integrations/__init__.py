@@ -1,8 +1,9 @@
 """Registry of sources: ``source_type`` → integration.
 
-Every module in this package other than ``base`` (and names starting with ``_``) is a source.
-It defines ``SOURCE_TYPE`` and ``create(settings, store) -> Integration``; adding a source is
-adding one file. ``store`` is ``None`` in the web process, which only parses webhooks.
+Every module or subpackage of this package other than ``base`` (and names starting with ``_``)
+is a source. It defines (or re-exports) ``SOURCE_TYPE`` and ``create(settings, store) ->
+Integration``; adding a source is adding one folder (``integrations/<source>/``). ``store``
+is ``None`` in the web process, which only parses webhooks.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The boundary between the generic service and one source (Notion, Slack, …).
 
-An integration is one module with one class that both *parses* its source's webhooks (web
+An integration is one package with one class that both *parses* its source's webhooks (web
 process) and *syncs* one page (worker process). The service never looks inside a payload and an
 integration never touches ``sync_jobs``: it receives a :class:`~debounce.types.SyncJob`, writes
 documents through :class:`~debounce.documents.DocumentStore`, and reports the outcome by
@@ -71,7 +71,6 @@ class SyncResult:
     written: int = 0
     unchanged: int = 0
     deleted: int = 0
-    detail: str = ""
 
 
 class WebhookError(Exception):
@@ -108,7 +107,7 @@ class PermanentError(SyncError):
 
 @runtime_checkable
 class Integration(Protocol):
-    """One source. Implementations live in ``integrations/<source_type>.py``.
+    """One source. Implementations live in ``integrations/<source_type>/`` (a package).
 
     Construction takes the :class:`~debounce.config.Settings` and, in the worker, a
     :class:`~debounce.documents.DocumentStore` (``None`` in the web process, which only parses).

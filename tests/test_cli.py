@@ -17,11 +17,11 @@ from psycopg.conninfo import make_conninfo
 
 from debounce.cli import EXAMPLES, build_parser, main
 from debounce.config import Settings
-from debounce.fakes.server import BackgroundServer
 from debounce.logs import JsonFormatter
 from debounce.migrate import migrate
 from debounce.sql import migrations
 from debounce.web import create_app
+from standins.server import BackgroundServer
 
 
 async def test_concurrent_migrations_are_safe(pg_server_url: str) -> None:

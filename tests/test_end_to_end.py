@@ -20,13 +20,13 @@ from debounce import queue
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
 from debounce.documents import DocumentStore
-from debounce.fakes import notion_api as n
-from debounce.fakes.notion_api import FakeNotion
-from debounce.fakes.server import BackgroundServer
-from debounce.fakes.slack_api import FakeSlack
 from debounce.types import JobStatus
 from debounce.web import create_app
 from debounce.worker import Worker
+from standins import notion_api as n
+from standins.notion_api import FakeNotion
+from standins.server import BackgroundServer
+from standins.slack_api import FakeSlack
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NOTION_SECRET = "secret_e2e_notion"

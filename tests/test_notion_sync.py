@@ -1,5 +1,5 @@
 """The sync half of the Notion integration: the real ``notion-client`` against the local fake
-Notion API (``debounce.fakes.notion_api``) on loopback, writing to a real Postgres."""
+Notion API (``standins.notion_api``) on loopback, writing to a real Postgres."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ from notion_client.errors import HTTPResponseError
 
 from debounce.config import Settings
 from debounce.documents import DocumentStore
-from debounce.fakes.notion_api import (
+from debounce.types import JobStatus, SyncJob
+from integrations.base import PermanentError, RateLimited, SyncResult
+from integrations.notion import NotionIntegration, render_rich_text
+from standins.notion_api import (
     DEMO_DATABASE_ID,
     DEMO_PAGE_ID,
     FakeNotion,
@@ -45,10 +48,7 @@ from debounce.fakes.notion_api import (
     to_do,
     toggle,
 )
-from debounce.fakes.server import BackgroundServer
-from debounce.types import JobStatus, SyncJob
-from integrations.base import PermanentError, RateLimited, SyncResult
-from integrations.notion import NotionIntegration, render_rich_text
+from standins.server import BackgroundServer
 
 TOKEN = "secret_test_notion_token"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notion"
@@ -310,7 +310,7 @@ async def test_unchanged_second_sync_is_not_rewritten(
     first = await store.get("notion", PAGE)
 
     again = await notion.sync(make_job(PAGE, event_id="evt-2"))
-    assert again == SyncResult(unchanged=1, detail=again.detail)
+    assert again == SyncResult(unchanged=1)
     second = await store.get("notion", PAGE)
     assert first is not None and second is not None
     assert second["updated_at"] == first["updated_at"]

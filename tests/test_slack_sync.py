@@ -1,5 +1,5 @@
 """Sync half of the Slack integration: the real slack_sdk AsyncWebClient against the local
-fake Slack Web API (debounce.fakes.slack_api) on loopback, documents in a real Postgres."""
+fake Slack Web API (standins.slack_api) on loopback, documents in a real Postgres."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from debounce.config import Settings
 from debounce.documents import DocumentStore, WriteOutcome
-from debounce.fakes.server import BackgroundServer
-from debounce.fakes.slack_api import FakeSlack
 from debounce.types import JobStatus, SyncJob
 from integrations.base import PermanentError, RateLimited, SyncError
 from integrations.slack import (
@@ -25,6 +23,8 @@ from integrations.slack import (
     mrkdwn_to_markdown,
     render_thread,
 )
+from standins.server import BackgroundServer
+from standins.slack_api import FakeSlack
 
 TOKEN = "xoxb-test-token"
 C = "C2147483705"

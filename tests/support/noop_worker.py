@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Any
 
 import integrations
 from debounce.cli import run_worker
@@ -19,39 +18,26 @@ from debounce.db import fetch_one
 from debounce.documents import DocumentStore
 from debounce.logs import configure
 from debounce.types import SyncJob
-from integrations.base import SyncResult
+from standins.noop import NoopIntegration
 
 
-class NoopIntegration:
-    source_type = "noop"
-
-    def __init__(self, store: DocumentStore | None) -> None:
-        assert store is not None
-        self.store = store
-
-    def parse_webhook(self, headers: Any, body: bytes) -> Any:
-        raise NotImplementedError
-
-    async def sync(self, job: SyncJob) -> SyncResult:
-        row = await fetch_one(
-            self.store.db,
-            "with earlier as (select count(*) as n from noop_log where job_id = %(id)s), "
-            "ins as (insert into noop_log (job_id, worker_pid, attempts) "
-            "values (%(id)s, %(pid)s, %(attempts)s)) select n from earlier",
-            {"id": job.id, "pid": os.getpid(), "attempts": job.attempts},
-        )
-        first = row is not None and row["n"] == 0
-        sleep = float(job.payload.get("sleep", 0))
-        if sleep and first:
-            await asyncio.sleep(sleep)
-        return SyncResult(written=1)
-
-    async def aclose(self) -> None:
-        return None
+async def record(store: DocumentStore, job: SyncJob) -> int:
+    """Log the sync in ``noop_log``; returns how many syncs of this job were logged before."""
+    row = await fetch_one(
+        store.db,
+        "with earlier as (select count(*) as n from noop_log where job_id = %(id)s), "
+        "ins as (insert into noop_log (job_id, worker_pid, attempts) "
+        "values (%(id)s, %(pid)s, %(attempts)s)) select n from earlier",
+        {"id": job.id, "pid": os.getpid(), "attempts": job.attempts},
+    )
+    return int(row["n"]) if row is not None else 1
 
 
 def main() -> int:
-    integrations.register("noop", lambda settings, store: NoopIntegration(store))
+    integrations.register(
+        "noop",
+        lambda settings, store: NoopIntegration(store, record=record, sleep_first_only=True),
+    )
     settings = Settings.from_env()
     configure(settings.log_format, "INFO")
     return asyncio.run(run_worker(settings))

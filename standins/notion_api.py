@@ -22,7 +22,7 @@ Errors are ``{"object": "error", "status": int, "code": str, "message": str}``
 
 Build content with the block helpers (:func:`paragraph`, :func:`heading`, :func:`bulleted`, …)
 and :meth:`FakeNotion.add_page`; inject faults with :meth:`FakeNotion.fail`; count requests with
-:attr:`FakeNotion.calls`. Serve it with :class:`debounce.fakes.server.BackgroundServer`::
+:attr:`FakeNotion.calls`. Serve it with :class:`standins.server.BackgroundServer`::
 
     fake = FakeNotion(token="secret_test")
     page_id = fake.add_page(title="Hello", blocks=[paragraph("world")])

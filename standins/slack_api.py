@@ -28,7 +28,7 @@ events/message/message_deleted and the ``tombstone`` subtype), as Slack shows it
 Use :class:`FakeSlack`: mutate it from the test thread (``post``, ``reply``, ``edit``,
 ``delete``, ``remove_channel``), queue faults (``rate_limit``, ``fail``, ``server_error``),
 read ``calls`` (a per-method counter), and serve ``app()`` with
-:class:`debounce.fakes.server.BackgroundServer`; point ``SLACK_API_URL`` at ``<url>/api/``.
+:class:`standins.server.BackgroundServer`; point ``SLACK_API_URL`` at ``<url>/api/``.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class FakeSlack:
     ``token``: the only bot token accepted (``None``: any token is accepted).
     Channel ids are plain strings (``C…`` public, ``G…`` private, ``D…`` DM). All mutators
     and the HTTP handlers share one lock, so tests may mutate between syncs while the app
-    runs in a :class:`~debounce.fakes.server.BackgroundServer` thread.
+    runs in a :class:`~standins.server.BackgroundServer` thread.
     """
 
     def __init__(self, token: str | None = "xoxb-test-token", *, start_ts: int = 1_763_600_000):

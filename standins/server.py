@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Literal
 
 import uvicorn
 
-__all__ = ["BackgroundServer", "QuietServer"]
+from debounce.server import QuietServer
 
-
-class QuietServer(uvicorn.Server):
-    """uvicorn that leaves signal handling to the host process: a server in a thread, or
-    ``debounce serve``, which stops the web server and the worker together."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+__all__ = ["BackgroundServer"]
 
 
 class BackgroundServer:

@@ -1,0 +1,46 @@
+"""Notion: verify and map webhook events (web process), sync one page or database (worker).
+
+The package's rooms: ``webhook.py`` (verify, parse, id spelling), ``client.py`` (the SDK client,
+retries, error codes), ``render.py`` (blocks, rich text, properties and schemas → Markdown),
+``sync.py`` (:class:`NotionIntegration`: the sync paths, writing ``documents``). The registry
+(``integrations/__init__.py``) finds ``SOURCE_TYPE`` and ``create`` here.
+
+Parse half — https://developers.notion.com/reference/webhooks and
+https://developers.notion.com/reference/webhooks-events-delivery:
+
+- the first request to a new subscription is ``{"verification_token": "secret_..."}``, unsigned;
+  it is answered 200 and the token surfaced to the operator (it becomes
+  ``NOTION_WEBHOOK_SECRET``);
+- every event carries ``X-Notion-Signature: sha256=<hex HMAC-SHA256 of the raw body keyed by
+  that token>``; there is no timestamp, so replay protection is the event ``id`` (idempotency);
+- ``page.*`` events → the page ``entity.id``; ``comment.*`` → the page ``data.page_id``;
+  ``database.*`` / ``data_source.*`` → the ``entity.id``, synced as a document of its schema;
+  anything else (``file_upload.*``, …) is acknowledged and ignored.
+
+Sync half — through ``notion-client``'s ``AsyncClient`` (Notion-Version 2025-09-03): one
+``pages.retrieve`` (https://developers.notion.com/reference/retrieve-a-page), then the block
+tree through ``blocks.children.list`` (https://developers.notion.com/reference/get-block-children,
+100 per request, paged with the SDK's ``async_collect_paginated_api``), rendered to Markdown by
+``render.py``; or ``databases.retrieve`` + ``data_sources.retrieve``
+(https://developers.notion.com/reference/database, .../data-source) for a database.
+
+Retries (see :class:`NotionIntegration`): the SDK's own retry loop is switched off; ``client.py``
+retries 5xx answers twice after short sleeps and a 429 only when its ``Retry-After`` is short,
+and hands a long ``Retry-After`` back to the queue as :class:`~integrations.base.RateLimited`.
+"""
+
+from integrations.notion.client import NOTION_VERSION
+from integrations.notion.render import BlockNode, render_blocks, render_rich_text
+from integrations.notion.sync import SOURCE_TYPE, NotionIntegration, create
+from integrations.notion.webhook import normalize_id
+
+__all__ = [
+    "NOTION_VERSION",
+    "SOURCE_TYPE",
+    "BlockNode",
+    "NotionIntegration",
+    "create",
+    "normalize_id",
+    "render_blocks",
+    "render_rich_text",
+]

@@ -1,0 +1,167 @@
+"""The Notion SDK client and the request wrapper: retries, ``Retry-After``, error codes.
+
+Through ``notion-client``'s ``AsyncClient`` (Notion-Version 2025-09-03). The SDK's own retry
+loop is switched off; :meth:`NotionClient._call` retries 5xx answers twice after short sleeps
+and a 429 only when its ``Retry-After`` is short, and hands a long ``Retry-After`` back to the
+queue as :class:`~integrations.base.RateLimited` (the policy is spelled out on
+:class:`~integrations.notion.NotionIntegration`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from notion_client import AsyncClient
+from notion_client.client import ClientOptions
+from notion_client.errors import APIErrorCode, APIResponseError, HTTPResponseError
+
+from debounce.config import Settings
+from integrations.base import PermanentError, RateLimited
+
+__all__ = ["DEFAULT_RETRY_AFTER", "NOTION_VERSION", "NotionClient"]
+
+#: The Notion API version we speak (notion-client 3.1's default; pinned so an SDK upgrade
+#: cannot change the response shapes under us). 2025-09-03 splits databases into data sources.
+NOTION_VERSION = "2025-09-03"
+
+#: One logger for the whole source, named as before the split into modules.
+log = logging.getLogger("integrations.notion")
+
+#: Error codes after which a retry cannot help: the queue fails the job at once.
+_PERMANENT_CODES = frozenset(
+    {
+        APIErrorCode.Unauthorized.value,
+        APIErrorCode.RestrictedResource.value,
+        APIErrorCode.InvalidJSON.value,
+        APIErrorCode.InvalidRequestURL.value,
+        APIErrorCode.InvalidRequest.value,
+        APIErrorCode.ValidationError.value,
+    }
+)
+#: Codes meaning "this id is not (or no longer) an object of the kind asked for".
+_WRONG_KIND_CODES = frozenset(
+    {APIErrorCode.ObjectNotFound.value, APIErrorCode.ValidationError.value}
+)
+
+#: Retry-After to assume when a 429 carries none, seconds.
+DEFAULT_RETRY_AFTER = 30.0
+
+
+def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` as seconds (delta-seconds or an HTTP date), ``None`` if absent/invalid."""
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _code(error: HTTPResponseError) -> str:
+    code = error.code
+    return str(code.value if isinstance(code, APIErrorCode) else code)
+
+
+class NotionClient:
+    """The SDK half of :class:`~integrations.notion.NotionIntegration` (a mixin): the lazily
+    created ``AsyncClient`` and every request through :meth:`_call`'s retry policy."""
+
+    settings: Settings
+    retry_delays: tuple[float, ...]
+    max_inline_wait: float
+    timeout_seconds: float
+    _client: AsyncClient | None
+
+    def _api(self) -> AsyncClient:
+        """The SDK client, created on first use.
+
+        Raises:
+            PermanentError: ``NOTION_TOKEN`` is unset.
+        """
+        if self._client is None:
+            token = self.settings.notion_token
+            if not token:
+                raise PermanentError(
+                    "NOTION_TOKEN is not set: set NOTION_TOKEN to the Notion integration's "
+                    "token (Settings → Connections → Develop or manage integrations) and "
+                    "share the pages with it, then re-sync"
+                )
+            self._client = AsyncClient(
+                options=ClientOptions(
+                    auth=token,
+                    base_url=self.settings.notion_base_url.rstrip("/"),
+                    timeout_ms=int(self.timeout_seconds * 1000),
+                    notion_version=NOTION_VERSION,
+                    retry=False,
+                    logger=logging.getLogger("integrations.notion.sdk"),
+                    log_level=logging.WARNING,
+                )
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the SDK's HTTP connection pool (idempotent)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def _call(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
+        """``await fn(**kwargs)`` with this integration's retry policy (class docstring).
+
+        Raises:
+            RateLimited: a 429 whose ``Retry-After`` (seconds) is too long to wait here.
+            HTTPResponseError: any other error answer once in-process retries are spent.
+        """
+        attempt = 0
+        while True:
+            try:
+                call: Awaitable[Any] = fn(**kwargs)
+                return await call
+            except HTTPResponseError as exc:
+                code = _code(exc)
+                can_retry = attempt < len(self.retry_delays)
+                if exc.status == 429 or code == APIErrorCode.RateLimited.value:
+                    wait = _retry_after_seconds(exc.headers)
+                    if wait is not None and wait <= self.max_inline_wait and can_retry:
+                        log.info("notion: rate limited, waiting %.1f s in process", wait)
+                        await asyncio.sleep(wait)
+                        attempt += 1
+                        continue
+                    raise RateLimited(
+                        DEFAULT_RETRY_AFTER if wait is None else wait, "Notion rate limited"
+                    ) from exc
+                transient = exc.status >= 500 or code == APIErrorCode.ConflictError.value
+                if transient and can_retry:
+                    delay = self.retry_delays[attempt]
+                    log.info("notion: %s (%s), retrying in %.1f s", exc.status, code, delay)
+                    await asyncio.sleep(delay)
+                    attempt += 1
+                    continue
+                raise
+
+    async def _fetch(self, fn: Callable[..., Any], /, **kwargs: Any) -> dict[str, Any] | None:
+        """One object via :meth:`_call`; ``None`` if Notion answers ``object_not_found``."""
+        try:
+            result = await self._call(fn, **kwargs)
+        except APIResponseError as exc:
+            if _code(exc) == APIErrorCode.ObjectNotFound.value:
+                return None
+            raise
+        return result if isinstance(result, dict) else None
+
+
+    def _bound(self, fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        async def call(**kwargs: Any) -> Any:
+            return await self._call(fn, **kwargs)
+
+        return call

@@ -1,0 +1,321 @@
+"""The Notion integration: sync one page, database or data source into ``documents``.
+
+One ``pages.retrieve`` (https://developers.notion.com/reference/retrieve-a-page), then the
+block tree through ``blocks.children.list``
+(https://developers.notion.com/reference/get-block-children, 100 per request, paged with the
+SDK's ``async_collect_paginated_api``), rendered to Markdown by :mod:`.render`; or
+``databases.retrieve`` + ``data_sources.retrieve``
+(https://developers.notion.com/reference/database, .../data-source) for a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from notion_client import AsyncClient
+from notion_client.errors import APIErrorCode, APIResponseError
+from notion_client.helpers import async_collect_paginated_api
+
+from debounce.config import Settings
+from debounce.documents import Document, DocumentStore, WriteOutcome
+from debounce.types import SyncJob
+from integrations.base import PermanentError, SyncResult
+from integrations.notion.client import _PERMANENT_CODES, _WRONG_KIND_CODES, NotionClient, _code
+from integrations.notion.render import (
+    _NO_RECURSE,
+    BlockNode,
+    _parent_summary,
+    _parse_time,
+    _plain,
+    _property_value,
+    _schema_markdown,
+    _schema_summary,
+    _title_of,
+    _user_id,
+    render_blocks,
+    render_rich_text,
+)
+from integrations.notion.webhook import _COMMENT_PREFIX, _ENTITY_PREFIXES, NotionWebhooks
+
+__all__ = ["SOURCE_TYPE", "NotionIntegration", "create"]
+
+SOURCE_TYPE = "notion"
+
+
+class NotionIntegration(NotionWebhooks, NotionClient):
+    """Both halves of the Notion source.
+
+    Retry policy (a deliberate choice). notion-client 3.x retries 429 and GET 500/503 inside
+    the call, sleeping ``Retry-After`` (capped at 60 s) — a worker slot asleep for up to a
+    minute, twice, and the sleep repeats the call the rate limit just refused. So the SDK's
+    loop is off (``ClientOptions(retry=False)``) and :meth:`_call` decides per answer:
+
+    - 5xx (``internal_server_error``, ``service_unavailable``, ``gateway_timeout``, a gateway's
+      non-JSON 502) and ``conflict_error``: retried in process after ``retry_delays`` seconds
+      (default 0.5 s then 2 s: a blip should not cost the page a 30 s queue backoff); when
+      they are spent the SDK's exception propagates and the queue backs off;
+    - 429 ``rate_limited``: retried in process only if ``Retry-After`` ≤ ``max_inline_wait``
+      (default 1 s, within the same retry budget); a longer wait raises
+      :class:`RateLimited` at once so the slot is freed and the queue reschedules at
+      ``Retry-After`` without spending an attempt (Notion allows ~3 requests/s per
+      integration, shared by every worker: https://developers.notion.com/reference/request-limits);
+    - timeouts (``timeout_seconds``, default 30 s) and connection errors propagate (retry);
+    - ``unauthorized``/``restricted_resource`` and 400-class request errors:
+      :class:`PermanentError`;
+    - ``object_not_found`` for the page/database itself, or ``in_trash``: success, the
+      document is marked deleted.
+
+    ``page_size`` is the block-children page size (Notion's maximum, 100).
+    """
+
+    source_type = SOURCE_TYPE
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: DocumentStore | None,
+        *,
+        retry_delays: Sequence[float] = (0.5, 2.0),
+        max_inline_wait: float = 1.0,
+        timeout_seconds: float = 30.0,
+        page_size: int = 100,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.retry_delays = tuple(retry_delays)
+        self.max_inline_wait = max_inline_wait
+        self.timeout_seconds = timeout_seconds
+        self.page_size = page_size
+        self._client: AsyncClient | None = None
+
+
+    async def _walk(self, api: AsyncClient, block_id: str, depth: int = 0) -> list[BlockNode]:
+        """All children of ``block_id``, recursively (``has_children``), in order; the pages
+        are collected with ``async_collect_paginated_api``. A nested block that vanished
+        mid-walk (404) becomes a childless node rather than failing the sync."""
+        bound = self._bound(api.blocks.children.list)
+        try:
+            results = await async_collect_paginated_api(
+                bound, block_id=block_id, page_size=self.page_size
+            )
+        except APIResponseError as exc:
+            if depth > 0 and _code(exc) == APIErrorCode.ObjectNotFound.value:
+                return []
+            raise
+        nodes: list[BlockNode] = []
+        for item in results:
+            if not isinstance(item, dict):
+                continue
+            node = BlockNode(item)
+            if item.get("has_children") and node.type not in _NO_RECURSE and depth < 64:
+                node.children = await self._walk(api, str(item["id"]), depth + 1)
+            nodes.append(node)
+        return nodes
+
+    # -- sync ----------------------------------------------------------------------------
+
+    async def sync(self, job: SyncJob) -> SyncResult:
+        """Fetch the job's page (or database / data source) and write its document.
+
+        The kind comes from the payload's ``entity.type`` (``comment.*`` events → page); a
+        payload without one (a manual re-sync) tries the page, then the database, then the
+        data source. One ``pages.retrieve`` per page sync.
+
+        Raises:
+            RateLimited: Notion answered 429 with a long ``Retry-After``.
+            PermanentError: no ``NOTION_TOKEN``; ``unauthorized``/``restricted_resource``;
+                the request itself is invalid.
+            Exception: 5xx after in-process retries, timeouts, connection errors (retry).
+        """
+        if self.store is None:
+            raise RuntimeError("NotionIntegration.sync needs a DocumentStore (worker only)")
+        api = self._api()
+        object_id = job.source_page_id
+        kind = _entity_kind(job.payload)
+        try:
+            if kind == "page":
+                page = await self._fetch(api.pages.retrieve, page_id=object_id)
+                return await self._sync_page(api, job, page)
+            if kind == "database":
+                db = await self._fetch(api.databases.retrieve, database_id=object_id)
+                return await self._sync_database(api, job, db)
+            if kind == "data_source":
+                ds = await self._fetch(api.data_sources.retrieve, data_source_id=object_id)
+                return await self._sync_data_source(job, ds)
+            return await self._sync_unknown(api, job)
+        except APIResponseError as exc:
+            code = _code(exc)
+            if code in _PERMANENT_CODES:
+                raise PermanentError(f"Notion answered {exc.status} {code}: {exc}") from exc
+            raise
+
+    async def _sync_unknown(self, api: AsyncClient, job: SyncJob) -> SyncResult:
+        """Manual re-sync of an id of unknown kind: page, else database, else data source."""
+        object_id = job.source_page_id
+        attempts: list[tuple[str, Callable[..., Any], str]] = [
+            ("page", api.pages.retrieve, "page_id"),
+            ("database", api.databases.retrieve, "database_id"),
+            ("data_source", api.data_sources.retrieve, "data_source_id"),
+        ]
+        for kind, fn, arg in attempts:
+            try:
+                found = await self._call(fn, **{arg: object_id})
+            except APIResponseError as exc:
+                if _code(exc) in _WRONG_KIND_CODES:
+                    continue
+                raise
+            if kind == "page":
+                return await self._sync_page(api, job, found)
+            if kind == "database":
+                return await self._sync_database(api, job, found)
+            return await self._sync_data_source(job, found)
+        return await self._deleted(job)  # not found as a page, database or data source
+
+    async def _deleted(self, job: SyncJob) -> SyncResult:
+        assert self.store is not None
+        marked = await self.store.mark_page_deleted(SOURCE_TYPE, job.source_page_id)
+        return SyncResult(deleted=len(marked))
+
+    async def _write(self, doc: Document) -> SyncResult:
+        assert self.store is not None
+        outcome = await self.store.upsert(doc)
+        if outcome is WriteOutcome.UNCHANGED:
+            return SyncResult(unchanged=1)
+        return SyncResult(written=1)
+
+    async def _sync_page(
+        self, api: AsyncClient, job: SyncJob, page: dict[str, Any] | None
+    ) -> SyncResult:
+        if page is None:
+            return await self._deleted(job)  # page not found (deleted or no longer shared)
+        if page.get("in_trash") or page.get("archived"):
+            return await self._deleted(job)  # page is in the trash
+        page_id = str(page.get("id") or job.source_page_id)
+        nodes = await self._walk(api, page_id)
+        raw_props = page.get("properties")
+        props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
+        created_by = _user_id(page.get("created_by"))
+        edited_by = _user_id(page.get("last_edited_by"))
+        metadata: dict[str, Any] = {
+            "object": "page",
+            "parent": _parent_summary(page.get("parent")),
+            "created_by": created_by,
+            "last_edited_by": edited_by,
+            "authors": sorted({i for i in (created_by, edited_by) if i}),
+            "created_time": page.get("created_time"),
+            "properties": {
+                str(name): _property_value(value)
+                for name, value in props.items()
+                if isinstance(value, dict) and value.get("type") != "title"
+            },
+        }
+        doc = Document(
+            source_type=SOURCE_TYPE,
+            document_id=page_id,
+            source_page_id=job.source_page_id,
+            title=_title_of(page) or "Untitled",
+            content=render_blocks(nodes),
+            url=page.get("url") if isinstance(page.get("url"), str) else None,
+            metadata=metadata,
+            source_updated_at=_parse_time(page.get("last_edited_time")),
+        )
+        return await self._write(doc)
+
+    async def _sync_database(
+        self, api: AsyncClient, job: SyncJob, db: dict[str, Any] | None
+    ) -> SyncResult:
+        if db is None:
+            return await self._deleted(job)  # database not found (deleted or no longer shared)
+        if db.get("in_trash") or db.get("archived"):
+            return await self._deleted(job)  # database is in the trash
+        db_id = str(db.get("id") or job.source_page_id)
+        title = _plain(db.get("title")).strip() or "Untitled database"
+        lines: list[str] = []
+        description = render_rich_text(db.get("description"))
+        if description:
+            lines += [description, ""]
+        refs = [r for r in db.get("data_sources") or [] if isinstance(r, dict) and r.get("id")]
+        schemas: dict[str, dict[str, str]] = {}
+        for ref in refs:
+            ds = await self._fetch(api.data_sources.retrieve, data_source_id=str(ref["id"]))
+            name = str(ref.get("name") or (_plain(ds.get("title")) if ds else "") or ref["id"])
+            lines += [f"## {name}", ""]
+            if ds is None:
+                lines += ["(data source not shared with the integration)", ""]
+                continue
+            lines += [*_schema_markdown(ds), ""]
+            schemas[name] = _schema_summary(ds)
+        if "properties" in db:  # databases retrieved with an API version before 2025-09-03
+            lines += [*_schema_markdown(db), ""]
+            schemas[title] = _schema_summary(db)
+        metadata: dict[str, Any] = {
+            "object": "database",
+            "parent": _parent_summary(db.get("parent")),
+            "created_by": _user_id(db.get("created_by")),
+            "last_edited_by": _user_id(db.get("last_edited_by")),
+            "data_sources": [{"id": r["id"], "name": r.get("name")} for r in refs],
+            "schema": schemas,
+        }
+        doc = Document(
+            source_type=SOURCE_TYPE,
+            document_id=db_id,
+            source_page_id=job.source_page_id,
+            title=title,
+            content="\n".join(lines).strip("\n") + "\n" if lines else "",
+            url=db.get("url") if isinstance(db.get("url"), str) else None,
+            metadata=metadata,
+            source_updated_at=_parse_time(db.get("last_edited_time")),
+        )
+        return await self._write(doc)
+
+    async def _sync_data_source(self, job: SyncJob, ds: dict[str, Any] | None) -> SyncResult:
+        if ds is None:
+            return await self._deleted(job)  # data source not found
+        if ds.get("in_trash") or ds.get("archived"):
+            return await self._deleted(job)  # data source is in the trash
+        ds_id = str(ds.get("id") or job.source_page_id)
+        lines: list[str] = []
+        description = render_rich_text(ds.get("description"))
+        if description:
+            lines += [description, ""]
+        lines += _schema_markdown(ds)
+        metadata: dict[str, Any] = {
+            "object": "data_source",
+            "parent": _parent_summary(ds.get("parent")),
+            "created_by": _user_id(ds.get("created_by")),
+            "last_edited_by": _user_id(ds.get("last_edited_by")),
+            "schema": _schema_summary(ds),
+        }
+        doc = Document(
+            source_type=SOURCE_TYPE,
+            document_id=ds_id,
+            source_page_id=job.source_page_id,
+            title=_plain(ds.get("title")).strip() or "Untitled data source",
+            content="\n".join(lines) + "\n",
+            url=ds.get("url") if isinstance(ds.get("url"), str) else None,
+            metadata=metadata,
+            source_updated_at=_parse_time(ds.get("last_edited_time")),
+        )
+        return await self._write(doc)
+
+
+def _entity_kind(payload: Mapping[str, Any]) -> str | None:
+    """``"page"``, ``"database"``, ``"data_source"`` or ``None`` (unknown: try each)."""
+    event_type = payload.get("type")
+    if isinstance(event_type, str) and event_type.startswith(_COMMENT_PREFIX):
+        return "page"
+    entity = payload.get("entity")
+    kind = entity.get("type") if isinstance(entity, dict) else None
+    if kind in ("page", "database", "data_source"):
+        return str(kind)
+    if isinstance(event_type, str):
+        for prefix in _ENTITY_PREFIXES:
+            if event_type.startswith(prefix):
+                return prefix[:-1]
+    return None
+
+
+def create(settings: Settings, store: DocumentStore | None) -> NotionIntegration:
+    """The registry's factory (see ``integrations/__init__.py``)."""
+    return NotionIntegration(settings, store)

@@ -1,0 +1,164 @@
+"""Notion webhooks: verify the signature, answer the verification request, map events to jobs.
+
+https://developers.notion.com/reference/webhooks and
+https://developers.notion.com/reference/webhooks-events-delivery:
+
+- the first request to a new subscription is ``{"verification_token": "secret_..."}``, unsigned;
+  it is answered 200 and the token surfaced to the operator (it becomes
+  ``NOTION_WEBHOOK_SECRET``);
+- every event carries ``X-Notion-Signature: sha256=<hex HMAC-SHA256 of the raw body keyed by
+  that token>``; there is no timestamp, so replay protection is the event ``id`` (idempotency);
+- ``page.*`` events → the page ``entity.id``; ``comment.*`` → the page ``data.page_id``;
+  ``database.*`` / ``data_source.*`` → the ``entity.id``, synced as a document of its schema;
+  anything else (``file_upload.*``, …) is acknowledged and ignored.
+
+Nothing here does I/O (the web process answers inside the sender's timeout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from debounce.config import Settings
+from integrations.base import PageEvent, WebhookError, WebhookResult, header
+
+__all__ = ["SIGNATURE_HEADER", "NotionWebhooks", "normalize_id"]
+
+SIGNATURE_HEADER = "x-notion-signature"
+
+#: Event type prefixes → what the job key is (https://developers.notion.com/reference/webhooks-events-delivery).
+_ENTITY_PREFIXES = ("page.", "database.", "data_source.")
+_COMMENT_PREFIX = "comment."
+
+
+def normalize_id(raw: str) -> str:
+    """Canonical form of a Notion id: dashed lower-case UUID (``153104cd-477e-…``).
+
+    Notion accepts ids with or without dashes; the job key must be one spelling so a webhook
+    and a manual re-sync of the same page share one job. A non-UUID is returned stripped.
+    """
+    try:
+        return str(uuid.UUID(raw.strip()))
+    except ValueError:
+        return raw.strip()
+
+
+def _malformed(detail: str) -> WebhookError:
+    return WebhookError(400, "malformed_body", detail)
+
+
+def _load_json(body: bytes) -> tuple[Any, str | None]:
+    """``(value, None)`` or ``(None, reason)`` if ``body`` is not UTF-8 JSON."""
+    try:
+        return json.loads(body.decode("utf-8")), None
+    except UnicodeDecodeError as exc:
+        return None, f"body is not UTF-8: {exc.reason} at byte {exc.start}"
+    except json.JSONDecodeError as exc:
+        return None, f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    except RecursionError:
+        return None, "body is not valid JSON: nested too deeply"
+
+
+def _required_str(obj: Mapping[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise _malformed(f"event has no {where!r} (a non-empty string is required)")
+    return value
+
+
+class NotionWebhooks:
+    """The parse half of :class:`~integrations.notion.NotionIntegration` (a mixin): reads
+    ``settings.notion_webhook_secret``."""
+
+    settings: Settings
+
+    def normalize_page_id(self, page_id: str) -> str:
+        """Job key spelling of a Notion id (see :func:`normalize_id`)."""
+        return normalize_id(page_id)
+
+    def parse_webhook(self, headers: Mapping[str, str], body: bytes) -> WebhookResult:
+        """Verify and map one Notion delivery (no I/O).
+
+        ``headers``: case-insensitive mapping; ``body``: the raw request body (bytes).
+
+        Returns a :class:`WebhookResult` with the verification token (the unsigned
+        ``{"verification_token": ...}`` handshake), one :class:`PageEvent` (job key, event
+        ``id``, the whole event as payload), or none and a ``note`` for ignored event types.
+
+        Raises:
+            WebhookError: 503 ``not_configured`` (``NOTION_WEBHOOK_SECRET`` unset), 401
+                ``invalid_signature`` (``X-Notion-Signature`` missing or wrong), 400
+                ``malformed_body`` (not a JSON object, or ``type``/``id``/``entity.id``/
+                ``data.page_id`` missing).
+        """
+        value, json_error = _load_json(body)
+        if (
+            isinstance(value, dict)
+            and "type" not in value
+            and isinstance(value.get("verification_token"), str)
+            and value["verification_token"]
+        ):
+            return WebhookResult(
+                verification_token=value["verification_token"], note="verification request"
+            )
+        self._verify_signature(headers, body)
+        if json_error is not None:
+            raise _malformed(json_error)
+        if not isinstance(value, dict):
+            raise _malformed(f"body must be a JSON object, got {type(value).__name__}")
+        return self._map_event(value)
+
+    def _verify_signature(self, headers: Mapping[str, str], body: bytes) -> None:
+        secret = self.settings.notion_webhook_secret
+        if not secret:
+            raise WebhookError(
+                503,
+                "not_configured",
+                "Notion webhooks are not configured: set NOTION_WEBHOOK_SECRET to the "
+                "verification token Notion sent to this endpoint (it was logged when the "
+                "verification request arrived) and restart.",
+            )
+        given = header(headers, SIGNATURE_HEADER)
+        if not given:
+            raise WebhookError(401, "invalid_signature", "missing X-Notion-Signature header")
+        scheme, _, digest = given.strip().partition("=")
+        if scheme.lower() != "sha256" or not digest:
+            raise WebhookError(
+                401, "invalid_signature", "malformed X-Notion-Signature (expected sha256=<hex>)"
+            )
+        expected = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected.encode("ascii"), digest.lower().encode("utf-8")):
+            raise WebhookError(
+                401,
+                "invalid_signature",
+                "X-Notion-Signature does not match the body signed with NOTION_WEBHOOK_SECRET",
+            )
+
+    @staticmethod
+    def _map_event(event: dict[str, Any]) -> WebhookResult:
+        event_type = _required_str(event, "type", "type")
+        event_id = _required_str(event, "id", "id")
+        if event_type.startswith(_COMMENT_PREFIX):
+            data = event.get("data")
+            page_id = data.get("page_id") if isinstance(data, dict) else None
+            if not isinstance(page_id, str) or not page_id.strip():
+                raise _malformed(f"{event_type} event has no 'data.page_id'")
+            key = page_id
+        elif event_type.startswith(_ENTITY_PREFIXES):
+            entity = event.get("entity")
+            if not isinstance(entity, dict):
+                raise _malformed(f"{event_type} event has no 'entity' object")
+            entity_id = entity.get("id")
+            if not isinstance(entity_id, str) or not entity_id.strip():
+                raise _malformed(f"{event_type} event has no 'entity.id'")
+            key = entity_id
+        else:
+            return WebhookResult(note=f"ignored event type {event_type}")
+        return WebhookResult(
+            events=[PageEvent(source_page_id=normalize_id(key), event_id=event_id, payload=event)]
+        )

@@ -1,0 +1,144 @@
+"""The Slack Web API client and the request wrapper: 429s, error codes → queue outcomes.
+
+Through ``slack_sdk``'s ``AsyncWebClient`` on an ``aiohttp`` session. Its default retry
+handlers cover connection errors only; a 429 becomes :class:`~integrations.base.RateLimited`
+at its ``Retry-After``, a token or access error :class:`~integrations.base.PermanentError`,
+anything else :class:`SlackApiFailure` (retried by the queue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from debounce.config import Settings
+from integrations.base import PermanentError, RateLimited, header
+
+__all__ = [
+    "DEFAULT_RETRY_AFTER_SECONDS",
+    "HTTP_TIMEOUT_SECONDS",
+    "PERMANENT_ERRORS",
+    "SlackApiFailure",
+    "SlackClient",
+    "call_api",
+]
+
+#: Retry-After used when a 429 carries none, in seconds (tier 3 is about 50 calls/minute).
+DEFAULT_RETRY_AFTER_SECONDS = 60.0
+#: HTTP timeout of one Web API call, in seconds.
+HTTP_TIMEOUT_SECONDS = 30.0
+
+#: Error codes after which retrying cannot help, with what the operator should do
+#: (https://docs.slack.dev/reference/methods/conversations.history#errors).
+PERMANENT_ERRORS: Mapping[str, str] = {
+    "invalid_auth": "SLACK_BOT_TOKEN is not a valid token for this workspace",
+    "not_authed": "no token was sent: set SLACK_BOT_TOKEN",
+    "token_revoked": "the bot token was revoked: reinstall the app and update SLACK_BOT_TOKEN",
+    "token_expired": "the bot token expired: refresh it and update SLACK_BOT_TOKEN",
+    "account_inactive": "the app's bot user or the workspace is deactivated",
+    "not_in_channel": "the app is not a member: invite it to the channel (/invite @app)",
+    "channel_not_found": "the conversation is gone or the app cannot see it",
+    "missing_scope": "add the channels:history, groups:history, im:history and "
+    "mpim:history scopes and reinstall the app",
+    "no_permission": "the token lacks permission for this conversation",
+    "team_access_not_granted": "the token has no access to this workspace",
+}
+#: A thread that no longer exists (``conversations.replies``).
+_THREAD_GONE = frozenset({"thread_not_found", "message_not_found"})
+
+
+class SlackApiFailure(Exception):
+    """A Web API call failed in a way worth retrying (5xx, ``fatal_error``,
+    ``internal_error``, an unexpected body). The queue retries it with backoff."""
+
+
+class _ChannelGone(Exception):
+    def __init__(self, method: str) -> None:
+        super().__init__(method)
+        self.method = method
+
+
+def _retry_after(headers: Any) -> float:
+    raw = header(headers, "Retry-After")
+    try:
+        return max(0.0, float(raw)) if raw is not None else DEFAULT_RETRY_AFTER_SECONDS
+    except ValueError:
+        return DEFAULT_RETRY_AFTER_SECONDS
+
+
+async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dict[str, Any] | None:
+    """One Web API call, ``method`` being ``conversations.history`` or
+    ``conversations.replies`` with ``params`` (``channel`` among them); the response body, or
+    ``None`` when the thread asked for (``replies``) is gone.
+
+    Raises:
+        RateLimited: HTTP 429 / ``ratelimited`` (``Retry-After`` seconds, default 60).
+        _ChannelGone: ``channel_not_found``.
+        PermanentError: an error of :data:`PERMANENT_ERRORS`.
+        SlackApiFailure: any other error answer, or a body that is not a JSON object.
+    """
+    channel = params.get("channel")
+    try:
+        if method == "conversations.history":
+            resp = await client.conversations_history(**params)
+        else:
+            resp = await client.conversations_replies(**params)
+    except SlackApiError as e:
+        response = e.response
+        status = getattr(response, "status_code", None)
+        data = getattr(response, "data", None)
+        code = data.get("error") if isinstance(data, dict) else None
+        if status == 429 or code == "ratelimited":
+            raise RateLimited(
+                _retry_after(getattr(response, "headers", None)),
+                f"Slack {method} rate limited",
+            ) from None
+        if code == "channel_not_found":
+            raise _ChannelGone(method) from None
+        if code in _THREAD_GONE and method == "conversations.replies":
+            return None
+        if isinstance(code, str) and code in PERMANENT_ERRORS:
+            raise PermanentError(
+                f"Slack {method} on {channel}: {code} ({PERMANENT_ERRORS[code]})"
+            ) from None
+        raise SlackApiFailure(
+            f"Slack {method} on {channel} failed: HTTP {status}, "
+            f"error {code or '(none)'}"
+        ) from e
+    data = resp.data
+    if not isinstance(data, dict):
+        raise SlackApiFailure(f"Slack {method} answered a non-JSON body")
+    return data
+
+
+class SlackClient:
+    """The Web API half of :class:`~integrations.slack.SlackIntegration` (a mixin): the
+    lazily created client and its ``aiohttp`` session."""
+
+    settings: Settings
+    _session: aiohttp.ClientSession | None
+    _web: AsyncWebClient | None
+
+    def _client(self) -> AsyncWebClient:
+        if self._web is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS)
+            )
+            self._web = AsyncWebClient(
+                token=self.settings.slack_bot_token,
+                base_url=self.settings.slack_api_url,
+                session=self._session,
+                timeout=int(HTTP_TIMEOUT_SECONDS),
+            )
+        return self._web
+
+    async def aclose(self) -> None:
+        """Close the HTTP session of the Web API client (if one was opened)."""
+        session, self._session, self._web = self._session, None, None
+        if session is not None and not session.closed:
+            await session.close()
+

@@ -1,0 +1,190 @@
+"""Slack Events API webhooks: verify the request signature, answer ``url_verification``,
+map ``message`` events to jobs (no I/O).
+
+Every delivery is verified with Slack's request signing (``X-Slack-Signature: v0=<hex
+HMAC-SHA256 of "v0:<timestamp>:<body>">`` keyed by the app's signing secret,
+``X-Slack-Request-Timestamp`` within 5 minutes;
+https://docs.slack.dev/authentication/verifying-requests-from-slack). ``url_verification``
+is answered with its challenge (https://docs.slack.dev/reference/events/url_verification);
+``app_rate_limited`` is a warning (https://docs.slack.dev/apis/events-api/#rate-limiting);
+an ``event_callback`` whose event is a ``message`` (any subtype; channels, private channels,
+DMs; https://docs.slack.dev/reference/events/message) becomes one job keyed by the
+conversation id, deduplicated by the envelope's ``event_id`` (stable across Slack's retries,
+which carry ``X-Slack-Retry-Num``). Other event types are acknowledged and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from slack_sdk.signature import Clock, SignatureVerifier
+
+from debounce.config import Settings
+from integrations.base import PageEvent, WebhookError, WebhookResult
+from integrations.slack.render import _str
+
+__all__ = ["SIGNATURE_MAX_AGE_SECONDS", "SlackWebhooks"]
+
+#: Slack refuses requests whose timestamp is more than 5 minutes from now (replay protection);
+#: https://docs.slack.dev/authentication/verifying-requests-from-slack
+SIGNATURE_MAX_AGE_SECONDS = 300
+
+
+class _FnClock(Clock):
+    def __init__(self, fn: Callable[[], float]) -> None:
+        self._fn = fn
+
+    def now(self) -> float:
+        return self._fn()
+
+
+class SlackWebhooks:
+    """The parse half of :class:`~integrations.slack.SlackIntegration` (a mixin): reads
+    ``settings`` (``slack_bot_user_id``), the request clock and the signature verifier
+    (``None`` when ``SLACK_SIGNING_SECRET`` is unset)."""
+
+    settings: Settings
+    _clock: Clock
+    _verifier: SignatureVerifier | None
+
+    def parse_webhook(self, headers: Mapping[str, str], body: bytes) -> WebhookResult:
+        """Verify and map one Events API delivery (no I/O).
+
+        ``headers``: request headers (any case); ``body``: the raw body bytes.
+
+        Returns a :class:`WebhookResult`: the challenge reply for ``url_verification``; one
+        :class:`PageEvent` (``source_page_id`` = ``event.channel``, ``event_id`` = the
+        envelope's ``event_id``, ``payload`` = the envelope) for a ``message`` event; a
+        warning for ``app_rate_limited``; a note and no events otherwise.
+
+        Raises:
+            WebhookError: 503 ``not_configured`` (``SLACK_SIGNING_SECRET`` unset); 401
+                ``missing_signature``/``missing_timestamp``/``invalid_timestamp``/
+                ``stale_timestamp``/``invalid_signature``; 400 ``malformed_body``.
+        """
+        if self._verifier is None:
+            raise WebhookError(
+                503,
+                "not_configured",
+                "Slack webhooks are refused until the signing secret is configured: set "
+                "SLACK_SIGNING_SECRET to the app's Signing Secret (Basic Information → App "
+                "Credentials).",
+            )
+        lowered = {str(k).lower(): v for k, v in headers.items()}
+        self._verify(lowered, body)
+        try:
+            envelope = json.loads(body)
+        except ValueError as e:
+            raise WebhookError(400, "malformed_body", f"body is not JSON: {e}") from None
+        if not isinstance(envelope, dict):
+            raise WebhookError(
+                400, "malformed_body", f"body must be a JSON object, got {type(envelope).__name__}"
+            )
+        kind = envelope.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise WebhookError(400, "malformed_body", "field 'type' is missing or not a string")
+        if kind == "url_verification":
+            challenge = envelope.get("challenge")
+            if not isinstance(challenge, str):
+                raise WebhookError(
+                    400, "malformed_body", "url_verification without a string 'challenge'"
+                )
+            return WebhookResult(reply={"challenge": challenge}, note="url_verification")
+        if kind == "app_rate_limited":
+            return WebhookResult(
+                note="app_rate_limited",
+                warning=(
+                    f"Slack dropped Events API deliveries for team {envelope.get('team_id')} "
+                    f"during minute {envelope.get('minute_rate_limited')} (app_rate_limited: "
+                    "more than 30 000 events per workspace per hour); re-sync the workspace's "
+                    "channels to catch up"
+                ),
+            )
+        if kind != "event_callback":
+            return WebhookResult(note=f"ignored envelope type {kind}")
+        return self._event_callback(envelope)
+
+    def _verify(self, headers: Mapping[str, str], body: bytes) -> None:
+        assert self._verifier is not None
+        signature = headers.get("x-slack-signature")
+        timestamp = headers.get("x-slack-request-timestamp")
+        if not signature:
+            raise WebhookError(401, "missing_signature", "X-Slack-Signature header is missing")
+        if not timestamp:
+            raise WebhookError(
+                401, "missing_timestamp", "X-Slack-Request-Timestamp header is missing"
+            )
+        try:
+            sent = int(timestamp.strip())
+        except ValueError:
+            raise WebhookError(
+                401,
+                "invalid_timestamp",
+                f"X-Slack-Request-Timestamp must be Unix seconds, got {timestamp[:40]!r}",
+            ) from None
+        age = self._clock.now() - sent
+        if abs(age) > SIGNATURE_MAX_AGE_SECONDS:
+            raise WebhookError(
+                401,
+                "stale_timestamp",
+                f"request timestamp is {abs(age):.0f} s from now; Slack requests more than "
+                f"{SIGNATURE_MAX_AGE_SECONDS // 60} minutes old are refused (replay protection)",
+            )
+        try:
+            valid = self._verifier.is_valid_request(body, headers)
+        except ValueError:  # includes UnicodeDecodeError of a non-UTF-8 body
+            valid = False
+        if not valid:
+            raise WebhookError(
+                401,
+                "invalid_signature",
+                "X-Slack-Signature does not match the body signed with SLACK_SIGNING_SECRET",
+            )
+
+    def _event_callback(self, envelope: dict[str, Any]) -> WebhookResult:
+        event = envelope.get("event")
+        if not isinstance(event, dict):
+            raise WebhookError(400, "malformed_body", "event_callback without an 'event' object")
+        event_id = envelope.get("event_id")
+        if not isinstance(event_id, str) or not event_id:
+            raise WebhookError(400, "malformed_body", "event_callback without an 'event_id'")
+        event_type = event.get("type")
+        if event_type != "message":
+            return WebhookResult(note=f"ignored event type {event_type}")
+        channel = event.get("channel")
+        if not isinstance(channel, str) or not channel:
+            raise WebhookError(400, "malformed_body", "message event without 'event.channel'")
+        own = self._own_author(envelope, event)
+        if own is not None:
+            return WebhookResult(note=f"ignored message posted by our own bot {own}")
+        return WebhookResult(events=[PageEvent(channel, event_id, envelope)])
+
+    def _own_ids(self, envelope: Mapping[str, Any] | None = None) -> set[str]:
+        ids: set[str] = set()
+        if self.settings.slack_bot_user_id:
+            ids.add(self.settings.slack_bot_user_id)
+        for auth in (envelope or {}).get("authorizations") or []:
+            if isinstance(auth, Mapping) and auth.get("is_bot") is True:
+                uid = _str(auth.get("user_id"))
+                if uid:
+                    ids.add(uid)
+        return ids
+
+    def _own_author(self, envelope: Mapping[str, Any], event: Mapping[str, Any]) -> str | None:
+        """The id of our own bot if it authored the message the event is about."""
+        ids = self._own_ids(envelope)
+        if not ids:
+            return None
+        about: list[Mapping[str, Any]] = [event]
+        for key in ("message", "previous_message"):
+            inner = event.get(key)
+            if isinstance(inner, Mapping):
+                about.append(inner)
+        for m in about:
+            for key in ("user", "bot_id"):
+                value = _str(m.get(key))
+                if value and value in ids:
+                    return value
+        return None
