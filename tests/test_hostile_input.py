@@ -201,3 +201,40 @@ def test_queue_refuses_unstorable_ids_with_value_error() -> None:
         cursor = cursor["a"]
     with pytest.raises(ValueError, match="nested deeper"):
         queue.check_payload(deep)
+
+
+async def test_unsigned_handshakes_store_a_bounded_number_of_tokens(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    """Case 5, before a secret exists: anyone may send a verification request; 200 of them
+    leave at most 5 tokens, and the newest is the one shown."""
+    app = create_app(settings(notion_webhook_secret=None), pool=pool)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as c:
+        for i in range(200):
+            body = json.dumps({"verification_token": f"secret_{i:020d}"}).encode()
+            assert (await c.post("/webhooks/notion", content=body)).status_code == 200
+        newest = await c.get("/admin/verification-token/notion", headers=AUTH)
+        assert newest.json()["token"] == f"secret_{199:020d}"
+    assert (await rows(pool, "select count(*) from verification_tokens"))[0][0] == 5
+
+
+async def test_unsigned_handshake_after_setup_is_401_and_stores_nothing(
+    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
+) -> None:
+    body = json.dumps({"verification_token": "secret_attacker0000000000000000"}).encode()
+    resp = await client.post("/webhooks/notion", content=body)
+    assert resp.status_code == 401 and resp.json()["error"] == "invalid_signature"
+    assert await rows(pool, "select * from verification_tokens") == []
+    assert (await client.get("/admin/verification-token/notion", headers=AUTH)).status_code == 404
+
+
+async def test_non_ascii_slack_signature_is_401(client: httpx.AsyncClient) -> None:
+    body = body_of("slack", "message.json")
+    for signature in ("v0=\u00e9\u00e9", "v0=abc\u2603"):
+        resp = await client.post("/webhooks/slack", content=body, headers={
+            "X-Slack-Request-Timestamp": str(int(time.time())),
+            "X-Slack-Signature": signature.encode("utf-8")})  # type: ignore[dict-item]
+        assert resp.status_code == 401, resp.text
+        assert resp.json()["error"] == "invalid_signature"

@@ -79,13 +79,36 @@ def test_file_upload_is_acknowledged_and_ignored(notion: NotionIntegration) -> N
     assert result.note == "ignored event type file_upload.completed"
 
 
-@pytest.mark.parametrize("secret", [SECRET, None])
-def test_verification_request_needs_no_signature_nor_secret(secret: str | None) -> None:
-    notion = NotionIntegration(Settings(notion_webhook_secret=secret), None)
+def test_verification_request_needs_no_signature_before_a_secret_exists() -> None:
+    notion = NotionIntegration(Settings(notion_webhook_secret=None), None)
     result = notion.parse_webhook({}, example("verification.json"))
     assert result.verification_token == SECRET
     assert result.note == "verification request"
     assert result.events == []
+
+
+def test_unsigned_verification_request_is_refused_once_a_secret_is_set(
+    notion: NotionIntegration,
+) -> None:
+    """Issue 16, case 5: after setup anyone could send a handshake; it must be signed."""
+    body = example("verification.json")
+    with pytest.raises(WebhookError) as refused:
+        notion.parse_webhook({}, body)
+    assert refused.value.status == 401
+    forged = json.dumps({"verification_token": "secret_attacker0000000000000000"}).encode()
+    with pytest.raises(WebhookError):
+        notion.parse_webhook(sign(forged, "wrong-secret"), forged)
+    assert notion.parse_webhook(sign(body), body).verification_token == SECRET
+
+
+@pytest.mark.parametrize("token", ["secret_x\nWARNING forged line", "secret_\u0000nul0000000000000",
+                                   "not-a-secret-at-all", "secret_" + "a" * 500])
+def test_verification_tokens_that_do_not_look_like_notions_are_400(token: str) -> None:
+    notion = NotionIntegration(Settings(notion_webhook_secret=None), None)
+    body = json.dumps({"verification_token": token}).encode()
+    with pytest.raises(WebhookError) as refused:
+        notion.parse_webhook({}, body)
+    assert refused.value.status == 400
 
 
 def test_signature_header_is_case_insensitive(notion: NotionIntegration) -> None:

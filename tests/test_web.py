@@ -160,8 +160,10 @@ async def test_notion_verification_token_is_surfaced(
     client: httpx.AsyncClient, pool: AsyncConnectionPool[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     body = body_of("notion", "verification.json")
-    resp = await client.post("/webhooks/notion", content=body,
-                             headers={"Content-Type": "application/json"})
+    unsigned = await client.post("/webhooks/notion", content=body,
+                                 headers={"Content-Type": "application/json"})
+    assert unsigned.status_code == 401  # a secret is configured: handshakes must be signed
+    resp = await post(client, "notion", body)
     assert resp.status_code == 200
     assert NOTION_SECRET in caplog.text
     assert await rows(pool) == []

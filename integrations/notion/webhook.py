@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -34,6 +35,11 @@ SIGNATURE_HEADER = "x-notion-signature"
 #: Event type prefixes → what the job key is (https://developers.notion.com/reference/webhooks-events-delivery).
 _ENTITY_PREFIXES = ("page.", "database.", "data_source.")
 _COMMENT_PREFIX = "comment."
+
+
+#: What a verification token looks like (``secret_`` and letters and digits, as in Notion's
+#: webhook reference); anything else in an unsigned body is refused rather than stored.
+VERIFICATION_TOKEN = re.compile(r"secret_[A-Za-z0-9]{16,200}")
 
 
 def normalize_id(raw: str) -> str:
@@ -86,15 +92,17 @@ class NotionWebhooks:
 
         ``headers``: case-insensitive mapping; ``body``: the raw request body (bytes).
 
-        Returns a :class:`WebhookResult` with the verification token (the unsigned
-        ``{"verification_token": ...}`` handshake), one :class:`PageEvent` (job key, event
-        ``id``, the whole event as payload), or none and a ``note`` for ignored event types.
+        Returns a :class:`WebhookResult` with the verification token (the
+        ``{"verification_token": ...}`` handshake: unsigned is accepted only while no secret
+        is configured), one :class:`PageEvent` (job key, event ``id``, the whole event as
+        payload), or none and a ``note`` for ignored event types.
 
         Raises:
             WebhookError: 503 ``not_configured`` (``NOTION_WEBHOOK_SECRET`` unset), 401
-                ``invalid_signature`` (``X-Notion-Signature`` missing or wrong), 400
-                ``malformed_body`` (not a JSON object, or ``type``/``id``/``entity.id``/
-                ``data.page_id`` missing).
+                ``invalid_signature`` (``X-Notion-Signature`` missing or wrong, including on a
+                handshake once a secret is configured), 400 ``malformed_body`` (not a JSON
+                object; ``type``/``id``/``entity.id``/``data.page_id`` missing; a
+                verification token that does not look like Notion's).
         """
         value, json_error = _load_json(body)
         if (
@@ -103,15 +111,29 @@ class NotionWebhooks:
             and isinstance(value.get("verification_token"), str)
             and value["verification_token"]
         ):
-            return WebhookResult(
-                verification_token=value["verification_token"], note="verification request"
-            )
+            return self._handshake(headers, body, value["verification_token"])
         self._verify_signature(headers, body)
         if json_error is not None:
             raise _malformed(json_error)
         if not isinstance(value, dict):
             raise _malformed(f"body must be a JSON object, got {type(value).__name__}")
         return self._map_event(value)
+
+    def _handshake(self, headers: Mapping[str, str], body: bytes, token: str) -> WebhookResult:
+        """Notion's verification request. It arrives unsigned, before any secret can exist;
+        once ``NOTION_WEBHOOK_SECRET`` is set, anyone could send one, so it must then be signed
+        like an event (a new subscription's token is read by unsetting the secret first)."""
+        if self.settings.notion_webhook_secret:
+            if not header(headers, SIGNATURE_HEADER):
+                raise WebhookError(
+                    401, "invalid_signature",
+                    "unsigned verification request refused: NOTION_WEBHOOK_SECRET is already "
+                    "set (to verify a new subscription, unset it and restart first)")
+            self._verify_signature(headers, body)
+        if not VERIFICATION_TOKEN.fullmatch(token):
+            raise _malformed("verification_token must be 'secret_' followed by 16 to 200 "
+                             "letters or digits")
+        return WebhookResult(verification_token=token, note="verification request")
 
     def _verify_signature(self, headers: Mapping[str, str], body: bytes) -> None:
         secret = self.settings.notion_webhook_secret

@@ -78,6 +78,8 @@ class SlackWebhooks:
             envelope = json.loads(body)
         except ValueError as e:
             raise WebhookError(400, "malformed_body", f"body is not JSON: {e}") from None
+        except RecursionError:
+            raise WebhookError(400, "malformed_body", "body is not JSON: nested too deeply") from None
         if not isinstance(envelope, dict):
             raise WebhookError(
                 400, "malformed_body", f"body must be a JSON object, got {type(envelope).__name__}"
@@ -107,41 +109,41 @@ class SlackWebhooks:
         return self._event_callback(envelope)
 
     def _verify(self, headers: Mapping[str, str], body: bytes) -> None:
+        """``SignatureVerifier`` decides (signature and the 5-minute timestamp window); only
+        when it refuses do we look at the headers, to say why."""
         assert self._verifier is not None
+        try:
+            valid = self._verifier.is_valid_request(body, headers)
+        except (ValueError, TypeError):
+            # ValueError: a non-numeric timestamp or a non-UTF-8 body; TypeError: a signature
+            # with non-ASCII characters (hmac.compare_digest refuses to compare them).
+            valid = False
+        if not valid:
+            raise self._refusal(headers)
+
+    def _refusal(self, headers: Mapping[str, str]) -> WebhookError:
+        """Why the verifier refused, as the 401 the sender sees."""
         signature = headers.get("x-slack-signature")
         timestamp = headers.get("x-slack-request-timestamp")
         if not signature:
-            raise WebhookError(401, "missing_signature", "X-Slack-Signature header is missing")
+            return WebhookError(401, "missing_signature", "X-Slack-Signature header is missing")
         if not timestamp:
-            raise WebhookError(
-                401, "missing_timestamp", "X-Slack-Request-Timestamp header is missing"
-            )
+            return WebhookError(401, "missing_timestamp", "X-Slack-Request-Timestamp header is missing")
         try:
             sent = int(timestamp.strip())
         except ValueError:
-            raise WebhookError(
-                401,
-                "invalid_timestamp",
-                f"X-Slack-Request-Timestamp must be Unix seconds, got {timestamp[:40]!r}",
-            ) from None
+            return WebhookError(401, "invalid_timestamp",
+                                f"X-Slack-Request-Timestamp must be Unix seconds, got {timestamp[:40]!r}")
         age = self._clock.now() - sent
         if abs(age) > SIGNATURE_MAX_AGE_SECONDS:
-            raise WebhookError(
-                401,
-                "stale_timestamp",
+            return WebhookError(
+                401, "stale_timestamp",
                 f"request timestamp is {abs(age):.0f} s from now; Slack requests more than "
                 f"{SIGNATURE_MAX_AGE_SECONDS // 60} minutes old are refused (replay protection)",
             )
-        try:
-            valid = self._verifier.is_valid_request(body, headers)
-        except ValueError:  # includes UnicodeDecodeError of a non-UTF-8 body
-            valid = False
-        if not valid:
-            raise WebhookError(
-                401,
-                "invalid_signature",
-                "X-Slack-Signature does not match the body signed with SLACK_SIGNING_SECRET",
-            )
+        return WebhookError(
+            401, "invalid_signature",
+            "X-Slack-Signature does not match the body signed with SLACK_SIGNING_SECRET")
 
     def _event_callback(self, envelope: dict[str, Any]) -> WebhookResult:
         event = envelope.get("event")
