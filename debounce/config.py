@@ -1,26 +1,37 @@
 """Settings read from the environment (12-factor).
 
-Every name and default here is the table in ``docs/design.md`` (copied from the shared
-DESIGN.md). :meth:`Settings.from_env` is the only place that reads ``os.environ``; the rest
-of the service receives a :class:`Settings` value, which keeps tests free to build their own.
+Every name and default here is the table in the README. :meth:`Settings.from_env` is the only
+place that reads ``os.environ``; the rest of the service receives a :class:`Settings` value,
+which keeps tests free to build their own. Each default is declared once, here (the service's)
+or in its source's :class:`~integrations.base.Source` (a source's settings and window).
+
+Sources declare their own settings (``integrations.base.SourceSetting``): ``Settings`` accepts
+them as keyword arguments and exposes them as attributes (``settings.<name>``), defaulting to
+what the source declared; this module names no source.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Settings", "SourceWindow"]
+from debounce.retry import DEFAULT_BACKOFF_SECONDS
+from debounce.types import SourceWindow
+from integrations.base import DEFAULT_WINDOW
+
+if TYPE_CHECKING:
+    from integrations.base import SourceSetting
+
+__all__ = ["DEFAULT_WINDOW", "Settings", "SourceWindow"]
 
 
-@dataclass(frozen=True)
-class SourceWindow:
-    """Debounce window and max wait of one source, both in seconds (>= 0)."""
 
-    debounce_seconds: float
-    max_wait_seconds: float
+def _source_settings() -> dict[str, SourceSetting]:
+    import integrations  # the registry imports sources, which import this module
+
+    return integrations.source_settings()
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -43,6 +54,20 @@ def _positive(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+#: The level names ``logging`` knows.
+_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+
+
+def _log_level(env: Mapping[str, str], default: str) -> str:
+    raw = (env.get("DEBOUNCE_LOG_LEVEL") or default).strip().upper()
+    if raw == "WARN":
+        raw = "WARNING"
+    if raw not in _LEVELS:
+        raise ValueError(f"DEBOUNCE_LOG_LEVEL must be one of {', '.join(_LEVELS)}, "
+                         f"got {env.get('DEBOUNCE_LOG_LEVEL')!r}")
+    return raw
+
+
 def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
@@ -61,37 +86,25 @@ def _str(env: Mapping[str, str], name: str) -> str | None:
     return raw if raw else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Settings:
     """The service's configuration.
 
     Times are seconds. ``None`` means "unset" for the optional secrets and tokens; a source
     whose signing secret is unset refuses its webhooks with 503 (see ``integrations``).
+    ``windows`` holds the windows set explicitly (by environment or by a caller); a source
+    missing from it gets the window its :class:`~integrations.base.Source` declares.
+    ``source_values`` holds the sources' own settings that were set (see the module docstring).
+
+    Raises (construction):
+        TypeError: a keyword that is neither a field nor a registered source's setting.
     """
 
     database_url: str | None = None
     port: int = 8000
     data_dir: str = ".debounce"
 
-    notion_token: str | None = None
-    notion_base_url: str = "https://api.notion.com"
-    notion_webhook_secret: str | None = None
-
-    slack_bot_token: str | None = None
-    slack_api_url: str = "https://slack.com/api/"
-    slack_signing_secret: str | None = None
-    #: How far back (seconds) each Slack sync re-reads history before its watermark, so recent
-    #: edits and deletions are seen.
-    slack_lookback_seconds: float = 3600.0
-    #: Our own Slack bot user id (``U…``) or bot id (``B…``); messages it posts are not synced.
-    slack_bot_user_id: str | None = None
-
-    windows: Mapping[str, SourceWindow] = field(
-        default_factory=lambda: {
-            "notion": SourceWindow(300.0, 3600.0),
-            "slack": SourceWindow(30.0, 300.0),
-        }
-    )
+    windows: Mapping[str, SourceWindow] = field(default_factory=dict)
 
     admin_token: str | None = None
     worker_concurrency: int = 8
@@ -100,7 +113,7 @@ class Settings:
     lease_seconds: float = 60.0
     max_attempts: int = 5
     #: Transient-failure backoff schedule in seconds; the last value repeats.
-    backoff_seconds: tuple[float, ...] = (30.0, 120.0, 480.0, 1800.0, 7200.0)
+    backoff_seconds: tuple[float, ...] = DEFAULT_BACKOFF_SECONDS
     max_body_bytes: int = 1_048_576
     log_format: str = "text"
     log_level: str = "INFO"
@@ -111,7 +124,8 @@ class Settings:
     #: How long a request waits for a database connection before answering 503, seconds.
     pool_timeout_seconds: float = 3.0
     #: Longest time a webhook waits for its events to be committed before answering 503
-    #: (seconds; well under Slack's 3 s, so a slow database never counts as a failed delivery).
+    #: (seconds; well under the senders' delivery timeouts (3 s at the shortest), so a slow database
+    #: never counts as a failed delivery).
     #: Also the web's ``statement_timeout``: a statement past it is cancelled and rolled back.
     webhook_deadline_seconds: float = 2.0
     pool_max_size: int = 10
@@ -120,9 +134,55 @@ class Settings:
     #: How long finished (completed/failed) jobs are kept before ``prune``, in seconds.
     job_retention_seconds: float = 7 * 86400.0
 
+    source_values: Mapping[str, Any] = field(default_factory=dict)
+
+    def __init__(self, **values: Any) -> None:
+        own = {f.name: f for f in fields(Settings)}
+        extra = dict(values.pop("source_values", None) or {})
+        for key in [k for k in values if k not in own]:
+            extra[key] = values.pop(key)
+        if extra:
+            declared = _source_settings()
+            unknown = sorted(k for k in extra if k not in declared)
+            if unknown:
+                raise TypeError(f"Settings got unknown setting(s): {', '.join(unknown)}")
+        for name, f in own.items():
+            if name == "source_values":
+                continue
+            if name in values:
+                value = values[name]
+            elif callable(f.default_factory):
+                value = f.default_factory()
+            else:
+                value = f.default
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "source_values", extra)
+
+    def __getattr__(self, name: str) -> Any:
+        """A source's setting: the value set, else the default its source declared.
+
+        Raises:
+            AttributeError: no field and no registered source's setting has that name.
+        """
+        if name.startswith("_"):
+            raise AttributeError(name)
+        values = self.__dict__.get("source_values") or {}
+        if name in values:
+            return values[name]
+        declared = _source_settings().get(name)
+        if declared is None:
+            raise AttributeError(f"{type(self).__name__!r} has no setting {name!r}")
+        return declared.default
+
     def window(self, source_type: str) -> SourceWindow:
-        """Debounce window of ``source_type``; unknown sources get Slack-like 30 s / 300 s."""
-        return self.windows.get(source_type, SourceWindow(30.0, 300.0))
+        """Debounce window of ``source_type``: the one set, else its source's default, else
+        :data:`DEFAULT_WINDOW` (30 s / 300 s)."""
+        if source_type in self.windows:
+            return self.windows[source_type]
+        import integrations
+
+        source = integrations.sources().get(source_type)
+        return source.window if source is not None else DEFAULT_WINDOW
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
@@ -136,11 +196,12 @@ class Settings:
             ValueError: a variable is present but malformed (names the variable).
         """
         env = os.environ if env is None else env
-        log_format = env.get("DEBOUNCE_LOG_FORMAT", "text").strip().lower() or "text"
+        d = cls()
+        log_format = env.get("DEBOUNCE_LOG_FORMAT", d.log_format).strip().lower() or d.log_format
         if log_format not in ("text", "json"):
             raise ValueError(f"DEBOUNCE_LOG_FORMAT must be 'text' or 'json', got {log_format!r}")
         backoff_raw = env.get("DEBOUNCE_BACKOFF_SECONDS")
-        backoff = cls.backoff_seconds
+        backoff = d.backoff_seconds
         if backoff_raw:
             try:
                 backoff = tuple(float(x) for x in backoff_raw.split(",") if x.strip())
@@ -151,44 +212,39 @@ class Settings:
             if not backoff or any(b < 0 for b in backoff):
                 raise ValueError("DEBOUNCE_BACKOFF_SECONDS must list non-negative seconds")
         source_concurrency_raw = env.get("DEBOUNCE_WORKER_SOURCE_CONCURRENCY")
+        import integrations
+
+        source_values: dict[str, Any] = {}
+        windows: dict[str, SourceWindow] = {}
+        for source in integrations.sources().values():
+            for setting in source.settings:
+                source_values[setting.name] = setting.parse(env.get(setting.env))
+            debounce, max_wait = source.window_settings()
+            windows[source.source_type] = SourceWindow(debounce.parse(env.get(debounce.env)),
+                                                       max_wait.parse(env.get(max_wait.env)))
         return cls(
             database_url=_str(env, "DATABASE_URL"),
-            port=_int(env, "PORT", 8000),
-            data_dir=env.get("DEBOUNCE_DATA_DIR") or ".debounce",
-            notion_token=_str(env, "NOTION_TOKEN"),
-            notion_base_url=env.get("NOTION_BASE_URL") or "https://api.notion.com",
-            notion_webhook_secret=_str(env, "NOTION_WEBHOOK_SECRET"),
-            slack_bot_token=_str(env, "SLACK_BOT_TOKEN"),
-            slack_api_url=env.get("SLACK_API_URL") or "https://slack.com/api/",
-            slack_signing_secret=_str(env, "SLACK_SIGNING_SECRET"),
-            slack_bot_user_id=_str(env, "SLACK_BOT_USER_ID"),
-            slack_lookback_seconds=_float(env, "SLACK_LOOKBACK_SECONDS", 3600.0),
-            windows={
-                "notion": SourceWindow(
-                    _float(env, "NOTION_DEBOUNCE_SECONDS", 300.0),
-                    _float(env, "NOTION_MAX_WAIT_SECONDS", 3600.0),
-                ),
-                "slack": SourceWindow(
-                    _float(env, "SLACK_DEBOUNCE_SECONDS", 30.0),
-                    _float(env, "SLACK_MAX_WAIT_SECONDS", 300.0),
-                ),
-            },
+            port=_int(env, "PORT", d.port),
+            data_dir=env.get("DEBOUNCE_DATA_DIR") or d.data_dir,
+            windows=windows,
+            source_values=source_values,
             admin_token=_str(env, "DEBOUNCE_ADMIN_TOKEN"),
-            worker_concurrency=_int(env, "DEBOUNCE_WORKER_CONCURRENCY", 8),
+            worker_concurrency=_int(env, "DEBOUNCE_WORKER_CONCURRENCY", d.worker_concurrency),
             worker_source_concurrency=(
                 _int(env, "DEBOUNCE_WORKER_SOURCE_CONCURRENCY", 1)
                 if source_concurrency_raw
                 else None
             ),
-            lease_seconds=_float(env, "DEBOUNCE_LEASE_SECONDS", 60.0),
-            max_attempts=_int(env, "DEBOUNCE_MAX_ATTEMPTS", 5),
+            lease_seconds=_positive(env, "DEBOUNCE_LEASE_SECONDS", d.lease_seconds),
+            max_attempts=_int(env, "DEBOUNCE_MAX_ATTEMPTS", d.max_attempts),
             backoff_seconds=backoff,
-            max_body_bytes=_int(env, "DEBOUNCE_MAX_BODY_BYTES", 1_048_576),
+            max_body_bytes=_int(env, "DEBOUNCE_MAX_BODY_BYTES", d.max_body_bytes),
             log_format=log_format,
-            log_level=(env.get("DEBOUNCE_LOG_LEVEL") or "INFO").upper(),
-            shutdown_grace_seconds=_float(env, "DEBOUNCE_SHUTDOWN_GRACE_SECONDS", 25.0),
-            poll_interval_seconds=_float(env, "DEBOUNCE_POLL_INTERVAL_SECONDS", 2.0),
-            pool_timeout_seconds=_float(env, "DEBOUNCE_POOL_TIMEOUT_SECONDS", 3.0),
-            webhook_deadline_seconds=_positive(env, "DEBOUNCE_WEBHOOK_DEADLINE_SECONDS", 2.0),
-            pool_max_size=_int(env, "DEBOUNCE_POOL_MAX_SIZE", 10),
+            log_level=_log_level(env, d.log_level),
+            shutdown_grace_seconds=_float(env, "DEBOUNCE_SHUTDOWN_GRACE_SECONDS", d.shutdown_grace_seconds),
+            poll_interval_seconds=_positive(env, "DEBOUNCE_POLL_INTERVAL_SECONDS", d.poll_interval_seconds),
+            pool_timeout_seconds=_positive(env, "DEBOUNCE_POOL_TIMEOUT_SECONDS", d.pool_timeout_seconds),
+            webhook_deadline_seconds=_positive(env, "DEBOUNCE_WEBHOOK_DEADLINE_SECONDS",
+                                               d.webhook_deadline_seconds),
+            pool_max_size=_int(env, "DEBOUNCE_POOL_MAX_SIZE", d.pool_max_size),
         )

@@ -6,8 +6,6 @@ transaction the caller controls) or an ``AsyncConnectionPool`` (the web and work
 
 from __future__ import annotations
 
-import asyncio
-import random
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, LiteralString, TypeAlias
@@ -20,7 +18,6 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from debounce.sql import queries
 
 __all__ = [
-    "Backoff",
     "Db",
     "TRANSIENT_SQLSTATE_CLASSES",
     "TRANSIENT_SQLSTATES",
@@ -103,37 +100,6 @@ def is_transient(exc: BaseException) -> bool:
             return isinstance(exc, psycopg.OperationalError)
         return state in TRANSIENT_SQLSTATES or state.startswith(TRANSIENT_SQLSTATE_CLASSES)
     return False
-
-
-class Backoff:
-    """Exponential backoff with jitter for loops that retry while the database is away.
-
-    ``next()`` returns the seconds to wait before the next try: ``initial``, doubled each
-    call up to ``cap``, each scaled by a uniform factor in ``[1 - jitter, 1 + jitter]`` so
-    that many processes do not retry in step; ``reset()`` after a success.
-    """
-
-    def __init__(self, initial: float = 0.5, cap: float = 30.0, *, jitter: float = 0.2) -> None:
-        self.initial = initial
-        self.cap = cap
-        self.jitter = jitter
-        self._current = initial
-
-    def next(self) -> float:
-        """Seconds to wait now; the following call waits twice as long (up to ``cap``)."""
-        delay = self._current
-        self._current = min(self._current * 2, self.cap)
-        return max(0.0, delay * random.uniform(1 - self.jitter, 1 + self.jitter))
-
-    def reset(self) -> None:
-        """Start again from ``initial`` (call after a success)."""
-        self._current = self.initial
-
-    async def sleep(self) -> float:
-        """Sleep :meth:`next` seconds; returns how long."""
-        delay = self.next()
-        await asyncio.sleep(delay)
-        return delay
 
 
 #: TCP keepalives on every pooled connection (libpq parameters): a connection whose peer

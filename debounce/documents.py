@@ -101,8 +101,8 @@ class WriteOutcome(enum.StrEnum):
 class Document:
     """One document as an integration renders it.
 
-    ``document_id`` is unique within ``source_type`` (Notion: the page or database id; Slack:
-    ``"<channel>/<thread_ts>"``). ``content`` is Markdown. ``source_updated_at`` is the
+    ``document_id`` is unique within ``source_type`` (the page's id, or the id of a part of
+    the page such as a thread, ``"<channel>/<thread_ts>"``). ``content`` is Markdown. ``source_updated_at`` is the
     source's own last-edit time, timezone-aware UTC, or ``None`` if unknown.
     """
 

@@ -19,7 +19,7 @@ class WebMetrics:
       the error: ``invalid_signature``, ``malformed_body``, ``payload_too_large``,
       ``database_unavailable``, …);
     - ``debounce_webhook_warnings_total{source}``: deliveries the operator should hear about
-      (Slack ``app_rate_limited``: Slack dropped events for a minute);
+      (a source saying it dropped events, for instance);
     - ``debounce_enqueue_seconds``: time to debounce one delivery's events (seconds);
     - ``debounce_jobs{source, state}`` and ``debounce_oldest_due_age_seconds``: queue depth
       and lag, read from the database at scrape time.
@@ -35,7 +35,7 @@ class WebMetrics:
         )
         self.warnings = Counter(
             "debounce_webhook_warnings",
-            "Deliveries that carry a warning for the operator (e.g. Slack app_rate_limited).",
+            "Deliveries that carry a warning for the operator (e.g. the source dropped events).",
             ["source"],
             registry=self.registry,
         )

@@ -31,6 +31,7 @@ from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
 from debounce.db import Db, fetch_all, fetch_one
+from debounce.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
 from debounce.sql import queries
 from debounce.types import (
     EnqueueOutcome,
@@ -75,8 +76,6 @@ _Q = queries("queue")
 
 #: LISTEN/NOTIFY channel on which a job that becomes due *now* is announced (payload: source).
 NOTIFY_CHANNEL = "debounce_jobs"
-#: Default transient-failure backoff (seconds) for attempts 1, 2, 3, …; the last repeats.
-DEFAULT_BACKOFF_SECONDS: tuple[float, ...] = (30.0, 120.0, 480.0, 1800.0, 7200.0)
 #: Priority of a manual re-sync (webhook events default to 0; higher is claimed first).
 RESYNC_PRIORITY = 100
 #: Longest text kept in ``last_error``.
@@ -84,7 +83,7 @@ MAX_ERROR_CHARS = 2000
 #: Longest source type, page id or event id accepted, in UTF-8 bytes. They are index keys
 #: (``sync_jobs_active_page``, ``seen_events``, ``documents``), and a B-tree entry must fit in
 #: a third of a page (about 2 700 bytes, PostgreSQL's ``ProgramLimitExceeded`` beyond): the
-#: sources' ids are far shorter (Notion: 36-character UUIDs; Slack: ``C…``/``Ev…`` ids).
+#: sources' ids are far shorter (UUIDs, short opaque ids).
 MAX_KEY_BYTES = 512
 #: Deepest JSON nesting accepted in a payload (PostgreSQL's jsonb parser recurses, and a
 #: body nested thousands deep exhausts its stack).
@@ -209,27 +208,6 @@ def _job(row: Mapping[str, Any] | None) -> SyncJob | None:
     if row is None or row.get("id") is None:
         return None
     return SyncJob.from_row(dict(row))
-
-
-def backoff_delay(
-    attempts: int,
-    schedule: Sequence[float] = DEFAULT_BACKOFF_SECONDS,
-    *,
-    jitter: float = 0.2,
-    rng: random.Random | None = None,
-) -> float:
-    """Seconds to wait after failed attempt number ``attempts`` (1-based).
-
-    ``schedule[attempts - 1]`` (the last entry repeats) scaled by a uniform factor in
-    ``[1 - jitter, 1 + jitter]`` so that many jobs failing together do not retry together.
-    """
-    if not schedule:
-        raise ValueError("backoff schedule must not be empty")
-    if not 0 <= jitter < 1:
-        raise ValueError(f"jitter must be in [0, 1), got {jitter!r}")
-    base = schedule[min(max(attempts, 1), len(schedule)) - 1]
-    factor = 1.0 + (rng or random).uniform(-jitter, jitter) if jitter else 1.0
-    return max(0.0, base * factor)
 
 
 async def enqueue(
@@ -613,7 +591,7 @@ async def list_jobs(
 async def stats(db: Db, *, now: datetime | None = None) -> dict[str, Any]:
     """Queue statistics::
 
-        {"by_source": {"notion": {"pending": 3, "processing": 1, "completed": 10, "failed": 0,
+        {"by_source": {"<source>": {"pending": 3, "processing": 1, "completed": 10, "failed": 0,
                                   "oldest_due_age_seconds": 4.2}, ...},
          "totals": {"pending": .., "processing": .., "completed": .., "failed": ..},
          "oldest_due_age_seconds": 4.2}

@@ -12,8 +12,17 @@ __all__ = [
     "EnqueueResult",
     "JobEvent",
     "JobStatus",
+    "SourceWindow",
     "SyncJob",
 ]
+
+
+@dataclass(frozen=True)
+class SourceWindow:
+    """Debounce window and max wait of one source, both in seconds (>= 0)."""
+
+    debounce_seconds: float
+    max_wait_seconds: float
 
 
 def _utc(value: datetime) -> datetime:

@@ -40,8 +40,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
 from debounce.config import Settings
-from debounce.db import Backoff, is_transient
+from debounce.db import is_transient
 from debounce.documents import LeaseLost, claim_fence
+from debounce.retry import Backoff
 from debounce.types import SyncJob
 from integrations.base import Integration, PermanentError, RateLimited
 

@@ -1,60 +1,108 @@
-"""Registry of sources: ``source_type`` → integration.
+"""The registry of sources: ``source_type`` → :class:`~integrations.base.Source`.
 
-Every module or subpackage of this package other than ``base`` (and names starting with ``_``)
-is a source. It defines (or re-exports) ``SOURCE_TYPE`` and ``create(settings, store) ->
-Integration``; adding a source is adding one folder (``integrations/<source>/``). ``store``
-is ``None`` in the web process, which only parses webhooks.
+Explicit: the built-in sources are listed in :data:`BUILTIN`; a third-party source joins
+through an entry point in the ``debounce.integrations`` group whose object is a
+:class:`~integrations.base.Source` (``[project.entry-points."debounce.integrations"]
+mysource = "mypackage.source:SOURCE"``); tests and embedders may :func:`register` one at run
+time. A source is a package with the rooms ``webhook``, ``client``, ``render``, ``sync``
+(see ``integrations/notion/``); adding one is adding one folder and one line here, or one
+entry point.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-import pkgutil
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import logging
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
-from integrations.base import Integration
+from integrations.base import Factory, Integration, Source, SourceSetting
 
 if TYPE_CHECKING:
     from debounce.config import Settings
     from debounce.documents import DocumentStore
 
-__all__ = ["source_types", "create", "create_all", "register", "UnknownSource"]
+__all__ = [
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
+    "UnknownSource",
+    "create",
+    "create_all",
+    "get",
+    "register",
+    "source_settings",
+    "source_types",
+    "sources",
+]
 
-Factory = Callable[["Settings", "DocumentStore | None"], Integration]
+log = logging.getLogger("integrations")
 
-_extra: dict[str, Factory] = {}
+#: The built-in sources: module path of each package exposing ``SOURCE``.
+BUILTIN = ("integrations.notion", "integrations.slack")
+#: The entry point group third-party sources register under.
+ENTRY_POINT_GROUP = "debounce.integrations"
+
+_extra: dict[str, Source] = {}
 
 
 class UnknownSource(KeyError):
-    """No integration is registered under this ``source_type``."""
+    """No source is registered under this ``source_type``."""
 
 
-def _discovered() -> dict[str, Factory]:
-    found: dict[str, Factory] = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name == "base" or info.name.startswith("_"):
+@functools.cache
+def _installed() -> dict[str, Source]:
+    found: dict[str, Source] = {}
+    for module_name in BUILTIN:
+        source = importlib.import_module(module_name).SOURCE
+        found[source.source_type] = source
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            source = point.load()
+        except Exception as exc:  # a broken plug-in must not take the service down
+            log.error("cannot load source %s from %s: %s", point.name, point.value, exc)
             continue
-        module: Any = importlib.import_module(f"{__name__}.{info.name}")
-        source = getattr(module, "SOURCE_TYPE", None)
-        factory = getattr(module, "create", None)
-        if isinstance(source, str) and callable(factory):
-            found[source] = factory
+        if isinstance(source, Source):
+            found[source.source_type] = source
+        else:
+            log.error("entry point %s (%s) is not an integrations.base.Source", point.name,
+                      point.value)
     return found
 
 
-def _factories() -> dict[str, Factory]:
-    return {**_discovered(), **_extra}
+def sources() -> dict[str, Source]:
+    """Every registered source by source type (built-in, entry points, then run-time)."""
+    return {**_installed(), **_extra}
 
 
 def source_types() -> list[str]:
     """The registered source types, sorted."""
-    return sorted(_factories())
+    return sorted(sources())
 
 
-def register(source_type: str, factory: Factory) -> None:
-    """Register (or replace) a source at run time; for tests and embedders."""
-    _extra[source_type] = factory
+def get(source_type: str) -> Source:
+    """The source registered under ``source_type``.
+
+    Raises:
+        UnknownSource: nothing is registered under that name.
+    """
+    source = sources().get(source_type)
+    if source is None:
+        raise UnknownSource(source_type)
+    return source
+
+
+def register(source_type: str, factory: Factory | Source) -> None:
+    """Register (or replace) a source at run time, for tests and embedders: a full
+    :class:`Source`, or just the factory of its integration."""
+    _extra[source_type] = (factory if isinstance(factory, Source)
+                           else Source(source_type=source_type, create=factory))
+
+
+def source_settings() -> dict[str, SourceSetting]:
+    """Every source's settings by attribute name (what :class:`~debounce.config.Settings`
+    accepts besides its own fields)."""
+    return {s.name: s for source in sources().values() for s in source.settings}
 
 
 def create(
@@ -65,12 +113,9 @@ def create(
     Raises:
         UnknownSource: nothing is registered under that name.
     """
-    factory = _factories().get(source_type)
-    if factory is None:
-        raise UnknownSource(source_type)
-    return factory(settings, store)
+    return get(source_type).create(settings, store)
 
 
 def create_all(settings: Settings, store: DocumentStore | None = None) -> dict[str, Integration]:
     """Every registered integration, keyed by source type."""
-    return {name: factory(settings, store) for name, factory in sorted(_factories().items())}
+    return {name: source.create(settings, store) for name, source in sorted(sources().items())}

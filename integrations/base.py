@@ -1,21 +1,38 @@
-"""The boundary between the generic service and one source (Notion, Slack, …).
+"""The boundary between the generic service and one source (Notion, Slack, …): the whole
+contract a source implements.
 
-An integration is one package with one class that both *parses* its source's webhooks (web
-process) and *syncs* one page (worker process). The service never looks inside a payload and an
-integration never touches ``sync_jobs``: it receives a :class:`~debounce.types.SyncJob`, writes
-documents through :class:`~debounce.documents.DocumentStore`, and reports the outcome by
-returning or by raising one of the errors below.
+A source is a package under ``integrations/`` (or a third-party distribution, through the
+``debounce.integrations`` entry point group) that exposes one :class:`Source`: its
+``source_type``, the settings it reads from the environment, its default debounce window, how
+its webhooks are signed (for ``debounce send``), how it spells page ids, its local stand-in
+for ``debounce serve --demo``, and the factory of its :class:`Integration`. The service —
+configuration, CLI, web, worker — iterates the registry and names no source.
+
+An :class:`Integration` both *parses* its source's webhooks (web process) and *syncs* one page
+(worker process). The service never looks inside a payload and an integration never touches
+``sync_jobs``: it receives a :class:`~debounce.types.SyncJob`, writes documents through
+:class:`~debounce.documents.DocumentStore`, and reports the outcome by returning or by raising
+one of the errors below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
-from debounce.types import SyncJob
+from debounce.types import SourceWindow, SyncJob
+
+if TYPE_CHECKING:
+    from debounce.config import Settings
+    from debounce.documents import DocumentStore
 
 __all__ = [
+    "DemoSetup",
+    "Factory",
+    "Source",
+    "SourceSetting",
+    "SourceWindow",
     "PageEvent",
     "WebhookResult",
     "SyncResult",
@@ -142,6 +159,117 @@ class Integration(Protocol):
     async def aclose(self) -> None:
         """Release HTTP clients; called once when the worker stops."""
         ...
+
+
+@dataclass(frozen=True)
+class SourceSetting:
+    """One setting a source reads from the environment.
+
+    ``name`` is the attribute on :class:`~debounce.config.Settings` (``settings.<name>``),
+    ``env`` the variable, ``default`` the value when it is unset or empty; ``kind`` is
+    ``"str"`` (kept as given), ``"seconds"`` (a number >= 0) or ``"secret"`` (a string never
+    shown). ``help`` is one line for the README's configuration table.
+    """
+
+    name: str
+    env: str
+    default: Any = None
+    kind: str = "str"
+    help: str = ""
+
+    def parse(self, raw: str | None) -> Any:
+        """The value of ``raw`` (the variable's text, ``None`` if unset).
+
+        Raises:
+            ValueError: not a number of seconds >= 0 for a ``seconds`` setting (names the
+                variable).
+        """
+        if raw is None or raw.strip() == "":
+            return self.default
+        if self.kind == "seconds":
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ValueError(f"{self.env} must be a number of seconds, got {raw!r}") from None
+            if value < 0:
+                raise ValueError(f"{self.env} must be >= 0, got {raw!r}")
+            return value
+        return raw
+
+
+@dataclass(frozen=True)
+class DemoSetup:
+    """What a source's stand-in for ``debounce serve --demo`` gives the service: settings to
+    apply (its API base URL and token), the demo window, the example webhook files (names in
+    ``examples/<source_type>/``, glob patterns allowed) the tour posts, where the stand-in
+    listens (``url``, for the log), and ``stop`` to call at exit."""
+
+    settings: dict[str, Any]
+    window: SourceWindow
+    examples: tuple[str, ...]
+    url: str
+    stop: Callable[[], None]
+
+
+Factory: TypeAlias = "Callable[[Settings, DocumentStore | None], Integration]"
+#: The window of a source that declares none, seconds.
+DEFAULT_WINDOW = SourceWindow(30.0, 300.0)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source as the service sees it (see the module docstring).
+
+    - ``source_type``: the ``{source}`` of ``POST /webhooks/{source}`` and of its jobs;
+    - ``create(settings, store)``: its :class:`Integration` (``store`` is ``None`` in the web
+      process, which only parses);
+    - ``settings``: what it reads from the environment; ``env_prefix`` names its window
+      variables (``<PREFIX>_DEBOUNCE_SECONDS``, ``<PREFIX>_MAX_WAIT_SECONDS``) whose defaults
+      are ``window``;
+    - ``secret_setting``: the name of the setting holding its webhook signing secret, and
+      ``demo_secret`` the one ``serve --demo`` uses when it is unset;
+    - ``sign(body, secret, timestamp)``: the headers that sign ``body`` as the source does
+      (``debounce send``, tests); ``timestamp`` is Unix seconds or ``None`` for now;
+    - ``normalize_page_id``: the job key spelling of a page id given by a person (manual
+      re-sync, CLI);
+    - ``handshake_command``: the CLI command that prints the handshake token the source sent
+      (``None`` if it has no handshake);
+    - ``demo()``: start the source's local stand-in and say how to use it
+      (:class:`DemoSetup`); ``None`` when it has none.
+    """
+
+    source_type: str
+    create: Factory
+    settings: tuple[SourceSetting, ...] = ()
+    env_prefix: str = ""
+    window: SourceWindow = DEFAULT_WINDOW
+    secret_setting: str | None = None
+    demo_secret: str | None = None
+    sign: Callable[[bytes, str, int | None], dict[str, str]] | None = None
+    normalize_page_id: Callable[[str], str] = str.strip
+    handshake_command: str | None = None
+    demo: Callable[[], DemoSetup] | None = None
+
+    def signing_secret(self, settings: Settings) -> str | None:
+        """The configured webhook signing secret (``None`` when unset)."""
+        if self.secret_setting is None:
+            return None
+        value = getattr(settings, self.secret_setting)
+        return str(value) if value else None
+
+    def secret_env(self) -> str | None:
+        """The environment variable of the webhook signing secret (``None`` if none)."""
+        return next((s.env for s in self.settings if s.name == self.secret_setting), None)
+
+    def window_settings(self) -> tuple[SourceSetting, SourceSetting]:
+        """The two window variables, with this source's defaults."""
+        prefix = self.env_prefix or self.source_type.upper()
+        return (
+            SourceSetting("debounce_seconds", f"{prefix}_DEBOUNCE_SECONDS",
+                          self.window.debounce_seconds, "seconds", "debounce window"),
+            SourceSetting("max_wait_seconds", f"{prefix}_MAX_WAIT_SECONDS",
+                          self.window.max_wait_seconds, "seconds", "max wait"),
+        )
 
 
 def header(headers: Mapping[str, str] | None, name: str) -> str | None:

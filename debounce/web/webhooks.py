@@ -4,7 +4,8 @@ The source's integration verifies the signature and maps the delivery to page ev
 the events are validated, debounced in one statement batched with concurrent deliveries
 (:class:`~debounce.batcher.EnqueueBatcher`), and answered only after that statement committed
 (a 2xx means committed). The whole wait is bounded by ``DEBOUNCE_WEBHOOK_DEADLINE_SECONDS``:
-past it the answer is 503, well inside Slack's 3 s. No source API is called on this path.
+past it the answer is 503, well inside the shortest sender
+timeout (3 s). No source API is called on this path.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import psycopg
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+import integrations
 from debounce import queue
 from debounce.db import fetch_one, is_transient
 from debounce.sql import queries
@@ -115,10 +117,12 @@ async def _handshake(state: WebState, source: str, token: str) -> Response:
         if is_transient(exc):
             raise db_unavailable(exc) from None
         raise
+    spec = integrations.sources().get(source)
     log.warning(
         "%s verification token received: %r — paste it into the source's webhook settings to "
-        "verify the endpoint, then set it as the source's signing secret (also shown by "
-        "`debounce notion-token`)", source, token, extra={"source": source},
+        "verify the endpoint, then set it as %s (also shown by `debounce %s`)", source, token,
+        (spec.secret_env() if spec else None) or "the source's signing secret",
+        (spec.handshake_command if spec else None) or "documents", extra={"source": source},
     )
     state.metrics.webhooks.labels(source, "handshake").inc()
     return JSONResponse({"ok": True, "detail": "verification token received"})

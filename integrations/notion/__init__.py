@@ -2,8 +2,8 @@
 
 The package's rooms: ``webhook.py`` (verify, parse, id spelling), ``client.py`` (the SDK client,
 retries, error codes), ``render.py`` (blocks, rich text, properties and schemas → Markdown),
-``sync.py`` (:class:`NotionIntegration`: the sync paths, writing ``documents``). The registry
-(``integrations/__init__.py``) finds ``SOURCE_TYPE`` and ``create`` here.
+``sync.py`` (:class:`NotionIntegration`: the sync paths, writing ``documents``),
+``source.py`` (:data:`SOURCE`, what the registry in ``integrations/__init__.py`` lists).
 
 Parse half — https://developers.notion.com/reference/webhooks and
 https://developers.notion.com/reference/webhooks-events-delivery:
@@ -31,11 +31,13 @@ and hands a long ``Retry-After`` back to the queue as :class:`~integrations.base
 
 from integrations.notion.client import NOTION_VERSION
 from integrations.notion.render import BlockNode, render_blocks, render_rich_text
+from integrations.notion.source import SOURCE
 from integrations.notion.sync import SOURCE_TYPE, NotionIntegration, create
 from integrations.notion.webhook import normalize_id
 
 __all__ = [
     "NOTION_VERSION",
+    "SOURCE",
     "SOURCE_TYPE",
     "BlockNode",
     "NotionIntegration",

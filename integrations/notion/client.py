@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping
-from email.utils import parsedate_to_datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from notion_client import AsyncClient
@@ -21,6 +19,7 @@ from notion_client.client import ClientOptions
 from notion_client.errors import APIErrorCode, APIResponseError, HTTPResponseError
 
 from debounce.config import Settings
+from debounce.retry import parse_retry_after
 from integrations.base import PermanentError, RateLimited
 
 __all__ = ["DEFAULT_RETRY_AFTER", "NOTION_VERSION", "NotionClient"]
@@ -50,21 +49,6 @@ _WRONG_KIND_CODES = frozenset(
 
 #: Retry-After to assume when a 429 carries none, seconds.
 DEFAULT_RETRY_AFTER = 30.0
-
-
-def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` as seconds (delta-seconds or an HTTP date), ``None`` if absent/invalid."""
-    raw = headers.get("retry-after")
-    if not raw:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
 
 
 def _code(error: HTTPResponseError) -> str:
@@ -131,7 +115,7 @@ class NotionClient:
                 code = _code(exc)
                 can_retry = attempt < len(self.retry_delays)
                 if exc.status == 429 or code == APIErrorCode.RateLimited.value:
-                    wait = _retry_after_seconds(exc.headers)
+                    wait = parse_retry_after(exc.headers)
                     if wait is not None and wait <= self.max_inline_wait and can_retry:
                         log.info("notion: rate limited, waiting %.1f s in process", wait)
                         await asyncio.sleep(wait)

@@ -2,8 +2,8 @@
 
 The package's rooms: ``webhook.py`` (verify, parse), ``client.py`` (the Web API client, 429s and
 error codes), ``render.py`` (mrkdwn → Markdown, thread documents, fingerprints), ``sync.py``
-(:class:`SlackIntegration` and the channel sync). The registry (``integrations/__init__.py``)
-finds ``SOURCE_TYPE`` and ``create`` here.
+(:class:`SlackIntegration` and the channel sync). ``source.py`` (:data:`SOURCE`, what the
+registry in ``integrations/__init__.py`` lists).
 
 **Parse half** (web process, no I/O). Every delivery is verified with Slack's request signing
 (``X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:<timestamp>:<body>">`` keyed by the app's
@@ -31,9 +31,11 @@ it is written only after the documents it describes. See ``docs/slack.md`` for t
 
 from integrations.slack.client import SlackApiFailure
 from integrations.slack.render import SOURCE_TYPE, mrkdwn_to_markdown, render_thread
+from integrations.slack.source import SOURCE
 from integrations.slack.sync import SlackIntegration, create
 
 __all__ = [
+    "SOURCE",
     "SOURCE_TYPE",
     "SlackApiFailure",
     "SlackIntegration",

@@ -16,7 +16,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from debounce.config import Settings
-from integrations.base import PermanentError, RateLimited, header
+from debounce.retry import parse_retry_after
+from integrations.base import PermanentError, RateLimited
 
 __all__ = [
     "DEFAULT_RETRY_AFTER_SECONDS",
@@ -62,12 +63,9 @@ class _ChannelGone(Exception):
         self.method = method
 
 
-def _retry_after(headers: Any) -> float:
-    raw = header(headers, "Retry-After")
-    try:
-        return max(0.0, float(raw)) if raw is not None else DEFAULT_RETRY_AFTER_SECONDS
-    except ValueError:
-        return DEFAULT_RETRY_AFTER_SECONDS
+def _retry_after(response: Any) -> float:
+    wait = parse_retry_after(getattr(response, "headers", None))
+    return DEFAULT_RETRY_AFTER_SECONDS if wait is None else wait
 
 
 async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dict[str, Any] | None:
@@ -94,7 +92,7 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
         code = data.get("error") if isinstance(data, dict) else None
         if status == 429 or code == "ratelimited":
             raise RateLimited(
-                _retry_after(getattr(response, "headers", None)),
+                _retry_after(response),
                 f"Slack {method} rate limited",
             ) from None
         if code == "channel_not_found":

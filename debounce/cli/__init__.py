@@ -1,0 +1,95 @@
+"""The ``debounce`` command (also ``python -m debounce``).
+
+Configuration comes from the environment (see the README); ``debounce --help`` and
+``debounce COMMAND --help`` explain each command. Rooms: :mod:`.parser` (the commands and
+their help), :mod:`.processes` (worker, web, serve), :mod:`.demo` (``serve --demo``),
+:mod:`.send` (signing and ``debounce send``), :mod:`.admin` (the admin commands' table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from debounce.cli.admin import COMMANDS
+from debounce.cli.demo import EXAMPLES
+from debounce.cli.parser import build_parser
+from debounce.cli.processes import database, run_worker, serve
+from debounce.cli.send import send, sign_request
+from debounce.config import Settings
+from debounce.db import open_pool
+from debounce.logs import configure
+from debounce.migrate import migrate
+
+__all__ = ["EXAMPLES", "build_parser", "main", "run_worker", "sign_request"]
+
+
+async def _migrate(settings: Settings) -> int:
+    async with database(settings) as s:
+        assert s.database_url
+        applied = await migrate(s.database_url)
+        print("applied: " + ", ".join(applied) if applied else "schema up to date")
+    return 0
+
+
+async def _worker(settings: Settings) -> int:
+    async with database(settings) as s:
+        return await run_worker(s)
+
+
+async def _admin(args: argparse.Namespace, settings: Settings) -> int:
+    async with database(settings) as s:
+        assert s.database_url
+        await migrate(s.database_url)
+        pool = open_pool(s.database_url, max_size=2)
+        await pool.open(wait=True, timeout=30)
+        try:
+            return await COMMANDS[args.command](args, s, pool)
+        finally:
+            await pool.close()
+
+
+def _command(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any, int]:
+    if args.command == "migrate":
+        return _migrate(settings)
+    if args.command == "worker":
+        return _worker(settings)
+    if args.command in ("serve", "web"):
+        return serve(settings, args.host, args.port, demo=getattr(args, "demo", False),
+                     with_worker=args.command == "serve")
+    if args.command == "send":
+        return send(args.source, args.files, args.url, args.secret, settings)
+    return _admin(args, settings)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``debounce``; returns the process exit code. A configuration or
+    database error is one line on stderr and exit code 2 or 1, never a traceback."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except ValueError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure(settings.log_format, settings.log_level)
+    if getattr(args, "port", 0) is None:
+        args.port = settings.port
+    if getattr(args, "url", 0) is None:
+        args.url = f"http://127.0.0.1:{settings.port}"
+    try:
+        return asyncio.run(_command(args, settings))
+    except KeyboardInterrupt:
+        return 130
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        print(f"database error: {first}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,120 @@
+"""The admin commands: each a coroutine ``(args, settings, pool) -> exit code``, in one table
+(:data:`COMMANDS`) the parser and ``main`` share."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import integrations
+from debounce import queue
+from debounce.config import Settings
+from debounce.db import fetch_all, fetch_one
+from debounce.sql import queries
+
+__all__ = ["COMMANDS", "handshake_commands"]
+
+Command = Callable[[argparse.Namespace, Settings, Any], Awaitable[int]]
+
+
+def _print(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(message, file=sys.stderr)
+    return code
+
+
+async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
+    """Manual re-sync of one page (due now)."""
+    source = integrations.sources().get(args.source)
+    if source is None:
+        return _fail(f"unknown source {args.source!r} (known: "
+                     f"{', '.join(integrations.source_types())})", 2)
+    page_id = source.normalize_page_id(args.page_id)
+    _print((await queue.resync(pool, args.source, page_id, max_attempts=settings.max_attempts))
+           .to_json())
+    return 0
+
+
+async def jobs(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
+    """Jobs newest first, as JSON."""
+    page = await queue.list_jobs(pool, status=args.status, source_type=args.source,
+                                 limit=args.limit, cursor=args.cursor)
+    _print({"jobs": [j.to_json() for j in page.jobs], "next_cursor": page.next_cursor})
+    return 0
+
+
+async def stats(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
+    """Queue statistics as JSON."""
+    _print(await queue.stats(pool))
+    return 0
+
+
+async def retry(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
+    """Retry a failed job now."""
+    try:
+        _print((await queue.retry(pool, args.job_id)).to_json())
+    except (queue.JobNotFound, queue.JobConflict) as exc:
+        reason = f"no job {exc}" if isinstance(exc, queue.JobNotFound) else str(exc)
+        return _fail(f"cannot retry: {reason}")
+    return 0
+
+
+async def prune(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
+    """Delete finished jobs and remembered event ids past retention."""
+    _print(await queue.prune(pool, args.older_than or settings.job_retention_seconds,
+                             event_older_than=settings.event_retention_seconds))
+    return 0
+
+
+async def handshake_token(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
+    """Print the newest handshake token a source sent (its ``handshake_command``)."""
+    row = await fetch_one(pool, queries("admin")["latest_verification_token"],
+                          {"source_type": args.handshake_source})
+    if row is None:
+        return _fail(f"no verification request received from {args.handshake_source} yet")
+    print(row["token"])
+    return 0
+
+
+async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
+    """List documents, or print one as Markdown."""
+    q = queries("cli")
+    if args.id:
+        candidates = {args.id} | {s.normalize_page_id(args.id) for s in integrations.sources().values()}
+        for document_id in sorted(candidates):
+            row = await fetch_one(pool, q["document"], {"document_id": document_id})
+            if row is not None:
+                print(f"# {row['title']}\n<!-- {row['source_type']} {row['document_id']} "
+                      f"{row['url'] or ''} synced {row['synced_at']} -->\n")
+                print(row["content"])
+                return 0
+        return _fail(f"no document {args.id!r}")
+    rows = await fetch_all(pool, q["documents"], {"source_type": args.source, "limit": args.limit})
+    for r in rows:
+        flag = " (deleted)" if r["deleted_at"] else ""
+        print(f"{r['source_type']:7} {r['document_id']:45} {r['chars']:6} chars  "
+              f"{r['title'][:50]}{flag}")
+    return 0
+
+
+def handshake_commands() -> dict[str, str]:
+    """``{command name: source type}`` of the sources that have a handshake token."""
+    return {s.handshake_command: s.source_type for s in integrations.sources().values()
+            if s.handshake_command}
+
+
+COMMANDS: dict[str, Command] = {
+    "resync": resync,
+    "jobs": jobs,
+    "stats": stats,
+    "retry": retry,
+    "prune": prune,
+    "documents": documents,
+    **dict.fromkeys(handshake_commands(), handshake_token),
+}

@@ -1,0 +1,68 @@
+"""The argument parser of the ``debounce`` command: every command with a description."""
+
+from __future__ import annotations
+
+import argparse
+
+import integrations
+from debounce.cli.admin import handshake_commands
+
+__all__ = ["build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``debounce`` command."""
+    names = integrations.source_types()
+    listed = ", ".join(names)
+    p = argparse.ArgumentParser(
+        prog="debounce",
+        description=f"Webhook-ingesting debounce sync service: webhooks of {listed} in, one "
+        "debounced sync job per page in Postgres, Markdown documents out. Configured by "
+        "environment variables (DATABASE_URL, DEBOUNCE_* and each source's own; see README).",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text)
+
+    command("migrate", "apply pending schema migrations (Procfile: release)")
+    for name, text in (("web", "run the HTTP service only (Procfile: web)"),
+                       ("serve", "web and worker in one process, migrating first; with no "
+                                 "DATABASE_URL an embedded Postgres under .debounce/")):
+        sp = command(name, text)
+        sp.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+        sp.add_argument("--port", type=int, default=None, help="port (default $PORT or 8000)")
+        if name == "serve":
+            sp.add_argument("--demo", action="store_true",
+                            help="start local stand-ins of the sources' APIs with demo "
+                                 "content, use demo secrets and short windows, and send the "
+                                 "example webhooks in examples/ to the service once it is up")
+    command("worker", "run the claim loop (Procfile: worker)")
+    sp = command("resync", "sync one page now (manual re-sync, revives failed pages)")
+    sp.add_argument("source", help=f"source type: {listed}")
+    sp.add_argument("page_id", help="the page's id in its source (page, database, channel)")
+    sp = command("jobs", "list jobs, newest first (JSON)")
+    sp.add_argument("--status", choices=["pending", "processing", "completed", "failed"])
+    sp.add_argument("--source", help=f"only this source ({listed})")
+    sp.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    sp.add_argument("--cursor", type=int, help="next_cursor of the previous page")
+    command("stats", "job counts by source and state, queue lag (JSON)")
+    sp = command("retry", "retry a failed job now (attempts reset)")
+    sp.add_argument("job_id", type=int, help="the job's id (debounce jobs --status failed)")
+    sp = command("prune", "delete finished jobs and remembered event ids past retention")
+    sp.add_argument("--older-than", type=float, help="seconds (default 7 days)")
+    sp = command("send", "sign captured webhook bodies with the configured secret and post "
+                         "them to a running service")
+    sp.add_argument("source", choices=names)
+    sp.add_argument("files", nargs="+", help="JSON bodies, e.g. examples/<source>/<event>.json")
+    sp.add_argument("--url", default=None, help="service base URL (default http://127.0.0.1:$PORT)")
+    sp.add_argument("--secret", help="signing secret (default the source's configured secret, "
+                                     "else its demo secret)")
+    for name, source in handshake_commands().items():
+        sp = command(name, f"print the verification token {source} sent")
+        sp.set_defaults(handshake_source=source)
+    sp = command("documents", "list synced documents, or print one as Markdown")
+    sp.add_argument("--source", help=f"only this source ({listed})")
+    sp.add_argument("--id", help="document id: print its Markdown")
+    sp.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    return p

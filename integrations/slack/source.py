@@ -1,0 +1,69 @@
+"""The Slack source as the service sees it (:class:`~integrations.base.Source`): settings,
+window, signing, the demo stand-in, and the factory of its integration."""
+
+from __future__ import annotations
+
+import time
+
+from slack_sdk.signature import SignatureVerifier
+
+from integrations.base import DemoSetup, Source, SourceSetting, SourceWindow
+from integrations.slack.render import SOURCE_TYPE
+from integrations.slack.sync import create
+
+__all__ = ["DEMO_SECRET", "SOURCE", "sign"]
+
+#: The signing secret of ``serve --demo``.
+DEMO_SECRET = "demo-slack-signing-secret"
+DEMO_TOKEN = "xoxb-debounce-demo"
+
+SETTINGS = (
+    SourceSetting("slack_bot_token", "SLACK_BOT_TOKEN", None, "secret", "Slack bot token"),
+    SourceSetting("slack_api_url", "SLACK_API_URL", "https://slack.com/api/", "str",
+                  "Slack Web API base URL"),
+    SourceSetting("slack_signing_secret", "SLACK_SIGNING_SECRET", None, "secret",
+                  "Slack app signing secret"),
+    SourceSetting("slack_bot_user_id", "SLACK_BOT_USER_ID", None, "str",
+                  "our own bot's user id (U…) or bot id (B…): its messages are not synced"),
+    SourceSetting("slack_lookback_seconds", "SLACK_LOOKBACK_SECONDS", 3600.0, "seconds",
+                  "history re-read before the watermark (edits, deletions)"),
+)
+
+
+def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, str]:
+    """Headers that sign ``body`` as Slack does (``X-Slack-Request-Timestamp`` and
+    ``X-Slack-Signature: v0=…``, computed by slack_sdk's ``SignatureVerifier``;
+    https://docs.slack.dev/authentication/verifying-requests-from-slack). ``timestamp``: Unix
+    seconds, default now."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
+    assert signature is not None  # None only when timestamp or body is None
+    return {"Content-Type": "application/json", "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": signature}
+
+
+def demo() -> DemoSetup:
+    """Start the local Slack Web API stand-in with demo content (``standins.slack_api``)."""
+    from standins.server import BackgroundServer
+    from standins.slack_api import FakeSlack
+
+    fake = FakeSlack.demo(token=DEMO_TOKEN)
+    server = BackgroundServer(fake.app())
+    server.start()
+    return DemoSetup(settings={"slack_api_url": server.url + "/api/", "slack_bot_token": fake.token},
+                     window=SourceWindow(2.0, 20.0),
+                     examples=("message.json", "thread_reply.json", "message_changed.json"),
+                     url=server.url + "/api/", stop=server.stop)
+
+
+SOURCE = Source(
+    source_type=SOURCE_TYPE,
+    create=create,
+    settings=SETTINGS,
+    env_prefix="SLACK",
+    window=SourceWindow(30.0, 300.0),
+    secret_setting="slack_signing_secret",
+    demo_secret=DEMO_SECRET,
+    sign=sign,
+    demo=demo,
+)
