@@ -102,8 +102,9 @@ class Document:
     """One document as an integration renders it.
 
     ``document_id`` is unique within ``source_type`` (the page's id, or the id of a part of
-    the page such as a thread, ``"<channel>/<thread_ts>"``). ``content`` is Markdown. ``source_updated_at`` is the
-    source's own last-edit time, timezone-aware UTC, or ``None`` if unknown.
+    the page such as a thread, ``"<channel>/<thread_ts>"``). ``content`` is Markdown.
+    ``source_updated_at`` is the source's own last-edit time, timezone-aware UTC, or ``None``
+    if unknown.
     """
 
     source_type: str
