@@ -1,14 +1,15 @@
-"""Group concurrent webhook deliveries into one ``enqueue_many`` statement.
+"""Group concurrent submissions into one statement: the web's enqueue batching and the worker's
+recording of outcomes share this machine.
 
-Each request submits its events and waits for its own results; a few flusher tasks take
-whatever has accumulated while they were busy and debounce it in one statement and one commit.
-An idle service flushes a lone request at once (no added delay); a busy one amortises the
-round trip and the commit over many requests. A request is answered only after its batch
-committed, so an acknowledged event is never lost.
+Each caller submits its items and waits for its own results; a few flusher tasks take whatever
+has accumulated while they were busy and run it through one ``flush(items) -> results``
+call (one statement, one commit). An idle process flushes a lone submission at once (no
+added delay); a busy one amortises the round trip and the commit over many. A caller is
+answered only after its batch's statement committed.
 
-One request cannot fail its neighbours: when a batch statement fails for a reason other than
-the database being unavailable (:func:`debounce.db.is_transient`), each request of the batch
-is retried in a statement of its own, so only the request that cannot be stored fails.
+One submission cannot fail its neighbours: when a batch fails for a reason other than the
+database being unavailable (:func:`debounce.db.is_transient`), each submission of the batch is
+flushed on its own, so only the one that cannot be stored fails.
 """
 
 from __future__ import annotations
@@ -16,29 +17,41 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
 
 from debounce import queue
 from debounce.db import Db, is_transient
 from debounce.types import EnqueueResult, JobEvent
 
-__all__ = ["EnqueueBatcher"]
+__all__ = ["Batcher", "EnqueueBatcher"]
 
 log = logging.getLogger("debounce.batcher")
 
+T = TypeVar("T")
+R = TypeVar("R")
 
-class EnqueueBatcher:
-    """Batches :func:`debounce.queue.enqueue_many` calls.
 
-    ``flushers`` statements may be in flight at once (each needs a pool connection);
-    ``max_batch`` bounds the events of one statement.
+class Batcher(Generic[T, R]):
+    """Batches calls of ``flush`` (``items -> one result per item, in order``).
+
+    ``flushers`` calls may be in flight at once (each needs a pool connection); ``max_batch``
+    bounds the items of one call; ``name`` appears in logs and task names.
     """
 
-    def __init__(self, db: Db, *, flushers: int = 4, max_batch: int = 500) -> None:
-        self.db = db
+    def __init__(
+        self,
+        flush: Callable[[list[T]], Awaitable[Sequence[R]]],
+        *,
+        flushers: int = 4,
+        max_batch: int = 500,
+        name: str = "batcher",
+    ) -> None:
+        self.flush = flush
         self.flushers = flushers
         self.max_batch = max_batch
-        self._pending: list[tuple[Sequence[JobEvent], asyncio.Future[list[EnqueueResult]]]] = []
+        self.name = name
+        self._pending: list[tuple[Sequence[T], asyncio.Future[list[R]]]] = []
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -46,7 +59,7 @@ class EnqueueBatcher:
         """Start the flusher tasks (inside a running event loop)."""
         if not self._tasks:
             self._tasks = [
-                asyncio.create_task(self._flush_loop(), name=f"enqueue-flusher-{i}")
+                asyncio.create_task(self._flush_loop(), name=f"{self.name}-flusher-{i}")
                 for i in range(self.flushers)
             ]
 
@@ -63,18 +76,19 @@ class EnqueueBatcher:
                 fut.cancel()
         self._pending.clear()
 
-    async def submit(self, events: Sequence[JobEvent]) -> list[EnqueueResult]:
-        """Debounce ``events`` (already validated) and return their results in order.
+    async def submit(self, items: Sequence[T]) -> list[R]:
+        """Run ``items`` through ``flush`` (batched with concurrent submissions) and return
+        their results in order.
 
-        Raises whatever the statement raised (``psycopg.OperationalError``,
-        ``psycopg_pool.PoolTimeout`` when the database is unavailable).
+        Raises whatever ``flush`` raised for this submission's batch (for a batch that failed
+        for a non-transient reason: what it raised for this submission alone).
         """
-        if not events:
+        if not items:
             return []
         if not self._tasks:  # not started (e.g. used outside the app's lifespan)
-            return await queue.enqueue_many(self.db, events)
-        fut: asyncio.Future[list[EnqueueResult]] = asyncio.get_running_loop().create_future()
-        self._pending.append((events, fut))
+            return list(await self.flush(list(items)))
+        fut: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
+        self._pending.append((items, fut))
         self._wakeup.set()
         return await fut
 
@@ -84,33 +98,43 @@ class EnqueueBatcher:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            batch: list[tuple[Sequence[JobEvent], asyncio.Future[list[EnqueueResult]]]] = []
+            batch: list[tuple[Sequence[T], asyncio.Future[list[R]]]] = []
             size = 0
             while self._pending and (not batch or size + len(self._pending[0][0]) <= self.max_batch):
                 item = self._pending.pop(0)
                 batch.append(item)
                 size += len(item[0])
-            await self._flush(batch)
+            await self._run(batch)
 
-    async def _flush(
-        self, batch: list[tuple[Sequence[JobEvent], asyncio.Future[list[EnqueueResult]]]]
-    ) -> None:
-        flat = [e for events, _ in batch for e in events]
+    async def _run(self, batch: list[tuple[Sequence[T], asyncio.Future[list[R]]]]) -> None:
+        flat = [item for items, _ in batch for item in items]
         try:
-            results = await queue.enqueue_many(self.db, flat)
+            results = await self.flush(flat)
         except Exception as exc:
             if len(batch) > 1 and not is_transient(exc):
-                log.warning("batch of %d requests failed (%s); retrying each on its own",
-                            len(batch), exc.__class__.__name__)
-                for item in batch:
-                    await self._flush([item])
+                log.warning("%s: batch of %d submissions failed (%s); retrying each on its own",
+                            self.name, len(batch), exc.__class__.__name__)
+                for one in batch:
+                    await self._run([one])
                 return
             for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(exc)
             return
         offset = 0
-        for events, fut in batch:
+        for items, fut in batch:
             if not fut.done():
-                fut.set_result(results[offset : offset + len(events)])
-            offset += len(events)
+                fut.set_result(list(results[offset : offset + len(items)]))
+            offset += len(items)
+
+
+class EnqueueBatcher(Batcher[JobEvent, EnqueueResult]):
+    """The web's batcher: concurrent deliveries' events debounced by one
+    :func:`debounce.queue.enqueue_many` statement (events must be validated before)."""
+
+    def __init__(self, db: Db, *, flushers: int = 4, max_batch: int = 500) -> None:
+        async def enqueue(events: list[JobEvent]) -> list[EnqueueResult]:
+            return await queue.enqueue_many(db, events)
+
+        super().__init__(enqueue, flushers=flushers, max_batch=max_batch, name="enqueue")
+        self.db = db

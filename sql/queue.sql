@@ -204,66 +204,75 @@ with clock as (
 )
 select d.*, (select count(*) from notify) as notified from done d
 
--- fail --
--- Record a failed sync of a claimed job.
+-- fail_many --
+-- Record failed syncs of claimed jobs, one statement for a batch: %(ids)s (bigint[]) with
+-- their %(lease_tokens)s (uuid[]), %(errors)s (text[]), %(retry_afters)s (float8[], NULL when
+-- not rate limited), %(permanents)s (bool[]) and %(backoffs)s (float8[]: this attempt's
+-- backoff, seconds). Per row:
 --   permanent, or attempts spent (and not rate limited) → failed;
---   rate limited (%(retry_after)s not NULL)             → pending at now + retry_after, the
+--   rate limited (retry_after not NULL)                 → pending at now + retry_after, the
 --                                                         attempt given back;
---   otherwise                                          → pending at now + %(backoff_seconds)s.
+--   otherwise                                          → pending at now + backoff.
 -- Revision rule: if an event arrived during the sync, a final failure still leaves a follow-up
 -- (pending at its due time, attempts reset), and a retry waits for the later of its backoff and
 -- the events' due time. retry_at remembers the backoff so later events cannot pull it earlier.
--- Every decision reads the target row j inside the UPDATE, never a CTE: an UPDATE that waited
--- for a concurrent enqueue's row lock re-evaluates its SET list on the row version that enqueue
--- committed (EvalPlanQual), whereas a CTE's values come from the statement's older snapshot
--- and would miss the edit (issue 16, case 1).
+-- Every decision reads the target row j inside the UPDATE, never a CTE's snapshot: an UPDATE
+-- that waited for a concurrent enqueue's row lock re-evaluates its SET list on the row version
+-- that enqueue committed (EvalPlanQual), whereas a value computed in a CTE would miss the edit.
+-- Rows are locked in (source_type, source_page_id) order, like every multi-row statement.
 with clock as (
-    select coalesce(%(now)s::timestamptz, now()) as now,
-           coalesce(%(now)s::timestamptz, now())
-             + make_interval(secs => coalesce(%(retry_after)s::float8,
-                                              %(backoff_seconds)s::float8)) as retry_time
+    select coalesce(%(now)s::timestamptz, now()) as now
+), input as (
+    select i.*,
+           (select now from clock)
+             + make_interval(secs => coalesce(i.retry_after, i.backoff)) as retry_time
+      from unnest(%(ids)s::bigint[], %(lease_tokens)s::uuid[], %(errors)s::text[],
+                  %(retry_afters)s::float8[], %(permanents)s::bool[], %(backoffs)s::float8[])
+           as i(id, lease_token, error, retry_after, permanent, backoff)
+), held as (
+    select j.id
+      from sync_jobs j
+      join input i on j.id = i.id and j.lease_token = i.lease_token
+     order by j.source_type, j.source_page_id
+       for update of j
 ), failed as (
     update sync_jobs j
-       set status           = case when (%(permanent)s::bool
-                                         or (%(retry_after)s::float8 is null
-                                             and j.attempts >= j.max_attempts))
+       set status           = case when (i.permanent
+                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
                                         and j.revision = j.claimed_revision
                                    then 'failed' else 'pending' end,
-           attempts         = case when (%(permanent)s::bool
-                                         or (%(retry_after)s::float8 is null
-                                             and j.attempts >= j.max_attempts))
+           attempts         = case when (i.permanent
+                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
                                    then case when j.revision <> j.claimed_revision then 0
                                              else j.attempts end
-                                   when %(retry_after)s::float8 is not null
+                                   when i.retry_after is not null
                                    then greatest(j.attempts - 1, 0)
                                    else j.attempts end,
-           scheduled_at     = case when (%(permanent)s::bool
-                                         or (%(retry_after)s::float8 is null
-                                             and j.attempts >= j.max_attempts))
+           scheduled_at     = case when (i.permanent
+                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
                                    then j.scheduled_at
                                    when j.revision <> j.claimed_revision
-                                   then greatest(clock.retry_time, j.scheduled_at)
-                                   else clock.retry_time end,
-           retry_at         = case when (%(permanent)s::bool
-                                         or (%(retry_after)s::float8 is null
-                                             and j.attempts >= j.max_attempts))
-                                   then null else clock.retry_time end,
-           finished_at      = case when (%(permanent)s::bool
-                                         or (%(retry_after)s::float8 is null
-                                             and j.attempts >= j.max_attempts))
+                                   then greatest(i.retry_time, j.scheduled_at)
+                                   else i.retry_time end,
+           retry_at         = case when (i.permanent
+                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
+                                   then null else i.retry_time end,
+           finished_at      = case when (i.permanent
+                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
                                         and j.revision = j.claimed_revision
                                    then clock.now end,
-           last_error       = %(error)s,
+           last_error       = i.error,
            lease_token      = null,
            lease_expires_at = null,
            locked_by        = null,
            updated_at       = clock.now
-      from clock
-     where j.id = %(id)s and j.lease_token = %(lease_token)s::uuid
+      from held, input i, clock
+     where j.id = held.id and i.id = j.id and j.lease_token = i.lease_token
     returning j.*
 ), notify as (
     select pg_notify('debounce_jobs', f.source_type)
-      from failed f, clock where f.status = 'pending' and f.scheduled_at <= clock.now
+      from (select distinct f.source_type from failed f, clock
+             where f.status = 'pending' and f.scheduled_at <= clock.now) f
 )
 select f.*, (select count(*) from notify) as notified from failed f
 

@@ -1,0 +1,102 @@
+"""The debounced job queue on Postgres: every statement on ``sync_jobs``.
+
+Rooms: :mod:`.checks` (what is accepted), :mod:`.lifecycle` (a job's life: enqueue, claim,
+leases, outcomes), :mod:`.operations` (re-sync, retry, inspection, prune). Callers use this
+package's names: ``from debounce import queue; await queue.enqueue(...)``.
+
+Functions take ``db`` (an ``AsyncConnection`` in autocommit mode, or an
+``AsyncConnectionPool``) and run one statement from ``sql/queue.sql`` each: one round trip,
+one transaction. Semantics (docs/design.md, "Job states"):
+
+- one *active* (``pending``/``processing``) job per ``(source_type, source_page_id)``, enforced
+  by the partial unique index ``sync_jobs_active_page``;
+- an event pushes its page's pending job to ``now + debounce_seconds``, never past
+  ``first_event_at + max_wait_seconds``; the job keeps the latest payload and counts events;
+- an event for a ``processing`` job bumps its ``revision``; :func:`complete` then turns the row
+  back to ``pending`` (a follow-up sync) instead of ``completed``, so no edit is lost however the
+  event interleaves with :func:`claim` and :func:`complete` (row locks serialise them; the
+  follow-up is decided inside the completing UPDATE, on the latest row version);
+- an event id already seen for its source changes nothing (idempotency, ``seen_events``).
+
+Every function accepts ``now`` (timezone-aware datetime, default: the database's ``now()``) so
+tests control time without sleeping. Durations are seconds (float).
+"""
+
+from debounce.queue.checks import (
+    MAX_BIGINT,
+    MAX_ERROR_CHARS,
+    MAX_KEY_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    NOTIFY_CHANNEL,
+    RESYNC_PRIORITY,
+    check_payload,
+    unstorable,
+    validate_event,
+)
+from debounce.queue.lifecycle import (
+    Failure,
+    claim,
+    complete,
+    complete_many,
+    enqueue,
+    enqueue_many,
+    extend_lease,
+    extend_leases,
+    fail,
+    fail_many,
+    release,
+    requeue_expired,
+)
+from debounce.queue.operations import (
+    JobConflict,
+    JobNotFound,
+    JobPage,
+    active_for_page,
+    get,
+    list_jobs,
+    next_due,
+    prune,
+    resync,
+    retry,
+    seconds_until_due,
+    stats,
+)
+from debounce.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
+
+__all__ = [
+    "DEFAULT_BACKOFF_SECONDS",
+    "MAX_BIGINT",
+    "MAX_ERROR_CHARS",
+    "MAX_KEY_BYTES",
+    "MAX_PAYLOAD_DEPTH",
+    "NOTIFY_CHANNEL",
+    "RESYNC_PRIORITY",
+    "Failure",
+    "JobConflict",
+    "JobNotFound",
+    "JobPage",
+    "active_for_page",
+    "backoff_delay",
+    "check_payload",
+    "claim",
+    "complete",
+    "complete_many",
+    "enqueue",
+    "enqueue_many",
+    "extend_lease",
+    "extend_leases",
+    "fail",
+    "fail_many",
+    "get",
+    "list_jobs",
+    "next_due",
+    "prune",
+    "release",
+    "requeue_expired",
+    "resync",
+    "retry",
+    "seconds_until_due",
+    "stats",
+    "unstorable",
+    "validate_event",
+]

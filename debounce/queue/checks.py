@@ -1,0 +1,135 @@
+"""What the queue accepts: limits of ids and payloads, argument checks. Every check raises
+``ValueError`` naming the argument, before anything is sent to the database."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+
+from debounce.types import JobEvent
+
+__all__ = [
+    "MAX_BIGINT",
+    "MAX_ERROR_CHARS",
+    "MAX_KEY_BYTES",
+    "MAX_PAYLOAD_DEPTH",
+    "NOTIFY_CHANNEL",
+    "RESYNC_PRIORITY",
+    "check_payload",
+    "unstorable",
+    "validate_event",
+]
+
+#: LISTEN/NOTIFY channel on which a job that becomes due *now* is announced (payload: source).
+NOTIFY_CHANNEL = "debounce_jobs"
+#: Priority of a manual re-sync (webhook events default to 0; higher is claimed first).
+RESYNC_PRIORITY = 100
+#: Longest text kept in ``last_error``.
+MAX_ERROR_CHARS = 2000
+#: Longest source type, page id or event id accepted, in UTF-8 bytes. They are index keys
+#: (``sync_jobs_active_page``, ``seen_events``, ``documents``), and a B-tree entry must fit in
+#: a third of a page (about 2 700 bytes, PostgreSQL's ``ProgramLimitExceeded`` beyond): the
+#: sources' ids are far shorter (UUIDs, short opaque ids).
+MAX_KEY_BYTES = 512
+#: Deepest JSON nesting accepted in a payload (PostgreSQL's jsonb parser recurses, and a
+#: body nested thousands deep exhausts its stack).
+MAX_PAYLOAD_DEPTH = 64
+#: Largest value of a bigint column (job ids, cursors).
+MAX_BIGINT = 2**63 - 1
+
+
+def unstorable(text: str) -> str | None:
+    """Why PostgreSQL cannot store ``text`` (a NUL character, which ``text`` and ``jsonb``
+    refuse; a lone surrogate, which is not valid UTF-8), or ``None`` when it can."""
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (\\ud800-\\udfff), which is not valid Unicode"
+    return None
+
+
+def check_text(name: str, value: object, *, max_bytes: int | None = None) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    problem = unstorable(value)
+    if problem:
+        raise ValueError(f"{name} {problem}")
+    if max_bytes is not None and len(value.encode("utf-8")) > max_bytes:
+        raise ValueError(f"{name} is longer than {max_bytes} bytes")
+    return value
+
+
+def check_payload(payload: object) -> None:
+    """Check that ``payload`` (parsed JSON) can be stored as ``jsonb``: every key and string
+    storable (:func:`unstorable`), nesting at most :data:`MAX_PAYLOAD_DEPTH`. Iterative, so a
+    hostile depth cannot exhaust Python's stack either.
+
+    Raises:
+        ValueError: names the first problem and where it is (a JSON path such as ``$.event.text``).
+    """
+    stack: list[tuple[object, str, int]] = [(payload, "$", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise ValueError(f"payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels at {path}")
+        if isinstance(value, str):
+            problem = unstorable(value)
+            if problem:
+                raise ValueError(f"payload text at {path} {problem}")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                problem = unstorable(str(key))
+                if problem:
+                    raise ValueError(f"payload key under {path} {problem}")
+                stack.append((item, f"{path}.{key}", depth + 1))
+        elif isinstance(value, list | tuple):
+            stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
+
+
+def check_seconds(name: str, value: object, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be {'> 0' if positive else '>= 0'} seconds, got {value!r}")
+    return float(value)
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def check_now(now: datetime | None) -> datetime | None:
+    if now is not None and now.tzinfo is None:
+        raise ValueError("now must be timezone-aware (UTC)")
+    return now
+
+
+def validate_event(event: JobEvent) -> None:
+    """Check one event before it is sent.
+
+    Raises:
+        ValueError: empty source or page id, empty event id, an id longer than
+            :data:`MAX_KEY_BYTES`, text the database cannot store (NUL, lone surrogates) in an
+            id or anywhere in the payload, payload not a dict or nested too deep, negative or
+            non-finite window, priority not an int, max_attempts < 1.
+    """
+    check_text("source_type", event.source_type, max_bytes=MAX_KEY_BYTES)
+    check_text("source_page_id", event.source_page_id, max_bytes=MAX_KEY_BYTES)
+    if event.event_id is not None:
+        check_text("event_id", event.event_id, max_bytes=MAX_KEY_BYTES)
+    if not isinstance(event.payload, Mapping):
+        raise ValueError(f"payload must be a JSON object (dict), got {type(event.payload).__name__}")
+    check_payload(event.payload)
+    check_seconds("debounce_seconds", event.debounce_seconds)
+    check_seconds("max_wait_seconds", event.max_wait_seconds)
+    check_int("priority", event.priority)
+    check_int("max_attempts", event.max_attempts, minimum=1)
+
+

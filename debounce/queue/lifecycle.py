@@ -1,0 +1,341 @@
+"""A job's life: the debounce upsert, the claim, leases, and the outcome of a sync
+(complete, fail, release, requeue of expired leases). One statement of ``sql/queue.sql`` each."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from debounce.db import Db, fetch_all
+from debounce.queue.checks import (
+    MAX_ERROR_CHARS,
+    check_int,
+    check_now,
+    check_seconds,
+    check_text,
+    validate_event,
+)
+from debounce.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
+from debounce.sql import queries
+from debounce.types import EnqueueOutcome, EnqueueResult, JobEvent, SyncJob
+
+__all__ = [
+    "Failure",
+    "claim",
+    "complete",
+    "complete_many",
+    "enqueue",
+    "enqueue_many",
+    "extend_lease",
+    "extend_leases",
+    "fail",
+    "fail_many",
+    "release",
+    "requeue_expired",
+]
+
+_Q = queries("queue")
+
+
+def job_of(row: Mapping[str, Any] | None) -> SyncJob | None:
+    if row is None or row.get("id") is None:
+        return None
+    return SyncJob.from_row(dict(row))
+
+
+async def enqueue(
+    db: Db,
+    source_type: str,
+    source_page_id: str,
+    *,
+    payload: Mapping[str, Any],
+    event_id: str | None,
+    debounce_seconds: float,
+    max_wait_seconds: float,
+    priority: int = 0,
+    max_attempts: int = 5,
+    now: datetime | None = None,
+) -> EnqueueResult:
+    """Debounce one event into its page's active job (one statement).
+
+    Returns the :class:`EnqueueOutcome` (``created``, ``debounced``, ``duplicate``,
+    ``requeued_after_running``) and the page's job after the change.
+
+    Raises:
+        ValueError: empty source or page id, negative or non-finite window, payload not a dict.
+    """
+    event = JobEvent(
+        source_type=source_type,
+        source_page_id=source_page_id,
+        payload=dict(payload) if isinstance(payload, Mapping) else payload,
+        event_id=event_id,
+        debounce_seconds=debounce_seconds,
+        max_wait_seconds=max_wait_seconds,
+        priority=priority,
+        max_attempts=max_attempts,
+    )
+    (result,) = await enqueue_many(db, [event], now=now)
+    return result
+
+
+async def enqueue_many(
+    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None
+) -> list[EnqueueResult]:
+    """Debounce a batch of events in one statement and one transaction.
+
+    Events of one page are merged first (the latest in ``events`` order wins; counts add up),
+    since one ``ON CONFLICT DO UPDATE`` cannot touch a row twice. Returns one result per event,
+    in order. All events are validated before anything is sent: one bad event rejects the batch.
+
+    Raises:
+        ValueError: an event is invalid (see :func:`enqueue`).
+    """
+    check_now(now)
+    if not events:
+        return []
+    for event in events:
+        validate_event(event)
+    params = {
+        "now": now,
+        "source_types": [e.source_type for e in events],
+        "source_page_ids": [e.source_page_id for e in events],
+        "payloads": [Jsonb(dict(e.payload)) for e in events],
+        "event_ids": [e.event_id for e in events],
+        "debounce_seconds": [float(e.debounce_seconds) for e in events],
+        "max_wait_seconds": [float(e.max_wait_seconds) for e in events],
+        "priorities": [e.priority for e in events],
+        "max_attempts": [e.max_attempts for e in events],
+    }
+    # One statement: all-or-nothing. It cannot deadlock with the other statements that lock
+    # several jobs: they all lock them in (source_type, source_page_id) order.
+    rows = await fetch_all(db, _Q["enqueue_many"], params)
+    results: list[EnqueueResult] = []
+    for row in rows:
+        results.append(EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=job_of(row)))
+    return results
+
+
+async def claim(
+    db: Db,
+    worker_id: str,
+    *,
+    limit: int,
+    lease_seconds: float,
+    source_types: Sequence[str] | None = None,
+    source_limits: Mapping[str, int] | None = None,
+    now: datetime | None = None,
+) -> list[SyncJob]:
+    """Claim up to ``limit`` due jobs for ``worker_id`` (``FOR UPDATE SKIP LOCKED``).
+
+    Due means ``scheduled_at <= now``; order is priority (high first), then ``scheduled_at``.
+    Each claimed job is ``processing`` with ``lease_expires_at = now + lease_seconds``,
+    ``attempts + 1``, a fresh ``lease_token`` and ``claimed_revision = revision``. Returned in
+    claim order. ``source_types`` restricts the claim to those sources; ``source_limits``
+    (``{source: n}``) restricts it to those sources *and* caps each at ``n`` jobs, in the same
+    single statement (the worker's per-source share of its slots).
+
+    Raises:
+        ValueError: empty worker id, ``limit < 1``, ``lease_seconds <= 0``.
+    """
+    check_text("worker_id", worker_id)
+    check_int("limit", limit, minimum=1)
+    check_seconds("lease_seconds", lease_seconds, positive=True)
+    check_now(now)
+    if source_limits is not None:
+        rooms = {s: n for s, n in source_limits.items() if n > 0}
+    elif source_types is not None:
+        rooms = dict.fromkeys(source_types, limit)
+    else:
+        rooms = None
+    if rooms is not None and not rooms:
+        return []
+    rows = await fetch_all(
+        db,
+        _Q["claim"],
+        {
+            "now": now,
+            "worker_id": worker_id,
+            "limit": limit,
+            "lease_seconds": float(lease_seconds),
+            "sources": list(rooms) if rooms is not None else None,
+            "rooms": list(rooms.values()) if rooms is not None else None,
+        },
+    )
+    return _claimed(rows)
+
+
+def _claimed(rows: Sequence[Mapping[str, Any]]) -> list[SyncJob]:
+    jobs = [SyncJob.from_row(dict(r)) for r in rows]
+    jobs.sort(key=lambda j: (-j.priority, j.scheduled_at, j.id))
+    return jobs
+
+
+def _lease_token(job: SyncJob) -> str:
+    if job.lease_token is None:
+        raise ValueError(f"job {job.id} carries no lease token: pass the job returned by claim()")
+    return job.lease_token
+
+
+async def complete(db: Db, job: SyncJob, *, now: datetime | None = None) -> SyncJob | None:
+    """Record a successful sync of a claimed ``job``.
+
+    The row becomes ``completed``, or ``pending`` again (a follow-up sync with fresh attempts)
+    when events arrived since the claim. Returns the row after the change, or ``None`` when
+    this claim no longer holds the job (its lease expired and it was requeued or re-claimed).
+    """
+    return (await complete_many(db, [job], now=now)).get(job.id)
+
+
+async def complete_many(
+    db: Db, jobs: Sequence[SyncJob], *, now: datetime | None = None
+) -> dict[int, SyncJob]:
+    """:func:`complete` for a batch of claimed jobs in one statement (the worker buffers
+    finished syncs). Returns ``{job_id: row after the change}`` for the claims still held."""
+    check_now(now)
+    if not jobs:
+        return {}
+    rows = await fetch_all(
+        db,
+        _Q["complete_many"],
+        {"ids": [j.id for j in jobs], "lease_tokens": [_lease_token(j) for j in jobs], "now": now},
+    )
+    return {r["id"]: SyncJob.from_row(dict(r)) for r in rows}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed sync of a claimed ``job``, as :func:`fail_many` records it.
+
+    - ``permanent``: ``failed`` at once;
+    - ``retry_after`` (seconds, the source's ``Retry-After``): ``pending`` at ``now +
+      retry_after`` without spending an attempt;
+    - otherwise: ``pending`` after ``backoff_seconds`` (seconds; default: the default
+      schedule's delay for the job's attempt, see :func:`debounce.retry.backoff_delay`), or
+      ``failed`` once ``attempts >= max_attempts``.
+
+    ``error`` is stored in ``last_error`` (truncated to 2000 characters).
+
+    Raises (construction):
+        ValueError: ``retry_after`` or ``backoff_seconds`` negative or not finite.
+    """
+
+    job: SyncJob
+    error: str
+    retry_after: float | None = None
+    permanent: bool = False
+    backoff_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.retry_after is not None:
+            check_seconds("retry_after", self.retry_after)
+        if self.backoff_seconds is not None:
+            check_seconds("backoff_seconds", self.backoff_seconds)
+
+
+async def fail(
+    db: Db,
+    job: SyncJob,
+    error: str,
+    *,
+    retry_after: float | None = None,
+    permanent: bool = False,
+    backoff_seconds: Sequence[float] = DEFAULT_BACKOFF_SECONDS,
+    jitter: float = 0.2,
+    rng: random.Random | None = None,
+    now: datetime | None = None,
+) -> SyncJob | None:
+    """Record a failed sync of a claimed ``job`` (see :class:`Failure`; ``backoff_seconds`` is
+    the schedule, jittered by ``jitter``). An event that arrived during the sync still gets
+    its follow-up (see ``sql/queue.sql``). Returns the row, or ``None`` if this claim no longer
+    holds the job.
+
+    Raises:
+        ValueError: ``retry_after`` negative or not finite.
+    """
+    delay = backoff_delay(job.attempts, backoff_seconds, jitter=jitter, rng=rng)
+    failure = Failure(job, error, retry_after=retry_after, permanent=permanent,
+                      backoff_seconds=delay)
+    return (await fail_many(db, [failure], now=now)).get(job.id)
+
+
+async def fail_many(
+    db: Db, failures: Sequence[Failure], *, now: datetime | None = None
+) -> dict[int, SyncJob]:
+    """:func:`fail` for a batch of claimed jobs in one statement (the worker buffers
+    outcomes). Returns ``{job_id: row after the change}`` for the claims still held."""
+    check_now(now)
+    if not failures:
+        return {}
+    rows = await fetch_all(
+        db,
+        _Q["fail_many"],
+        {
+            "ids": [f.job.id for f in failures],
+            "lease_tokens": [_lease_token(f.job) for f in failures],
+            "errors": [(f.error or "error")[:MAX_ERROR_CHARS] for f in failures],
+            "retry_afters": [f.retry_after for f in failures],
+            "permanents": [bool(f.permanent) for f in failures],
+            "backoffs": [backoff_delay(f.job.attempts) if f.backoff_seconds is None
+                         else f.backoff_seconds for f in failures],
+            "now": now,
+        },
+    )
+    return {r["id"]: SyncJob.from_row(dict(r)) for r in rows}
+
+
+async def extend_leases(
+    db: Db, jobs: Iterable[SyncJob], seconds: float, *, now: datetime | None = None
+) -> dict[int, datetime]:
+    """Extend the leases of running syncs to ``now + seconds`` in one statement.
+
+    Returns ``{job_id: new lease_expires_at}`` for the claims still held; a job missing from
+    the result has lost its lease.
+    """
+    check_seconds("seconds", seconds, positive=True)
+    check_now(now)
+    tokens = [_lease_token(j) for j in jobs]
+    if not tokens:
+        return {}
+    rows = await fetch_all(
+        db, _Q["extend_leases"], {"lease_tokens": tokens, "lease_seconds": float(seconds), "now": now}
+    )
+    return {r["id"]: r["lease_expires_at"] for r in rows}
+
+
+async def extend_lease(
+    db: Db, job: SyncJob, seconds: float, *, now: datetime | None = None
+) -> datetime | None:
+    """Extend one job's lease to ``now + seconds``; the new expiry, or ``None`` if lost."""
+    return (await extend_leases(db, [job], seconds, now=now)).get(job.id)
+
+
+async def release(
+    db: Db, jobs: SyncJob | Iterable[SyncJob], *, now: datetime | None = None
+) -> list[SyncJob]:
+    """Give claimed jobs back untouched (shutdown): ``pending`` at their due time, the attempt
+    not counted. Returns the rows released (claims no longer held are skipped)."""
+    check_now(now)
+    batch = [jobs] if isinstance(jobs, SyncJob) else list(jobs)
+    tokens = [_lease_token(j) for j in batch]
+    if not tokens:
+        return []
+    rows = await fetch_all(db, _Q["release"], {"lease_tokens": tokens, "now": now})
+    return [SyncJob.from_row(dict(r)) for r in rows]
+
+
+async def requeue_expired(
+    db: Db, *, limit: int = 1000, now: datetime | None = None
+) -> list[SyncJob]:
+    """Return jobs whose lease expired (dead workers) to ``pending`` (due now), or ``failed``
+    when their attempts are spent. Returns the rows changed (at most ``limit``)."""
+    check_int("limit", limit, minimum=1)
+    check_now(now)
+    rows = await fetch_all(db, _Q["requeue_expired"], {"limit": limit, "now": now})
+    return [SyncJob.from_row(dict(r)) for r in rows]
+
+

@@ -1,0 +1,250 @@
+"""Operating the queue: manual re-sync and retry, inspection (get, list, stats), prune, and the
+worker's due-time query. One statement of ``sql/queue.sql`` each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import errors as pg_errors
+from psycopg.types.json import Jsonb
+
+from debounce.db import Db, fetch_all, fetch_one
+from debounce.queue.checks import (
+    MAX_BIGINT,
+    MAX_KEY_BYTES,
+    RESYNC_PRIORITY,
+    check_int,
+    check_now,
+    check_seconds,
+    check_text,
+)
+from debounce.queue.lifecycle import job_of
+from debounce.sql import queries
+from debounce.types import JobStatus, SyncJob
+
+__all__ = [
+    "JobConflict",
+    "JobNotFound",
+    "JobPage",
+    "active_for_page",
+    "get",
+    "list_jobs",
+    "next_due",
+    "prune",
+    "resync",
+    "retry",
+    "seconds_until_due",
+    "stats",
+]
+
+_Q = queries("queue")
+
+
+class JobNotFound(LookupError):
+    """No job has this id."""
+
+
+class JobConflict(RuntimeError):
+    """The job is not in a state that allows the operation (e.g. retry of a job that is not
+    ``failed``, or whose page already has another active job)."""
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of :func:`list_jobs`: jobs newest first and the cursor of the next page
+    (``None`` when this is the last)."""
+
+    jobs: list[SyncJob]
+    next_cursor: int | None
+
+
+
+async def resync(
+    db: Db,
+    source_type: str,
+    source_page_id: str,
+    *,
+    priority: int = RESYNC_PRIORITY,
+    max_attempts: int = 5,
+    payload: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> SyncJob:
+    """Manual re-sync: the page's job due now with at least ``priority``.
+
+    Creates a job when the page has no active one (including a page whose last job failed);
+    a ``processing`` job gets a follow-up due now. Wakes idle workers (NOTIFY).
+
+    Raises:
+        ValueError: empty source or page id.
+    """
+    check_text("source_type", source_type, max_bytes=MAX_KEY_BYTES)
+    check_text("source_page_id", source_page_id, max_bytes=MAX_KEY_BYTES)
+    check_int("priority", priority)
+    check_int("max_attempts", max_attempts, minimum=1)
+    check_now(now)
+    row = await fetch_one(
+        db,
+        _Q["resync"],
+        {
+            "source_type": source_type,
+            "source_page_id": source_page_id,
+            "priority": priority,
+            "max_attempts": max_attempts,
+            "payload": Jsonb(dict(payload or {"type": "manual_resync"})),
+            "now": now,
+        },
+    )
+    job = job_of(row)
+    assert job is not None
+    return job
+
+
+async def retry(db: Db, job_id: int, *, now: datetime | None = None) -> SyncJob:
+    """Manual retry of a ``failed`` job: ``pending``, due now, attempts reset.
+
+    Raises:
+        JobNotFound: no such job.
+        JobConflict: the job is not ``failed``, or its page already has an active job.
+    """
+    check_int("job_id", job_id, minimum=1)
+    check_now(now)
+    try:
+        row = await fetch_one(db, _Q["retry"], {"id": job_id, "now": now})
+    except pg_errors.UniqueViolation:
+        row = None
+    job = job_of(row)
+    if job is not None:
+        return job
+    current = await get(db, job_id)
+    if current is None:
+        raise JobNotFound(job_id)
+    if current.status is not JobStatus.FAILED:
+        raise JobConflict(f"job {job_id} is {current.status.value}; only failed jobs can be retried")
+    raise JobConflict(
+        f"page {current.source_type}/{current.source_page_id} already has an active job; "
+        "it will sync the page"
+    )
+
+
+async def get(db: Db, job_id: int) -> SyncJob | None:
+    """The job with id ``job_id``, or ``None``."""
+    return job_of(await fetch_one(db, _Q["get"], {"id": job_id}))
+
+
+async def active_for_page(db: Db, source_type: str, source_page_id: str) -> SyncJob | None:
+    """The page's active (``pending``/``processing``) job, or ``None``."""
+    return job_of(
+        await fetch_one(
+            db, _Q["active_for_page"], {"source_type": source_type, "source_page_id": source_page_id}
+        )
+    )
+
+
+async def list_jobs(
+    db: Db,
+    *,
+    status: str | JobStatus | None = None,
+    source_type: str | None = None,
+    source_page_id: str | None = None,
+    limit: int = 50,
+    cursor: int | None = None,
+) -> JobPage:
+    """Jobs newest first, filtered by state, source and page; cursor paging by id.
+
+    Raises:
+        ValueError: unknown ``status``, ``limit`` outside 1..1000, cursor < 1.
+    """
+    parsed = JobStatus.parse(status) if isinstance(status, str) else status
+    check_int("limit", limit, minimum=1)
+    if limit > 1000:
+        raise ValueError(f"limit must be <= 1000, got {limit}")
+    if cursor is not None:
+        check_int("cursor", cursor, minimum=1)
+        if cursor > MAX_BIGINT:
+            raise ValueError(f"cursor must be <= {MAX_BIGINT}, got {cursor}")
+    for name, value in (("source", source_type), ("page_id", source_page_id)):
+        if value is not None:
+            check_text(name, value, max_bytes=MAX_KEY_BYTES)
+    rows = await fetch_all(
+        db,
+        _Q["list"],
+        {
+            "status": parsed.value if parsed else None,
+            "source_type": source_type,
+            "source_page_id": source_page_id,
+            "cursor": cursor,
+            "limit": limit + 1,
+        },
+    )
+    jobs = [SyncJob.from_row(dict(r)) for r in rows[:limit]]
+    return JobPage(jobs=jobs, next_cursor=jobs[-1].id if len(rows) > limit else None)
+
+
+async def stats(db: Db, *, now: datetime | None = None) -> dict[str, Any]:
+    """Queue statistics::
+
+        {"by_source": {"<source>": {"pending": 3, "processing": 1, "completed": 10, "failed": 0,
+                                  "oldest_due_age_seconds": 4.2}, ...},
+         "totals": {"pending": .., "processing": .., "completed": .., "failed": ..},
+         "oldest_due_age_seconds": 4.2}
+
+    ``oldest_due_age_seconds``: how long the oldest due pending job has waited past its due
+    time (0 when none is due) — the queue's lag.
+    """
+    check_now(now)
+    rows = await fetch_all(db, _Q["stats"], {"now": now})
+    empty = {s.value: 0 for s in JobStatus}
+    by_source: dict[str, dict[str, Any]] = {}
+    totals = dict(empty)
+    oldest = 0.0
+    for r in rows:
+        entry = by_source.setdefault(r["source_type"], {**empty, "oldest_due_age_seconds": 0.0})
+        entry[r["status"]] = int(r["jobs"])
+        totals[r["status"]] += int(r["jobs"])
+        age = float(r["oldest_due_age_seconds"] or 0.0)
+        entry["oldest_due_age_seconds"] = max(entry["oldest_due_age_seconds"], age)
+        oldest = max(oldest, age)
+    return {"by_source": by_source, "totals": totals, "oldest_due_age_seconds": oldest}
+
+
+async def next_due(db: Db) -> datetime | None:
+    """Due time of the earliest pending job (possibly in the past), or ``None``."""
+    row = await fetch_one(db, _Q["next_due"], {})
+    return row["next_due"] if row else None
+
+
+async def prune(
+    db: Db,
+    older_than: float,
+    *,
+    event_older_than: float | None = None,
+    now: datetime | None = None,
+) -> dict[str, int]:
+    """Delete finished (``completed``/``failed``) jobs finished more than ``older_than``
+    seconds ago, and remembered event ids older than ``event_older_than`` seconds (default:
+    ``older_than``). Returns ``{"jobs": n, "events": m}``."""
+    check_seconds("older_than", older_than)
+    events_age = older_than if event_older_than is None else event_older_than
+    check_seconds("event_older_than", events_age)
+    check_now(now)
+    row = await fetch_one(
+        db,
+        _Q["prune"],
+        {"job_older_than": float(older_than), "event_older_than": float(events_age), "now": now},
+    )
+    assert row is not None
+    return {"jobs": int(row["jobs"]), "events": int(row["events"])}
+
+
+async def seconds_until_due(db: Db, source_types: Sequence[str] | None = None) -> float | None:
+    """Seconds until the earliest pending job (of ``source_types``, default any) is due by the
+    database's clock (negative when overdue), or ``None`` when nothing is pending."""
+    row = await fetch_one(
+        db,
+        _Q["seconds_until_due"],
+        {"source_types": list(source_types) if source_types is not None else None},
+    )
+    return float(row["seconds"]) if row and row["seconds"] is not None else None
