@@ -1,0 +1,32 @@
+"""The worker: claims due jobs and runs their integration's ``sync``.
+
+One asyncio process (``debounce worker``, the Procfile's ``worker``) that
+
+- claims due jobs (``queue.claim``, ``FOR UPDATE SKIP LOCKED``) and runs up to
+  ``DEBOUNCE_WORKER_CONCURRENCY`` syncs at once, at most ``worker_source_concurrency`` of one
+  source (default: three quarters of the slots), and none of a source that just answered 429
+  until its ``Retry-After`` passed — one source's backlog or rate limit cannot starve another;
+- sleeps until the earliest pending ``scheduled_at`` (bounded by ``poll_interval_seconds``) and
+  wakes at once on ``LISTEN debounce_jobs`` (jobs that become due *now*: manual re-syncs,
+  retries due now, released jobs) and whenever a slot frees;
+- extends the lease of every running sync every ``lease_seconds / 3`` and periodically returns
+  expired leases of dead workers (``queue.requeue_expired``);
+- maps what ``sync`` raises: ``RateLimited`` → rescheduled at ``Retry-After`` without spending an
+  attempt; ``PermanentError`` → failed at once; anything else → retried with backoff, the
+  exception's type and message in ``last_error``;
+- on SIGTERM/SIGINT stops claiming, lets running syncs finish within
+  ``shutdown_grace_seconds`` (25 s, inside Heroku's 30 s), releases the rest untouched and
+  returns;
+- survives the database going away: logs, backs off, and goes on once the pool reconnects.
+
+Several worker processes against one database are safe: that is how it scales out.
+
+Rooms: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
+:mod:`.outcomes` (completions and failures, each batched into one statement), :mod:`.notifier`
+(``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper), :mod:`.errors` (how a
+loop reports a database error).
+"""
+
+from debounce.worker.loop import Worker, default_worker_id
+
+__all__ = ["Worker", "default_worker_id"]

@@ -1,0 +1,273 @@
+"""The claim loop of one worker process: claims due jobs, runs their integration's ``sync``
+inside the claim fence, maps what it raises to an outcome, and shuts down cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from debounce import queue
+from debounce.config import Settings
+from debounce.documents import LeaseLost, claim_fence
+from debounce.retry import Backoff, backoff_delay
+from debounce.types import SyncJob
+from debounce.worker import maintenance
+from debounce.worker.errors import log_db_error
+from debounce.worker.notifier import listen
+from debounce.worker.outcomes import Outcomes
+from integrations.base import Integration, PermanentError, RateLimited
+
+__all__ = ["Worker", "default_worker_id"]
+
+log = logging.getLogger("debounce.worker")
+
+
+def default_worker_id() -> str:
+    """``host:pid:random`` — unique per process, readable in ``locked_by``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """The claim loop of one process (see the package docstring).
+
+    ``pool``: an open ``AsyncConnectionPool`` (autocommit connections); ``sources``: the
+    integrations by source type (with a document store); ``conninfo``: the database URL used
+    for the ``LISTEN`` connection (default: the pool's).
+
+    Raises (construction):
+        ValueError: no ``conninfo`` given and the pool's is not a string.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: AsyncConnectionPool[Any],
+        sources: Mapping[str, Integration],
+        *,
+        worker_id: str | None = None,
+        conninfo: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.sources = dict(sources)
+        self.worker_id = worker_id or default_worker_id()
+        if conninfo is None:
+            if not isinstance(pool.conninfo, str):
+                raise ValueError("pass conninfo: the pool's conninfo is not a string")
+            conninfo = pool.conninfo
+        self.conninfo: str = conninfo
+        self.concurrency = max(1, settings.worker_concurrency)
+        self.source_limit = settings.worker_source_concurrency or max(
+            1, self.concurrency - self.concurrency // 4
+        )
+        #: Syncs in flight by job id.
+        self.running: dict[int, SyncJob] = {}
+        #: Jobs whose sync returned and whose outcome is being recorded.
+        self.finishing: set[int] = set()
+        self.outcomes = Outcomes(pool)
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._paused_until: dict[str, float] = {}
+        self._stopping = asyncio.Event()
+        #: Claim again only once this many slots are free (or nothing runs): claims in batches.
+        self.claim_batch = max(1, self.concurrency // 4)
+        self.completed = 0
+        self.failed = 0
+
+    # --- public -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to stop claiming and shut down (signal handlers call this)."""
+        self._stopping.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Look for due jobs now (a notification arrived, a slot freed, a lease came back)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Run until :meth:`stop`; then drain within the grace period, release the rest."""
+        log.info("worker %s started (concurrency %d, per source %d)", self.worker_id,
+                 self.concurrency, self.source_limit)
+        lease = self.settings.lease_seconds
+        self.outcomes.start()
+        helpers = [
+            asyncio.create_task(listen(self.conninfo, self.wake), name="listen"),
+            asyncio.create_task(maintenance.lease_keeper(self.pool, self.running, self.finishing,
+                                                         lease), name="lease-keeper"),
+            asyncio.create_task(maintenance.reaper(self.pool, lease, self.wake), name="reaper"),
+        ]
+        try:
+            await self._claim_loop()
+        finally:
+            await self._drain()
+            for task in helpers:
+                task.cancel()
+            for task in helpers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await self.outcomes.stop()
+            log.info("worker %s stopped (%d completed, %d failed)", self.worker_id,
+                     self.completed, self.failed)
+
+    async def renew_leases(self) -> list[SyncJob]:
+        """One round of the lease keeper (see :func:`.maintenance.renew_leases`)."""
+        return await maintenance.renew_leases(self.pool, self.running, self.finishing,
+                                              self.settings.lease_seconds)
+
+    # --- the claim loop -----------------------------------------------------------------------
+
+    def _eligible(self) -> list[tuple[str, int]]:
+        """Sources we may claim for now, with how many slots each may take."""
+        free = self.concurrency - len(self.running)
+        if free <= 0:
+            return []
+        now = time.monotonic()
+        per_source = Counter(j.source_type for j in self.running.values())
+        out = []
+        for source in self.sources:
+            if self._paused_until.get(source, 0.0) > now:
+                continue
+            room = min(free, self.source_limit - per_source[source])
+            if room > 0:
+                out.append((source, room))
+        return out
+
+    async def _claim_loop(self) -> None:
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            self._wake.clear()
+            try:
+                delay = await self._claim_round()
+                backoff.reset()
+            except Exception as exc:
+                delay = backoff.next()
+                log_db_error("claiming jobs", exc, delay)
+            if delay == 0:
+                continue  # look again at once: more may be due
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=max(delay, 0.0))
+
+    async def _claim_round(self) -> float:
+        """Claim what is due for the free slots; returns how long to sleep (0: claimed some,
+        look again now). With every slot busy, a finishing sync wakes the loop."""
+        eligible = self._eligible()
+        free = self.concurrency - len(self.running)
+        if eligible and (free >= self.claim_batch or not self.running):
+            jobs = await queue.claim(self.pool, self.worker_id, limit=free,
+                                     lease_seconds=self.settings.lease_seconds,
+                                     source_limits=dict(eligible))
+            for job in jobs:
+                self._start(job)
+            if jobs:
+                return 0.0
+        delay = self.settings.poll_interval_seconds
+        if eligible:
+            until = await queue.seconds_until_due(self.pool, [s for s, _ in eligible])
+            if until is not None:
+                delay = min(delay, max(until, 0.0) + 0.001)
+        now = time.monotonic()
+        pauses = [t - now for t in self._paused_until.values() if t > now]
+        if pauses:  # a rate-limited source becomes claimable again
+            delay = min(delay, min(pauses) + 0.001)
+        return max(delay, 0.001)
+
+    def _start(self, job: SyncJob) -> None:
+        self.running[job.id] = job
+        log.debug("claimed (attempt %d, revision %d, %d events)", job.attempts,
+                  job.claimed_revision or 0, job.event_count, extra=job.log_fields())
+        self._tasks[job.id] = asyncio.create_task(self._run_job(job), name=f"sync-{job.id}")
+
+    async def _run_job(self, job: SyncJob) -> None:
+        integration = self.sources.get(job.source_type)
+        started = time.monotonic()
+        try:
+            if integration is None:
+                raise PermanentError(f"no integration for source {job.source_type!r}")
+            with claim_fence(job):
+                result = await integration.sync(job)
+        except asyncio.CancelledError:
+            raise  # shutdown: _drain releases the job
+        except LeaseLost as exc:
+            # Stalled past the lease; another worker holds the job now and syncs the page.
+            log.warning("lease lost during the sync, nothing written (%s)", exc,
+                        extra=job.log_fields())
+        except RateLimited as exc:
+            self._paused_until[job.source_type] = time.monotonic() + exc.retry_after
+            log.warning("rate limited; retry in %.0f s", exc.retry_after, extra=job.log_fields())
+            await self._record_failure(queue.Failure(job, str(exc), retry_after=exc.retry_after))
+        except PermanentError as exc:
+            self.failed += 1
+            log.error("permanent failure: %s", exc, extra=job.log_fields())
+            await self._record_failure(queue.Failure(job, f"PermanentError: {exc}", permanent=True))
+        except Exception as exc:
+            log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())
+            delay = backoff_delay(job.attempts, self.settings.backoff_seconds)
+            await self._record_failure(queue.Failure(job, f"{exc.__class__.__name__}: {exc}",
+                                                     backoff_seconds=delay))
+        else:
+            self.completed += 1
+            log.info("synced in %.2f s (%d written, %d unchanged, %d deleted)",
+                     time.monotonic() - started, result.written, result.unchanged, result.deleted,
+                     extra=job.log_fields())
+            await self._complete(job)
+        finally:
+            if not asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                self.running.pop(job.id, None)
+                self._tasks.pop(job.id, None)
+                self.finishing.discard(job.id)
+                self._wake.set()
+
+    async def _complete(self, job: SyncJob) -> None:
+        """Record a finished sync; the job keeps its slot and its lease until it is."""
+        self.finishing.add(job.id)
+        row = await self.outcomes.complete(job)
+        if row is None:
+            log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
+        elif row.status.value != "completed":
+            log.info("edited during the sync: follow-up due %s", row.scheduled_at.isoformat(),
+                     extra=job.log_fields())
+
+    async def _record_failure(self, failure: queue.Failure) -> None:
+        """Record a failed sync; the job keeps its slot and its lease until it is."""
+        job = failure.job
+        self.finishing.add(job.id)
+        row = await self.outcomes.fail(failure)
+        if row is None:
+            log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
+        else:
+            log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
+                     extra=job.log_fields())
+
+    async def _drain(self) -> None:
+        """Let running syncs finish within the grace period, then release what is left."""
+        if self._tasks:
+            log.info("stopping: waiting up to %.0f s for %d running syncs",
+                     self.settings.shutdown_grace_seconds, len(self._tasks))
+            await asyncio.wait(list(self._tasks.values()),
+                               timeout=self.settings.shutdown_grace_seconds)
+        leftover = [self.running[i] for i in list(self._tasks) if i in self.running]
+        for task in list(self._tasks.values()):
+            task.cancel()
+        for task in list(self._tasks.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if leftover:
+            try:
+                for job in await queue.release(self.pool, leftover):
+                    log.info("released unfinished sync at shutdown", extra=job.log_fields())
+            except Exception as exc:
+                log_db_error(f"releasing {len(leftover)} jobs (their leases will expire)", exc)
+        self._tasks.clear()
+        self.running.clear()
+        self.finishing.clear()
