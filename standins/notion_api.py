@@ -20,9 +20,11 @@ Errors are ``{"object": "error", "status": int, "code": str, "message": str}``
 ``Authorization: Bearer <token>`` equal to :attr:`FakeNotion.token` (else 401
 ``unauthorized``); nothing else is checked (not even ``Notion-Version``).
 
-Build content with the block helpers (:func:`paragraph`, :func:`heading`, :func:`bulleted`, …)
-and :meth:`FakeNotion.add_page`; inject faults with :meth:`FakeNotion.fail`; count requests with
-:attr:`FakeNotion.calls`. Serve it with :class:`standins.server.BackgroundServer`::
+Build content with the block helpers (:func:`paragraph`, :func:`heading`, :func:`bulleted`, …;
+more in :mod:`standins.notion_content`) and :meth:`FakeNotion.add_page`; Notion-hosted files
+(``type: "file"``) are answered with a new signed URL and ``expiry_time`` every time; inject
+faults with :meth:`FakeNotion.fail`; count requests with :attr:`FakeNotion.calls`. Serve it with
+:class:`standins.server.BackgroundServer`::
 
     fake = FakeNotion(token="secret_test")
     page_id = fake.add_page(title="Hello", blocks=[paragraph("world")])
@@ -204,9 +206,9 @@ def paragraph(value: RichTextInput = "", *children: BlockSpec) -> BlockSpec:
 
 
 def heading(level: int, value: RichTextInput, *children: BlockSpec) -> BlockSpec:
-    """A ``heading_1``/``heading_2``/``heading_3`` block; children make it a toggle heading."""
-    if level not in (1, 2, 3):
-        raise ValueError(f"heading level must be 1, 2 or 3, got {level}")
+    """A ``heading_1`` … ``heading_4`` block; children make it a toggle heading."""
+    if level not in (1, 2, 3, 4):
+        raise ValueError(f"heading level must be 1, 2, 3 or 4, got {level}")
     return _text_block(f"heading_{level}", value, children, is_toggleable=bool(children))
 
 
@@ -728,6 +730,14 @@ class FakeNotion:
             return self._error(fault.status, fault.code, fault.message, fault.headers)
         return object_id
 
+    @staticmethod
+    def _json(body: dict[str, Any]) -> Response:
+        """A JSON answer in which Notion-hosted files carry a freshly signed URL and
+        ``expiry_time``, different on every response, as Notion's do."""
+        from standins.notion_content import resign_files  # it builds on this module
+
+        return JSONResponse(resign_files(body))
+
     def _not_found(self, object_id: str) -> Response:
         return self._error(
             404,
@@ -748,14 +758,14 @@ class FakeNotion:
                 "instead.",
             )
         page = self.pages.get(got)
-        return JSONResponse(page) if page is not None else self._not_found(got)
+        return self._json(page) if page is not None else self._not_found(got)
 
     async def _blocks_retrieve(self, request: Request) -> Response:
         got = self._guard(request, "blocks.retrieve", request.path_params["block_id"])
         if isinstance(got, Response):
             return got
         found = self.blocks.get(got)
-        return JSONResponse(found) if found is not None else self._not_found(got)
+        return self._json(found) if found is not None else self._not_found(got)
 
     async def _blocks_children(self, request: Request) -> Response:
         got = self._guard(request, "blocks.children.list", request.path_params["block_id"])
@@ -785,7 +795,7 @@ class FakeNotion:
         size = min(page_size, self.page_size_cap)
         chunk = ids[start : start + size]
         has_more = start + size < len(ids)
-        return JSONResponse(
+        return self._json(
             {
                 "object": "list",
                 "results": [self.blocks[i] for i in chunk],

@@ -48,6 +48,7 @@ from standins.notion_api import (
     to_do,
     toggle,
 )
+from standins.notion_content import every_block_type, files_property, media, rollup_property
 from standins.server import BackgroundServer
 
 TOKEN = "secret_test_notion_token"
@@ -240,7 +241,7 @@ $$
 
 ![A cat](https://img.example/cat.png)
 
-[report.pdf](https://files.example/report.pdf)
+[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#{file_block})
 
 [https://example.org/](https://example.org/)
 
@@ -270,7 +271,9 @@ async def test_representative_page_paginated_and_nested(
 
     doc = await store.get("notion", PAGE)
     assert doc is not None
-    assert doc["content"] == REPRESENTATIVE_MARKDOWN
+    # The Notion-hosted file links to its block, not to its signed URL.
+    [file_block] = [b for b, v in fake.blocks.items() if v["type"] == "file"]
+    assert doc["content"] == REPRESENTATIVE_MARKDOWN.replace("{file_block}", file_block.replace("-", ""))
     assert doc["title"] == "Sync design"
     assert doc["source_page_id"] == PAGE
     assert doc["url"] == "https://www.notion.so/Sync-design-153104cd477e809d8dc4ff2d96ae3090"
@@ -323,6 +326,189 @@ async def test_unchanged_second_sync_is_not_rewritten(
     assert third is not None and third["content"] == "different\n"
 
 
+EVERY_BLOCK_MARKDOWN = """\
+A paragraph with **bold** text.
+
+# Heading 1
+
+## Heading 2
+
+### Heading 3
+
+#### Heading 4
+
+#### Toggle heading 4
+
+Under the toggle heading.
+
+- Bullet
+  - Nested bullet
+
+1. First
+2. Second
+
+- [x] Done
+- [ ] Open
+
+<details>
+<summary>A toggle</summary>
+
+Toggle body.
+
+</details>
+
+> A quote\\
+> on two lines
+
+> ⚠️ A callout
+
+```python
+print(1)
+```
+
+A caption
+
+$$
+E = mc^2
+$$
+
+---
+
+Left column
+
+Right column
+
+| Key | Value |
+| --- | --- |
+| **a** | 1 |
+
+|  |  |
+| --- | --- |
+| x | y |
+
+Tab one
+
+First tab body.
+
+📌 Tab two
+
+Second tab body.
+
+![A cat](https://img.example/cat.png)
+
+[Image: A dog](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322113)
+
+[Video](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322114)
+
+[The talk](https://audio.example/talk.mp3)
+
+[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322115)
+
+[Slides](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322116)
+
+[Example](https://example.org/)
+
+[https://embed.example/x](https://embed.example/x)
+
+[https://github.com/makenotion/notion-sdk-js/pull/1](https://github.com/makenotion/notion-sdk-js/pull/1)
+
+Link to page: [Sub page](https://www.notion.so/0f1e2d3c4b5a49688776655443322111)
+
+[Link to page](https://www.notion.so/0f1e2d3c4b5a49688776655443322119)
+
+Link to database: [Tasks](https://www.notion.so/0f1e2d3c4b5a49688776655443322112)
+
+[Link to comment](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322117)
+
+Page: [Sub page](https://www.notion.so/0f1e2d3c4b5a49688776655443322111)
+
+Database: [Tasks](https://www.notion.so/0f1e2d3c4b5a49688776655443322112)
+
+Synced content.
+
+Synced content.
+
+Add a task
+
+- [ ] New task
+
+Meeting notes: Weekly sync
+
+Summary of the meeting.
+
+[unsupported Notion block: form]
+
+Text of a future type
+
+Its child.
+"""
+
+
+async def test_every_block_type_of_the_reference_renders(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(PAGE, title="Everything", blocks=every_block_type())
+    assert (await notion.sync(make_job(PAGE))).written == 1
+    doc = await store.get("notion", PAGE)
+    assert doc is not None
+    assert doc["content"] == EVERY_BLOCK_MARKDOWN
+    assert "unsupported Notion block: " not in doc["content"].replace("block: form]", "")
+    assert "amazonaws" not in doc["content"]
+
+
+HOSTED = "https://prod-files-secure.s3.us-west-2.amazonaws.com/ws/f1"
+
+
+async def test_hosted_files_resigned_on_every_fetch_leave_the_document_unchanged(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.add_page(
+        PAGE,
+        title="Files",
+        properties={
+            "Attachments": files_property(
+                ("spec.pdf", f"{HOSTED}/spec.pdf", True), ("logo.png", "https://x.example/logo.png", False)
+            ),
+            "Rolled up": rollup_property(
+                "array",
+                [{"type": "files", "files": files_property(("a.png", f"{HOSTED}/a.png", True))["files"]}],
+            ),
+        },
+        blocks=[
+            media("image", f"{HOSTED}/chart.png", "Chart"),
+            media("file", f"{HOSTED}/data.csv", name="data.csv"),
+            media("pdf", f"{HOSTED}/deck.pdf"),
+            media("video", f"{HOSTED}/demo.mp4", "Demo"),
+            media("audio", f"{HOSTED}/call.m4a"),
+        ],
+    )
+    # The stand-in signs like Notion: a new URL and expiry on every response.
+    api = notion._api()
+    image_id = fake.children[PAGE][0]
+    one = await api.blocks.retrieve(block_id=image_id)
+    two = await api.blocks.retrieve(block_id=image_id)
+    assert one["image"]["file"]["url"] != two["image"]["file"]["url"]
+    assert one["image"]["file"]["url"].startswith(f"{HOSTED}/chart.png?X-Amz-")
+    assert one["image"]["file"]["expiry_time"] > "2026"
+
+    assert (await notion.sync(make_job(PAGE))).written == 1
+    before = await store.get("notion", PAGE)
+    assert before is not None
+    stored = json.dumps({"content": before["content"], "metadata": before["metadata"]})
+    assert "amazonaws" not in stored and "X-Amz" not in stored and "expiry" not in stored
+    assert before["metadata"]["properties"] == {
+        "Attachments": ["spec.pdf", "logo.png"],
+        "Rolled up": ["a.png"],
+    }
+    link = f"https://www.notion.so/{PAGE.replace('-', '')}#"
+    assert before["content"].startswith(f"[Image: Chart]({link}{image_id.replace('-', '')})\n")
+
+    again = await notion.sync(make_job(PAGE, event_id="evt-2"))
+    assert again == SyncResult(unchanged=1)
+    after = await store.get("notion", PAGE)
+    assert after is not None and after["updated_at"] == before["updated_at"]
+
+
 async def test_unknown_block_type_leaves_a_placeholder(
     fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
 ) -> None:
@@ -331,7 +517,7 @@ async def test_unknown_block_type_leaves_a_placeholder(
         blocks=[
             paragraph("before"),
             block("unsupported", {}),
-            block("meeting_notes", {"title": []}, [paragraph("child of the unknown")]),
+            block("future_block", {"title": []}, [paragraph("child of the unknown")]),
             {"type": "mystery"},  # a type with no body at all
             paragraph("after"),
         ],
@@ -341,7 +527,7 @@ async def test_unknown_block_type_leaves_a_placeholder(
     assert doc is not None
     assert doc["content"] == (
         "before\n\n[unsupported Notion block: unsupported]\n\n"
-        "[unsupported Notion block: meeting_notes]\n\nchild of the unknown\n\n"
+        "[unsupported Notion block: future_block]\n\nchild of the unknown\n\n"
         "[unsupported Notion block: mystery]\n\nafter\n"
     )
     assert doc["title"] == "Untitled"

@@ -1,7 +1,8 @@
 """Notion: verify and map webhook events (web process), sync one page or database (worker).
 
 The package's rooms: ``webhook.py`` (verify, parse, id spelling), ``client.py`` (the SDK client,
-retries, error codes), ``render.py`` (blocks, rich text, properties and schemas → Markdown),
+retries, error codes), ``render.py`` (blocks → Markdown), ``richtext.py`` (rich text and
+Markdown escaping), ``properties.py`` (page properties and schemas),
 ``sync.py`` (:class:`NotionIntegration`: the sync paths, writing ``documents``),
 ``source.py`` (:data:`SOURCE`, what the registry in ``integrations/__init__.py`` lists).
 
@@ -30,7 +31,8 @@ and hands a long ``Retry-After`` back to the queue as :class:`~integrations.base
 """
 
 from integrations.notion.client import NOTION_VERSION
-from integrations.notion.render import BlockNode, render_blocks, render_rich_text
+from integrations.notion.render import BlockNode, render_blocks
+from integrations.notion.richtext import render_rich_text
 from integrations.notion.source import SOURCE
 from integrations.notion.sync import SOURCE_TYPE, NotionIntegration, create
 from integrations.notion.webhook import normalize_id

@@ -22,20 +22,17 @@ from debounce.documents import Document, DocumentStore, WriteOutcome
 from debounce.types import SyncJob
 from integrations.base import PermanentError, SyncResult
 from integrations.notion.client import _PERMANENT_CODES, _WRONG_KIND_CODES, NotionClient, _code
-from integrations.notion.render import (
-    _NO_RECURSE,
-    BlockNode,
-    _parent_summary,
-    _parse_time,
-    _plain,
-    _property_value,
-    _schema_markdown,
-    _schema_summary,
-    _title_of,
-    _user_id,
-    render_blocks,
-    render_rich_text,
+from integrations.notion.properties import (
+    parent_summary,
+    parse_time,
+    property_value,
+    schema_markdown,
+    schema_summary,
+    title_of,
+    user_id,
 )
+from integrations.notion.render import _NO_RECURSE, BlockNode, render_blocks
+from integrations.notion.richtext import plain_text, render_rich_text
 from integrations.notion.webhook import _COMMENT_PREFIX, _ENTITY_PREFIXES, NotionWebhooks
 
 __all__ = ["SOURCE_TYPE", "NotionIntegration", "create"]
@@ -195,17 +192,17 @@ class NotionIntegration(NotionWebhooks, NotionClient):
         nodes = await self._walk(api, page_id)
         raw_props = page.get("properties")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
-        created_by = _user_id(page.get("created_by"))
-        edited_by = _user_id(page.get("last_edited_by"))
+        created_by = user_id(page.get("created_by"))
+        edited_by = user_id(page.get("last_edited_by"))
         metadata: dict[str, Any] = {
             "object": "page",
-            "parent": _parent_summary(page.get("parent")),
+            "parent": parent_summary(page.get("parent")),
             "created_by": created_by,
             "last_edited_by": edited_by,
             "authors": sorted({i for i in (created_by, edited_by) if i}),
             "created_time": page.get("created_time"),
             "properties": {
-                str(name): _property_value(value)
+                str(name): property_value(value)
                 for name, value in props.items()
                 if isinstance(value, dict) and value.get("type") != "title"
             },
@@ -214,11 +211,11 @@ class NotionIntegration(NotionWebhooks, NotionClient):
             source_type=SOURCE_TYPE,
             document_id=page_id,
             source_page_id=job.source_page_id,
-            title=_title_of(page) or "Untitled",
-            content=render_blocks(nodes),
+            title=title_of(page) or "Untitled",
+            content=render_blocks(nodes, page_id=page_id),
             url=page.get("url") if isinstance(page.get("url"), str) else None,
             metadata=metadata,
-            source_updated_at=_parse_time(page.get("last_edited_time")),
+            source_updated_at=parse_time(page.get("last_edited_time")),
         )
         return await self._write(doc)
 
@@ -230,7 +227,7 @@ class NotionIntegration(NotionWebhooks, NotionClient):
         if db.get("in_trash") or db.get("archived"):
             return await self._deleted(job)  # database is in the trash
         db_id = str(db.get("id") or job.source_page_id)
-        title = _plain(db.get("title")).strip() or "Untitled database"
+        title = plain_text(db.get("title")).strip() or "Untitled database"
         lines: list[str] = []
         description = render_rich_text(db.get("description"))
         if description:
@@ -239,21 +236,21 @@ class NotionIntegration(NotionWebhooks, NotionClient):
         schemas: dict[str, dict[str, str]] = {}
         for ref in refs:
             ds = await self._fetch(api.data_sources.retrieve, data_source_id=str(ref["id"]))
-            name = str(ref.get("name") or (_plain(ds.get("title")) if ds else "") or ref["id"])
+            name = str(ref.get("name") or (plain_text(ds.get("title")) if ds else "") or ref["id"])
             lines += [f"## {name}", ""]
             if ds is None:
                 lines += ["(data source not shared with the integration)", ""]
                 continue
-            lines += [*_schema_markdown(ds), ""]
-            schemas[name] = _schema_summary(ds)
+            lines += [*schema_markdown(ds), ""]
+            schemas[name] = schema_summary(ds)
         if "properties" in db:  # databases retrieved with an API version before 2025-09-03
-            lines += [*_schema_markdown(db), ""]
-            schemas[title] = _schema_summary(db)
+            lines += [*schema_markdown(db), ""]
+            schemas[title] = schema_summary(db)
         metadata: dict[str, Any] = {
             "object": "database",
-            "parent": _parent_summary(db.get("parent")),
-            "created_by": _user_id(db.get("created_by")),
-            "last_edited_by": _user_id(db.get("last_edited_by")),
+            "parent": parent_summary(db.get("parent")),
+            "created_by": user_id(db.get("created_by")),
+            "last_edited_by": user_id(db.get("last_edited_by")),
             "data_sources": [{"id": r["id"], "name": r.get("name")} for r in refs],
             "schema": schemas,
         }
@@ -265,7 +262,7 @@ class NotionIntegration(NotionWebhooks, NotionClient):
             content="\n".join(lines).strip("\n") + "\n" if lines else "",
             url=db.get("url") if isinstance(db.get("url"), str) else None,
             metadata=metadata,
-            source_updated_at=_parse_time(db.get("last_edited_time")),
+            source_updated_at=parse_time(db.get("last_edited_time")),
         )
         return await self._write(doc)
 
@@ -279,23 +276,23 @@ class NotionIntegration(NotionWebhooks, NotionClient):
         description = render_rich_text(ds.get("description"))
         if description:
             lines += [description, ""]
-        lines += _schema_markdown(ds)
+        lines += schema_markdown(ds)
         metadata: dict[str, Any] = {
             "object": "data_source",
-            "parent": _parent_summary(ds.get("parent")),
-            "created_by": _user_id(ds.get("created_by")),
-            "last_edited_by": _user_id(ds.get("last_edited_by")),
-            "schema": _schema_summary(ds),
+            "parent": parent_summary(ds.get("parent")),
+            "created_by": user_id(ds.get("created_by")),
+            "last_edited_by": user_id(ds.get("last_edited_by")),
+            "schema": schema_summary(ds),
         }
         doc = Document(
             source_type=SOURCE_TYPE,
             document_id=ds_id,
             source_page_id=job.source_page_id,
-            title=_plain(ds.get("title")).strip() or "Untitled data source",
+            title=plain_text(ds.get("title")).strip() or "Untitled data source",
             content="\n".join(lines) + "\n",
             url=ds.get("url") if isinstance(ds.get("url"), str) else None,
             metadata=metadata,
-            source_updated_at=_parse_time(ds.get("last_edited_time")),
+            source_updated_at=parse_time(ds.get("last_edited_time")),
         )
         return await self._write(doc)
 
