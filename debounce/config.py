@@ -133,6 +133,11 @@ class Settings:
     event_retention_seconds: float = 3 * 86400.0
     #: How long finished (completed/failed) jobs are kept before ``prune``, in seconds.
     job_retention_seconds: float = 7 * 86400.0
+    #: How often a worker prunes finished jobs and event ids past retention (one worker at a
+    #: time), in seconds; 0 turns the scheduled prune off (``debounce prune`` still works).
+    prune_interval_seconds: float = 3600.0
+    #: Port of the worker's Prometheus endpoint; ``None``: no endpoint.
+    metrics_port: int | None = None
 
     source_values: Mapping[str, Any] = field(default_factory=dict)
 
@@ -247,4 +252,12 @@ class Settings:
             webhook_deadline_seconds=_positive(env, "DEBOUNCE_WEBHOOK_DEADLINE_SECONDS",
                                                d.webhook_deadline_seconds),
             pool_max_size=_int(env, "DEBOUNCE_POOL_MAX_SIZE", d.pool_max_size),
+            event_retention_seconds=_float(env, "DEBOUNCE_EVENT_RETENTION_SECONDS",
+                                           d.event_retention_seconds),
+            job_retention_seconds=_float(env, "DEBOUNCE_JOB_RETENTION_SECONDS",
+                                         d.job_retention_seconds),
+            prune_interval_seconds=_float(env, "DEBOUNCE_PRUNE_INTERVAL_SECONDS",
+                                          d.prune_interval_seconds),
+            metrics_port=(_int(env, "DEBOUNCE_METRICS_PORT", 0, minimum=1)
+                          if env.get("DEBOUNCE_METRICS_PORT") else None),
         )

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the web process (``GET /metrics``), via ``prometheus-client``.
+"""Prometheus metrics via ``prometheus-client``: the web process's (``GET /metrics``) and the
+worker process's (``DEBOUNCE_METRICS_PORT``). No workspace or page id is a label (cardinality).
 
 Each app gets its own ``CollectorRegistry`` so several apps (tests, ``debounce serve``) can
 live in one process.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["WebMetrics"]
+__all__ = ["WORKER", "WebMetrics", "WorkerMetrics", "count_api_request"]
 
 
 class WebMetrics:
@@ -56,3 +57,54 @@ class WebMetrics:
             "Seconds the oldest due pending job has waited past its due time.",
             registry=self.registry,
         )
+
+
+class WorkerMetrics:
+    """The worker process's metrics (served on ``DEBOUNCE_METRICS_PORT`` when set):
+
+    - ``debounce_sync_seconds{source, outcome}``: duration of each sync (seconds) by outcome
+      (``completed``, ``retry``, ``rate_limited``, ``permanent``, ``lease_lost``);
+    - ``debounce_api_requests_total{source, status}``: requests sent to a source's API, by
+      HTTP status (``error`` when no answer came);
+    - ``debounce_api_rate_limited_total{source}``: of which answered 429;
+    - ``debounce_jobs_claimed_total{source}``; ``debounce_lease_renewals_total``;
+    - ``debounce_sync_lag_seconds{source}``: end-to-end lag of a completed sync, from the first
+      event of the burst it synced (accepted by the web) to the document written (seconds).
+
+    One instance per process (:data:`WORKER`); several workers in one process share it.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.sync_seconds = Histogram(
+            "debounce_sync_seconds", "Duration of each sync, by source and outcome (seconds).",
+            ["source", "outcome"], registry=self.registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0))
+        self.api_requests = Counter(
+            "debounce_api_requests", "Requests sent to a source's API, by HTTP status.",
+            ["source", "status"], registry=self.registry)
+        self.api_rate_limited = Counter(
+            "debounce_api_rate_limited", "Requests a source's API answered with 429.",
+            ["source"], registry=self.registry)
+        self.jobs_claimed = Counter(
+            "debounce_jobs_claimed", "Jobs claimed by this process, by source.", ["source"],
+            registry=self.registry)
+        self.lease_renewals = Counter(
+            "debounce_lease_renewals", "Leases of running syncs extended.", registry=self.registry)
+        self.sync_lag = Histogram(
+            "debounce_sync_lag_seconds",
+            "First accepted event of a burst to its document written (seconds).", ["source"],
+            registry=self.registry,
+            buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200))
+
+
+#: The process's worker metrics.
+WORKER = WorkerMetrics()
+
+
+def count_api_request(source: str, status: int | str) -> None:
+    """Count one request sent to ``source``'s API and its HTTP ``status`` (``"error"`` when
+    none came back). The integrations call this at the one place each sends requests."""
+    WORKER.api_requests.labels(source, str(status)).inc()
+    if status == 429:
+        WORKER.api_rate_limited.labels(source).inc()

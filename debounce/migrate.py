@@ -14,7 +14,7 @@ import psycopg
 
 from debounce.sql import migrations
 
-__all__ = ["MIGRATION_LOCK_ID", "applied_versions", "migrate"]
+__all__ = ["MIGRATION_LOCK_ID", "SchemaStatus", "applied_versions", "migrate", "schema_status"]
 
 log = logging.getLogger("debounce.migrate")
 
@@ -38,6 +38,39 @@ async def applied_versions(conn: psycopg.AsyncConnection[Any]) -> set[int]:
         return set()
     cur = await conn.execute("select version from schema_migrations")
     return {int(r[0]) for r in await cur.fetchall()}
+
+
+class SchemaStatus:
+    """Where the database's schema stands against this release's migrations: ``current`` is
+    the highest version applied (0 for an empty database), ``required`` the highest version
+    this release ships; ``missing`` the versions not applied."""
+
+    def __init__(self, applied: set[int]) -> None:
+        shipped = [version for version, _, _ in migrations()]
+        self.current = max(applied, default=0)
+        self.required = max(shipped, default=0)
+        self.missing = [v for v in shipped if v not in applied]
+
+    @property
+    def ok(self) -> bool:
+        """Every migration of this release is applied."""
+        return not self.missing
+
+    def problem(self) -> str:
+        """One line for the operator (empty when :attr:`ok`)."""
+        if self.ok:
+            return ""
+        return (f"database schema is at version {self.current}, this release needs "
+                f"{self.required}: run `debounce migrate` (the Procfile's release phase)")
+
+
+async def schema_status(conn: psycopg.AsyncConnection[Any]) -> SchemaStatus:
+    """The :class:`SchemaStatus` of the database ``conn`` is connected to.
+
+    Raises:
+        psycopg.Error: the database is unavailable.
+    """
+    return SchemaStatus(await applied_versions(conn))
 
 
 async def migrate(conninfo: str) -> list[str]:

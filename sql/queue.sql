@@ -445,20 +445,33 @@ select min(scheduled_at) as next_due from sync_jobs where status = 'pending'
 
 -- prune --
 -- Delete finished jobs older than %(job_older_than)s seconds and remembered event ids older
--- than %(event_older_than)s seconds. Returns how many of each.
+-- than %(event_older_than)s seconds, at most %(limit)s of each (NULL: all). With
+-- %(exclusive)s, only if this transaction gets the advisory lock %(lock_id)s (so one worker at a
+-- time prunes; the others skip). Returns how many of each, and whether it ran.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
+), lock as (
+    select case when %(exclusive)s::bool then pg_try_advisory_xact_lock(%(lock_id)s::bigint)
+                else true end as got
 ), jobs as (
-    delete from sync_jobs j using clock
-     where j.status in ('completed', 'failed')
-       and j.finished_at < clock.now - make_interval(secs => %(job_older_than)s::float8)
+    delete from sync_jobs j
+     where (select got from lock)
+       and j.id in (select f.id from sync_jobs f, clock
+                     where f.status in ('completed', 'failed')
+                       and f.finished_at < clock.now - make_interval(secs => %(job_older_than)s::float8)
+                     order by f.finished_at
+                     limit %(limit)s)
     returning 1
 ), events as (
-    delete from seen_events e using clock
-     where e.seen_at < clock.now - make_interval(secs => %(event_older_than)s::float8)
+    delete from seen_events e
+     where (select got from lock)
+       and e.ctid in (select o.ctid from seen_events o, clock
+                       where o.seen_at < clock.now - make_interval(secs => %(event_older_than)s::float8)
+                       limit %(limit)s)
     returning 1
 )
-select (select count(*) from jobs) as jobs, (select count(*) from events) as events
+select (select count(*) from jobs) as jobs, (select count(*) from events) as events,
+       (select got from lock) as ran
 
 -- seconds_until_due --
 -- Seconds from the database's clock until the earliest pending job of %(source_types)s (text[],

@@ -1,7 +1,9 @@
 """Test database: a real Postgres for every test, each test in a clean schema.
 
-``TEST_DATABASE_URL`` or ``DATABASE_URL`` when set; otherwise an embedded throwaway Postgres
-(``pgserver``) started once per session, so no test ever skips for lack of a database.
+``TEST_DATABASE_URL`` when set; otherwise an embedded throwaway Postgres (``pgserver``) started
+once per session, so no test ever skips for lack of a database. ``DATABASE_URL`` is never used:
+it may well point at production (the README's own "Running it for real" exports it), and the
+tests create and drop schemas.
 Each test gets its own schema (``search_path`` set in the connection string), migrated from
 ``sql/``; subprocesses receive the same string as ``DATABASE_URL``.
 """
@@ -12,7 +14,7 @@ import asyncio
 import os
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import psycopg
@@ -23,10 +25,27 @@ from psycopg_pool import AsyncConnectionPool
 from debounce.migrate import migrate
 
 
+def server_url_for_tests(env: Mapping[str, str]) -> str | None:
+    """The server the tests may use: ``TEST_DATABASE_URL`` only, never ``DATABASE_URL``."""
+    return env.get("TEST_DATABASE_URL") or None
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_production_database() -> Iterator[None]:
+    """Subprocesses started by tests inherit the environment: drop ``DATABASE_URL`` so a test
+    that forgets to pass its own cannot reach a database that was not given for tests."""
+    saved = os.environ.pop("DATABASE_URL", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["DATABASE_URL"] = saved
+
+
 @pytest.fixture(scope="session")
 def pg_server_url() -> Iterator[str]:
     """URL of the Postgres server the session uses."""
-    url = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    url = server_url_for_tests(os.environ)
     if url:
         yield url
         return

@@ -113,7 +113,7 @@ def test_send_signs_and_posts_examples(
         code = main(["send", "notion", str(EXAMPLES / "notion" / "page.created.json"),
                      "--url", server.url])
         assert code == 1 and "401" in capsys.readouterr().out
-    assert main(["jobs", "--status", "pending"]) == 0
+    assert main(["jobs", "--status", "pending", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [j["event_count"] for j in listed["jobs"]] == [2]
     assert main(["resync", "slack", "C123"]) == 0

@@ -20,7 +20,7 @@ from psycopg_pool import PoolTimeout
 from debounce.cli.admin import COMMANDS
 from debounce.cli.demo import EXAMPLES
 from debounce.cli.parser import build_parser
-from debounce.cli.processes import database, run_worker, serve
+from debounce.cli.processes import database, run_worker, serve, standins
 from debounce.cli.send import send, sign_request
 from debounce.config import Settings
 from debounce.db import open_pool
@@ -64,7 +64,9 @@ def _command(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any
         return serve(settings, args.host, args.port, demo=getattr(args, "demo", False),
                      with_worker=args.command == "serve")
     if args.command == "send":
-        return send(args.source, args.files, args.url, args.secret, settings)
+        return send(args.source, args.files, args.url, args.secret, settings, demo=args.demo)
+    if args.command == "standins":
+        return standins(args.host)
     return _admin(args, settings)
 
 
@@ -86,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_command(args, settings))
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:
+        if isinstance(exc.code, str):  # a one-line reason
+            print(exc.code, file=sys.stderr)
+            return 2
+        raise
     except (psycopg.OperationalError, PoolTimeout) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         print(f"database error: {first}", file=sys.stderr)

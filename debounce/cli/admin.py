@@ -42,10 +42,23 @@ async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int
 
 
 async def jobs(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
-    """Jobs newest first, as JSON."""
-    page = await queue.list_jobs(pool, status=args.status, source_type=args.source,
-                                 limit=args.limit, cursor=args.cursor)
-    _print({"jobs": [j.to_json() for j in page.jobs], "next_cursor": page.next_cursor})
+    """Jobs newest first: a table (payloads left out), or JSON with ``--json``."""
+    try:
+        page = await queue.list_jobs(pool, status=args.status, source_type=args.source,
+                                     limit=args.limit, cursor=args.cursor)
+    except ValueError as exc:
+        return _fail(f"error: {exc}", 2)
+    if args.json:
+        _print({"jobs": [j.to_json() for j in page.jobs], "next_cursor": page.next_cursor})
+        return 0
+    print(f"{'id':>6}  {'source':8} {'page':38} {'status':10} {'events':>6} {'tries':>5}  "
+          f"{'due (UTC)':19}  last error")
+    for j in page.jobs:
+        error = (j.last_error or "").splitlines()[0][:60] if j.last_error else ""
+        print(f"{j.id:>6}  {j.source_type:8} {j.source_page_id[:38]:38} {j.status.value:10} "
+              f"{j.event_count:>6} {j.attempts:>5}  {j.scheduled_at:%Y-%m-%d %H:%M:%S}  {error}")
+    if page.next_cursor:
+        print(f"more: debounce jobs --cursor {page.next_cursor}")
     return 0
 
 

@@ -67,7 +67,7 @@ async def demo_tour(
             source = path.parent.name
             body = path.read_bytes()
             resp = await client.post(f"{base}/webhooks/{source}", content=body,
-                                     headers=sign_request(source, body, secret_for(settings, source)))
+                                     headers=sign_request(source, body, secret_for(settings, source)[0]))
             log.info("demo: sent %s → %s %s", path.name, resp.status_code, resp.text[:200])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not server.should_exit:

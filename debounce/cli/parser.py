@@ -41,11 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = command("resync", "sync one page now (manual re-sync, revives failed pages)")
     sp.add_argument("source", help=f"source type: {listed}")
     sp.add_argument("page_id", help="the page's id in its source (page, database, channel)")
-    sp = command("jobs", "list jobs, newest first (JSON)")
+    sp = command("jobs", "list jobs, newest first (a table; --json for every field)")
     sp.add_argument("--status", choices=["pending", "processing", "completed", "failed"])
     sp.add_argument("--source", help=f"only this source ({listed})")
     sp.add_argument("--limit", type=int, default=20, help="how many (default 20)")
     sp.add_argument("--cursor", type=int, help="next_cursor of the previous page")
+    sp.add_argument("--json", action="store_true", help="JSON with every field, payloads included")
     command("stats", "job counts by source and state, queue lag (JSON)")
     sp = command("retry", "retry a failed job now (attempts reset)")
     sp.add_argument("job_id", type=int, help="the job's id (debounce jobs --status failed)")
@@ -56,8 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("source", choices=names)
     sp.add_argument("files", nargs="+", help="JSON bodies, e.g. examples/<source>/<event>.json")
     sp.add_argument("--url", default=None, help="service base URL (default http://127.0.0.1:$PORT)")
-    sp.add_argument("--secret", help="signing secret (default the source's configured secret, "
-                                     "else its demo secret)")
+    sp.add_argument("--secret", help="signing secret (default: the source's configured secret)")
+    sp.add_argument("--demo", action="store_true",
+                    help="sign with the demo secret of `debounce serve --demo` when the source's "
+                         "secret is not set")
+    sp = command("standins", "run local stand-ins of the sources' APIs (with demo content) and "
+                             "print the variables that point debounce at them")
+    sp.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     for name, source in handshake_commands().items():
         sp = command(name, f"print the verification token {source} sent")
         sp.set_defaults(handshake_source=source)

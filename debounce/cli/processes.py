@@ -65,9 +65,19 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
     worker = Worker(settings, pool, sources, conninfo=settings.database_url)
     if install_signal_handlers:
         install_signals(worker.stop)
+    metrics_server = None
+    if settings.metrics_port:
+        from prometheus_client import start_http_server
+
+        from debounce.metrics import WORKER
+
+        metrics_server, _ = start_http_server(settings.metrics_port, registry=WORKER.registry)
+        log.info("worker metrics at http://0.0.0.0:%d/metrics", settings.metrics_port)
     try:
         await worker.run()
     finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
         for integration in sources.values():
             await integration.aclose()
         await pool.close()
@@ -123,4 +133,24 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
                 stop()
                 raise task.exception()  # type: ignore[misc]
         await asyncio.gather(*tasks, return_exceptions=True)
+    return 0
+
+
+async def standins(host: str) -> int:
+    """``debounce standins``: start every source's local API stand-in (the tests' and
+    ``serve --demo``'s, with their demo content) and print the variables that point a service
+    at them; run until SIGTERM/SIGINT. Returns the exit code (0)."""
+    stopped = asyncio.Event()
+    install_signals(stopped.set)
+    with contextlib.ExitStack() as stack:
+        for source in integrations.sources().values():
+            if source.demo is None:
+                continue
+            setup = source.demo()
+            stack.callback(setup.stop)
+            env = {s.name: s.env for s in source.settings}
+            for name, value in setup.settings.items():
+                print(f"export {env.get(name, name.upper())}={value}")
+        print("# the stand-ins run until Ctrl-C", flush=True)
+        await stopped.wait()
     return 0

@@ -27,28 +27,43 @@ def sign_request(source: str, body: bytes, secret: str, *, timestamp: int | None
     return spec.sign(body, secret, timestamp)
 
 
-def secret_for(settings: Settings, source: str) -> str:
-    """The signing secret ``debounce send`` uses: the configured one, else the demo one.
+def secret_for(settings: Settings, source: str, *, demo: bool = False) -> tuple[str, str]:
+    """The signing secret ``debounce send`` uses and where it came from (for the operator):
+    the configured one (named by its variable), else — only with ``demo`` — the demo one.
 
     Raises:
-        SystemExit: the source has neither.
+        SystemExit: one line: the source does not sign, or its secret is unset and ``demo``
+            is false.
     """
     spec = integrations.sources().get(source)
-    secret = (spec.signing_secret(settings) or spec.demo_secret) if spec is not None else None
-    if not secret:
-        raise SystemExit(f"don't know how to sign for source {source!r}")
-    return secret
+    if spec is None or spec.sign is None:
+        raise SystemExit(f"error: source {source!r} does not sign its webhooks")
+    configured = spec.signing_secret(settings)
+    if configured:
+        return configured, spec.secret_env() or "the configured secret"
+    if demo and spec.demo_secret:
+        return spec.demo_secret, "the demo secret of `debounce serve --demo`"
+    raise SystemExit(f"error: {spec.secret_env() or 'the signing secret'} is not set: set it, "
+                     "pass --secret, or pass --demo to sign with the demo secret of "
+                     "`debounce serve --demo`")
 
 
 async def send(source: str, files: list[str], url: str, secret: str | None,
-               settings: Settings) -> int:
+               settings: Settings, *, demo: bool = False) -> int:
     """Post each of ``files`` (raw webhook bodies) to ``url``'s ``/webhooks/{source}``, signed
-    with ``secret`` (default: :func:`secret_for`). Returns 0, or 1 if any was refused."""
+    with ``secret`` (default: :func:`secret_for`; which one is said on stderr). Returns 0, or
+    1 if any was refused or a file cannot be read."""
     failures = 0
-    key = secret or secret_for(settings, source)
+    key, origin = (secret, "--secret") if secret else secret_for(settings, source, demo=demo)
+    print(f"signing with {origin}", file=sys.stderr)
     async with httpx.AsyncClient(timeout=10) as client:
         for file in files:
-            body = await asyncio.to_thread(Path(file).read_bytes)
+            try:
+                body = await asyncio.to_thread(Path(file).read_bytes)
+            except OSError as exc:
+                print(f"{file}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+                failures += 1
+                continue
             target = f"{url.rstrip('/')}/webhooks/{source}"
             try:
                 resp = await client.post(target, content=body, headers=sign_request(source, body, key))

@@ -48,6 +48,7 @@ from debounce.queue.lifecycle import (
     requeue_expired,
 )
 from debounce.queue.operations import (
+    PRUNE_LOCK_ID,
     JobConflict,
     JobNotFound,
     JobPage,
@@ -70,6 +71,7 @@ __all__ = [
     "MAX_KEY_BYTES",
     "MAX_PAYLOAD_DEPTH",
     "NOTIFY_CHANNEL",
+    "PRUNE_LOCK_ID",
     "RESYNC_PRIORITY",
     "Failure",
     "JobConflict",

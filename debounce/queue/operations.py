@@ -26,6 +26,7 @@ from debounce.sql import queries
 from debounce.types import JobStatus, SyncJob
 
 __all__ = [
+    "PRUNE_LOCK_ID",
     "JobConflict",
     "JobNotFound",
     "JobPage",
@@ -216,26 +217,43 @@ async def next_due(db: Db) -> datetime | None:
     return row["next_due"] if row else None
 
 
+#: Advisory lock of the scheduled prune (one worker at a time): "prune" in ASCII.
+PRUNE_LOCK_ID = 0x7072756E65
+
+
 async def prune(
     db: Db,
     older_than: float,
     *,
     event_older_than: float | None = None,
+    limit: int | None = None,
+    exclusive: bool = False,
     now: datetime | None = None,
-) -> dict[str, int]:
+) -> dict[str, int] | None:
     """Delete finished (``completed``/``failed``) jobs finished more than ``older_than``
     seconds ago, and remembered event ids older than ``event_older_than`` seconds (default:
-    ``older_than``). Returns ``{"jobs": n, "events": m}``."""
+    ``older_than``), at most ``limit`` of each (``None``: all). Returns ``{"jobs": n,
+    "events": m}``; with ``exclusive``, ``None`` when another session holds the prune lock
+    (:data:`PRUNE_LOCK_ID`, so concurrent workers do not prune at once).
+
+    Raises:
+        ValueError: negative ages, ``limit < 1``.
+    """
     check_seconds("older_than", older_than)
     events_age = older_than if event_older_than is None else event_older_than
     check_seconds("event_older_than", events_age)
+    if limit is not None:
+        check_int("limit", limit, minimum=1)
     check_now(now)
     row = await fetch_one(
         db,
         _Q["prune"],
-        {"job_older_than": float(older_than), "event_older_than": float(events_age), "now": now},
+        {"job_older_than": float(older_than), "event_older_than": float(events_age), "now": now,
+         "limit": limit, "exclusive": exclusive, "lock_id": PRUNE_LOCK_ID},
     )
     assert row is not None
+    if not row["ran"]:
+        return None
     return {"jobs": int(row["jobs"]), "events": int(row["events"])}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+import psycopg
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,6 +26,7 @@ __all__ = [
     "db_unavailable",
     "error",
     "http_error",
+    "schema_missing",
     "server_error",
 ]
 
@@ -83,12 +85,31 @@ async def http_error(request: Request, exc: Exception) -> Response:
 _reported: set[tuple[str, str]] = set()
 
 
+#: SQLSTATEs of an unmigrated schema: undefined table, column, function (PostgreSQL manual,
+#: Appendix A).
+SCHEMA_SQLSTATES = frozenset({"42P01", "42703", "42883"})
+
+
+def schema_missing(exc: BaseException) -> ApiError | None:
+    """The 503 for a database whose schema lacks what this release uses, else ``None``."""
+    if isinstance(exc, psycopg.Error) and exc.sqlstate in SCHEMA_SQLSTATES:
+        log.error("database schema is not migrated: %s", str(exc).strip().splitlines()[0])
+        return ApiError(503, "schema_not_migrated",
+                        "the database schema is older than this release: run `debounce migrate` "
+                        "(the Procfile's release phase); nothing was recorded",
+                        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return None
+
+
 async def server_error(request: Request, exc: Exception) -> Response:
-    """The answer to an unhandled exception: 503 for a database that is unavailable, else a
-    JSON 500. Its traceback is logged once per route and error type, then one line per
-    repeat, so a client hammering an unauthenticated route cannot flood the log."""
+    """The answer to an unhandled exception: 503 for a database that is unavailable or not
+    migrated, else a JSON 500. Its traceback is logged once per route and error type, then one
+    line per repeat, so a client hammering an unauthenticated route cannot flood the log."""
     if is_transient(exc):
         return await http_error(request, db_unavailable(exc))
+    missing = schema_missing(exc)
+    if missing is not None:
+        return await http_error(request, missing)
     route = request.scope.get("route")
     key = (str(getattr(route, "path", "?")), exc.__class__.__name__)
     if key in _reported:

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from debounce import queue
+from debounce.migrate import schema_status
 from debounce.sql import queries
 from debounce.types import JobStatus
 from debounce.web.errors import ApiError
@@ -33,17 +34,19 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """``GET /readyz``: 200 when the database answers within
-    :data:`READY_TIMEOUT_SECONDS`, else 503."""
+    """``GET /readyz``: 200 when the database answers within :data:`READY_TIMEOUT_SECONDS`
+    and its schema has every migration of this release; else 503 saying which."""
     state = web_state(request)
     try:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
             async with state.db.connection(timeout=READY_TIMEOUT_SECONDS) as conn:
-                await conn.execute(_Q["ping"])
+                status = await schema_status(conn)
     except _UNREACHABLE as exc:
         raise ApiError(503, "database_unavailable",
                        f"database not reachable ({exc.__class__.__name__})") from None
-    return JSONResponse({"ok": True, "database": "reachable"})
+    if not status.ok:
+        raise ApiError(503, "schema_not_migrated", status.problem())
+    return JSONResponse({"ok": True, "database": "reachable", "schema_version": status.current})
 
 
 async def metrics(request: Request) -> Response:

@@ -19,6 +19,8 @@ from psycopg_pool import AsyncConnectionPool
 from debounce import queue
 from debounce.config import Settings
 from debounce.documents import LeaseLost, claim_fence
+from debounce.metrics import WORKER
+from debounce.migrate import schema_status
 from debounce.retry import Backoff, backoff_delay
 from debounce.types import SyncJob
 from debounce.worker import maintenance
@@ -107,8 +109,14 @@ class Worker:
                                                          lease), name="lease-keeper"),
             asyncio.create_task(maintenance.reaper(self.pool, lease, self.wake), name="reaper"),
         ]
+        if self.settings.prune_interval_seconds > 0:
+            helpers.append(asyncio.create_task(maintenance.pruner(
+                self.pool, self.settings.prune_interval_seconds,
+                self.settings.job_retention_seconds, self.settings.event_retention_seconds),
+                name="pruner"))
         try:
-            await self._claim_loop()
+            if await self._schema_ready():
+                await self._claim_loop()
         finally:
             await self._drain()
             for task in helpers:
@@ -119,6 +127,31 @@ class Worker:
             await self.outcomes.stop()
             log.info("worker %s stopped (%d completed, %d failed)", self.worker_id,
                      self.completed, self.failed)
+
+    async def _schema_ready(self) -> bool:
+        """Wait until the database has every migration of this release (a worker started
+        before the release phase, or against a fresh database, says so once and waits
+        instead of crashing). Returns ``False`` when stopped while waiting."""
+        backoff = Backoff(initial=1.0, cap=10.0)
+        said = ""
+        while not self._stopping.is_set():
+            try:
+                async with self.pool.connection() as conn:
+                    status = await schema_status(conn)
+                if status.ok:
+                    if said:
+                        log.info("database schema is current (version %d): starting", status.current)
+                    return True
+                if status.problem() != said:
+                    said = status.problem()
+                    log.error("%s; waiting", said)
+                delay = backoff.next()
+            except Exception as exc:
+                delay = backoff.next()
+                log_db_error("checking the database schema", exc, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), timeout=delay)
+        return False
 
     async def renew_leases(self) -> list[SyncJob]:
         """One round of the lease keeper (see :func:`.maintenance.renew_leases`)."""
@@ -184,6 +217,7 @@ class Worker:
 
     def _start(self, job: SyncJob) -> None:
         self.running[job.id] = job
+        WORKER.jobs_claimed.labels(job.source_type).inc()
         log.debug("claimed (attempt %d, revision %d, %d events)", job.attempts,
                   job.claimed_revision or 0, job.event_count, extra=job.log_fields())
         self._tasks[job.id] = asyncio.create_task(self._run_job(job), name=f"sync-{job.id}")
@@ -200,22 +234,27 @@ class Worker:
             raise  # shutdown: _drain releases the job
         except LeaseLost as exc:
             # Stalled past the lease; another worker holds the job now and syncs the page.
+            self._observe(job, started, "lease_lost")
             log.warning("lease lost during the sync, nothing written (%s)", exc,
                         extra=job.log_fields())
         except RateLimited as exc:
+            self._observe(job, started, "rate_limited")
             self._paused_until[job.source_type] = time.monotonic() + exc.retry_after
             log.warning("rate limited; retry in %.0f s", exc.retry_after, extra=job.log_fields())
             await self._record_failure(queue.Failure(job, str(exc), retry_after=exc.retry_after))
         except PermanentError as exc:
+            self._observe(job, started, "permanent")
             self.failed += 1
             log.error("permanent failure: %s", exc, extra=job.log_fields())
             await self._record_failure(queue.Failure(job, f"PermanentError: {exc}", permanent=True))
         except Exception as exc:
+            self._observe(job, started, "retry")
             log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())
             delay = backoff_delay(job.attempts, self.settings.backoff_seconds)
             await self._record_failure(queue.Failure(job, f"{exc.__class__.__name__}: {exc}",
                                                      backoff_seconds=delay))
         else:
+            self._observe(job, started, "completed")
             self.completed += 1
             log.info("synced in %.2f s (%d written, %d unchanged, %d deleted)",
                      time.monotonic() - started, result.written, result.unchanged, result.deleted,
@@ -228,10 +267,17 @@ class Worker:
                 self.finishing.discard(job.id)
                 self._wake.set()
 
+    @staticmethod
+    def _observe(job: SyncJob, started: float, outcome: str) -> None:
+        WORKER.sync_seconds.labels(job.source_type, outcome).observe(time.monotonic() - started)
+
     async def _complete(self, job: SyncJob) -> None:
         """Record a finished sync; the job keeps its slot and its lease until it is."""
         self.finishing.add(job.id)
         row = await self.outcomes.complete(job)
+        if row is not None and row.finished_at is not None:
+            lag = (row.finished_at - job.first_event_at).total_seconds()
+            WORKER.sync_lag.labels(job.source_type).observe(max(lag, 0.0))
         if row is None:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
         elif row.status.value != "completed":

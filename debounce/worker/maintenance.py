@@ -6,15 +6,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping
+from datetime import datetime
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
+from debounce.metrics import WORKER
 from debounce.types import SyncJob
 from debounce.worker.errors import log_db_error
 
-__all__ = ["lease_keeper", "reaper", "renew_leases"]
+__all__ = ["PRUNE_BATCH", "lease_keeper", "prune_once", "pruner", "reaper", "renew_leases"]
+
+#: Rows deleted per prune statement (of jobs and of event ids): a long backlog is pruned in
+#: short statements rather than one that holds locks for minutes.
+PRUNE_BATCH = 5000
 
 log = logging.getLogger("debounce.worker")
 
@@ -34,6 +40,7 @@ async def renew_leases(
     if not jobs:
         return []
     kept = await queue.extend_leases(pool, jobs, lease_seconds)
+    WORKER.lease_renewals.inc(len(kept))
     lost = [j for j in jobs if j.id not in kept and j.id in running and j.id not in finishing]
     for job in lost:
         log.warning("lease lost while syncing: the job was requeued or re-claimed; this sync's "
@@ -67,4 +74,43 @@ async def reaper(pool: AsyncConnectionPool[Any], lease_seconds: float, wake: Cal
                 wake()
         except Exception as exc:
             log_db_error("requeueing expired leases", exc)
+        await asyncio.sleep(interval)
+
+
+async def prune_once(
+    pool: AsyncConnectionPool[Any], job_retention: float, event_retention: float, *,
+    batch: int = PRUNE_BATCH, now: datetime | None = None,
+) -> dict[str, int] | None:
+    """Prune finished jobs older than ``job_retention`` seconds and event ids older than
+    ``event_retention`` seconds, in statements of at most ``batch`` rows each, unless another
+    worker is pruning (then ``None``). Returns the counts deleted.
+
+    Raises:
+        psycopg.Error, psycopg_pool.PoolTimeout: the database is unavailable.
+    """
+    total = {"jobs": 0, "events": 0}
+    while True:
+        done = await queue.prune(pool, job_retention, event_older_than=event_retention,
+                                 limit=batch, exclusive=True, now=now)
+        if done is None:
+            return None if total == {"jobs": 0, "events": 0} else total
+        total = {k: total[k] + done[k] for k in total}
+        if done["jobs"] < batch and done["events"] < batch:
+            return total
+
+
+async def pruner(
+    pool: AsyncConnectionPool[Any], interval: float, job_retention: float, event_retention: float
+) -> None:
+    """Run forever: :func:`prune_once` every ``interval`` seconds (the first soon after
+    start, so a deployment that restarts often still prunes)."""
+    await asyncio.sleep(min(interval, 30.0))
+    while True:
+        try:
+            done = await prune_once(pool, job_retention, event_retention)
+            if done and (done["jobs"] or done["events"]):
+                log.info("pruned %d finished jobs and %d event ids past retention",
+                         done["jobs"], done["events"])
+        except Exception as exc:
+            log_db_error("pruning", exc)
         await asyncio.sleep(interval)

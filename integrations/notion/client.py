@@ -19,6 +19,7 @@ from notion_client.client import ClientOptions
 from notion_client.errors import APIErrorCode, APIResponseError, HTTPResponseError
 
 from debounce.config import Settings
+from debounce.metrics import count_api_request
 from debounce.retry import parse_retry_after
 from integrations.base import PermanentError, RateLimited
 
@@ -110,8 +111,9 @@ class NotionClient:
         while True:
             try:
                 call: Awaitable[Any] = fn(**kwargs)
-                return await call
+                result = await call
             except HTTPResponseError as exc:
+                count_api_request("notion", exc.status)
                 code = _code(exc)
                 can_retry = attempt < len(self.retry_delays)
                 if exc.status == 429 or code == APIErrorCode.RateLimited.value:
@@ -132,6 +134,11 @@ class NotionClient:
                     attempt += 1
                     continue
                 raise
+            except Exception:
+                count_api_request("notion", "error")
+                raise
+            count_api_request("notion", 200)
+            return result
 
     async def _fetch(self, fn: Callable[..., Any], /, **kwargs: Any) -> dict[str, Any] | None:
         """One object via :meth:`_call`; ``None`` if Notion answers ``object_not_found``."""

@@ -16,6 +16,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from debounce.config import Settings
+from debounce.metrics import count_api_request
 from debounce.retry import parse_retry_after
 from integrations.base import PermanentError, RateLimited
 
@@ -88,6 +89,7 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
     except SlackApiError as e:
         response = e.response
         status = getattr(response, "status_code", None)
+        count_api_request("slack", status if isinstance(status, int) else "error")
         data = getattr(response, "data", None)
         code = data.get("error") if isinstance(data, dict) else None
         if status == 429 or code == "ratelimited":
@@ -107,6 +109,10 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
             f"Slack {method} on {channel} failed: HTTP {status}, "
             f"error {code or '(none)'}"
         ) from e
+    except Exception:
+        count_api_request("slack", "error")
+        raise
+    count_api_request("slack", resp.status_code)
     data = resp.data
     if not isinstance(data, dict):
         raise SlackApiFailure(f"Slack {method} answered a non-JSON body")

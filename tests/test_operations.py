@@ -1,0 +1,170 @@
+"""Running debounce for real (issue 15): the Procfile's processes against a fresh or wrong
+database, configuration errors, the CLI's errors, and the tests' own database rule."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import server_url_for_tests
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_tests_never_use_database_url() -> None:
+    assert server_url_for_tests({"DATABASE_URL": "postgresql://prod/db"}) is None
+    assert server_url_for_tests({"DATABASE_URL": "postgresql://prod/db",
+                                 "TEST_DATABASE_URL": "postgresql://t/t"}) == "postgresql://t/t"
+    assert "DATABASE_URL" not in os.environ  # nor can a subprocess a test starts inherit it
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a subprocess: ours without any debounce setting, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL"))}
+    return {**env, **extra}
+
+
+def run(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture
+def empty_database(pg_server_url: str) -> Iterator[str]:
+    """A connection string to a fresh, *unmigrated* schema."""
+    import uuid
+
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    schema = "e_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f'create schema "{schema}"')  # name is ours
+    try:
+        yield make_conninfo(pg_server_url, options=f"-c search_path={schema}")
+    finally:
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            conn.execute(f'drop schema if exists "{schema}" cascade')
+
+
+UVICORN = [sys.executable, "-m", "uvicorn", "debounce.web:app", "--host", "127.0.0.1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env", "message"), [
+    ({}, "DATABASE_URL is not set"),
+    ({"DATABASE_URL": "postgresql://x@127.0.0.1/x", "NOTION_DEBOUNCE_SECONDS": "abc"},
+     "NOTION_DEBOUNCE_SECONDS must be a number of seconds"),
+])
+def test_the_procfile_web_line_exits_on_a_configuration_error_before_binding(
+    env: dict[str, str], message: str
+) -> None:
+    port = free_port()
+    done = run([*UVICORN, "--port", str(port)], clean_env(**env), timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert f"configuration error: {message}" in done.stderr
+    assert "Traceback" not in done.stderr and "Uvicorn running" not in done.stderr
+    with socket.socket() as s:  # nothing was left listening
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.slow
+def test_an_unmigrated_database_is_named_by_every_process_until_migrated(
+    empty_database: str, tmp_path: Path
+) -> None:
+    env = clean_env(DATABASE_URL=empty_database, NOTION_WEBHOOK_SECRET="s3cret",
+                    DEBOUNCE_POLL_INTERVAL_SECONDS="0.2")
+    port = free_port()
+    web_log = open(tmp_path / "web.log", "w")
+    worker_log = open(tmp_path / "worker.log", "w")
+    web = subprocess.Popen([*UVICORN, "--port", str(port)], env=env, cwd=ROOT,
+                           stdout=web_log, stderr=subprocess.STDOUT)
+    worker = subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env, cwd=ROOT,
+                              stdout=worker_log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        ready = wait_http(f"{base}/readyz")
+        assert ready.status_code == 503 and ready.json()["error"] == "schema_not_migrated"
+        assert "run `debounce migrate`" in ready.json()["detail"]
+        from debounce.cli import sign_request
+
+        body = (ROOT / "examples" / "notion" / "page.created.json").read_bytes()
+        hook = httpx.post(f"{base}/webhooks/notion", content=body,
+                          headers=sign_request("notion", body, "s3cret"))
+        assert hook.status_code == 503 and hook.json()["error"] == "schema_not_migrated"
+        wait_for_text(tmp_path / "worker.log", "this release needs")
+        assert worker.poll() is None, "the worker exited instead of waiting"
+        migrated = run([sys.executable, "-m", "debounce", "migrate"], env)
+        assert migrated.returncode == 0, migrated.stderr
+        assert wait_http(f"{base}/readyz", until=200).status_code == 200
+        wait_for_text(tmp_path / "worker.log", "schema is current")
+    finally:
+        for proc in (web, worker):
+            proc.terminate()
+            proc.wait(20)
+        web_log.close()
+        worker_log.close()
+    text = (tmp_path / "worker.log").read_text()
+    assert "Traceback" not in text and text.count("this release needs") == 1
+
+
+def wait_http(url: str, until: int | None = None, timeout: float = 30) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            resp = httpx.get(url, timeout=5)
+            if until is None or resp.status_code == until:
+                return resp
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"{url} did not answer"
+        time.sleep(0.2)
+
+
+def wait_for_text(path: Path, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in path.read_text():
+        assert time.monotonic() < deadline, f"{text!r} not in {path.name}: {path.read_text()[-2000:]}"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("args", "env", "code", "message"), [
+    (["jobs"], {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}, 1, "database error:"),
+    (["stats"], {"DEBOUNCE_LOG_LEVEL": "verbose"}, 2, "DEBOUNCE_LOG_LEVEL must be one of"),
+    (["send", "notion", "missing.json", "--secret", "x", "--url", "http://127.0.0.1:9"], {}, 1,
+     "missing.json: cannot read: No such file or directory"),
+    (["send", "notion", "examples/notion/page.created.json"], {}, 2,
+     "NOTION_WEBHOOK_SECRET is not set"),
+])
+def test_cli_errors_are_one_line_and_a_nonzero_exit(
+    args: list[str], env: dict[str, str], code: int, message: str
+) -> None:
+    done = run([sys.executable, "-m", "debounce", *args], clean_env(**env))
+    assert done.returncode == code, (done.stdout, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("signing with")]
+    assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+@pytest.mark.slow
+def test_cli_retry_of_a_missing_job_and_a_demo_signed_send(database_url: str) -> None:
+    env = clean_env(DATABASE_URL=database_url)
+    done = run([sys.executable, "-m", "debounce", "retry", "999"], env)
+    assert done.returncode == 1 and done.stderr.strip() == "cannot retry: no job 999"
+    sent = run([sys.executable, "-m", "debounce", "send", "notion", "--demo", "--url",
+                "http://127.0.0.1:9", "examples/notion/page.created.json"], env)
+    assert "signing with the demo secret of `debounce serve --demo`" in sent.stderr
+    assert sent.returncode == 1 and "cannot reach" in sent.stderr  # nothing listens on :9
