@@ -1,7 +1,9 @@
 """Slack: Events API webhooks in, one Markdown document per thread out.
 
 The package's rooms: ``webhook.py`` (verify, parse), ``client.py`` (the Web API client, 429s and
-error codes), ``render.py`` (mrkdwn → Markdown, thread documents, fingerprints), ``sync.py``
+error codes), ``render.py`` (thread documents, which of a message's text/blocks/attachments to
+show, fingerprints), ``mrkdwn.py`` (Slack text, escaping, references, titles), ``blocks.py``
+(Block Kit, attachments, files), ``sync.py``
 (:class:`SlackIntegration` and the channel sync). The registry (``integrations/__init__.py``)
 finds ``SOURCE_TYPE`` and ``create`` here.
 
