@@ -206,6 +206,8 @@ class FakeSlack:
             }
             if user is not None:
                 msg["user"] = user
+            if parent.get("user"):  # kept when the parent is later deleted, as in Slack
+                msg["parent_user_id"] = parent["user"]
             if broadcast:
                 msg["subtype"] = "thread_broadcast"
             msgs[ts] = msg
@@ -220,14 +222,16 @@ class FakeSlack:
             msg["text"] = text
             msg["edited"] = {"user": msg.get("user", ""), "ts": edited_ts or self._fresh_ts()}
 
-    def delete(self, channel: str, ts: str) -> None:
+    def delete(self, channel: str, ts: str, *, tombstone: bool = True) -> None:
         """Delete a message. A thread parent with replies becomes a ``tombstone`` (its
-        replies stay); anything else disappears."""
+        replies stay); anything else disappears. ``tombstone=False`` removes such a parent
+        outright while its replies stay (history then lacks it and ``conversations.replies``
+        answers the replies alone: Slack does not document this case, the sync must cope)."""
         with self._lock:
             msgs = self._channel(channel)
             if ts not in msgs:
                 raise KeyError(f"no message {ts} in {channel}")
-            if self._replies_of(msgs, ts):
+            if tombstone and self._replies_of(msgs, ts):
                 msgs[ts] = {
                     "type": "message",
                     "subtype": "tombstone",
@@ -320,7 +324,7 @@ class FakeSlack:
                 out.pop("thread_ts", None)
         else:
             parent = msgs.get(thread_ts)
-            if parent is not None and parent.get("user"):
+            if parent is not None and parent.get("user") and "parent_user_id" not in out:
                 out["parent_user_id"] = parent["user"]
         return out
 
@@ -391,12 +395,12 @@ class FakeSlack:
         if not ts:
             return {"ok": False, "error": "invalid_arguments"}
         root = msgs.get(ts)
+        if root is None and self._replies_of(msgs, ts):
+            root = {"ts": ts, "thread_ts": ts}  # a parent deleted without a tombstone
         if root is None:
             return {"ok": False, "error": "thread_not_found"}
         parent_ts = root.get("thread_ts") or ts  # ``ts`` of a reply names its thread
         parent = msgs.get(parent_ts)
-        if parent is None:
-            return {"ok": False, "error": "thread_not_found"}
         try:
             oldest, latest, inclusive = self._bounds(params)
         except ValueError:
@@ -416,7 +420,8 @@ class FakeSlack:
                 return False
             return not (cursor_ts is not None and k < ts_key(cursor_ts))
 
-        thread = [parent, *self._replies_of(msgs, parent_ts)]
+        thread = [parent] if parent is not None else []
+        thread += self._replies_of(msgs, parent_ts)
         found = [m for m in thread if in_range(m)]
         page, rest = found[:limit], found[limit:]
         return {

@@ -107,6 +107,26 @@ def test_app_rate_limited_is_a_warning_without_events() -> None:
     assert result.note == "app_rate_limited"
 
 
+@pytest.mark.parametrize(
+    "subtype", ["channel_join", "channel_leave", "group_join", "bot_add", "pinned_item"]
+)
+def test_system_notices_without_content_are_acknowledged_without_a_job(subtype: str) -> None:
+    envelope = json.loads(example("message"))
+    envelope["event"].update(subtype=subtype, text="<@U2147483697> has joined the channel")
+    body = json.dumps(envelope).encode()
+    result = slack().parse_webhook(sign(body), body)
+    assert result.events == []
+    assert result.note == f"ignored message subtype {subtype} (no content)"
+
+
+@pytest.mark.parametrize("subtype", ["channel_topic", "channel_purpose", "channel_name"])
+def test_topic_purpose_and_name_changes_are_content(subtype: str) -> None:
+    envelope = json.loads(example("message"))
+    envelope["event"].update(subtype=subtype, text="<@U2147483697> set the channel topic: QA")
+    body = json.dumps(envelope).encode()
+    assert len(slack().parse_webhook(sign(body), body).events) == 1
+
+
 def test_retry_delivery_has_the_same_event_id() -> None:
     body = example("message")
     integ = slack()

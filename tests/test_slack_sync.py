@@ -20,11 +20,11 @@ from integrations.base import PermanentError, RateLimited, SyncError
 from integrations.slack import (
     SlackApiFailure,
     SlackIntegration,
-    mrkdwn_to_markdown,
     render_thread,
 )
 from standins.server import BackgroundServer
 from standins.slack_api import FakeSlack
+from standins.slack_messages import message
 
 TOKEN = "xoxb-test-token"
 C = "C2147483705"
@@ -319,17 +319,74 @@ async def test_a_deleted_root_is_marked_deleted(
     assert gone not in (await store.get_state("slack", C))["threads"]
 
 
-async def test_a_deleted_root_with_replies_is_a_tombstone_and_marked_deleted(
+async def test_a_deleted_parent_keeps_its_live_replies_under_a_placeholder(
+    fake: FakeSlack, make: Make, store: DocumentStore
+) -> None:
+    root = fake.post(C, "root", user="U2147483697", ts="1763682934.000200")
+    fake.reply(C, root, "a reply that survives in Slack", ts="1763683000.000300")
+    slack = make()
+    await slack.sync(make_job())
+    fake.delete(C, root)  # Slack leaves a tombstone: its replies remain
+    result = await slack.sync(make_job())
+    assert (result.written, result.deleted) == (1, 0)
+    doc = (await docs(store))[f"{C}/{root}"]
+    assert doc["deleted_at"] is None
+    assert doc["content"] == (
+        "**U2147483697** · 2025-11-20 23:55:34 UTC\n\n_(message deleted)_\n\n"
+        "**U2147483698** · 2025-11-20 23:56:40 UTC\n\na reply that survives in Slack\n"
+    )
+    assert doc["title"] == "a reply that survives in Slack"
+    calls = dict(fake.calls)
+    assert (await slack.sync(make_job())).written == 0  # the tombstone is fingerprinted too
+    assert fake.calls["conversations.replies"] == calls["conversations.replies"]
+    # once its last reply goes, Slack drops the tombstone and the document goes
+    fake.delete(C, "1763683000.000300")
+    fake.delete(C, root)
+    assert (await slack.sync(make_job())).deleted == 1
+    assert (await docs(store))[f"{C}/{root}"]["deleted_at"] is not None
+
+
+async def test_a_first_sync_of_a_tombstone_thread_writes_its_replies(
     fake: FakeSlack, make: Make, store: DocumentStore
 ) -> None:
     root = fake.post(C, "root")
-    fake.reply(C, root, "a reply that survives in Slack")
+    fake.reply(C, root, "still here")
+    fake.delete(C, root)
+    result = await make().sync(make_job())
+    assert (result.written, result.deleted) == (1, 0)
+    assert (await docs(store))[f"{C}/{root}"]["content"].endswith("still here\n")
+
+
+async def test_a_parent_gone_from_history_while_replies_remain_keeps_them(
+    fake: FakeSlack, make: Make, store: DocumentStore
+) -> None:
+    root = fake.post(C, "root")
+    fake.reply(C, root, "orphan reply")
     slack = make()
     await slack.sync(make_job())
-    fake.delete(C, root)
+    fake.delete(C, root, tombstone=False)
     result = await slack.sync(make_job())
-    assert result.deleted == 1
-    assert (await docs(store))[f"{C}/{root}"]["deleted_at"] is not None
+    assert (result.written, result.deleted) == (1, 0)
+    content = (await docs(store))[f"{C}/{root}"]["content"]
+    assert "_(message deleted)_" in content and content.endswith("orphan reply\n")
+
+
+async def test_a_deleted_parent_outside_the_window_keeps_its_replies_by_the_event_hint(
+    fake: FakeSlack, make: Make, store: DocumentStore
+) -> None:
+    old = fake.post(C, "old question", ts="1763682934.000200")
+    fake.reply(C, old, "old answer")
+    slack = make(lookback_seconds=60)
+    await slack.sync(make_job())
+    fake.advance(100_000)
+    fake.post(C, "new")
+    await slack.sync(make_job())
+    fake.delete(C, old, tombstone=False)
+    payload = json.loads((EXAMPLES / "message_deleted.json").read_text())
+    payload["event"]["previous_message"].update(thread_ts=old, reply_count=1)
+    result = await slack.sync(make_job(payload=payload))
+    assert (result.written, result.deleted) == (1, 0)
+    assert (await docs(store))[f"{C}/{old}"]["content"].endswith("old answer\n")
 
 
 async def test_a_root_deleted_outside_the_window_is_deleted_by_the_event_hint(
@@ -517,6 +574,29 @@ async def test_own_bot_and_join_messages_are_not_documents(
     assert set(await docs(store)) == {f"{C}/{human}"}
 
 
+async def test_block_kit_attachments_and_files_reach_the_document(
+    fake: FakeSlack, make: Make, store: DocumentStore
+) -> None:
+    poll = message("poll", "1763683200.000100")
+    fake.post(C, poll.pop("text"), user=None, ts=poll.pop("ts"), **poll)
+    alert = message("attachment", "1763683300.000100")
+    fake.post(C, alert.pop("text"), user=None, ts=alert.pop("ts"), **alert)
+    fake.post(C, "", ts="1763683400.000100", files=[{"id": "F1", "name": "plan.pdf"}])
+    fake.post(C, "", ts="1763683500.000100")  # nothing at all: no document
+    fake.post(C, "", ts="1763683600.000100", files=[{"id": "F2", "mode": "tombstone"}])
+    result = await make().sync(make_job())
+    assert result.written == 3
+    rows = await docs(store)
+    assert set(rows) == {f"{C}/1763683200.000100", f"{C}/1763683300.000100",
+                         f"{C}/1763683400.000100"}
+    assert rows[f"{C}/1763683200.000100"]["content"].endswith(
+        "[Add option] · [Results](https://polly.example/r/1) · [Close after ▾] · [2025-11-21 ▾]\n"
+    )
+    assert "> - **Severity**: critical\n" in rows[f"{C}/1763683300.000100"]["content"]
+    assert rows[f"{C}/1763683300.000100"]["title"] == "Alert from Grafana"
+    assert rows[f"{C}/1763683400.000100"]["content"].endswith("_(file: plan.pdf)_\n")
+
+
 async def test_private_channels_and_the_demo_workspace(store: DocumentStore, make: Make) -> None:
     demo = FakeSlack.demo(token=TOKEN)
     with BackgroundServer(demo.app()) as server:
@@ -533,14 +613,3 @@ async def test_private_channels_and_the_demo_workspace(store: DocumentStore, mak
         await slack.sync(make_job("G0PRIVATE1"))
         assert len(live(await docs(store, "G0PRIVATE1"))) == 2
     await slack.aclose()
-
-
-def test_mrkdwn_entities_become_markdown() -> None:
-    text = (
-        "<!here> <@U1|ann> in <#C1|general>: see <https://x.test/a?b=1&amp;c=2|docs> or "
-        "<https://y.test> &lt;3 <!subteam^S1|@oncall>"
-    )
-    assert mrkdwn_to_markdown(text) == (
-        "@here @U1 in #general: see [docs](https://x.test/a?b=1&c=2) or <https://y.test> <3 "
-        "@oncall"
-    )

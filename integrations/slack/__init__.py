@@ -1,9 +1,10 @@
 """Slack: Events API webhooks in, one Markdown document per thread out.
 
 The package's rooms: ``webhook.py`` (verify, parse), ``client.py`` (the Web API client, 429s and
-error codes), ``render.py`` (mrkdwn → Markdown, thread documents, fingerprints), ``sync.py``
-(:class:`SlackIntegration` and the channel sync). ``source.py`` (:data:`SOURCE`, what the
-registry in ``integrations/__init__.py`` lists).
+error codes), ``render.py`` (thread documents, which of a message's text/blocks/attachments to
+show, fingerprints), ``mrkdwn.py`` (Slack text, escaping, references, titles), ``blocks.py``
+(Block Kit, attachments, files), ``sync.py`` (:class:`SlackIntegration` and the channel sync),
+``source.py`` (:data:`SOURCE`, what the registry in ``integrations/__init__.py`` lists).
 
 **Parse half** (web process, no I/O). Every delivery is verified with Slack's request signing
 (``X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:<timestamp>:<body>">`` keyed by the app's

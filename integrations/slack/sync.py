@@ -29,6 +29,7 @@ from debounce.types import SyncJob
 from integrations.base import PermanentError, SyncResult
 from integrations.slack.client import SlackClient, _ChannelGone, call_api
 from integrations.slack.render import (
+    NO_CONTENT_SUBTYPES,
     SOURCE_TYPE,
     _fingerprint,
     _is_root,
@@ -36,6 +37,7 @@ from integrations.slack.render import (
     _str,
     _ts_key,
     _ts_minus,
+    has_content,
     render_thread,
 )
 from integrations.slack.webhook import SlackWebhooks, _FnClock
@@ -51,10 +53,8 @@ DEFAULT_LOOKBACK_SECONDS = 3600.0
 #: Messages per ``conversations.history``/``replies`` page. Slack recommends no more than 200
 #: (https://docs.slack.dev/apis/web-api/pagination).
 DEFAULT_PAGE_LIMIT = 200
-#: Message subtypes that are membership noise, not content: never a document.
-SKIPPED_SUBTYPES = frozenset(
-    {"channel_join", "channel_leave", "group_join", "group_leave", "tombstone"}
-)
+#: Message subtypes that are system notices, not content: never a document or a line.
+SKIPPED_SUBTYPES = NO_CONTENT_SUBTYPES
 
 _STATE_VERSION = 1
 
@@ -248,7 +248,10 @@ class _ChannelSync:
         self.refreshed.add(thread_ts)
 
     async def _refresh_thread(self, thread_ts: str) -> None:
-        """Read a thread with ``conversations.replies`` and write (or delete) its document."""
+        """Read a thread with ``conversations.replies`` and write (or delete) its document.
+
+        A deleted parent (a ``tombstone``, or missing while replies remain) keeps the thread's
+        live replies under a ``_(message deleted)_`` line; with none left it is deleted."""
         if thread_ts in self.refreshed:
             return
         thread = await self._replies(thread_ts)
@@ -256,13 +259,18 @@ class _ChannelSync:
             await self._mark_deleted(thread_ts)
             return
         root = thread[0]
-        if root.get("ts") != thread_ts or root.get("subtype") == "tombstone":
+        replies = thread[1:]
+        if root.get("ts") != thread_ts:  # the parent is gone, its replies are not
+            root, replies = {"type": "message", "subtype": "tombstone", "ts": thread_ts}, thread
+        if self._skipped(root):
+            self.refreshed.add(thread_ts)
+            return
+        live = [m for m in replies if not self._skipped(m) and has_content(m)]
+        if not live and not has_content(root):
             await self._mark_deleted(thread_ts)
             return
         self.refreshed.add(thread_ts)
-        if self._skipped(root):
-            return
-        await self._write([root, *(m for m in thread[1:] if not self._skipped(m))])
+        await self._write([root, *live])
 
     # -- history scan --------------------------------------------------------------------
 
@@ -337,28 +345,29 @@ class _ChannelSync:
     async def _root(self, msg: dict[str, Any], horizon: str | None) -> None:
         ts = msg["ts"]
         self.seen_roots.add(ts)
-        if msg.get("subtype") == "tombstone":  # deleted parent whose replies remain
-            await self._mark_deleted(ts)
-            return
-        if self._skipped(msg):
+        reply_count = msg.get("reply_count")
+        threaded = (isinstance(reply_count, int) and reply_count > 0) or (
+            msg.get("subtype") == "tombstone"  # a deleted parent whose replies remain
+        )
+        if self._skipped(msg) or not (threaded or has_content(msg)):
             if ts in self.threads:
                 await self._mark_deleted(ts)
             return
         fp = _fingerprint(msg)
+        entry_new: dict[str, Any] = {"fp": fp, "r": 1} if threaded else {"fp": fp}
         if ts in self.refreshed:
-            self._track(ts, {"fp": fp}, horizon)
+            self._track(ts, entry_new, horizon)
             return
         entry = self.threads.get(ts)
         if entry is not None and entry.get("fp") == fp:
             self.unchanged += 1
             return
-        reply_count = msg.get("reply_count")
-        if isinstance(reply_count, int) and reply_count > 0:
+        if threaded:
             await self._refresh_thread(ts)
         else:
             await self._write([msg])
             self.refreshed.add(ts)
-        self._track(ts, {"fp": fp}, horizon)
+        self._track(ts, entry_new, horizon)
 
     async def _broadcast(self, msg: dict[str, Any], horizon: str | None) -> None:
         """A reply also sent to the channel: it changes its thread, not a document of its own."""
@@ -379,7 +388,8 @@ class _ChannelSync:
         upper: str | None,
     ) -> None:
         """Tracked messages inside the range a page covered that it did not return were
-        deleted: a root's document is marked deleted, a broadcast reply's thread re-read."""
+        deleted: a root's document is marked deleted (a root that had replies is re-read
+        instead: they may remain), a broadcast reply's thread re-read."""
         lo = _ts_key(lower) if lower else None
         hi = _ts_key(upper) if upper else None
         for ts in list(self.threads):
@@ -396,6 +406,8 @@ class _ChannelSync:
                 self.threads.pop(ts, None)
                 if of not in self.seen_roots:
                     await self._refresh_thread(of)
+            elif entry.get("r"):
+                await self._refresh_thread(ts)
             else:
                 await self._mark_deleted(ts)
 
@@ -428,14 +440,18 @@ class _ChannelSync:
                 if thread_ts not in self.seen_roots:
                     await self._refresh_thread(thread_ts)  # a reply was deleted
             elif deleted_ts and deleted_ts not in self.seen_roots:
-                await self._mark_deleted(deleted_ts)  # Slack deletions are final
+                had_replies = isinstance(previous, dict) and bool(previous.get("reply_count"))
+                if had_replies:
+                    await self._refresh_thread(deleted_ts)  # its replies may remain
+                else:
+                    await self._mark_deleted(deleted_ts)  # Slack deletions are final
         elif subtype == "message_changed":
             message = event.get("message")
             if isinstance(message, dict) and _str(message.get("ts")):
                 ts = str(message["ts"])
                 thread_ts = _str(message.get("thread_ts"))
-                if message.get("subtype") == "tombstone":
-                    await self._mark_deleted(ts)
+                if message.get("subtype") == "tombstone" and ts not in self.seen_roots:
+                    await self._refresh_thread(ts)  # a deleted parent: keep its live replies
                 elif thread_ts and thread_ts != ts:
                     await self._refresh_thread(thread_ts)  # an edited reply
                 elif ts not in self.seen_roots:

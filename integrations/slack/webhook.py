@@ -10,7 +10,9 @@ is answered with its challenge (https://docs.slack.dev/reference/events/url_veri
 an ``event_callback`` whose event is a ``message`` (any subtype; channels, private channels,
 DMs; https://docs.slack.dev/reference/events/message) becomes one job keyed by the
 conversation id, deduplicated by the envelope's ``event_id`` (stable across Slack's retries,
-which carry ``X-Slack-Retry-Num``). Other event types are acknowledged and ignored.
+which carry ``X-Slack-Retry-Num``), except the system notices of
+:data:`~integrations.slack.render.NO_CONTENT_SUBTYPES` (joins, leaves, pins…), which change no
+document. Other event types are acknowledged and ignored.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from debounce.config import Settings
 from integrations.base import PageEvent, WebhookError, WebhookResult
-from integrations.slack.render import _str
+from integrations.slack.render import NO_CONTENT_SUBTYPES, _str
 
 __all__ = ["SIGNATURE_MAX_AGE_SECONDS", "SlackWebhooks"]
 
@@ -56,8 +58,9 @@ class SlackWebhooks:
 
         Returns a :class:`WebhookResult`: the challenge reply for ``url_verification``; one
         :class:`PageEvent` (``source_page_id`` = ``event.channel``, ``event_id`` = the
-        envelope's ``event_id``, ``payload`` = the envelope) for a ``message`` event; a
-        warning for ``app_rate_limited``; a note and no events otherwise.
+        envelope's ``event_id``, ``payload`` = the envelope) for a ``message`` event (a note and
+        no events for a subtype without content, such as ``channel_join``); a warning for
+        ``app_rate_limited``; a note and no events otherwise.
 
         Raises:
             WebhookError: 503 ``not_configured`` (``SLACK_SIGNING_SECRET`` unset); 401
@@ -158,6 +161,10 @@ class SlackWebhooks:
         channel = event.get("channel")
         if not isinstance(channel, str) or not channel:
             raise WebhookError(400, "malformed_body", "message event without 'event.channel'")
+        subtype = event.get("subtype")
+        if subtype in NO_CONTENT_SUBTYPES:
+            # A join, leave, pin…: no document changes, so no job (the sync skips them too).
+            return WebhookResult(note=f"ignored message subtype {subtype} (no content)")
         own = self._own_author(envelope, event)
         if own is not None:
             return WebhookResult(note=f"ignored message posted by our own bot {own}")
