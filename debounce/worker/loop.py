@@ -101,21 +101,11 @@ class Worker:
         """Run until :meth:`stop`; then drain within the grace period, release the rest."""
         log.info("worker %s started (concurrency %d, per source %d)", self.worker_id,
                  self.concurrency, self.source_limit)
-        lease = self.settings.lease_seconds
         self.outcomes.start()
-        helpers = [
-            asyncio.create_task(listen(self.conninfo, self.wake), name="listen"),
-            asyncio.create_task(maintenance.lease_keeper(self.pool, self.running, self.finishing,
-                                                         lease), name="lease-keeper"),
-            asyncio.create_task(maintenance.reaper(self.pool, lease, self.wake), name="reaper"),
-        ]
-        if self.settings.prune_interval_seconds > 0:
-            helpers.append(asyncio.create_task(maintenance.pruner(
-                self.pool, self.settings.prune_interval_seconds,
-                self.settings.job_retention_seconds, self.settings.event_retention_seconds),
-                name="pruner"))
+        helpers: list[asyncio.Task[None]] = []
         try:
             if await self._schema_ready():
+                helpers = self._start_helpers()
                 await self._claim_loop()
         finally:
             await self._drain()
@@ -127,6 +117,22 @@ class Worker:
             await self.outcomes.stop()
             log.info("worker %s stopped (%d completed, %d failed)", self.worker_id,
                      self.completed, self.failed)
+
+    def _start_helpers(self) -> list[asyncio.Task[None]]:
+        """The loops beside the claim loop: LISTEN, lease keeper, reaper, pruner."""
+        lease = self.settings.lease_seconds
+        helpers = [
+            asyncio.create_task(listen(self.conninfo, self.wake), name="listen"),
+            asyncio.create_task(maintenance.lease_keeper(self.pool, self.running, self.finishing,
+                                                         lease), name="lease-keeper"),
+            asyncio.create_task(maintenance.reaper(self.pool, lease, self.wake), name="reaper"),
+        ]
+        if self.settings.prune_interval_seconds > 0:
+            helpers.append(asyncio.create_task(maintenance.pruner(
+                self.pool, self.settings.prune_interval_seconds,
+                self.settings.job_retention_seconds, self.settings.event_retention_seconds),
+                name="pruner"))
+        return helpers
 
     async def _schema_ready(self) -> bool:
         """Wait until the database has every migration of this release (a worker started
