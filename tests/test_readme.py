@@ -1,0 +1,79 @@
+"""The README's "Running it for real" walkthrough, run as written (issue 15): its shell block
+is taken from the README itself, with only the database (a fresh schema of the test server
+instead of ``createdb``), the port and the install line adapted to the test machine."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def walkthrough() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Running it for real"):]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "no shell block in 'Running it for real'"
+    return block.group(1).strip().splitlines()
+
+
+@pytest.fixture
+def fresh_database(pg_server_url: str) -> Iterator[str]:
+    schema = "r_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f'create schema "{schema}"')  # name is ours
+    try:
+        yield make_conninfo(pg_server_url, options=f"-c search_path={schema}")
+    finally:
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            conn.execute(f'drop schema if exists "{schema}" cascade')
+
+
+def as_url(conninfo: str) -> str:
+    """``conninfo`` as a postgresql:// URL (``export DATABASE_URL=…`` takes one word)."""
+    from urllib.parse import quote
+
+    params = conninfo_to_dict(conninfo)
+    host = params.pop("host", "127.0.0.1")
+    port = params.pop("port", "5432")
+    user = params.pop("user", "postgres")
+    dbname = params.pop("dbname", "postgres")
+    query = "&".join(f"{k}={quote(str(v))}" for k, v in params.items())
+    return f"postgresql://{user}@{host}:{port}/{dbname}" + (f"?{query}" if query else "")
+
+
+@pytest.mark.slow
+def test_running_it_for_real_reaches_a_synced_document(fresh_database: str, tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lines = []
+    for line in walkthrough():
+        command = line.split("  #")[0].strip()
+        if command.startswith("pip install"):
+            continue  # installed already, with the dev extras (honcho among them)
+        if command.startswith("createdb"):
+            continue  # the fixture made a fresh schema
+        command = re.sub(r"export DATABASE_URL=\S+", f"export DATABASE_URL='{as_url(fresh_database)}'",
+                         command)
+        command = command.replace("PORT=8000", f"PORT={port}")
+        lines.append(command)
+    script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n" + "\n".join(lines) + "\n"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "PORT"))}
+    (tmp_path / "examples").symlink_to(ROOT / "examples")  # a checkout's examples/
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    listed = [line for line in done.stdout.splitlines() if line.startswith("notion ")]
+    assert any("Launch plan" in line for line in listed), done.stdout[-3000:]
