@@ -71,7 +71,8 @@ def test_running_it_for_real_reaches_a_synced_document(fresh_database: str, tmp_
     script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n" + "\n".join(lines) + "\n"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "PORT"))}
-    (tmp_path / "examples").symlink_to(ROOT / "examples")  # a checkout's examples/
+    for name in ("examples", "Procfile"):  # what the walkthrough uses of a checkout
+        (tmp_path / name).symlink_to(ROOT / name)
     done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
