@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from conftest import server_url_for_tests
 
@@ -47,7 +48,6 @@ def empty_database(pg_server_url: str) -> Iterator[str]:
     """A connection string to a fresh, *unmigrated* schema."""
     import uuid
 
-    import psycopg
     from psycopg.conninfo import make_conninfo
 
     schema = "e_" + uuid.uuid4().hex[:12]
@@ -168,3 +168,37 @@ def test_cli_retry_of_a_missing_job_and_a_demo_signed_send(database_url: str) ->
                 "http://127.0.0.1:9", "examples/notion/page.created.json"], env)
     assert "signing with the demo secret of `debounce serve --demo`" in sent.stderr
     assert sent.returncode == 1 and "cannot reach" in sent.stderr  # nothing listens on :9
+
+
+def test_every_command_explains_itself() -> None:
+    import argparse
+
+    from debounce.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in sub.choices.items():
+        assert command.description, f"`debounce {name} --help` has no description"
+
+
+async def test_documents_by_undashed_notion_id_and_jobs_as_a_table(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from debounce import queue
+    from debounce.cli import main
+    from debounce.documents import Document, DocumentStore
+
+    page = "153104cd-477e-809d-8dc4-ff2d96ae3090"
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await DocumentStore(conn).upsert(Document("notion", page, page, "Launch plan", "# Hi\n"))
+        await queue.enqueue(conn, "notion", page, payload={"secret": "payload-text"},
+                            event_id="e1", debounce_seconds=30, max_wait_seconds=300)
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    assert await asyncio.to_thread(main, ["documents", "--id", page.replace("-", "")]) == 0
+    assert "# Launch plan" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["jobs"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:3] == ["id", "source", "page"]
+    assert page in out and "payload-text" not in out
