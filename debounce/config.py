@@ -54,6 +54,15 @@ def _positive(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _secret_key(env: Mapping[str, str]) -> str | None:
+    raw = _str(env, "DEBOUNCE_SECRET_KEY")
+    if raw is not None:
+        from debounce.secrets import Keyring
+
+        Keyring(raw)  # raises SecretKeyError (a ValueError) naming the variable
+    return raw
+
+
 #: The level names ``logging`` knows.
 _LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
@@ -138,6 +147,9 @@ class Settings:
     prune_interval_seconds: float = 3600.0
     #: Port of the worker's Prometheus endpoint; ``None``: no endpoint.
     metrics_port: int | None = None
+    #: Fernet key(s), comma-separated, that encrypt workspace credentials at rest (the first
+    #: encrypts, all decrypt: see ``debounce.secrets``); ``None``: none stored yet.
+    secret_key: str | None = field(default=None, repr=False)
 
     source_values: Mapping[str, Any] = field(default_factory=dict)
 
@@ -260,4 +272,5 @@ class Settings:
                                           d.prune_interval_seconds),
             metrics_port=(_int(env, "DEBOUNCE_METRICS_PORT", 0, minimum=1)
                           if env.get("DEBOUNCE_METRICS_PORT") else None),
+            secret_key=_secret_key(env),
         )

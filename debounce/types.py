@@ -97,6 +97,8 @@ class SyncJob:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    #: The workspace the job syncs for (``None``: no workspace, the source's settings).
+    workspace_id: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SyncJob:
@@ -126,6 +128,7 @@ class SyncJob:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             finished_at=row["finished_at"],
+            workspace_id=row.get("workspace_id"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -163,6 +166,8 @@ class JobEvent:
     max_wait_seconds: float
     priority: int = 0
     max_attempts: int = 5
+    #: The workspace the event came from (``workspaces.id``; ``None``: none).
+    workspace_id: int | None = None
 
 
 @dataclass(frozen=True)

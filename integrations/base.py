@@ -17,7 +17,9 @@ one of the errors below.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import contextvars
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
@@ -28,7 +30,12 @@ if TYPE_CHECKING:
     from debounce.documents import DocumentStore
 
 __all__ = [
+    "AuthRevoked",
     "DemoSetup",
+    "Identity",
+    "current_credentials",
+    "current_token",
+    "sync_credentials",
     "Factory",
     "Source",
     "SourceSetting",
@@ -58,6 +65,11 @@ class PageEvent:
     source_page_id: str
     event_id: str | None
     payload: dict[str, Any]
+    #: The source's id of the workspace the event came from (Notion ``workspace_id``, Slack
+    #: ``team_id``) and, for a Slack Enterprise Grid org, its ``enterprise_id``: routing
+    #: metadata, read from the payload, so not part of the event's equality.
+    workspace: str | None = field(default=None, compare=False)
+    enterprise: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,9 @@ class WebhookResult:
       request); the web layer logs it and stores it for ``debounce notion-token``;
     - ``note``: a short reason for an acknowledged delivery that enqueues nothing ("ignored
       event type reaction_added"), used in logs and metrics;
-    - ``warning``: something the operator should hear about (Slack ``app_rate_limited``).
+    - ``warning``: something the operator should hear about (Slack ``app_rate_limited``);
+    - ``revoked_workspace``: the source says this workspace's token is gone (Slack
+      ``app_uninstalled``, ``tokens_revoked``): the web marks it revoked.
     """
 
     events: list[PageEvent] = field(default_factory=list)
@@ -79,6 +93,7 @@ class WebhookResult:
     verification_token: str | None = None
     note: str | None = None
     warning: str | None = None
+    revoked_workspace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +134,42 @@ class RateLimited(SyncError):
 
 
 class PermanentError(SyncError):
-    """Retrying cannot help (revoked token, no access): the job fails at once."""
+    """Retrying cannot help (no access, a malformed request): the job fails at once."""
+
+
+class AuthRevoked(PermanentError):
+    """The workspace's token no longer works (Notion 401 ``unauthorized``; Slack
+    ``invalid_auth``, ``token_revoked``, ``account_inactive``): the worker marks the workspace
+    ``revoked`` and parks its jobs until it is re-installed."""
+
+
+#: The credentials of the workspace the current sync runs for (``access_token`` and what the
+#: install gave), set by the worker around ``sync``; ``None``: the source's settings.
+_CREDENTIALS: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "debounce_sync_credentials", default=None)
+
+
+@contextlib.contextmanager
+def sync_credentials(credentials: Mapping[str, Any] | None) -> Iterator[None]:
+    """Run a sync (and the tasks it creates) with ``credentials`` (the worker does)."""
+    token = _CREDENTIALS.set(credentials)
+    try:
+        yield
+    finally:
+        _CREDENTIALS.reset(token)
+
+
+def current_token(default: str | None) -> str | None:
+    """The access token of the workspace the current sync runs for, else ``default`` (the
+    source's configured token)."""
+    credentials = _CREDENTIALS.get()
+    token = credentials.get("access_token") if credentials else None
+    return str(token) if token else default
+
+
+def current_credentials() -> Mapping[str, Any]:
+    """The credentials of the current sync's workspace (``{}`` outside one)."""
+    return _CREDENTIALS.get() or {}
 
 
 @runtime_checkable
@@ -211,6 +261,17 @@ class DemoSetup:
     stop: Callable[[], None]
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Who a token is, as its source says (``users.me`` / ``auth.test``): the workspace's id
+    and name, the bot's user id, the Grid org."""
+
+    external_id: str
+    name: str = ""
+    bot_user_id: str | None = None
+    enterprise_id: str | None = None
+
+
 Factory: TypeAlias = "Callable[[Settings, DocumentStore | None], Integration]"
 #: The window of a source that declares none, seconds.
 DEFAULT_WINDOW = SourceWindow(30.0, 300.0)
@@ -235,7 +296,10 @@ class Source:
     - ``handshake_command``: the CLI command that prints the handshake token the source sent
       (``None`` if it has no handshake);
     - ``demo()``: start the source's local stand-in and say how to use it
-      (:class:`DemoSetup`); ``None`` when it has none.
+      (:class:`DemoSetup`); ``None`` when it has none;
+    - ``token_setting``: the setting whose token defines the environment's workspace;
+      ``identify(settings, token)``: ask the source who a token is (:class:`Identity`; raises
+      :class:`AuthRevoked` for a token that does not work).
     """
 
     source_type: str
@@ -249,6 +313,8 @@ class Source:
     normalize_page_id: Callable[[str], str] = str.strip
     handshake_command: str | None = None
     demo: Callable[[], DemoSetup] | None = None
+    token_setting: str | None = None
+    identify: Callable[[Settings, str], Awaitable[Identity]] | None = None
 
     def signing_secret(self, settings: Settings) -> str | None:
         """The configured webhook signing secret (``None`` when unset)."""

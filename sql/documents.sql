@@ -8,19 +8,23 @@ with fence as (
     -- while the job's lease token is still held. FOR SHARE locks the job row, so a requeue or
     -- re-claim that revokes the lease waits for this statement, or, if it committed first, is
     -- seen here (the lock rechecks the latest row version) and the write is refused.
-    select 1 from sync_jobs
+    select workspace_id from sync_jobs
      where id = %(fence_job_id)s::bigint and lease_token = %(fence_lease_token)s::uuid
        and status = 'processing'
        for share
 ), allowed as (
     select %(fence_job_id)s::bigint is null or exists (select 1 from fence) as ok
 ), up as (
+    -- The document belongs to the workspace of the job that wrote it.
     insert into documents as d (source_type, document_id, source_page_id, title, url, content,
-                                content_sha256, metadata, source_updated_at, synced_at)
+                                content_sha256, metadata, source_updated_at, synced_at,
+                                workspace_id)
     select %(source_type)s, %(document_id)s, %(source_page_id)s, %(title)s, %(url)s, %(content)s,
-           %(content_sha256)s, %(metadata)s, %(source_updated_at)s, now()
+           %(content_sha256)s, %(metadata)s, %(source_updated_at)s, now(),
+           (select workspace_id from fence)
       from allowed where allowed.ok
     on conflict (source_type, document_id) do update set
+        workspace_id      = coalesce(excluded.workspace_id, d.workspace_id),
         source_page_id    = excluded.source_page_id,
         title             = excluded.title,
         url               = excluded.url,
@@ -31,10 +35,11 @@ with fence as (
         synced_at         = now(),
         deleted_at        = null,
         updated_at        = now()
-    where (d.content_sha256, d.title, d.url, d.metadata, d.source_page_id, d.deleted_at is null)
+    where (d.content_sha256, d.title, d.url, d.metadata, d.source_page_id, d.deleted_at is null,
+           d.workspace_id)
           is distinct from
           (excluded.content_sha256, excluded.title, excluded.url, excluded.metadata,
-           excluded.source_page_id, true)
+           excluded.source_page_id, true, coalesce(excluded.workspace_id, d.workspace_id))
     returning (xmax = 0) as inserted
 ), touched as (
     update documents

@@ -23,10 +23,11 @@ with clock as (
     select *
       from unnest(%(source_types)s::text[], %(source_page_ids)s::text[], %(payloads)b::jsonb[],
                   %(event_ids)s::text[], %(debounce_seconds)s::float8[],
-                  %(max_wait_seconds)s::float8[], %(priorities)s::int[], %(max_attempts)s::int[])
+                  %(max_wait_seconds)s::float8[], %(priorities)s::int[], %(max_attempts)s::int[],
+                  %(workspace_ids)s::bigint[])
            with ordinality
            as i(source_type, source_page_id, payload, event_id, debounce_seconds,
-                max_wait_seconds, priority, max_attempts, ord)
+                max_wait_seconds, priority, max_attempts, workspace_id, ord)
 ), dedup as (
     select distinct on (source_type, coalesce(event_id, '#' || ord)) *
       from input
@@ -53,27 +54,31 @@ with clock as (
            max(priority)                                      as priority,
            (array_agg(debounce_seconds order by ord desc))[1] as debounce_seconds,
            (array_agg(max_wait_seconds order by ord desc))[1] as max_wait_seconds,
-           max(max_attempts)                                  as max_attempts
+           max(max_attempts)                                  as max_attempts,
+           (array_agg(workspace_id order by ord desc))[1]     as workspace_id
       from accepted
      group by source_type, source_page_id
 ), upsert as (
     insert into sync_jobs as j
            (source_type, source_page_id, status, payload, event_id, event_count, priority,
             max_attempts, scheduled_at, first_event_at, max_wait_until, revision,
-            created_at, updated_at)
+            created_at, updated_at, workspace_id)
     select m.source_type, m.source_page_id, 'pending', m.payload, m.event_id, m.n, m.priority,
            m.max_attempts,
            least(clock.now + make_interval(secs => m.debounce_seconds),
                  clock.now + make_interval(secs => m.max_wait_seconds)),
            clock.now,
            clock.now + make_interval(secs => m.max_wait_seconds),
-           m.n, clock.now, clock.now
+           m.n, clock.now, clock.now, m.workspace_id
       from merged m cross join clock
      order by m.source_type, m.source_page_id   -- one lock order for every batch: no deadlocks
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
     do update set
         payload        = excluded.payload,
         event_id       = excluded.event_id,
+        -- The latest event's workspace syncs the page (a Slack Connect channel seen by two
+        -- installed teams is one job, read with the token of the team that spoke last).
+        workspace_id   = coalesce(excluded.workspace_id, j.workspace_id),
         event_count    = j.event_count + excluded.event_count,
         priority       = greatest(j.priority, excluded.priority),
         max_attempts   = greatest(j.max_attempts, excluded.max_attempts),
@@ -117,8 +122,9 @@ with clock as (
 select r.*, (select count(*) from notify) as notified from result r order by r.ord
 
 -- claim --
--- Claim up to %(limit)s due jobs (scheduled_at <= now), highest priority first, then oldest
--- scheduled_at; rows another worker holds are skipped (FOR UPDATE SKIP LOCKED). Sets the lease,
+-- Claim up to %(limit)s due jobs (scheduled_at <= now) of active workspaces (or of none: jobs
+-- of a paused or revoked workspace wait), highest priority first, then oldest scheduled_at;
+-- rows another worker holds are skipped (FOR UPDATE SKIP LOCKED). Sets the lease,
 -- attempts + 1, and records the revision the sync will cover. %(sources)s (text[]) with
 -- %(rooms)s (int[]) restricts the claim to those sources, each taking at most its room (the
 -- worker's per-source share of its slots); NULL sources: any source. Rows locked beyond the
@@ -134,6 +140,9 @@ with clock as (
          where %(sources)s::text[] is null
            and j.status = 'pending'
            and j.scheduled_at <= clock.now
+           and (j.workspace_id is null
+                or exists (select 1 from workspaces w
+                            where w.id = j.workspace_id and w.status = 'active'))
          order by j.priority desc, j.scheduled_at
          limit %(limit)s
            for update of j skip locked
@@ -147,6 +156,9 @@ with clock as (
          where j.status = 'pending'
            and j.source_type = r.source_type
            and j.scheduled_at <= clock.now
+           and (j.workspace_id is null
+                or exists (select 1 from workspaces w
+                            where w.id = j.workspace_id and w.status = 'active'))
          order by j.priority desc, j.scheduled_at
          limit r.room
            for update of j skip locked
@@ -477,7 +489,10 @@ select (select count(*) from jobs) as jobs, (select count(*) from events) as eve
 -- Seconds from the database's clock until the earliest pending job of %(source_types)s (text[],
 -- NULL: any source) is due (negative: overdue); NULL if none is pending. The worker sleeps this
 -- long (bounded by its poll interval).
-select extract(epoch from min(scheduled_at) - clock_timestamp())::float8 as seconds
-  from sync_jobs
- where status = 'pending'
-   and (%(source_types)s::text[] is null or source_type = any(%(source_types)s::text[]))
+-- Jobs of a paused or revoked workspace are not counted: they cannot be claimed.
+select extract(epoch from min(j.scheduled_at) - clock_timestamp())::float8 as seconds
+  from sync_jobs j
+ where j.status = 'pending'
+   and (%(source_types)s::text[] is null or j.source_type = any(%(source_types)s::text[]))
+   and (j.workspace_id is null
+        or exists (select 1 from workspaces w where w.id = j.workspace_id and w.status = 'active'))

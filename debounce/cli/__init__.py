@@ -26,6 +26,7 @@ from debounce.config import Settings
 from debounce.db import open_pool
 from debounce.logs import configure
 from debounce.migrate import migrate
+from debounce.secrets import SecretKeyError
 
 __all__ = ["EXAMPLES", "build_parser", "main", "run_worker", "sign_request"]
 
@@ -93,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(exc.code, file=sys.stderr)
             return 2
         raise
+    except SecretKeyError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
     except (psycopg.OperationalError, PoolTimeout) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         print(f"database error: {first}", file=sys.stderr)

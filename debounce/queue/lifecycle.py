@@ -110,6 +110,7 @@ async def enqueue_many(
         "max_wait_seconds": [float(e.max_wait_seconds) for e in events],
         "priorities": [e.priority for e in events],
         "max_attempts": [e.max_attempts for e in events],
+        "workspace_ids": [e.workspace_id for e in events],
     }
     # One statement: all-or-nothing. It cannot deadlock with the other statements that lock
     # several jobs: they all lock them in (source_type, source_page_id) order.

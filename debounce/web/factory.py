@@ -23,6 +23,7 @@ from debounce.db import open_pool
 from debounce.web import admin_api, health, webhooks
 from debounce.web.errors import ErrorBoundary, http_error, server_error
 from debounce.web.state import WebState
+from debounce.workspaces import Directory, env_tokens
 from integrations.base import Integration
 
 __all__ = ["create_app"]
@@ -78,6 +79,7 @@ def create_app(
             await state.pool.open(wait=False)
         state.batcher = EnqueueBatcher(state.db, flushers=max(1, min(4, settings.pool_max_size // 2)))
         state.batcher.start()
+        state.directory = Directory(state.db, env_tokens=env_tokens(settings))
         try:
             yield
         finally:

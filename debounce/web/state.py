@@ -11,6 +11,7 @@ from starlette.requests import Request
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.metrics import WebMetrics
+from debounce.workspaces import Directory
 from integrations.base import Integration
 
 __all__ = ["WebState", "web_state"]
@@ -19,14 +20,15 @@ __all__ = ["WebState", "web_state"]
 @dataclass
 class WebState:
     """The web process's services: ``settings``; ``sources`` (integrations by source type,
-    parse half only); ``metrics``; and, while the lifespan runs, the database ``pool`` and the
-    enqueue ``batcher``."""
+    parse half only); ``metrics``; and, while the lifespan runs, the database ``pool``, the
+    enqueue ``batcher`` and the workspace ``directory``."""
 
     settings: Settings
     sources: dict[str, Integration]
     metrics: WebMetrics = field(default_factory=WebMetrics)
     pool: AsyncConnectionPool[Any] | None = None
     batcher: EnqueueBatcher | None = None
+    directory: Directory | None = None
 
     @property
     def db(self) -> AsyncConnectionPool[Any]:

@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 import integrations
-from debounce import queue
+from debounce import queue, workspaces
 from debounce.db import fetch_one, is_transient
 from debounce.sql import queries
 from debounce.types import JobEvent
@@ -84,6 +84,8 @@ async def webhook(request: Request) -> Response:
         result = _parse(state, source, request, body)
         if result.verification_token:
             return await _handshake(state, source, result.verification_token)
+        if result.revoked_workspace:
+            return await _revoked(state, source, result.revoked_workspace)
         return await _enqueue(state, source, result)
     except ApiError as exc:
         state.metrics.webhooks.labels(source, exc.code).inc()
@@ -128,9 +130,53 @@ async def _handshake(state: WebState, source: str, token: str) -> Response:
     return JSONResponse({"ok": True, "detail": "verification token received"})
 
 
+async def _revoked(state: WebState, source: str, external_id: str) -> Response:
+    """The source says a workspace's token is gone: mark it revoked (its jobs wait)."""
+    try:
+        async with asyncio.timeout(state.settings.webhook_deadline_seconds):
+            changed = await workspaces.revoke_by_external_id(
+                state.db, source, external_id, "the source reported the app uninstalled or "
+                "its token revoked")
+            if state.directory is not None:
+                await state.directory.refresh(force=True)
+    except Exception as exc:
+        if is_transient(exc):
+            raise db_unavailable(exc) from None
+        raise
+    state.metrics.webhooks.labels(source, "workspace_revoked").inc()
+    return JSONResponse({"ok": True, "detail": f"workspace {external_id} marked revoked"
+                         if changed else f"workspace {external_id} is not connected"})
+
+
+async def _routed(state: WebState, source: str, result: WebhookResult) -> list[tuple[Any, int | None]]:
+    """The events of ``result`` with the workspace each goes to; events of a workspace that is
+    not connected (or revoked) are dropped and counted."""
+    if state.directory is None:
+        return [(e, None) for e in result.events]
+    try:
+        async with asyncio.timeout(state.settings.webhook_deadline_seconds):
+            routes = [await state.directory.route(source, e.workspace, e.enterprise)
+                      for e in result.events]
+    except Exception as exc:
+        if is_transient(exc):
+            raise db_unavailable(exc) from None
+        raise
+    kept = []
+    for event, route in zip(result.events, routes, strict=True):
+        if route.accept:
+            kept.append((event, route.workspace_id))
+        else:
+            state.metrics.webhooks.labels(source, route.reason).inc()
+    return kept
+
+
 async def _enqueue(state: WebState, source: str, result: WebhookResult) -> Response:
     settings = state.settings
     window = settings.window(source)
+    routed = await _routed(state, source, result)
+    if result.events and not routed:
+        return JSONResponse({"ok": True, "detail": "workspace not connected: nothing enqueued",
+                             "jobs": []})
     events = [
         JobEvent(
             source_type=source,
@@ -140,8 +186,9 @@ async def _enqueue(state: WebState, source: str, result: WebhookResult) -> Respo
             debounce_seconds=window.debounce_seconds,
             max_wait_seconds=window.max_wait_seconds,
             max_attempts=settings.max_attempts,
+            workspace_id=workspace_id,
         )
-        for e in result.events
+        for e, workspace_id in routed
     ]
     try:
         for event in events:

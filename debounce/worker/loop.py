@@ -22,12 +22,20 @@ from debounce.documents import LeaseLost, claim_fence
 from debounce.metrics import WORKER
 from debounce.migrate import schema_status
 from debounce.retry import Backoff, backoff_delay
+from debounce.secrets import SecretKeyError
 from debounce.types import SyncJob
 from debounce.worker import maintenance
+from debounce.worker.access import WorkspaceAccess
 from debounce.worker.errors import log_db_error
 from debounce.worker.notifier import listen
 from debounce.worker.outcomes import Outcomes
-from integrations.base import Integration, PermanentError, RateLimited
+from integrations.base import (
+    AuthRevoked,
+    Integration,
+    PermanentError,
+    RateLimited,
+    sync_credentials,
+)
 
 __all__ = ["Worker", "default_worker_id"]
 
@@ -77,6 +85,7 @@ class Worker:
         #: Jobs whose sync returned and whose outcome is being recorded.
         self.finishing: set[int] = set()
         self.outcomes = Outcomes(pool)
+        self.access = WorkspaceAccess(settings, pool)
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._paused_until: dict[str, float] = {}
@@ -147,6 +156,11 @@ class Worker:
                 if status.ok:
                     if said:
                         log.info("database schema is current (version %d): starting", status.current)
+                    try:
+                        await self.access.prepare()
+                    except SecretKeyError as exc:
+                        log.error("configuration error: %s", exc)
+                        raise
                     return True
                 if status.problem() != said:
                     said = status.problem()
@@ -231,10 +245,12 @@ class Worker:
     async def _run_job(self, job: SyncJob) -> None:
         integration = self.sources.get(job.source_type)
         started = time.monotonic()
+        credentials: Mapping[str, Any] | None = None
         try:
             if integration is None:
                 raise PermanentError(f"no integration for source {job.source_type!r}")
-            with claim_fence(job):
+            credentials = await self.access.credentials(job)
+            with claim_fence(job), sync_credentials(credentials):
                 result = await integration.sync(job)
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job
@@ -248,6 +264,17 @@ class Worker:
             self._paused_until[job.source_type] = time.monotonic() + exc.retry_after
             log.warning("rate limited; retry in %.0f s", exc.retry_after, extra=job.log_fields())
             await self._record_failure(queue.Failure(job, str(exc), retry_after=exc.retry_after))
+        except AuthRevoked as exc:
+            self._observe(job, started, "revoked")
+            if await self.access.revoked(job, str(exc)):
+                # Parked: pending again, the attempt given back; the claim skips the jobs of a
+                # revoked workspace, so nothing retries in a loop, and a re-install resumes it.
+                await self._record_failure(queue.Failure(job, f"AuthRevoked: {exc}", retry_after=0))
+            else:
+                self.failed += 1
+                log.error("permanent failure: %s", exc, extra=job.log_fields())
+                await self._record_failure(queue.Failure(job, f"PermanentError: {exc}",
+                                                         permanent=True))
         except PermanentError as exc:
             self._observe(job, started, "permanent")
             self.failed += 1
@@ -266,6 +293,7 @@ class Worker:
                      time.monotonic() - started, result.written, result.unchanged, result.deleted,
                      extra=job.log_fields())
             await self._complete(job)
+            await self.access.learn(job, credentials)
         finally:
             if not asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 self.running.pop(job.id, None)

@@ -21,7 +21,7 @@ from notion_client.errors import APIErrorCode, APIResponseError, HTTPResponseErr
 from debounce.config import Settings
 from debounce.metrics import count_api_request
 from debounce.retry import parse_retry_after
-from integrations.base import PermanentError, RateLimited
+from integrations.base import PermanentError, RateLimited, current_token
 
 __all__ = ["DEFAULT_RETRY_AFTER", "NOTION_VERSION", "NotionClient"]
 
@@ -68,20 +68,24 @@ class NotionClient:
     _client: AsyncClient | None
 
     def _api(self) -> AsyncClient:
-        """The SDK client, created on first use.
+        """The SDK client of the current sync's workspace token (else ``NOTION_TOKEN``), one
+        per token, created on first use.
 
         Raises:
-            PermanentError: ``NOTION_TOKEN`` is unset.
+            PermanentError: no token at all.
         """
-        if self._client is None:
-            token = self.settings.notion_token
-            if not token:
-                raise PermanentError(
-                    "NOTION_TOKEN is not set: set NOTION_TOKEN to the Notion integration's "
-                    "token (Settings → Connections → Develop or manage integrations) and "
-                    "share the pages with it, then re-sync"
-                )
-            self._client = AsyncClient(
+        token = current_token(self.settings.notion_token)
+        if not token:
+            raise PermanentError(
+                "NOTION_TOKEN is not set: set NOTION_TOKEN to the Notion integration's "
+                "token (Settings → Connections → Develop or manage integrations) and "
+                "share the pages with it, then re-sync"
+            )
+        if not hasattr(self, "_clients"):
+            self._clients: dict[str, AsyncClient] = {}
+        client = self._clients.get(token)
+        if client is None:
+            client = self._clients[token] = AsyncClient(
                 options=ClientOptions(
                     auth=token,
                     base_url=self.settings.notion_base_url.rstrip("/"),
@@ -92,12 +96,16 @@ class NotionClient:
                     log_level=logging.WARNING,
                 )
             )
-        return self._client
+        self._client = client
+        return client
 
     async def aclose(self) -> None:
-        """Close the SDK's HTTP connection pool (idempotent)."""
-        client, self._client = self._client, None
-        if client is not None:
+        """Close the SDK clients' HTTP connection pools (idempotent)."""
+        clients = list(getattr(self, "_clients", {}).values())
+        if self._client is not None and self._client not in clients:
+            clients.append(self._client)
+        self._client, self._clients = None, {}
+        for client in clients:
             await client.aclose()
 
     async def _call(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any:

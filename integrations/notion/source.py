@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import TYPE_CHECKING, Any
 
-from integrations.base import DemoSetup, Source, SourceSetting, SourceWindow
+from integrations.base import AuthRevoked, DemoSetup, Identity, Source, SourceSetting, SourceWindow
 from integrations.notion.sync import SOURCE_TYPE, create
 from integrations.notion.webhook import SIGNATURE_HEADER, normalize_id
 
-__all__ = ["DEMO_SECRET", "SOURCE", "sign"]
+if TYPE_CHECKING:
+    from debounce.config import Settings
+
+__all__ = ["DEMO_SECRET", "SOURCE", "identify", "sign"]
 
 #: The signing secret of ``serve --demo``: the token in ``examples/notion/verification.json``
 #: (Notion signs every event with the subscription's verification token).
@@ -46,6 +50,39 @@ def demo() -> DemoSetup:
                      url=server.url, stop=server.stop)
 
 
+async def identify(settings: Settings, token: str) -> Identity:
+    """Who ``token`` is: its bot user (``GET /v1/users/me``,
+    https://developers.notion.com/reference/get-self) — the workspace's id (``bot.workspace_id``
+    when the API gives it) and name.
+
+    Raises:
+        AuthRevoked: Notion answered 401 (the token does not work).
+        notion_client.APIResponseError: another error answer.
+    """
+    from notion_client import AsyncClient
+    from notion_client.client import ClientOptions
+    from notion_client.errors import APIResponseError
+
+    from integrations.notion.client import NOTION_VERSION
+
+    client = AsyncClient(options=ClientOptions(auth=token, base_url=settings.notion_base_url.rstrip("/"),
+                                               notion_version=NOTION_VERSION, retry=False))
+    try:
+        me: Any = await client.users.me()
+    except APIResponseError as exc:
+        if exc.status == 401:
+            raise AuthRevoked(f"Notion refused the token: {exc.code}") from exc
+        raise
+    finally:
+        await client.aclose()
+    bot = me.get("bot") if isinstance(me, dict) else None
+    bot = bot if isinstance(bot, dict) else {}
+    workspace = bot.get("workspace_id")
+    return Identity(external_id=str(workspace) if workspace else "",
+                    name=str(bot.get("workspace_name") or me.get("name") or ""),
+                    bot_user_id=str(me.get("id")) if me.get("id") else None)
+
+
 SOURCE = Source(
     source_type=SOURCE_TYPE,
     create=create,
@@ -58,4 +95,6 @@ SOURCE = Source(
     normalize_page_id=normalize_id,
     handshake_command="notion-token",
     demo=demo,
+    token_setting="notion_token",
+    identify=identify,
 )

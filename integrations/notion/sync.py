@@ -20,7 +20,7 @@ from notion_client.helpers import async_collect_paginated_api
 from debounce.config import Settings
 from debounce.documents import Document, DocumentStore, WriteOutcome
 from debounce.types import SyncJob
-from integrations.base import PermanentError, SyncResult
+from integrations.base import AuthRevoked, PermanentError, SyncResult
 from integrations.notion.client import _PERMANENT_CODES, _WRONG_KIND_CODES, NotionClient, _code
 from integrations.notion.properties import (
     parent_summary,
@@ -143,6 +143,9 @@ class NotionIntegration(NotionWebhooks, NotionClient):
             return await self._sync_unknown(api, job)
         except APIResponseError as exc:
             code = _code(exc)
+            if code == APIErrorCode.Unauthorized.value:
+                raise AuthRevoked(f"Notion answered {exc.status} {code}: the token no longer "
+                                  "works") from exc
             if code in _PERMANENT_CODES:
                 raise PermanentError(f"Notion answered {exc.status} {code}: {exc}") from exc
             raise

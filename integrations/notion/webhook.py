@@ -182,5 +182,10 @@ class NotionWebhooks:
         else:
             return WebhookResult(note=f"ignored event type {event_type}")
         return WebhookResult(
-            events=[PageEvent(source_page_id=normalize_id(key), event_id=event_id, payload=event)]
+            events=[PageEvent(source_page_id=normalize_id(key), event_id=event_id, payload=event,
+                              workspace=_text(event.get("workspace_id")))]
         )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -18,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from debounce.config import Settings
 from debounce.metrics import count_api_request
 from debounce.retry import parse_retry_after
-from integrations.base import PermanentError, RateLimited
+from integrations.base import AuthRevoked, PermanentError, RateLimited, current_token
 
 __all__ = [
     "DEFAULT_RETRY_AFTER_SECONDS",
@@ -33,6 +33,10 @@ __all__ = [
 DEFAULT_RETRY_AFTER_SECONDS = 60.0
 #: HTTP timeout of one Web API call, in seconds.
 HTTP_TIMEOUT_SECONDS = 30.0
+
+#: Error codes that mean the workspace's token no longer works: the workspace is revoked.
+AUTH_ERRORS = frozenset({"invalid_auth", "token_revoked", "token_expired", "account_inactive",
+                         "not_authed"})
 
 #: Error codes after which retrying cannot help, with what the operator should do
 #: (https://docs.slack.dev/reference/methods/conversations.history#errors).
@@ -101,6 +105,10 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
             raise _ChannelGone(method) from None
         if code in _THREAD_GONE and method == "conversations.replies":
             return None
+        if isinstance(code, str) and code in AUTH_ERRORS:
+            raise AuthRevoked(
+                f"Slack {method}: {code} ({PERMANENT_ERRORS[code]})"
+            ) from None
         if isinstance(code, str) and code in PERMANENT_ERRORS:
             raise PermanentError(
                 f"Slack {method} on {channel}: {code} ({PERMANENT_ERRORS[code]})"
@@ -126,23 +134,37 @@ class SlackClient:
     settings: Settings
     _session: aiohttp.ClientSession | None
     _web: AsyncWebClient | None
+    _webs: dict[str, AsyncWebClient]
+
+    def _token(self) -> str | None:
+        """The current sync's workspace token, else ``SLACK_BOT_TOKEN``."""
+        return current_token(self.settings.slack_bot_token)
 
     def _client(self) -> AsyncWebClient:
-        if self._web is None:
+        """The Web API client of the current sync's workspace token (one per token, sharing
+        one ``aiohttp`` session)."""
+        if self._session is None:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS)
             )
-            self._web = AsyncWebClient(
-                token=self.settings.slack_bot_token,
+        token = self._token() or ""
+        if not hasattr(self, "_webs"):
+            self._webs = {}
+        client = self._webs.get(token)
+        if client is None:
+            client = self._webs[token] = AsyncWebClient(
+                token=token or None,
                 base_url=self.settings.slack_api_url,
                 session=self._session,
                 timeout=int(HTTP_TIMEOUT_SECONDS),
             )
-        return self._web
+        self._web = client
+        return client
 
     async def aclose(self) -> None:
-        """Close the HTTP session of the Web API client (if one was opened)."""
+        """Close the HTTP session of the Web API clients (if one was opened)."""
         session, self._session, self._web = self._session, None, None
+        self._webs = {}
         if session is not None and not session.closed:
             await session.close()
 

@@ -4,14 +4,18 @@ window, signing, the demo stand-in, and the factory of its integration."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk.signature import SignatureVerifier
 
-from integrations.base import DemoSetup, Source, SourceSetting, SourceWindow
+from integrations.base import AuthRevoked, DemoSetup, Identity, Source, SourceSetting, SourceWindow
 from integrations.slack.render import SOURCE_TYPE
 from integrations.slack.sync import create
 
-__all__ = ["DEMO_SECRET", "SOURCE", "sign"]
+if TYPE_CHECKING:
+    from debounce.config import Settings
+
+__all__ = ["DEMO_SECRET", "SOURCE", "identify", "sign"]
 
 #: The signing secret of ``serve --demo``.
 DEMO_SECRET = "demo-slack-signing-secret"
@@ -56,6 +60,35 @@ def demo() -> DemoSetup:
                      url=server.url + "/api/", stop=server.stop)
 
 
+async def identify(settings: Settings, token: str) -> Identity:
+    """Who ``token`` is: ``auth.test`` (https://docs.slack.dev/reference/methods/auth.test) —
+    the team's id and name, our bot's user id, the Grid org.
+
+    Raises:
+        AuthRevoked: ``invalid_auth``, ``token_revoked`` and the like.
+        slack_sdk.errors.SlackApiError: another error answer.
+    """
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from integrations.slack.client import AUTH_ERRORS
+
+    client = AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    try:
+        data: Any = (await client.auth_test()).data
+    except SlackApiError as exc:
+        code = exc.response.get("error") if exc.response is not None else None
+        if code in AUTH_ERRORS:
+            raise AuthRevoked(f"Slack refused the token: {code}") from exc
+        raise
+    finally:
+        session = getattr(client, "session", None)
+        if session is not None and not session.closed:
+            await session.close()
+    return Identity(external_id=str(data.get("team_id") or ""), name=str(data.get("team") or ""),
+                    bot_user_id=data.get("user_id"), enterprise_id=data.get("enterprise_id") or None)
+
+
 SOURCE = Source(
     source_type=SOURCE_TYPE,
     create=create,
@@ -66,4 +99,6 @@ SOURCE = Source(
     demo_secret=DEMO_SECRET,
     sign=sign,
     demo=demo,
+    token_setting="slack_bot_token",
+    identify=identify,
 )

@@ -110,7 +110,7 @@ class SlackIntegration(SlackWebhooks, SlackClient):
         """
         if self.store is None:
             raise RuntimeError("SlackIntegration.sync needs a DocumentStore (worker process)")
-        if not self.settings.slack_bot_token:
+        if not self._token():
             raise PermanentError(
                 "SLACK_BOT_TOKEN is not set: set it to the app's Bot User OAuth Token (xoxb-…) "
                 "to sync Slack conversations"

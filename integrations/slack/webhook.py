@@ -156,6 +156,14 @@ class SlackWebhooks:
         if not isinstance(event_id, str) or not event_id:
             raise WebhookError(400, "malformed_body", "event_callback without an 'event_id'")
         event_type = event.get("type")
+        team, enterprise = _team_of(envelope)
+        if event_type in ("app_uninstalled", "tokens_revoked"):
+            # https://docs.slack.dev/reference/events/app_uninstalled, .../tokens_revoked
+            if event_type == "tokens_revoked" and not _bot_tokens_revoked(event):
+                return WebhookResult(note="tokens_revoked for user tokens only: nothing to do")
+            return WebhookResult(note=f"{event_type} for team {team}", revoked_workspace=team,
+                                 warning=f"Slack says the app lost team {team} ({event_type}): "
+                                         "the workspace is marked revoked until re-installed")
         if event_type != "message":
             return WebhookResult(note=f"ignored event type {event_type}")
         channel = event.get("channel")
@@ -168,7 +176,8 @@ class SlackWebhooks:
         own = self._own_author(envelope, event)
         if own is not None:
             return WebhookResult(note=f"ignored message posted by our own bot {own}")
-        return WebhookResult(events=[PageEvent(channel, event_id, envelope)])
+        return WebhookResult(events=[PageEvent(channel, event_id, envelope, workspace=team,
+                                               enterprise=enterprise)])
 
     def _own_ids(self, envelope: Mapping[str, Any] | None = None) -> set[str]:
         ids: set[str] = set()
@@ -197,3 +206,21 @@ class SlackWebhooks:
                 if value and value in ids:
                     return value
         return None
+
+
+def _team_of(envelope: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The team (workspace) and Grid org an envelope is for: ``team_id``, else the first
+    authorization's (https://docs.slack.dev/apis/events-api/#callback-field), and
+    ``enterprise_id``."""
+    team = _str(envelope.get("team_id"))
+    enterprise = _str(envelope.get("enterprise_id"))
+    for auth in envelope.get("authorizations") or []:
+        if isinstance(auth, Mapping):
+            team = team or _str(auth.get("team_id"))
+            enterprise = enterprise or _str(auth.get("enterprise_id"))
+    return team, enterprise
+
+
+def _bot_tokens_revoked(event: Mapping[str, Any]) -> bool:
+    tokens = event.get("tokens")
+    return isinstance(tokens, Mapping) and bool(tokens.get("bot"))

@@ -1,0 +1,98 @@
+"""The worker's side of workspaces: the credentials each job syncs with, a revoked token
+marking its workspace, and the environment's workspace learning its id on first use."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+import integrations
+from debounce import workspaces
+from debounce.config import Settings
+from debounce.secrets import Keyring
+from debounce.types import SyncJob
+
+__all__ = ["WorkspaceAccess"]
+
+log = logging.getLogger("debounce.worker")
+
+
+class WorkspaceAccess:
+    """Credentials per job, revocation, and learning (see the module docstring).
+
+    Raises (construction):
+        SecretKeyError: ``settings.secret_key`` is malformed.
+    """
+
+    def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any]) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.keyring = Keyring(settings.secret_key) if settings.secret_key else None
+        self._learned: set[int] = set()
+
+    async def prepare(self) -> None:
+        """At start: the environment's workspaces exist; stored credentials have a key.
+
+        Raises:
+            SecretKeyError: credentials are stored and ``DEBOUNCE_SECRET_KEY`` is unset.
+        """
+        for source_type, token in workspaces.env_tokens(self.settings).items():
+            await workspaces.ensure_env_workspace(self.pool, source_type, token)
+        if self.keyring is None:
+            stored = await workspaces.stored_count(self.pool)
+            if stored:
+                from debounce.secrets import SecretKeyError
+
+                raise SecretKeyError(f"credentials of {stored} workspace(s) are stored but "
+                                     "DEBOUNCE_SECRET_KEY is not set: set the key they were "
+                                     "encrypted with")
+
+    async def credentials(self, job: SyncJob) -> Mapping[str, Any] | None:
+        """What ``job`` syncs with: its workspace's decrypted credentials (``None``: no
+        workspace, or the environment's: the source's settings give the token).
+
+        Raises:
+            SecretKeyError: stored credentials that no key decrypts.
+        """
+        if job.workspace_id is None:
+            return None
+        return await workspaces.credentials(self.pool, self.keyring, job.workspace_id)
+
+    async def revoked(self, job: SyncJob, error: str) -> bool:
+        """The token of ``job``'s workspace no longer works: mark it revoked (its jobs wait
+        until a re-install). Returns ``False`` when the job has no workspace."""
+        if job.workspace_id is None:
+            return False
+        try:
+            await workspaces.set_status(self.pool, job.workspace_id, "revoked", error[:500])
+        except workspaces.WorkspaceNotFound:
+            return False
+        log.error("workspace %d revoked: %s; its jobs wait until it is re-installed",
+                  job.workspace_id, error, extra=job.log_fields())
+        return True
+
+    async def learn(self, job: SyncJob, credentials: Mapping[str, Any] | None) -> None:
+        """After a sync of the environment's workspace whose id is not known yet: ask the
+        source who the token is (``users.me``, ``auth.test``) and record it. Best effort."""
+        if (job.workspace_id is None or job.workspace_id in self._learned or credentials is None
+                or credentials.get("origin") != "env" or credentials.get("external_id")):
+            return
+        self._learned.add(job.workspace_id)
+        source = integrations.sources().get(job.source_type)
+        token = getattr(self.settings, source.token_setting) if source and source.token_setting else None
+        if source is None or source.identify is None or not token:
+            return
+        try:
+            identity = await source.identify(self.settings, str(token))
+        except Exception as exc:
+            log.warning("could not learn the id of the environment's %s workspace (%s)",
+                        job.source_type, exc.__class__.__name__)
+            return
+        if identity.external_id:
+            await workspaces.learn_external_id(self.pool, job.workspace_id, identity.external_id,
+                                               identity.name, identity.bot_user_id)
+            log.info("the environment's %s workspace is %s (%s)", job.source_type,
+                     identity.external_id, identity.name)

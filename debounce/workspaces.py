@@ -1,0 +1,266 @@
+"""Workspaces: the Notion workspaces and Slack teams connected to this deployment.
+
+A workspace is connected by an install flow (OAuth), by ``debounce workspaces add``, or — for
+the single-workspace deployment of before — by the environment's token (``NOTION_TOKEN``,
+``SLACK_BOT_TOKEN``), whose workspace row is created at start and whose id is learned from the
+source on first use. Stored credentials are encrypted (:mod:`debounce.secrets`).
+
+**Routing** (:class:`Directory`, the web process): an event names its workspace (Notion
+``workspace_id``; Slack ``team_id``); it is
+
+- accepted into that workspace when it is connected (``active`` or ``paused``: a paused
+  workspace's jobs wait, nothing is lost);
+- accepted into the environment's workspace while that one's id is not learned yet (so an
+  existing single-workspace deployment needs no change);
+- accepted with no workspace when the source has no workspace at all (no token configured:
+  the jobs use whatever the source's settings give, as before workspaces existed);
+- otherwise acknowledged and dropped (``unknown_workspace``, or ``revoked``): it enqueues
+  nothing, and it is logged once per workspace.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from debounce.db import Db, fetch_all, fetch_one
+from debounce.secrets import Keyring, SecretKeyError, fingerprint
+from debounce.sql import queries
+
+__all__ = [
+    "Directory",
+    "Route",
+    "WorkspaceNotFound",
+    "ensure_env_workspace",
+    "env_tokens",
+    "learn_external_id",
+    "list_workspaces",
+    "remove",
+    "revoke_by_external_id",
+    "rotate_key",
+    "save",
+    "set_status",
+    "stored_count",
+]
+
+log = logging.getLogger("debounce.workspaces")
+_Q = queries("workspaces")
+
+#: Statuses in which a workspace's events are accepted.
+ACCEPTING = ("active", "paused")
+
+
+class WorkspaceNotFound(LookupError):
+    """No workspace has this id."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where an event goes: ``accept`` it into ``workspace_id`` (``None``: no workspace), or
+    drop it for ``reason`` (``unknown_workspace``, ``revoked_workspace``)."""
+
+    accept: bool
+    workspace_id: int | None = None
+    reason: str = ""
+
+
+class Directory:
+    """The web process's map from (source, the source's workspace id) to a workspace,
+    re-read from the database at most every ``ttl`` seconds (a connected or revoked workspace
+    is seen within that time by every web process)."""
+
+    def __init__(self, db: Db, *, ttl: float = 5.0, env_tokens: Mapping[str, str] | None = None) -> None:
+        self.db = db
+        self.ttl = ttl
+        #: Sources whose environment defines a workspace (created on the first refresh).
+        self.env_tokens = dict(env_tokens or {})
+        self._ensured = False
+        self._rows: list[dict[str, Any]] = []
+        self._loaded_at = float("-inf")
+        self._warned: set[tuple[str, str]] = set()
+
+    async def refresh(self, *, force: bool = False) -> None:
+        """Re-read the workspaces if the copy is older than ``ttl`` (or ``force``)."""
+        if force or time.monotonic() - self._loaded_at >= self.ttl:
+            if not self._ensured:
+                for source_type, token in self.env_tokens.items():
+                    await ensure_env_workspace(self.db, source_type, token)
+                self._ensured = True
+            self._rows = [dict(r) for r in await fetch_all(self.db, _Q["routes"], {})]
+            self._loaded_at = time.monotonic()
+
+    async def route(self, source_type: str, external_id: str | None,
+                    enterprise_id: str | None = None) -> Route:
+        """The :class:`Route` of an event of ``source_type`` naming ``external_id`` (and, for a
+        Slack Grid install, ``enterprise_id``)."""
+        await self.refresh()
+        rows = [r for r in self._rows if r["source_type"] == source_type]
+        if not rows:
+            return Route(True, None)
+        if external_id:
+            for row in rows:
+                if row["external_id"] == external_id:
+                    return self._accept(row, source_type, external_id)
+        if enterprise_id:  # an org-wide (Grid) install covers every team of the org
+            for row in rows:
+                if row["enterprise_id"] == enterprise_id and row["external_id"] == enterprise_id:
+                    return self._accept(row, source_type, external_id or enterprise_id)
+        for row in rows:
+            if row["origin"] == "env" and row["external_id"] is None:
+                return self._accept(row, source_type, external_id or "?")
+        key = (source_type, external_id or "?")
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s event for workspace %r, which is not connected: acknowledged, "
+                        "nothing enqueued (logged once per workspace)", source_type,
+                        external_id or "?")
+        return Route(False, None, "unknown_workspace")
+
+    def _accept(self, row: Mapping[str, Any], source_type: str, external_id: str) -> Route:
+        if row["status"] in ACCEPTING:
+            return Route(True, int(row["id"]))
+        key = (source_type, external_id)
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s event for workspace %s, which is revoked: acknowledged, nothing "
+                        "enqueued (re-install to reconnect it)", source_type, external_id)
+        return Route(False, int(row["id"]), "revoked_workspace")
+
+
+def env_tokens(settings: Any) -> dict[str, str]:
+    """``{source type: token}`` of the sources whose environment sets a token (their
+    :class:`~integrations.base.Source` ``token_setting``): each defines a workspace."""
+    import integrations
+
+    out: dict[str, str] = {}
+    for source in integrations.sources().values():
+        if source.token_setting:
+            token = getattr(settings, source.token_setting, None)
+            if token:
+                out[source.source_type] = str(token)
+    return out
+
+
+async def ensure_env_workspace(db: Db, source_type: str, token: str) -> dict[str, Any]:
+    """The environment's workspace of ``source_type`` (created if missing), its fingerprint
+    kept current. The token itself stays in the environment."""
+    row = await fetch_one(db, _Q["ensure_env_workspace"],
+                          {"source_type": source_type, "fingerprint": fingerprint(token),
+                           "name": f"{source_type} (environment)"})
+    assert row is not None
+    return dict(row)
+
+
+async def save(
+    db: Db, keyring: Keyring, *, source_type: str, external_id: str, name: str,
+    credentials: dict[str, Any], origin: str = "oauth", enterprise_id: str | None = None,
+    bot_user_id: str | None = None,
+) -> dict[str, Any]:
+    """Connect a workspace (or re-connect it: reactivated, credentials replaced).
+    ``credentials`` must hold ``access_token``; it is stored encrypted. Returns the row
+    (without credentials) and ``inserted``."""
+    row = await fetch_one(db, _Q["save_workspace"], {
+        "source_type": source_type, "external_id": external_id, "enterprise_id": enterprise_id,
+        "name": name, "origin": origin, "credentials": keyring.encrypt(credentials),
+        "fingerprint": fingerprint(str(credentials["access_token"])), "bot_user_id": bot_user_id})
+    assert row is not None
+    return _public(row)
+
+
+async def learn_external_id(db: Db, workspace_id: int, external_id: str, name: str,
+                            bot_user_id: str | None = None) -> None:
+    """Record the source's id of the environment's workspace (learned on first use)."""
+    try:
+        await fetch_one(db, _Q["learn_external_id"], {"id": workspace_id, "external_id": external_id,
+                                                      "name": name, "bot_user_id": bot_user_id})
+    except Exception as exc:  # the same workspace was also installed: keep both rows apart
+        log.warning("cannot record workspace id %s of the environment's workspace: %s",
+                    external_id, exc.__class__.__name__)
+
+
+async def set_status(db: Db, workspace_id: int, status: str, error: str | None = None) -> dict[str, Any]:
+    """Set a workspace's status (``active``, ``paused``, ``revoked``).
+
+    Raises:
+        WorkspaceNotFound: no such workspace.
+        ValueError: unknown status.
+    """
+    if status not in ("active", "paused", "revoked"):
+        raise ValueError(f"status must be active, paused or revoked, got {status!r}")
+    row = await fetch_one(db, _Q["set_status"], {"id": workspace_id, "status": status, "error": error})
+    if row is None:
+        raise WorkspaceNotFound(workspace_id)
+    return _public(row)
+
+
+async def revoke_by_external_id(db: Db, source_type: str, external_id: str, error: str) -> list[int]:
+    """Mark the workspace ``external_id`` of ``source_type`` revoked; returns the ids changed."""
+    rows = await fetch_all(db, _Q["revoke_by_external_id"],
+                           {"source_type": source_type, "external_id": external_id, "error": error})
+    return [int(r["id"]) for r in rows]
+
+
+async def remove(db: Db, workspace_id: int) -> int:
+    """Disconnect a workspace: its pending jobs are dropped, its documents stay. Returns how
+    many pending jobs were dropped.
+
+    Raises:
+        WorkspaceNotFound: no such workspace.
+    """
+    row = await fetch_one(db, _Q["remove_workspace"], {"id": workspace_id})
+    if row is None or row["id"] is None:
+        raise WorkspaceNotFound(workspace_id)
+    return int(row["dropped_jobs"])
+
+
+async def list_workspaces(db: Db, workspace_id: int | None = None) -> list[dict[str, Any]]:
+    """Every workspace (or one) with its figures: jobs by state, documents, last sync, last
+    error. Never the credentials: ``token_fingerprint`` stands for the token."""
+    rows = await fetch_all(db, _Q["list_workspaces"], {"id": workspace_id})
+    return [_public(r) for r in rows]
+
+
+async def credentials(db: Db, keyring: Keyring | None, workspace_id: int) -> dict[str, Any] | None:
+    """The decrypted credentials and state of a workspace: ``{"status", "origin",
+    "external_id", "access_token" (absent for the environment's workspace), …}``; ``None`` if
+    it no longer exists.
+
+    Raises:
+        SecretKeyError: stored credentials and no (or the wrong) key.
+    """
+    row = await fetch_one(db, _Q["workspace_credentials"], {"id": workspace_id})
+    if row is None:
+        return None
+    out: dict[str, Any] = {"status": row["status"], "origin": row["origin"],
+                           "external_id": row["external_id"], "bot_user_id": row["bot_user_id"]}
+    if row["credentials"] is not None:
+        if keyring is None:
+            raise SecretKeyError(f"workspace {workspace_id} has stored credentials but "
+                                 "DEBOUNCE_SECRET_KEY is not set")
+        out.update(keyring.decrypt(row["credentials"]))
+    return out
+
+
+async def stored_count(db: Db) -> int:
+    """How many workspaces have stored (encrypted) credentials."""
+    return len(await fetch_all(db, _Q["stored_credentials"], {}))
+
+
+async def rotate_key(db: Db, keyring: Keyring) -> int:
+    """Re-encrypt every stored credential with the keyring's first key; returns how many.
+
+    Raises:
+        SecretKeyError: a credential no key decrypts.
+    """
+    rows = await fetch_all(db, _Q["stored_credentials"], {})
+    for row in rows:
+        await fetch_all(db, _Q["replace_credentials"],
+                        {"id": row["id"], "credentials": keyring.rotate(row["credentials"])})
+    return len(rows)
+
+
+def _public(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "credentials"}

@@ -1,0 +1,111 @@
+-- ensure_env_workspace --
+-- The workspace the environment's token defines (NOTION_TOKEN, SLACK_BOT_TOKEN): created on
+-- first start, its fingerprint kept current. Its external id is learned on first use.
+insert into workspaces (source_type, origin, token_fingerprint, name)
+values (%(source_type)s, 'env', %(fingerprint)s, %(name)s)
+on conflict (source_type) where origin = 'env' do update
+   set token_fingerprint = excluded.token_fingerprint, updated_at = now()
+returning *
+
+-- save_workspace --
+-- Connect (or re-connect) a workspace with its encrypted credentials: an install reactivates a
+-- revoked or paused workspace and clears its last auth error.
+insert into workspaces as w (source_type, external_id, enterprise_id, name, origin, credentials,
+                             token_fingerprint, bot_user_id)
+values (%(source_type)s, %(external_id)s, %(enterprise_id)s, %(name)s, %(origin)s,
+        %(credentials)s, %(fingerprint)s, %(bot_user_id)s)
+on conflict (source_type, external_id) where external_id is not null do update
+   set credentials = excluded.credentials, token_fingerprint = excluded.token_fingerprint,
+       name = excluded.name, enterprise_id = excluded.enterprise_id,
+       bot_user_id = excluded.bot_user_id, status = 'active', last_auth_error = null,
+       last_auth_error_at = null, updated_at = now()
+returning *, (xmax = 0) as inserted
+
+-- learn_external_id --
+-- Record the source's id (and name) of the environment's workspace, learned on first use.
+update workspaces
+   set external_id = %(external_id)s, name = coalesce(nullif(%(name)s, ''), name),
+       bot_user_id = coalesce(%(bot_user_id)s, bot_user_id), updated_at = now()
+ where id = %(id)s and external_id is null
+returning *
+
+-- routes --
+-- What the web process needs to route an event to its workspace.
+select id, source_type, external_id, enterprise_id, status, origin from workspaces
+
+-- workspace_credentials --
+-- A workspace's stored credentials (NULL for the environment's) and state, for a sync.
+select id, source_type, external_id, status, origin, credentials, bot_user_id
+  from workspaces where id = %(id)s
+
+-- set_status --
+-- Pause, resume or revoke a workspace; %(error)s (revoked: why) becomes its last auth error.
+update workspaces
+   set status = %(status)s,
+       last_auth_error = coalesce(%(error)s, last_auth_error),
+       last_auth_error_at = case when %(error)s::text is not null then now()
+                                 else last_auth_error_at end,
+       updated_at = now()
+ where id = %(id)s
+returning *
+
+-- revoke_by_external_id --
+-- A source said a workspace's token is gone (Slack app_uninstalled / tokens_revoked).
+update workspaces
+   set status = 'revoked', last_auth_error = %(error)s, last_auth_error_at = now(),
+       updated_at = now()
+ where source_type = %(source_type)s and external_id = %(external_id)s
+returning *
+
+-- remove_workspace --
+-- Disconnect a workspace: its pending jobs go (nothing will sync them), its documents stay
+-- (their workspace becomes NULL), running syncs finish.
+with dropped as (
+    delete from sync_jobs where workspace_id = %(id)s and status = 'pending' returning 1
+), gone as (
+    delete from workspaces where id = %(id)s returning id
+)
+select (select id from gone) as id, (select count(*) from dropped) as dropped_jobs
+
+-- list_workspaces --
+-- Every workspace with its figures: jobs by state, documents, last sync, last error.
+select w.id, w.source_type, w.external_id, w.enterprise_id, w.name, w.status, w.origin,
+       w.token_fingerprint, w.bot_user_id, w.connected_at, w.updated_at, w.last_auth_error,
+       w.last_auth_error_at,
+       (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'pending')
+           as pending_jobs,
+       (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'processing')
+           as processing_jobs,
+       (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'failed')
+           as failed_jobs,
+       (select count(*) from documents d where d.workspace_id = w.id) as documents,
+       (select max(d.synced_at) from documents d where d.workspace_id = w.id) as last_synced_at,
+       (select j.last_error from sync_jobs j
+         where j.workspace_id = w.id and j.last_error is not null
+         order by j.updated_at desc limit 1) as last_error
+  from workspaces w
+ where (%(id)s::bigint is null or w.id = %(id)s::bigint)
+ order by w.id
+
+-- stored_credentials --
+-- Every stored (encrypted) credential, for key rotation.
+select id, credentials from workspaces where credentials is not null order by id
+
+-- replace_credentials --
+-- Store re-encrypted credentials (key rotation).
+update workspaces set credentials = %(credentials)s where id = %(id)s
+
+-- issue_oauth_state --
+-- A single-use OAuth state parameter, valid for %(ttl)s seconds.
+insert into oauth_states (state, source_type, expires_at)
+values (%(state)s, %(source_type)s, now() + make_interval(secs => %(ttl)s::float8))
+
+-- consume_oauth_state --
+-- Use a state parameter once: it is deleted; returns a row only if it existed, belonged to
+-- the source and had not expired. Expired states are swept on the way.
+with swept as (
+    delete from oauth_states where expires_at < now() returning 1
+)
+delete from oauth_states
+ where state = %(state)s and source_type = %(source_type)s and expires_at >= now()
+returning state
