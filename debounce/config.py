@@ -150,6 +150,9 @@ class Settings:
     #: Fernet key(s), comma-separated, that encrypt workspace credentials at rest (the first
     #: encrypts, all decrypt: see ``debounce.secrets``); ``None``: none stored yet.
     secret_key: str | None = field(default=None, repr=False)
+    #: The service's public base URL (``https://debounce.example.com``), for the install flows'
+    #: redirect URIs; ``None``: the URL each request came in on.
+    public_url: str | None = None
 
     source_values: Mapping[str, Any] = field(default_factory=dict)
 
@@ -273,4 +276,5 @@ class Settings:
             metrics_port=(_int(env, "DEBOUNCE_METRICS_PORT", 0, minimum=1)
                           if env.get("DEBOUNCE_METRICS_PORT") else None),
             secret_key=_secret_key(env),
+            public_url=_str(env, "DEBOUNCE_PUBLIC_URL"),
         )

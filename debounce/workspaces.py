@@ -41,6 +41,8 @@ __all__ = [
     "remove",
     "revoke_by_external_id",
     "rotate_key",
+    "consume_state",
+    "issue_state",
     "save",
     "set_status",
     "stored_count",
@@ -260,6 +262,30 @@ async def rotate_key(db: Db, keyring: Keyring) -> int:
         await fetch_all(db, _Q["replace_credentials"],
                         {"id": row["id"], "credentials": keyring.rotate(row["credentials"])})
     return len(rows)
+
+
+#: Seconds an OAuth state parameter stays valid.
+STATE_TTL_SECONDS = 600.0
+
+
+async def issue_state(db: Db, source_type: str, *, ttl: float = STATE_TTL_SECONDS) -> str:
+    """A new single-use OAuth ``state`` for an install of ``source_type`` (random, 256 bits),
+    valid ``ttl`` seconds. The install flows' state store."""
+    import secrets
+
+    state = secrets.token_urlsafe(32)
+    await fetch_all(db, _Q["issue_oauth_state"], {"state": state, "source_type": source_type,
+                                                  "ttl": float(ttl)})
+    return state
+
+
+async def consume_state(db: Db, source_type: str, state: str) -> bool:
+    """Use ``state`` once: ``True`` if it was issued for ``source_type`` and had not expired
+    or been used (it is deleted either way)."""
+    if not state or len(state) > 200:
+        return False
+    rows = await fetch_all(db, _Q["consume_oauth_state"], {"state": state, "source_type": source_type})
+    return bool(rows)
 
 
 def _public(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,9 @@ __all__ = [
     "AuthRevoked",
     "DemoSetup",
     "Identity",
+    "InstallError",
+    "Installed",
+    "Installer",
     "current_credentials",
     "current_token",
     "sync_credentials",
@@ -272,6 +275,44 @@ class Identity:
     enterprise_id: str | None = None
 
 
+@dataclass(frozen=True)
+class Installed:
+    """A workspace an install flow connected: the row saved (``id``, ``external_id``,
+    ``name``, …, never the credentials) and what the success page shows (``details``)."""
+
+    workspace: Mapping[str, Any]
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class InstallError(Exception):
+    """An install flow failed (the source refused the code, the user denied access): ``reason``
+    is shown on the failure page; nothing was stored."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Installer(Protocol):
+    """A source's OAuth install flow ("Add to Slack", Notion's public integration).
+
+    ``authorize_url(state, redirect_uri)``: where to send the user; ``complete(code,
+    redirect_uri, save)`` exchanges the code for a token and stores the workspace with
+    ``save(**fields)`` (:func:`debounce.workspaces.save`'s keywords) — raises
+    :class:`InstallError`; ``success_page`` / ``failure_page`` render the HTML the user sees.
+    """
+
+    def authorize_url(self, state: str, redirect_uri: str) -> str: ...
+
+    async def complete(
+        self, code: str, redirect_uri: str, save: Callable[..., Awaitable[Mapping[str, Any]]]
+    ) -> Installed: ...
+
+    def success_page(self, installed: Installed) -> str: ...
+
+    def failure_page(self, reason: str) -> str: ...
+
+
 Factory: TypeAlias = "Callable[[Settings, DocumentStore | None], Integration]"
 #: The window of a source that declares none, seconds.
 DEFAULT_WINDOW = SourceWindow(30.0, 300.0)
@@ -297,6 +338,8 @@ class Source:
       (``None`` if it has no handshake);
     - ``demo()``: start the source's local stand-in and say how to use it
       (:class:`DemoSetup`); ``None`` when it has none;
+    - ``installer(settings)``: its OAuth install flow (:class:`Installer`; raises
+      :class:`InstallError` naming the settings it lacks);
     - ``token_setting``: the setting whose token defines the environment's workspace;
       ``identify(settings, token)``: ask the source who a token is (:class:`Identity`; raises
       :class:`AuthRevoked` for a token that does not work).
@@ -315,6 +358,7 @@ class Source:
     demo: Callable[[], DemoSetup] | None = None
     token_setting: str | None = None
     identify: Callable[[Settings, str], Awaitable[Identity]] | None = None
+    installer: Callable[[Settings], Installer] | None = None
 
     def signing_secret(self, settings: Settings) -> str | None:
         """The configured webhook signing secret (``None`` when unset)."""

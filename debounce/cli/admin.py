@@ -11,6 +11,7 @@ from typing import Any
 
 import integrations
 from debounce import queue
+from debounce.cli import workspace_cmds
 from debounce.config import Settings
 from debounce.db import fetch_all, fetch_one
 from debounce.sql import queries
@@ -129,5 +130,6 @@ COMMANDS: dict[str, Command] = {
     "retry": retry,
     "prune": prune,
     "documents": documents,
+    "workspaces": workspace_cmds.run,
     **dict.fromkeys(handshake_commands(), handshake_token),
 }

@@ -14,6 +14,8 @@ from integrations.notion.webhook import SIGNATURE_HEADER, normalize_id
 if TYPE_CHECKING:
     from debounce.config import Settings
 
+from integrations.notion.install import installer
+
 __all__ = ["DEMO_SECRET", "SOURCE", "identify", "sign"]
 
 #: The signing secret of ``serve --demo``: the token in ``examples/notion/verification.json``
@@ -21,6 +23,10 @@ __all__ = ["DEMO_SECRET", "SOURCE", "identify", "sign"]
 DEMO_SECRET = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl"
 
 SETTINGS = (
+    SourceSetting("notion_client_id", "NOTION_CLIENT_ID", None, "str",
+                  "public integration's OAuth client id (install flow)"),
+    SourceSetting("notion_client_secret", "NOTION_CLIENT_SECRET", None, "secret",
+                  "public integration's OAuth client secret"),
     SourceSetting("notion_token", "NOTION_TOKEN", None, "secret", "Notion integration token"),
     SourceSetting("notion_base_url", "NOTION_BASE_URL", "https://api.notion.com", "str",
                   "Notion API base URL"),
@@ -97,4 +103,5 @@ SOURCE = Source(
     demo=demo,
     token_setting="notion_token",
     identify=identify,
+    installer=installer,
 )

@@ -15,6 +15,8 @@ from integrations.slack.sync import create
 if TYPE_CHECKING:
     from debounce.config import Settings
 
+from integrations.slack.install import installer
+
 __all__ = ["DEMO_SECRET", "SOURCE", "identify", "sign"]
 
 #: The signing secret of ``serve --demo``.
@@ -22,6 +24,14 @@ DEMO_SECRET = "demo-slack-signing-secret"
 DEMO_TOKEN = "xoxb-debounce-demo"
 
 SETTINGS = (
+    SourceSetting("slack_client_id", "SLACK_CLIENT_ID", None, "str",
+                  "the app's client id (\"Add to Slack\" install flow)"),
+    SourceSetting("slack_client_secret", "SLACK_CLIENT_SECRET", None, "secret",
+                  "the app's client secret"),
+    SourceSetting("slack_scopes", "SLACK_SCOPES", None, "str",
+                  "bot scopes asked at install, comma-separated (default: what the sync needs)"),
+    SourceSetting("slack_authorize_url", "SLACK_AUTHORIZE_URL",
+                  "https://slack.com/oauth/v2/authorize", "str", "Slack's authorize page"),
     SourceSetting("slack_bot_token", "SLACK_BOT_TOKEN", None, "secret", "Slack bot token"),
     SourceSetting("slack_api_url", "SLACK_API_URL", "https://slack.com/api/", "str",
                   "Slack Web API base URL"),
@@ -101,4 +111,5 @@ SOURCE = Source(
     demo=demo,
     token_setting="slack_bot_token",
     identify=identify,
+    installer=installer,
 )
