@@ -1,0 +1,163 @@
+"""Workspaces (issue 11) on the real database: credentials encrypted at rest, routing of events
+to their workspace, revocation, the environment's workspace, and the upgrade of a populated
+database."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import AsyncConnectionPool
+
+from debounce import queue, workspaces
+from debounce.migrate import migrate
+from debounce.secrets import Keyring, SecretKeyError, fingerprint, new_key
+from debounce.sql import migrations
+from debounce.types import JobEvent, JobStatus
+
+TOKEN = "secret_workspace_token_0123456789"
+
+
+async def test_credentials_are_encrypted_at_rest_and_never_listed(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    keyring = Keyring(new_key())
+    row = await workspaces.save(pool, keyring, source_type="notion", external_id="ws-1",
+                                name="Acme", credentials={"access_token": TOKEN})
+    assert row["token_fingerprint"] == fingerprint(TOKEN) and "credentials" not in row
+    async with pool.connection() as conn:
+        cur = await conn.execute("select * from workspaces")  # test-only SQL
+        dump = repr(await cur.fetchall())
+    assert TOKEN not in dump and "workspace_token" not in dump
+    listed = await workspaces.list_workspaces(pool)
+    assert TOKEN not in repr(listed) and listed[0]["name"] == "Acme"
+    creds = await workspaces.credentials(pool, keyring, row["id"])
+    assert creds is not None and creds["access_token"] == TOKEN
+    with pytest.raises(SecretKeyError):
+        await workspaces.credentials(pool, None, row["id"])
+    with pytest.raises(SecretKeyError):  # another key cannot read them
+        await workspaces.credentials(pool, Keyring(new_key()), row["id"])
+
+
+async def test_a_key_rotates(pool: AsyncConnectionPool[Any]) -> None:
+    old, new = new_key(), new_key()
+    row = await workspaces.save(pool, Keyring(old), source_type="slack", external_id="T1",
+                                name="Team", credentials={"access_token": "xoxb-1"})
+    assert await workspaces.rotate_key(pool, Keyring(f"{new},{old}")) == 1
+    creds = await workspaces.credentials(pool, Keyring(new), row["id"])  # the old key is gone
+    assert creds is not None and creds["access_token"] == "xoxb-1"
+
+
+def test_a_malformed_key_is_a_configuration_error() -> None:
+    from debounce.config import Settings
+
+    with pytest.raises(ValueError, match="DEBOUNCE_SECRET_KEY"):
+        Settings.from_env({"DEBOUNCE_SECRET_KEY": "not-a-fernet-key"})
+
+
+async def test_routing_by_workspace(pool: AsyncConnectionPool[Any]) -> None:
+    directory = workspaces.Directory(pool, ttl=0)
+    # No workspace at all for the source: as before workspaces existed.
+    assert await directory.route("notion", "ws-x") == workspaces.Route(True, None)
+    keyring = Keyring(new_key())
+    a = await workspaces.save(pool, keyring, source_type="notion", external_id="ws-a", name="A",
+                              credentials={"access_token": "secret_a"})
+    assert await directory.route("notion", "ws-a") == workspaces.Route(True, a["id"])
+    unknown = await directory.route("notion", "ws-unknown")
+    assert not unknown.accept and unknown.reason == "unknown_workspace"
+    await workspaces.set_status(pool, a["id"], "paused")
+    assert (await directory.route("notion", "ws-a")).accept  # events of a paused one queue
+    await workspaces.set_status(pool, a["id"], "revoked", "token_revoked")
+    revoked = await directory.route("notion", "ws-a")
+    assert not revoked.accept and revoked.reason == "revoked_workspace"
+    # The environment's workspace takes events until its id is learned.
+    env = await workspaces.ensure_env_workspace(pool, "notion", "secret_env")
+    assert await directory.route("notion", "ws-new") == workspaces.Route(True, env["id"])
+    await workspaces.learn_external_id(pool, env["id"], "ws-env", "Env")
+    assert not (await directory.route("notion", "ws-new")).accept
+    assert (await directory.route("notion", "ws-env")).workspace_id == env["id"]
+
+
+async def test_jobs_of_a_paused_or_revoked_workspace_wait_and_others_are_claimed(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    keyring = Keyring(new_key())
+    a = await workspaces.save(pool, keyring, source_type="slack", external_id="TA", name="A",
+                              credentials={"access_token": "xoxb-a"})
+    b = await workspaces.save(pool, keyring, source_type="slack", external_id="TB", name="B",
+                              credentials={"access_token": "xoxb-b"})
+    await queue.enqueue_many(pool, [
+        JobEvent("slack", "CA", {}, "ea", 0, 0, workspace_id=a["id"]),
+        JobEvent("slack", "CB", {}, "eb", 0, 0, workspace_id=b["id"])])
+    await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth")
+    assert await queue.seconds_until_due(pool) is not None
+    (claimed,) = await queue.claim(pool, "w", limit=10, lease_seconds=60)
+    assert claimed.source_page_id == "CB" and claimed.workspace_id == b["id"]
+    assert await queue.claim(pool, "w", limit=10, lease_seconds=60) == []
+    await workspaces.set_status(pool, a["id"], "active")  # re-installed
+    (again,) = await queue.claim(pool, "w", limit=10, lease_seconds=60)
+    assert again.source_page_id == "CA"
+
+
+async def test_a_shared_channel_is_one_job_synced_by_the_team_that_spoke_last(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    keyring = Keyring(new_key())
+    a = await workspaces.save(pool, keyring, source_type="slack", external_id="TA", name="A",
+                              credentials={"access_token": "xoxb-a"})
+    b = await workspaces.save(pool, keyring, source_type="slack", external_id="TB", name="B",
+                              credentials={"access_token": "xoxb-b"})
+    first = await queue.enqueue_many(pool, [JobEvent("slack", "CSHARED", {}, "e1", 30, 300,
+                                                     workspace_id=a["id"])])
+    second = await queue.enqueue_many(pool, [JobEvent("slack", "CSHARED", {}, "e2", 30, 300,
+                                                      workspace_id=b["id"])])
+    assert first[0].job is not None and second[0].job is not None
+    assert first[0].job.id == second[0].job.id and second[0].job.workspace_id == b["id"]
+    assert second[0].job.event_count == 2
+
+
+@pytest.fixture
+def old_schema(pg_server_url: str) -> Iterator[str]:
+    """A schema migrated to version 5 (before workspaces)."""
+    schema = "u_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f'create schema "{schema}"')  # name is ours
+    url = make_conninfo(pg_server_url, options=f"-c search_path={schema}")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("create table schema_migrations (version integer primary key, name text "
+                     "not null, applied_at timestamptz not null default now())")
+        for version, name, text in migrations():
+            if version >= 6:
+                break
+            conn.execute(text.encode())
+            conn.execute("insert into schema_migrations (version, name) values (%s, %s)",
+                         (version, name))
+    try:
+        yield url
+    finally:
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            conn.execute(f'drop schema if exists "{schema}" cascade')
+
+
+async def test_migrations_upgrade_a_populated_database(old_schema: str) -> None:
+    async with await psycopg.AsyncConnection.connect(old_schema, autocommit=True) as conn:
+        for i in range(5):  # what the previous release wrote (test-only SQL)
+            await conn.execute(
+                "insert into sync_jobs (source_type, source_page_id, payload, event_id, "
+                "scheduled_at, first_event_at, max_wait_until, revision) values ('notion', %s, "
+                "'{}', %s, now(), now(), now(), 1)", [f"p{i}", f"e{i}"])
+        await conn.execute(
+            "insert into documents (source_type, document_id, source_page_id, title, content, "
+            "content_sha256) values ('notion', 'd1', 'p1', 'Kept', '# Kept', 'x')")
+    assert [name for name in await migrate(old_schema)] == [
+        name for version, name, _ in migrations() if version >= 6]
+    async with await psycopg.AsyncConnection.connect(old_schema, autocommit=True) as conn:
+        jobs = await queue.list_jobs(conn, limit=10)
+        assert len(jobs.jobs) == 5 and all(j.workspace_id is None for j in jobs.jobs)
+        assert all(j.status is JobStatus.PENDING for j in jobs.jobs)
+        cur = await conn.execute("select title, workspace_id from documents")
+        assert await cur.fetchall() == [("Kept", None)]
