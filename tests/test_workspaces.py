@@ -161,3 +161,46 @@ async def test_migrations_upgrade_a_populated_database(old_schema: str) -> None:
         assert all(j.status is JobStatus.PENDING for j in jobs.jobs)
         cur = await conn.execute("select title, workspace_id from documents")
         assert await cur.fetchall() == [("Kept", None)]
+
+
+async def test_web_routes_events_by_workspace_and_slack_uninstall_revokes(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    import json
+
+    import httpx
+    from test_web import body_of, post, rows, settings
+
+    from debounce.web import create_app
+
+    keyring = Keyring(new_key())
+    team = json.loads(body_of("slack", "message.json"))["team_id"]
+    connected = await workspaces.save(pool, keyring, source_type="slack", external_id=team,
+                                      name="Connected", credentials={"access_token": "xoxb-c"})
+    app = create_app(settings(), pool=pool)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
+        ok = await post(client, "slack", body_of("slack", "message.json"))
+        assert ok.status_code == 200 and ok.json()["jobs"][0]["outcome"] == "created"
+        stranger = json.loads(body_of("slack", "thread_reply.json"))
+        stranger["team_id"] = "TSTRANGER"
+        stranger["event_id"] = "EvStranger"
+        for auth in stranger.get("authorizations") or []:
+            auth["team_id"] = "TSTRANGER"
+        dropped = await post(client, "slack", json.dumps(stranger).encode())
+        assert dropped.status_code == 200 and dropped.json()["jobs"] == []
+        uninstall = {"type": "event_callback", "team_id": team, "event_id": "EvUninstall",
+                     "event": {"type": "app_uninstalled"}, "event_time": 1}
+        gone = await post(client, "slack", json.dumps(uninstall).encode())
+        assert gone.status_code == 200
+        text = (await client.get("/metrics")).text
+        assert 'debounce_webhooks_total{outcome="unknown_workspace",source="slack"} 1.0' in text
+        after = await post(client, "slack", body_of("slack", "message_changed.json"))
+        assert after.status_code == 200 and after.json()["jobs"] == []  # revoked: dropped
+        admin = {"Authorization": "Bearer test-admin-token"}
+        listed = (await client.get("/workspaces", headers=admin)).json()
+    (ws,) = listed["workspaces"]
+    assert ws["id"] == connected["id"] and ws["status"] == "revoked"
+    assert ws["pending_jobs"] == 1 and "xoxb" not in json.dumps(listed)
+    assert [r[1] for r in await rows(pool)] == ["C2147483705"]
