@@ -90,6 +90,17 @@ def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -
     return value
 
 
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be true or false, got {env.get(name)!r}")
+
+
 def _str(env: Mapping[str, str], name: str) -> str | None:
     raw = env.get(name)
     return raw if raw else None
@@ -116,6 +127,9 @@ class Settings:
     windows: Mapping[str, SourceWindow] = field(default_factory=dict)
 
     admin_token: str | None = None
+    #: Mark the dashboard's session cookie ``Secure`` on every answer, not only over HTTPS
+    #: (for a TLS proxy that does not forward the scheme; see docs/dashboard.md).
+    dashboard_secure_cookie: bool = False
     worker_concurrency: int = 8
     #: Syncs in flight per source per worker process (so one source cannot starve another).
     worker_source_concurrency: int | None = None
@@ -249,6 +263,8 @@ class Settings:
             windows=windows,
             source_values=source_values,
             admin_token=_str(env, "DEBOUNCE_ADMIN_TOKEN"),
+            dashboard_secure_cookie=_bool(env, "DEBOUNCE_DASHBOARD_SECURE_COOKIE",
+                                          d.dashboard_secure_cookie),
             worker_concurrency=_int(env, "DEBOUNCE_WORKER_CONCURRENCY", d.worker_concurrency),
             worker_source_concurrency=(
                 _int(env, "DEBOUNCE_WORKER_SOURCE_CONCURRENCY", 1)

@@ -1,7 +1,8 @@
 """The app factory and its lifespan: routes wired to the endpoint modules, one error mapping.
 
 Routes (docs/design.md, "HTTP surface"): ``POST /webhooks/{source}`` (:mod:`.webhooks`); the
-admin API (:mod:`.admin_api`); ``GET /healthz``, ``/readyz``, ``/metrics`` (:mod:`.health`).
+admin API (:mod:`.admin_api`); ``GET /healthz``, ``/readyz``, ``/metrics`` (:mod:`.health`);
+the dashboard under ``/admin/`` (:mod:`.dashboard`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import integrations
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.db import open_pool
-from debounce.web import admin_api, health, oauth, webhooks
+from debounce.web import admin_api, dashboard, health, oauth, webhooks
 from debounce.web.errors import ErrorBoundary, http_error, server_error
 from debounce.web.state import WebState
 from debounce.workspaces import Directory, env_tokens
@@ -97,7 +98,8 @@ def create_app(
                 state.pool = None
 
     application = Starlette(
-        routes=ROUTES,
+        # The API's routes first: /admin/verification-token/{source} stays the API's.
+        routes=[*ROUTES, dashboard.mount(settings, state)],
         lifespan=lifespan,
         middleware=[Middleware(ErrorBoundary, handler=server_error)],
         exception_handlers={HTTPException: http_error},

@@ -1,0 +1,256 @@
+"""The operator's dashboard under ``/admin/``: server-rendered pages (Jinja2, no JavaScript).
+
+Screens: overview (the queue at a glance), sources, jobs (filters, paging) and one job,
+documents (filter, title search) and one document (rendered and raw Markdown). Actions (POST,
+CSRF-checked, then a redirect back with a flash message): retry a failed job, re-sync a page.
+Sign-in, the session cookie and CSRF are :mod:`.dashboard_auth`; templates, error pages and
+headers :mod:`.dashboard_render`; the reads :mod:`.dashboard_data`. docs/dashboard.md shows
+each screen.
+
+Bad parameters are 4xx pages, never 500s: ids and cursors must be ASCII digits within bigint,
+text filters storable and at most ``queue.MAX_KEY_BYTES`` bytes, states known.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from markupsafe import Markup
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+
+import integrations
+from debounce import queue
+from debounce.config import Settings
+from debounce.queue.checks import check_text
+from debounce.types import JobStatus
+from debounce.web import dashboard_data as data
+from debounce.web.admin_api import int_param
+from debounce.web.dashboard_auth import (
+    DashboardSessions,
+    checked_form,
+    login,
+    login_form,
+    logout,
+    safe_next,
+    signed_in,
+)
+from debounce.web.dashboard_render import (
+    LoginRequired,
+    SecurityHeaders,
+    base_path,
+    flash,
+    html_error,
+    html_server_error,
+    login_required,
+    page,
+)
+from debounce.web.errors import ApiError, ErrorBoundary
+from debounce.web.state import WebState
+from integrations.base import normalize_page_id
+
+__all__ = ["PAGE_SIZE", "mount"]
+
+log = logging.getLogger("debounce.web")
+
+#: Rows per page of the job and document lists.
+PAGE_SIZE = 50
+
+
+def _text_param(request: Request, name: str) -> str | None:
+    """A text filter from the query string, stripped; ``None`` when absent or blank.
+
+    Raises:
+        ApiError: 400 when it cannot be stored or is longer than ``queue.MAX_KEY_BYTES``.
+    """
+    raw = request.query_params.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return check_text(name, raw, max_bytes=queue.MAX_KEY_BYTES)
+    except ValueError as exc:
+        raise ApiError(400, "bad_request", str(exc)) from None
+
+
+def _path_id(request: Request, name: str, what: str) -> int:
+    """A row id from the path: ASCII digits within bigint, else 404."""
+    raw = str(request.path_params[name])
+    if not raw.isascii() or not raw.isdigit() or not 0 < int(raw) <= queue.MAX_BIGINT:
+        raise ApiError(404, "not_found", f"no {what} {raw!r}")
+    return int(raw)
+
+
+def _source_names(state: WebState) -> list[str]:
+    return sorted(state.sources)
+
+
+async def overview(request: Request) -> Response:
+    """``GET /admin/``: jobs by state and source, the oldest due age, what finished in the last
+    hour (completed, failed, end-to-end lag p50/p95/max)."""
+    state = signed_in(request)
+    view = await data.overview(state.db, _source_names(state))
+    return page(request, "overview.html", {"nav": "overview", "o": view})
+
+
+async def sources(request: Request) -> Response:
+    """``GET /admin/sources``: each registered source, whether its signing secret is set, and
+    per workspace (today one, "default") its jobs by state, last sync and last error."""
+    state = signed_in(request)
+    registered = integrations.sources()
+    configured: dict[str, tuple[bool, str | None]] = {}
+    for name in _source_names(state):
+        source = registered.get(name)
+        if source is None or source.secret_setting is None:
+            configured[name] = (True, None)
+        else:
+            configured[name] = (source.signing_secret(state.settings) is not None, source.secret_env())
+    views = await data.source_views(state.db, configured)
+    return page(request, "sources.html", {"nav": "sources", "sources": views})
+
+
+async def jobs(request: Request) -> Response:
+    """``GET /admin/jobs?status=&source=&page_id=&cursor=``: jobs newest first, 50 a page."""
+    state = signed_in(request)
+    params = request.query_params
+    status = params.get("status", "").strip() or None
+    if status is not None and status not in {s.value for s in JobStatus}:
+        raise ApiError(400, "bad_request", f"unknown job status {status!r} (expected one of: "
+                       f"{', '.join(s.value for s in JobStatus)})")
+    source = _text_param(request, "source")
+    page_id = _text_param(request, "page_id")
+    cursor = int_param(params.get("cursor"), "cursor")
+    if cursor == 0:
+        raise ApiError(400, "bad_request", "cursor must be a job id (1 or more)")
+    result = await queue.list_jobs(state.db, status=status, source_type=source,
+                                   source_page_id=page_id, limit=PAGE_SIZE, cursor=cursor)
+    filters = {"status": status or "", "source": source or "", "page_id": page_id or ""}
+    return page(request, "jobs.html", {
+        "nav": "jobs", "jobs": result.jobs, "next_cursor": result.next_cursor,
+        "filters": filters, "paged": cursor is not None,
+        "states": [s.value for s in JobStatus], "source_names": _source_names(state),
+        "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+    })
+
+
+async def job(request: Request) -> Response:
+    """``GET /admin/jobs/{id}``: one job (payload, attempts, last error, event count, revision,
+    due and lease times), its page's documents, the retry and re-sync buttons."""
+    state = signed_in(request)
+    job_id = _path_id(request, "job_id", "job")
+    found = await queue.get(state.db, job_id)
+    if found is None:
+        raise ApiError(404, "not_found", f"no job {job_id}")
+    documents = await data.page_documents(state.db, found.source_type, found.source_page_id)
+    return page(request, "job.html", {"nav": "jobs", "job": found, "documents": documents,
+                                       "here": request.url.path})
+
+
+async def retry(request: Request) -> Response:
+    """``POST /admin/jobs/{id}/retry`` (``csrf_token``, ``back``): a failed job pending again,
+    due now; back to ``back`` (default: the job) with a message saying what happened."""
+    state = signed_in(request)
+    job_id = _path_id(request, "job_id", "job")
+    form = await checked_form(request)
+    back = safe_next(request, form.get("back") or f"{base_path(request)}/jobs/{job_id}")
+    try:
+        done = await queue.retry(state.db, job_id)
+    except queue.JobNotFound:
+        raise ApiError(404, "not_found", f"no job {job_id}") from None
+    except queue.JobConflict as exc:
+        flash(request, "error", f"Not retried: {exc}.")
+    else:
+        log.info("manual retry (dashboard)", extra=done.log_fields())
+        flash(request, "ok", f"Job {done.id} ({done.source_type}/{done.source_page_id}) is "
+                             "pending again, due now.")
+    return RedirectResponse(back, status_code=303)
+
+
+async def resync(request: Request) -> Response:
+    """``POST /admin/resync`` (``source``, ``page_id``, ``csrf_token``, ``back``): the page's
+    job due now (a new one, or the active one moved forward); back to ``back`` (default: the
+    job) with a message."""
+    state = signed_in(request)
+    form = await checked_form(request)
+    source = form.get("source", "").strip()
+    if source not in state.sources:
+        raise ApiError(400, "unknown_source", f"no integration named {source!r}")
+    raw_page = form.get("page_id", "")
+    try:
+        page_id = normalize_page_id(state.sources[source], raw_page)
+        done = await queue.resync(state.db, source, page_id, max_attempts=state.settings.max_attempts)
+    except ValueError as exc:
+        raise ApiError(400, "bad_request", str(exc)) from None
+    log.info("manual re-sync requested (dashboard)", extra=done.log_fields())
+    flash(request, "ok", f"Re-sync of {source}/{page_id} requested: job {done.id} is due now.")
+    default = f"{base_path(request)}/jobs/{done.id}"
+    return RedirectResponse(safe_next(request, form.get("back") or default),
+                            status_code=303)
+
+
+async def documents(request: Request) -> Response:
+    """``GET /admin/documents?source=&q=&cursor=``: documents newest first, 50 a page, of one
+    source and with a title containing ``q`` (case-insensitive)."""
+    state = signed_in(request)
+    source = _text_param(request, "source")
+    title = _text_param(request, "q")
+    cursor = int_param(request.query_params.get("cursor"), "cursor")
+    if cursor == 0:
+        raise ApiError(400, "bad_request", "cursor must be a document id (1 or more)")
+    result = await data.list_documents(state.db, source_type=source, title=title, cursor=cursor,
+                                       limit=PAGE_SIZE)
+    return page(request, "documents.html", {
+        "nav": "documents", "documents": result.documents, "next_cursor": result.next_cursor,
+        "filters": {"source": source or "", "q": title or ""}, "paged": cursor is not None,
+        "source_names": _source_names(state),
+    })
+
+
+async def document(request: Request) -> Response:
+    """``GET /admin/documents/{id}``: one document, its Markdown rendered (raw HTML in it shown
+    as text) and raw, its metadata, and a re-sync button for its page."""
+    state = signed_in(request)
+    doc_id = _path_id(request, "doc_id", "document")
+    doc = await data.get_document(state.db, doc_id)
+    if doc is None:
+        raise ApiError(404, "not_found", f"no document {doc_id}")
+    rendered = Markup(data.render_markdown(doc["content"]))  # html disabled: safe
+    return page(request, "document.html", {"nav": "documents", "doc": doc, "rendered": rendered,
+                                            "here": request.url.path})
+
+
+ROUTES = [
+    Route("/", overview, methods=["GET"]),
+    Route("/login", login_form, methods=["GET"]),
+    Route("/login", login, methods=["POST"]),
+    Route("/logout", logout, methods=["POST"]),
+    Route("/sources", sources, methods=["GET"]),
+    Route("/jobs", jobs, methods=["GET"]),
+    Route("/jobs/{job_id}", job, methods=["GET"]),
+    Route("/jobs/{job_id}/retry", retry, methods=["POST"]),
+    Route("/resync", resync, methods=["POST"]),
+    Route("/documents", documents, methods=["GET"]),
+    Route("/documents/{doc_id}", document, methods=["GET"]),
+]
+
+
+def mount(settings: Settings, state: WebState, path: str = "/admin") -> Mount:
+    """The dashboard as a ``Mount`` at ``path``: its own small Starlette app (so its errors are
+    HTML pages and its session cookie stays under ``path``) sharing ``state`` with the API."""
+    app = Starlette(
+        routes=ROUTES,
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(ErrorBoundary, handler=html_server_error),
+            Middleware(DashboardSessions, admin_token=settings.admin_token, path=path,
+                       force_secure=settings.dashboard_secure_cookie),
+        ],
+        exception_handlers={HTTPException: html_error, LoginRequired: login_required},
+    )
+    app.state.web = state
+    app.state.metrics = state.metrics
+    app.state.settings = settings
+    return Mount(path, app=app)

@@ -1,0 +1,74 @@
+-- recent --
+-- What finished in the last %(window_seconds)s seconds, per source and in total (the row whose
+-- source_type is NULL): jobs completed and failed, and the end-to-end lag of the completed ones
+-- (finished_at - first_event_at: the first event of the burst to the end of its sync), in
+-- seconds, at the 50th and 95th percentile and the worst. Reads the sync_jobs_finished index.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+)
+select j.source_type,
+       count(*) filter (where j.status = 'completed')::bigint as completed,
+       count(*) filter (where j.status = 'failed')::bigint as failed,
+       percentile_cont(0.5) within group (
+           order by extract(epoch from j.finished_at - j.first_event_at)::float8)
+           filter (where j.status = 'completed') as lag_p50_seconds,
+       percentile_cont(0.95) within group (
+           order by extract(epoch from j.finished_at - j.first_event_at)::float8)
+           filter (where j.status = 'completed') as lag_p95_seconds,
+       max(extract(epoch from j.finished_at - j.first_event_at)::float8)
+           filter (where j.status = 'completed') as lag_max_seconds
+  from sync_jobs j, clock
+ where j.status in ('completed', 'failed')
+   and j.finished_at >= clock.now - make_interval(secs => %(window_seconds)s::float8)
+ group by grouping sets ((j.source_type), ())
+ order by j.source_type nulls last
+
+-- source_activity --
+-- Per source type in %(source_types)s: when its last sync completed, its newest job that carries
+-- an error (a failed job, or a pending one waiting out a retry), and its documents (live and
+-- marked deleted).
+select s.source_type,
+       (select max(j.finished_at) from sync_jobs j
+         where j.source_type = s.source_type and j.status = 'completed') as last_sync_at,
+       e.id as last_error_job_id,
+       e.status as last_error_status,
+       e.last_error,
+       e.updated_at as last_error_at,
+       (select count(*) from documents d
+         where d.source_type = s.source_type and d.deleted_at is null)::bigint as documents,
+       (select count(*) from documents d
+         where d.source_type = s.source_type and d.deleted_at is not null)::bigint as deleted_documents
+  from unnest(%(source_types)s::text[]) as s(source_type)
+  left join lateral (
+      select j.id, j.status, j.last_error, j.updated_at
+        from sync_jobs j
+       where j.source_type = s.source_type and j.last_error is not null
+       order by j.updated_at desc, j.id desc
+       limit 1
+  ) e on true
+ order by s.source_type
+
+-- list_documents --
+-- Documents newest id first, without their content: of one source (or any, NULL), whose title
+-- contains %(title)s case-insensitively (or any, NULL); %(cursor)s is the last id of the
+-- previous page (or NULL).
+select d.id, d.source_type, d.document_id, d.source_page_id, d.title, d.url, d.synced_at,
+       d.deleted_at, length(d.content) as content_chars
+  from documents d
+ where (%(source_type)s::text is null or d.source_type = %(source_type)s::text)
+   and (%(title)s::text is null or strpos(lower(d.title), lower(%(title)s::text)) > 0)
+   and (%(cursor)s::bigint is null or d.id < %(cursor)s::bigint)
+ order by d.id desc
+ limit %(limit)s
+
+-- get_document --
+-- One document by its row id, with its content.
+select * from documents where id = %(id)s
+
+-- page_documents --
+-- The documents a job key produced (without content), by document id; at most %(limit)s.
+select d.id, d.document_id, d.title, d.synced_at, d.deleted_at
+  from documents d
+ where d.source_type = %(source_type)s and d.source_page_id = %(source_page_id)s
+ order by d.document_id
+ limit %(limit)s

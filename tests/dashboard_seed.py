@@ -1,0 +1,132 @@
+"""Jobs and documents for the dashboard's tests (and its screenshots), made through the queue's
+and the document store's own functions: every state, an error, recent syncs with a known lag."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from debounce import queue
+from debounce.db import Db, fetch_one
+from debounce.documents import Document, DocumentStore
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+ADMIN = "dashboard-test-admin-token"
+SYNCED_PAGE = "153104cd-477e-809d-8dc4-ff2d96ae3090"
+PENDING_PAGE = "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e1f"
+FAILED_PAGE = "9c1e7b52-0d4a-4f3e-b8a1-5e6f7a8b9c0d"
+RUNNING_PAGE = "41d0e3a9-7c2b-4a6e-9f15-0b8c2d4e6f71"
+SLACK_CHANNEL = "C2147483705"
+RETRYING_CHANNEL = "C0PS7Q1R9"
+
+#: Stored Markdown with a script and raw HTML in it: neither may reach the page as markup.
+HOSTILE_MARKDOWN = """# Launch plan
+
+The **launch** is on *Thursday*; see the [runbook](https://example.com/runbook).
+
+<script>window.__pwned = true; document.title = "pwned";</script>
+
+<img src="x" onerror="window.__pwned = true">
+
+- [x] Write the README
+- [ ] Ship it
+
+| step | owner |
+|---|---|
+| deploy | ops |
+
+```
+debounce serve
+```
+"""
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """Ids of what :func:`seed` made."""
+
+    failed_job: int
+    pending_job: int
+    running_job: int
+    synced_job: int
+    retrying_job: int
+    document: int
+
+
+def _example(source: str, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EXAMPLES / source / name).read_text())
+    return data
+
+
+async def _event(db: Db, source: str, page: str, event_id: str, payload: dict[str, Any],
+                 at: datetime, debounce: float = 30.0) -> int:
+    result = await queue.enqueue(db, source, page, payload=payload, event_id=event_id,
+                                 debounce_seconds=debounce, max_wait_seconds=300, now=at)
+    return result.job.id
+
+
+async def seed(db: Db) -> Seeded:
+    """Fill the queue and documents: a completed Notion page with a document (lag 35 s), a
+    Slack channel synced twice, a pending page with three debounced events, a running page,
+    a failed page (permanent error) and a Slack channel waiting out a retry."""
+    now = datetime.now(UTC)
+    notion_event = _example("notion", "page.content_updated.json")
+    slack_event = _example("slack", "message.json")
+
+    # A synced page: first event 40 s ago, claimed 8 s ago, done 5 s ago (lag 35 s).
+    synced = await _event(db, "notion", SYNCED_PAGE, "n-1", notion_event, now - timedelta(seconds=40))
+    [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
+                              now=now - timedelta(seconds=8))
+    await queue.complete(db, job, now=now - timedelta(seconds=5))
+    # A Slack channel synced twice in the last hour (lags 12 s and 20 s).
+    for i, (ago, lag) in enumerate(((1800, 12), (600, 20))):
+        await _event(db, "slack", SLACK_CHANNEL, f"s-{i}", slack_event,
+                     now - timedelta(seconds=ago + lag), debounce=5)
+        [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
+                                  now=now - timedelta(seconds=ago + 1))
+        await queue.complete(db, job, now=now - timedelta(seconds=ago))
+    # A failed page: no access, failed for good.
+    failed = await _event(db, "notion", FAILED_PAGE, "n-2", notion_event, now - timedelta(minutes=20))
+    [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
+                              now=now - timedelta(minutes=19))
+    await queue.fail(db, job, "403 restricted_resource: the integration has no access to this "
+                     "page <b>(share it with the integration)</b>", permanent=True,
+                     now=now - timedelta(minutes=19))
+    # A Slack channel waiting out a retry after a timeout.
+    retrying = await _event(db, "slack", RETRYING_CHANNEL, "s-9", slack_event,
+                            now - timedelta(minutes=3), debounce=5)
+    [job] = await queue.claim(db, "worker-2", limit=1, lease_seconds=60,
+                              now=now - timedelta(minutes=2))
+    await queue.fail(db, job, "ReadTimeout: conversations.history did not answer within 10 s",
+                     jitter=0, now=now - timedelta(minutes=2))
+    # A page being synced right now.
+    running = await _event(db, "notion", RUNNING_PAGE, "n-3", notion_event,
+                           now - timedelta(seconds=45))
+    await queue.claim(db, "worker-2", limit=1, lease_seconds=60, now=now - timedelta(seconds=2),
+                      source_types=["notion"])
+    # A page with three edits in its window, due in the future.
+    pending = 0
+    for i in range(3):
+        pending = await _event(db, "notion", PENDING_PAGE, f"n-p{i}", {**notion_event, "n": i},
+                               now - timedelta(seconds=10 - i), debounce=300)
+    store = DocumentStore(db)
+    await store.upsert(Document(
+        source_type="notion", document_id=SYNCED_PAGE, source_page_id=SYNCED_PAGE,
+        title="Launch plan", content=HOSTILE_MARKDOWN,
+        url=f"https://www.notion.so/{SYNCED_PAGE.replace('-', '')}",
+        metadata={"created_by": "c7c11cca", "last_edited_time": "2026-11-20T23:55:34Z"},
+    ))
+    await store.upsert(Document(
+        source_type="slack", document_id=f"{SLACK_CHANNEL}/1763682934.000200",
+        source_page_id=SLACK_CHANNEL, title="#general: Hello world",
+        content="**U2147483697** (2026-11-20 23:55): Hello world\n",
+    ))
+    row = await fetch_one(db, "select id from documents where document_id = %(d)s",  # test-only
+                          {"d": SYNCED_PAGE})
+    assert row is not None
+    return Seeded(failed_job=failed, pending_job=pending, running_job=running, synced_job=synced,
+                  retrying_job=retrying, document=int(row["id"]))

@@ -1,0 +1,260 @@
+"""The dashboard in a real browser: headless Chromium (Debian's ``chromium`` and
+``chromium-driver``, installed by .ci/run) driven by Selenium against the app served on
+loopback with its lifespan, over a database filled through ``debounce.queue``.
+
+With ``DEBOUNCE_SCREENSHOTS=<dir>`` the tests also save one screenshot per screen there
+(``DEBOUNCE_SCREENSHOTS=docs/dashboard pytest tests/test_dashboard_browser.py`` refreshes the
+ones in docs/dashboard.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dashboard_seed import ADMIN, FAILED_PAGE, SYNCED_PAGE, seed
+from psycopg_pool import AsyncConnectionPool
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.select import Select
+from selenium.webdriver.support.wait import WebDriverWait
+
+from debounce import queue
+from debounce.config import Settings
+from debounce.types import JobStatus
+from debounce.web import create_app
+from standins.server import BackgroundServer
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SCREENSHOTS = os.environ.get("DEBOUNCE_SCREENSHOTS")
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    """A fresh headless Chromium (own profile directory), 1280 px wide."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(f"the dashboard's browser tests need {' and '.join(missing)}: install Debian's "
+                    "browser with `apt-get install -y chromium chromium-driver` (.ci/run does)",
+                    pytrace=False)
+    profile = tempfile.mkdtemp(prefix="debounce-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--no-first-run", f"--user-data-dir={profile}", "--window-size=1280,900"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(20)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@contextmanager
+def served(database_url: str) -> Iterator[str]:
+    """The web app (dashboard included) on loopback, its own pool on ``database_url``."""
+    settings = Settings(database_url=database_url, admin_token=ADMIN,
+                        notion_webhook_secret="secret_browser_test")
+    with BackgroundServer(create_app(settings), lifespan="on") as server:
+        yield server.url
+
+
+def shoot(driver: WebDriver, name: str) -> None:
+    """Save the whole page as ``<DEBOUNCE_SCREENSHOTS>/<name>.png`` when that is set."""
+    if not SCREENSHOTS:
+        return
+    chrome, height = driver.execute_script(
+        "return [window.outerHeight - window.innerHeight, document.documentElement.scrollHeight]")
+    driver.set_window_size(1280, max(700, min(int(height) + int(chrome), 2400)))
+    Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+    assert driver.save_screenshot(str(Path(SCREENSHOTS) / f"{name}.png"))
+    driver.set_window_size(1280, 900)
+
+
+def wait_for(driver: WebDriver, css: str) -> Any:
+    return WebDriverWait(driver, 10).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def sign_in(driver: WebDriver, base: str, token: str = ADMIN) -> None:
+    driver.get(f"{base}/admin/")
+    wait_for(driver, "#token").send_keys(token)
+    driver.find_element(By.ID, "sign-in").click()
+
+
+def wait_flash(driver: WebDriver, text: str) -> None:
+    """Wait for the next page's flash message containing ``text`` (a click does not wait for
+    the page it loads)."""
+    WebDriverWait(driver, 10).until(
+        ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".flash"), text))
+
+
+def wait_rows(driver: WebDriver, css: str, count: int) -> list[Any]:
+    """Wait until ``css`` matches ``count`` elements; those elements."""
+    WebDriverWait(driver, 10).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, css)) == count)
+    return list(driver.find_elements(By.CSS_SELECTOR, css))
+
+
+async def test_sign_in_overview_sources_and_sign_out(
+    browser: WebDriver, database_url: str, pool: AsyncConnectionPool[Any]
+) -> None:
+    await seed(pool)
+    with served(database_url) as base:
+        browser.get(f"{base}/admin/jobs")
+        assert "/admin/login" in browser.current_url
+        shoot(browser, "login")
+        sign_in(browser, base, token="not-the-token")
+        assert wait_for(browser, "#login-error").text == "Wrong admin token."
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Sign in"
+
+        sign_in(browser, base)
+        wait_flash(browser, "Signed in.")
+        assert wait_for(browser, "h1").text == "Queue overview"
+        tile = browser.find_element(By.CSS_SELECTOR, "#tile-pending .value")
+        assert tile.text == "2"
+        assert browser.find_element(By.CSS_SELECTOR, "#tile-failed .value").text == "1"
+        assert browser.find_element(By.CSS_SELECTOR, "#tile-synced .value").text == "3"
+        notion_row = browser.find_element(By.XPATH, "//table[@id='by-state']//tr[td/a[text()='notion']]")
+        cells = {c.get_attribute("data-state"): c.text
+                 for c in notion_row.find_elements(By.CSS_SELECTOR, "td[data-state]")}
+        assert cells == {"pending": "1", "processing": "1", "completed": "1", "failed": "1"}
+        # The session cookie as the browser keeps it.
+        [cookie] = browser.get_cookies()
+        assert cookie["name"] == "debounce_session" and cookie["httpOnly"]
+        assert cookie["sameSite"] == "Strict" and cookie["path"] == "/admin"
+        shoot(browser, "overview")
+
+        browser.find_element(By.LINK_TEXT, "Sources").click()
+        wait_for(browser, "#source-notion")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Sources"
+        notion = browser.find_element(By.ID, "source-notion")
+        slack = browser.find_element(By.ID, "source-slack")
+        assert notion.find_element(By.CSS_SELECTOR, "h2 .badge").text == "configured"
+        assert slack.find_element(By.CSS_SELECTOR, "h2 .badge").text == "not configured"
+        assert "SLACK_SIGNING_SECRET" in slack.text
+        assert "ReadTimeout" in slack.find_element(By.CSS_SELECTOR, "pre.last-error").text
+        assert "403 restricted_resource" in notion.find_element(By.CSS_SELECTOR, "pre.last-error").text
+        shoot(browser, "sources")
+
+        browser.find_element(By.ID, "logout").click()
+        wait_flash(browser, "Signed out.")
+        assert "/admin/login" in browser.current_url
+        browser.get(f"{base}/admin/jobs")
+        assert "/admin/login" in browser.current_url and wait_for(browser, "#token")
+
+
+async def test_filter_jobs_open_one_retry_and_resync(
+    browser: WebDriver, database_url: str, pool: AsyncConnectionPool[Any]
+) -> None:
+    seeded = await seed(pool)
+    with served(database_url) as base:
+        sign_in(browser, base)
+        wait_for(browser, "#tile-pending")
+        browser.find_element(By.LINK_TEXT, "Jobs").click()
+        wait_rows(browser, "#jobs tbody tr[data-job]", 7)
+        shoot(browser, "jobs")
+
+        Select(browser.find_element(By.ID, "filter-status")).select_by_value("failed")
+        browser.find_element(By.ID, "apply-filters").click()
+        WebDriverWait(browser, 10).until(ec.url_contains("status=failed"))
+        rows = wait_rows(browser, "#jobs tbody tr[data-job]", 1)
+        assert [r.get_attribute("data-job") for r in rows] == [str(seeded.failed_job)]
+        Select(browser.find_element(By.ID, "filter-status")).select_by_value("")
+        page_filter = browser.find_element(By.ID, "filter-page")
+        page_filter.send_keys(FAILED_PAGE)
+        browser.find_element(By.ID, "apply-filters").click()
+        WebDriverWait(browser, 10).until(ec.url_contains("page_id="))
+        rows = wait_rows(browser, "#jobs tbody tr[data-job]", 1)
+        assert browser.find_element(By.ID, "filter-page").get_attribute("value") == FAILED_PAGE
+        assert [r.get_attribute("data-job") for r in rows] == [str(seeded.failed_job)]
+
+        browser.find_element(By.LINK_TEXT, str(seeded.failed_job)).click()
+        payload = wait_for(browser, "#payload").text
+        assert browser.find_element(By.TAG_NAME, "h1").text.startswith(f"Job {seeded.failed_job}")
+        assert '"workspace_name": "Quantify Labs"' in payload and "\n  " in payload
+        assert "<b>(share it" in browser.find_element(By.ID, "last-error").text  # as text
+        fields = browser.find_element(By.ID, "job-fields").text
+        assert "attempts 1 of 5" in fields and "events 1" in fields
+        shoot(browser, "job")
+
+        # A POST whose CSRF field was emptied is refused, and changes nothing.
+        browser.execute_script(
+            "document.querySelector('form button.retry').form.csrf_token.value = ''")
+        browser.find_element(By.CSS_SELECTOR, "button.retry").click()
+        assert "CSRF" in wait_for(browser, "#error-detail").text
+        job = await queue.get(pool, seeded.failed_job)
+        assert job is not None and job.status is JobStatus.FAILED
+
+        browser.get(f"{base}/admin/jobs/{seeded.failed_job}")
+        wait_for(browser, "button.retry").click()
+        wait_flash(browser, "pending again, due now")
+        job = await queue.get(pool, seeded.failed_job)
+        assert job is not None and job.status is JobStatus.PENDING
+        assert job.scheduled_at <= datetime.now(UTC)
+        assert not browser.find_elements(By.CSS_SELECTOR, "button.retry")
+
+        browser.get(f"{base}/admin/jobs/{seeded.synced_job}")
+        wait_for(browser, "button.resync").click()
+        wait_flash(browser, f"Re-sync of notion/{SYNCED_PAGE} requested")
+        active = await queue.active_for_page(pool, "notion", SYNCED_PAGE)
+        assert active is not None and active.priority == queue.RESYNC_PRIORITY
+        assert active.scheduled_at <= datetime.now(UTC)
+        assert browser.find_element(By.TAG_NAME, "h1").text.startswith(f"Job {active.id}")
+
+        # Re-sync by page id from the sources page.
+        browser.find_element(By.LINK_TEXT, "Sources").click()
+        form = wait_for(browser, "#source-slack form")
+        form.find_element(By.NAME, "page_id").send_keys("C0NEWCHAN1")
+        form.find_element(By.TAG_NAME, "button").click()
+        wait_flash(browser, "Re-sync of slack/C0NEWCHAN1 requested")
+        assert await queue.active_for_page(pool, "slack", "C0NEWCHAN1") is not None
+
+
+async def test_documents_search_and_rendered_markdown(
+    browser: WebDriver, database_url: str, pool: AsyncConnectionPool[Any]
+) -> None:
+    seeded = await seed(pool)
+    with served(database_url) as base:
+        sign_in(browser, base)
+        wait_for(browser, "#tile-pending")
+        browser.find_element(By.LINK_TEXT, "Documents").click()
+        wait_rows(browser, "#documents tbody tr", 2)
+        shoot(browser, "documents")
+        browser.find_element(By.ID, "doc-q").send_keys("launch")
+        browser.find_element(By.ID, "doc-search").click()
+        WebDriverWait(browser, 10).until(ec.url_contains("q=launch"))
+        rows = wait_rows(browser, "#documents tbody tr", 1)
+        assert "Launch plan" in rows[0].text
+
+        rows[0].find_element(By.LINK_TEXT, "Launch plan").click()
+        rendered = wait_for(browser, "#rendered")
+        assert rendered.find_element(By.TAG_NAME, "h1").text == "Launch plan"
+        assert rendered.find_element(By.TAG_NAME, "strong").text == "launch"
+        assert rendered.find_element(By.TAG_NAME, "table")
+        assert len(rendered.find_elements(By.TAG_NAME, "li")) == 2
+        # The stored <script> and <img onerror> are text, not elements, and never ran.
+        assert rendered.find_elements(By.TAG_NAME, "script") == []
+        assert rendered.find_elements(By.TAG_NAME, "img") == []
+        assert "<script>window.__pwned = true;" in rendered.text
+        assert browser.execute_script("return window.__pwned === undefined") is True
+        assert "pwned" not in browser.title
+        assert "<script>" in browser.find_element(By.ID, "raw").text
+        shoot(browser, "document")
+
+        browser.find_element(By.CSS_SELECTOR, "button.resync").click()
+        wait_flash(browser, f"Re-sync of notion/{SYNCED_PAGE} requested")
+        assert browser.current_url.endswith(f"/admin/documents/{seeded.document}")
+        assert await queue.active_for_page(pool, "notion", SYNCED_PAGE) is not None
