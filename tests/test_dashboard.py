@@ -301,3 +301,22 @@ def test_the_secure_cookie_setting_is_read_from_the_environment() -> None:
     assert Settings.from_env({"DEBOUNCE_DASHBOARD_SECURE_COOKIE": "true"}).dashboard_secure_cookie
     with pytest.raises(ValueError, match="DEBOUNCE_DASHBOARD_SECURE_COOKIE"):
         Settings.from_env({"DEBOUNCE_DASHBOARD_SECURE_COOKIE": "maybe"})
+
+
+async def test_the_sources_screen_shows_connected_workspaces_and_their_status(
+    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
+) -> None:
+    from debounce import workspaces
+    from debounce.secrets import Keyring, new_key
+
+    keyring = Keyring(new_key())
+    a = await workspaces.save(pool, keyring, source_type="slack", external_id="TACME",
+                              name="Acme team", credentials={"access_token": "xoxb-acme"})
+    await workspaces.save(pool, keyring, source_type="slack", external_id="TBETA",
+                          name="Beta team", credentials={"access_token": "xoxb-beta"})
+    await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth from conversations.history")
+    await sign_in(client)
+    html = (await client.get("/admin/sources")).text
+    assert "Acme team (TACME)" in html and "Beta team (TBETA)" in html
+    assert "revoked" in html and "invalid_auth from conversations.history" in html
+    assert "xoxb-" not in html

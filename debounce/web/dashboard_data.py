@@ -13,7 +13,7 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from debounce import queue
+from debounce import queue, workspaces
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.sql import queries
 from debounce.types import JobStatus
@@ -108,8 +108,9 @@ async def overview(db: Db, source_types: list[str], *, now: datetime | None = No
 
 @dataclass(frozen=True)
 class WorkspaceView:
-    """One workspace of a source. Today every source has exactly one (``name`` "default"),
-    configured by its environment; ``rate_budget`` is ``None`` until budgets are tracked."""
+    """One workspace of a source: a connected workspace (``status`` active, paused or
+    revoked, its ``last_auth_error``), or — when the source has none — "default", configured
+    by its environment; ``rate_budget`` is ``None`` until budgets are tracked."""
 
     name: str
     configured: bool
@@ -120,6 +121,8 @@ class WorkspaceView:
     last_error_at: datetime | None
     last_error_status: str | None
     rate_budget: str | None = None
+    status: str | None = None
+    last_auth_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,7 @@ async def source_views(
     (``{source_type: (secret set, secret's variable)}``), sorted by name."""
     names = sorted(configured)
     stats = await queue.stats(db, now=now)
+    all_workspaces = await workspaces.list_workspaces(db)
     rows = {r["source_type"]: _row(r)
             for r in await fetch_all(db, _Q["source_activity"], {"source_types": names})}
     views: list[SourceView] = []
@@ -150,15 +154,25 @@ async def source_views(
         row = rows.get(name, {})
         jobs = {s.value: int(stats["by_source"].get(name, {}).get(s.value, 0)) for s in JobStatus}
         is_set, env = configured[name]
-        workspace = WorkspaceView(
-            name="default", configured=is_set, jobs=jobs, last_sync_at=row.get("last_sync_at"),
-            last_error=row.get("last_error"), last_error_job_id=row.get("last_error_job_id"),
-            last_error_at=row.get("last_error_at"), last_error_status=row.get("last_error_status"),
-        )
+        connected = [w for w in all_workspaces if w["source_type"] == name]
+        shown = [WorkspaceView(
+            name=f"{w['name']} ({w['external_id'] or 'environment, id not learned yet'})",
+            configured=w["status"] == "active",
+            jobs={"pending": int(w["pending_jobs"]), "processing": int(w["processing_jobs"]),
+                  "completed": 0, "failed": int(w["failed_jobs"])},
+            last_sync_at=w["last_synced_at"], last_error=w["last_error"], last_error_job_id=None,
+            last_error_at=None, last_error_status=None, status=w["status"],
+            last_auth_error=w["last_auth_error"]) for w in connected]
+        if not shown:
+            shown = [WorkspaceView(
+                name="default", configured=is_set, jobs=jobs, last_sync_at=row.get("last_sync_at"),
+                last_error=row.get("last_error"), last_error_job_id=row.get("last_error_job_id"),
+                last_error_at=row.get("last_error_at"),
+                last_error_status=row.get("last_error_status"))]
         views.append(SourceView(source_type=name, configured=is_set, secret_env=env,
                                 documents=int(row.get("documents") or 0),
                                 deleted_documents=int(row.get("deleted_documents") or 0),
-                                workspaces=[workspace]))
+                                workspaces=shown))
     return views
 
 
