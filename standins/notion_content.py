@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from standins.notion_api import (
+from standins.notion_blocks import (
     BlockSpec,
     RichTextInput,
     block,

@@ -9,14 +9,16 @@ It speaks the documented shapes of
 - ``conversations.replies`` (https://docs.slack.dev/reference/methods/conversations.replies):
   one thread, parent first then replies **oldest first**; a message without replies comes back
   alone; an unknown ``ts`` answers ``thread_not_found``;
-- ``auth.test`` (https://docs.slack.dev/reference/methods/auth.test), for readiness checks.
+- ``auth.test`` and ``oauth.v2.access``, and several teams (workspaces) with their own tokens
+  and conversations: :mod:`standins.slack_teams`.
 
 Errors are HTTP 200 with ``{"ok": false, "error": "<code>"}`` as Slack answers them
 (https://docs.slack.dev/apis/web-api/#responses); rate limiting is HTTP 429 with a
 ``Retry-After`` header in seconds and ``{"ok": false, "error": "ratelimited"}``
 (https://docs.slack.dev/apis/web-api/rate-limits). The token is read from
-``Authorization: Bearer <token>`` or a ``token`` parameter (missing: ``not_authed``; wrong:
-``invalid_auth``). Parameters are accepted in the query string (``slack_sdk`` sends these
+``Authorization: Bearer <token>`` or a ``token`` parameter (missing: ``not_authed``; unknown:
+``invalid_auth``; revoked: ``token_revoked``; another team's conversation:
+``channel_not_found``). Parameters are accepted in the query string (``slack_sdk`` sends these
 methods as GET) and in a form-encoded POST body.
 
 Message objects carry ``type``, ``ts``, ``user`` (or ``bot_id``), ``text``; a thread parent
@@ -39,19 +41,39 @@ import threading
 from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-__all__ = ["FakeSlack", "Fault", "ts_key"]
+from standins.slack_demo import (
+    DEMO_SECOND_BOT_USER_ID,
+    DEMO_SECOND_CHANNEL,
+    DEMO_SECOND_TEAM_ID,
+    DEMO_SECOND_TEAM_NAME,
+    DEMO_SECOND_TOKEN,
+    seed_demo,
+)
+from standins.slack_teams import SlackTeams
+
+__all__ = [
+    "DEMO_SECOND_BOT_USER_ID",
+    "DEMO_SECOND_CHANNEL",
+    "DEMO_SECOND_TEAM_ID",
+    "DEMO_SECOND_TEAM_NAME",
+    "DEMO_SECOND_TOKEN",
+    "FakeSlack",
+    "Fault",
+    "ts_key",
+]
 
 #: Slack's own text of a deleted thread parent that still has replies.
 TOMBSTONE_TEXT = "This message was deleted."
 
 #: Methods this fake answers (others: ``unknown_method``, as Slack does).
-METHODS = ("conversations.history", "conversations.replies", "auth.test")
+METHODS = ("conversations.history", "conversations.replies", "auth.test", "oauth.v2.access")
 
 
 def ts_key(ts: str) -> tuple[int, int]:
@@ -101,10 +123,12 @@ class Fault:
     after: int = 0
 
 
-class FakeSlack:
-    """In-memory Slack workspace behind a Starlette app speaking the Web API.
+class FakeSlack(SlackTeams):
+    """In-memory Slack workspaces behind a Starlette app speaking the Web API.
 
-    ``token``: the only bot token accepted (``None``: any token is accepted).
+    ``token``: the bot token of the default team (``None``: any token not of another team is
+    the default team's); more teams, shared channels and OAuth:
+    :class:`~standins.slack_teams.SlackTeams`.
     Channel ids are plain strings (``C…`` public, ``G…`` private, ``D…`` DM). All mutators
     and the HTTP handlers share one lock, so tests may mutate between syncs while the app
     runs in a :class:`~standins.server.BackgroundServer` thread.
@@ -120,6 +144,7 @@ class FakeSlack:
         self._faults: dict[str, deque[Fault]] = {}
         self._lock = threading.RLock()
         self._clock = start_ts
+        self._init_teams(token)
 
     # ------------------------------------------------------------------ workspace mutation
 
@@ -135,15 +160,18 @@ class FakeSlack:
             if not any(ts in msgs for msgs in self._channels.values()):
                 return ts
 
-    def add_channel(self, channel: str) -> None:
-        """Create an empty conversation (posting creates one implicitly)."""
+    def add_channel(self, channel: str, *, team_id: str | None = None) -> None:
+        """Create an empty conversation of team ``team_id`` (default: the default team);
+        posting creates one implicitly."""
         with self._lock:
+            self._claim(channel, team_id)
             self._channels.setdefault(channel, {})
 
     def remove_channel(self, channel: str) -> None:
         """Make ``channel`` unknown: its methods answer ``channel_not_found`` afterwards."""
         with self._lock:
             self._channels.pop(channel, None)
+            self._channel_teams.pop(channel, None)
 
     def post(
         self,
@@ -154,14 +182,18 @@ class FakeSlack:
         bot_id: str | None = None,
         ts: str | None = None,
         subtype: str | None = None,
+        team_id: str | None = None,
         **extra: Any,
     ) -> str:
         """Post a top-level message; returns its ``ts``.
 
         ``ts`` defaults to one second after the previous message the fake stamped. Pass
         ``bot_id`` (and ``user=None``, ``subtype="bot_message"``) for an integration's post.
+        ``team_id``: the team of a conversation this creates (default: the default team); for
+        an existing one it must be a team that sees it.
         """
         with self._lock:
+            self._claim(channel, team_id)
             msgs = self._channels.setdefault(channel, {})
             ts = ts or self._fresh_ts()
             if ts in msgs:
@@ -431,18 +463,6 @@ class FakeSlack:
             "response_metadata": {"next_cursor": _encode_cursor(rest[0]["ts"]) if rest else ""},
         }
 
-    def _auth_test(self) -> dict[str, Any]:
-        return {
-            "ok": True,
-            "url": "https://debounce-demo.slack.com/",
-            "team": "Debounce Demo",
-            "user": "debounce",
-            "team_id": "T061EG9R6",
-            "user_id": "U0BOTUSER",
-            "bot_id": "B0DEBOUNCE",
-            "is_enterprise_install": False,
-        }
-
     def handle(self, method: str, params: dict[str, str], authorization: str | None) -> Response:
         """Answer one API call (the HTTP layer's logic, callable without a server)."""
         with self._lock:
@@ -473,16 +493,21 @@ class FakeSlack:
             token = params.get("token")
             if authorization and authorization.lower().startswith("bearer "):
                 token = authorization[7:].strip()
+            if method == "oauth.v2.access":  # the app's credentials, not a token
+                return JSONResponse(self._oauth_v2_access(params, authorization))
             if not token:
                 return JSONResponse({"ok": False, "error": "not_authed"})
-            if self.token is not None and token != self.token:
-                return JSONResponse({"ok": False, "error": "invalid_auth"})
-            if method == "conversations.history":
+            team, error = self._team_for(token)
+            if team is None:
+                return JSONResponse({"ok": False, "error": error})
+            if method.startswith("conversations.") and not self._can_see(team, params.get("channel", "")):
+                body = {"ok": False, "error": "channel_not_found"}
+            elif method == "conversations.history":
                 body = self._history(params)
             elif method == "conversations.replies":
                 body = self._replies(params)
             elif method == "auth.test":
-                body = self._auth_test()
+                body = self._auth_test(team)
             else:
                 body = {"ok": False, "error": "unknown_method"}
             return JSONResponse(body)
@@ -497,7 +522,10 @@ class FakeSlack:
             params: dict[str, str] = {k: v for k, v in request.query_params.items()}
             if request.method == "POST":
                 ctype = request.headers.get("content-type", "")
-                if ctype.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+                if ctype.startswith("application/x-www-form-urlencoded"):
+                    # Parsed here: Starlette's request.form() needs python-multipart.
+                    params.update(parse_qsl((await request.body()).decode(errors="replace")))
+                elif ctype.startswith("multipart/form-data"):
                     form = await request.form()
                     for k, v in form.items():
                         if isinstance(v, str):
@@ -525,50 +553,17 @@ class FakeSlack:
 
     @classmethod
     def demo(cls, token: str | None = None) -> FakeSlack:
-        """A workspace seeded with realistic content, for ``debounce serve --demo``.
+        """Teams seeded with realistic content, for ``debounce serve --demo``
+        (:mod:`standins.slack_demo`).
 
+        In the default team (``token``; ``None`` accepts any bot token not of another team),
         ``C2147483705`` holds the conversation of ``examples/slack`` (the thread rooted at
         ``1763682934.000200`` with the reply ``1763683000.000300``, the bot post
         ``1763683300.000600``) plus a short release thread; ``G0PRIVATE1`` is a private
-        channel with the message of ``private_channel_message.json``. ``token=None``
-        accepts any bot token.
+        channel with the message of ``private_channel_message.json``. A second team,
+        :data:`DEMO_SECOND_TEAM_ID` (token :data:`DEMO_SECOND_TOKEN`), has
+        :data:`DEMO_SECOND_CHANNEL` with a short thread.
         """
         fake = cls(token=token)
-        c = "C2147483705"
-        fake.post(
-            c,
-            "Standup notes for Thursday:\n• API latency back to normal\n• <@U2147483698> owns "
-            "the migration",
-            user="U2147483699",
-            ts="1763682000.000100",
-        )
-        fake.post(c, "Hello world", user="U2147483697", ts="1763682934.000200")
-        fake.reply(
-            c, "1763682934.000200", "Replying in the thread", user="U2147483698",
-            ts="1763683000.000300",
-        )
-        fake.reply(
-            c,
-            "1763682934.000200",
-            "Agreed: see <https://example.com/runbook|the runbook> &amp; ping me",
-            user="U2147483697",
-            ts="1763683050.000350",
-        )
-        fake.post(
-            c,
-            "Deploy finished",
-            user=None,
-            bot_id="B0BOTID01",
-            subtype="bot_message",
-            username="deploybot",
-            ts="1763683300.000600",
-        )
-        fake.post(c, "Release 2.4 is cut, QA starts tomorrow", user="U2147483699",
-                  ts="1763683350.000650")
-        fake.reply(c, "1763683350.000650", "I'll take the Android pass", user="U2147483698",
-                   ts="1763683360.000660")
-        g = "G0PRIVATE1"
-        fake.post(g, "In a private channel", user="U2147483697", ts="1763683400.000700")
-        fake.post(g, "Budget review moved to Friday", user="U2147483698", ts="1763683450.000750")
-        fake._clock = 1_763_684_000
+        seed_demo(fake)
         return fake
