@@ -67,7 +67,9 @@ __all__ = [
 
 #: Id and name of the workspace a :class:`~standins.notion_api.FakeNotion` starts with (the
 #: constructor's token belongs to it, and so does every object added without a workspace).
-DEFAULT_WORKSPACE_ID = "4f1c2a9e-7b3d-4e8f-a6c5-0d9e8f7a6b51"
+#: The workspace of ``examples/notion/*.json`` (their ``workspace_id``), so the example webhooks
+#: name the stand-in's default workspace.
+DEFAULT_WORKSPACE_ID = "13950b26-c203-4f3b-b97d-93ec06319565"
 DEFAULT_WORKSPACE_NAME = "Debounce Demo"
 
 _NAMESPACE = uuid.UUID("0c4f7d2e-9a1b-4c3d-8e5f-6a7b8c9d0e1f")
