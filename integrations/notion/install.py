@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from notion_client import AsyncClient
 from notion_client.client import ClientOptions
-from notion_client.errors import APIResponseError
+from notion_client.errors import HTTPResponseError
 
 from integrations.base import Installed, InstallError
 from integrations.notion.client import NOTION_VERSION
@@ -58,8 +59,14 @@ class NotionInstaller:
                 client_id=self.settings.notion_client_id,
                 client_secret=self.settings.notion_client_secret,
                 grant_type="authorization_code", code=code, redirect_uri=redirect_uri)
-        except APIResponseError as exc:
-            raise InstallError(f"Notion refused the installation ({exc.code})") from None
+        except HTTPResponseError as exc:
+            # OAuth errors come back as {"error": …} (not Notion's API error shape), which
+            # notion-client raises as UnknownHTTPResponseError.
+            try:
+                error = json.loads(exc.body).get("error")
+            except (ValueError, AttributeError):
+                error = None
+            raise InstallError(f"Notion refused the installation ({error or exc.status})") from None
         finally:
             await client.aclose()
         if not isinstance(resp, dict) or not resp.get("access_token") or not resp.get("workspace_id"):

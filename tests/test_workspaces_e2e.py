@@ -1,0 +1,169 @@
+"""Two Notion workspaces and two Slack teams connected by OAuth, end to end (issue 11): install
+→ callback → stored encrypted → webhook → job → sync with that workspace's token through the
+real SDKs against the stand-ins → document tagged with its workspace; a forged or replayed
+state stores nothing; a revoked token stops its workspace only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+import integrations
+from debounce.cli import sign_request
+from debounce.config import Settings, SourceWindow
+from debounce.documents import DocumentStore
+from debounce.secrets import new_key
+from debounce.web import create_app
+from debounce.worker import Worker
+from standins.notion_api import DEMO_PAGE_ID, DEMO_SECOND_PAGE_ID, DEMO_SECOND_WORKSPACE_ID, FakeNotion
+from standins.server import BackgroundServer
+from standins.slack_api import DEMO_SECOND_CHANNEL, DEMO_SECOND_TEAM_ID, FakeSlack
+from standins.slack_teams import DEFAULT_TEAM_ID
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+NOTION_SECRET, SLACK_SECRET, ADMIN = "secret_e2e_signing_00000000", "e2e-slack-secret", "admin"
+NOTION_A = "13950b26-c203-4f3b-b97d-93ec06319565"  # the examples' workspace
+
+
+@pytest.fixture
+async def world(pool: AsyncConnectionPool[Any], database_url: str) -> AsyncIterator[dict[str, Any]]:
+    notion, slack = FakeNotion.demo(), FakeSlack.demo()
+    notion.oauth_client("notion-client", "notion-secret")
+    slack.oauth_client("slack-client", "slack-secret")
+    with BackgroundServer(notion.app()) as ns, BackgroundServer(slack.app()) as ss:
+        settings = Settings(
+            database_url=database_url, admin_token=ADMIN, secret_key=new_key(),
+            notion_base_url=ns.url, notion_client_id="notion-client",
+            notion_client_secret="notion-secret", notion_webhook_secret=NOTION_SECRET,
+            slack_api_url=ss.url + "/api/", slack_client_id="slack-client",
+            slack_client_secret="slack-secret", slack_signing_secret=SLACK_SECRET,
+            slack_authorize_url=ss.url + "/oauth/v2/authorize", public_url="https://debounce.test",
+            windows={"notion": SourceWindow(0, 0), "slack": SourceWindow(0, 0)})
+        app = create_app(settings, pool=pool)
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="https://debounce.test"
+        ) as client:
+            yield {"notion": notion, "slack": slack, "client": client, "settings": settings,
+                   "pool": pool}
+
+
+async def install(client: httpx.AsyncClient, source: str, code: str) -> httpx.Response:
+    start = await client.get(f"/{source}/install")
+    assert start.status_code == 302, start.text
+    query = parse_qs(urlparse(start.headers["location"]).query)
+    assert query["redirect_uri"] == [f"https://debounce.test/{source}/oauth_redirect"]
+    return await client.get(f"/{source}/oauth_redirect", params={"code": code,
+                                                                 "state": query["state"][0]})
+
+
+async def count(pool: AsyncConnectionPool[Any], sql: str) -> Any:
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql)  # test-only SQL
+        row = await cur.fetchone()
+        return row[0] if row else None
+
+
+async def test_forged_and_replayed_states_are_refused_and_store_nothing(world: dict[str, Any]) -> None:
+    client, notion = world["client"], world["notion"]
+    notion.authorization_code("code-a", NOTION_A)
+    forged = await client.get("/notion/oauth_redirect", params={"code": "code-a", "state": "forged"})
+    assert forged.status_code == 400 and "invalid" in forged.text
+    start = await client.get("/notion/install")
+    state = parse_qs(urlparse(start.headers["location"]).query)["state"][0]
+    assert (await client.get("/notion/oauth_redirect", params={"error": "access_denied",
+                                                               "state": state})).status_code == 400
+    replayed = await client.get("/notion/oauth_redirect", params={"code": "code-a", "state": state})
+    assert replayed.status_code == 400  # the state was used up by the denied attempt
+    other = await client.get("/slack/oauth_redirect", params={"code": "x", "state": state})
+    assert other.status_code == 400
+    assert await count(world["pool"], "select count(*) from workspaces") == 0
+    refused = await install(client, "notion", "no-such-code")
+    assert refused.status_code == 400 and await count(world["pool"], "select count(*) from workspaces") == 0
+
+
+async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[str, Any]) -> None:
+    client, notion, slack, pool = world["client"], world["notion"], world["slack"], world["pool"]
+    notion.authorization_code("n-a", NOTION_A, access_token="ntn_token_a")
+    notion.authorization_code("n-b", DEMO_SECOND_WORKSPACE_ID, access_token="ntn_token_b")
+    slack.authorization_code("s-a", DEFAULT_TEAM_ID)
+    slack.authorization_code("s-b", DEMO_SECOND_TEAM_ID)
+    for source, code in (("notion", "n-a"), ("notion", "n-b"), ("slack", "s-a"), ("slack", "s-b")):
+        done = await install(client, source, code)
+        assert done.status_code == 200, done.text
+    listed = (await client.get("/workspaces", headers={"Authorization": f"Bearer {ADMIN}"})).json()
+    assert sorted(w["external_id"] for w in listed["workspaces"]) == sorted(
+        [NOTION_A, DEMO_SECOND_WORKSPACE_ID, DEFAULT_TEAM_ID, DEMO_SECOND_TEAM_ID])
+    dump = json.dumps(listed) + str(await count(pool, "select array_agg(credentials::text) from workspaces"))
+    assert "ntn_token" not in dump and "xoxb-" not in dump
+
+    async def send(source: str, body: dict[str, Any]) -> httpx.Response:
+        raw = json.dumps(body).encode()
+        secret = NOTION_SECRET if source == "notion" else SLACK_SECRET
+        return await client.post(f"/webhooks/{source}", content=raw,
+                                 headers=sign_request(source, raw, secret))
+
+    page_a = json.loads((EXAMPLES / "notion" / "page.created.json").read_text())
+    page_b = {**page_a, "id": "evt-b", "workspace_id": DEMO_SECOND_WORKSPACE_ID,
+              "entity": {"id": DEMO_SECOND_PAGE_ID, "type": "page"}}
+    message_a = json.loads((EXAMPLES / "slack" / "message.json").read_text())
+    message_b = {**message_a, "event_id": "EvB", "team_id": DEMO_SECOND_TEAM_ID,
+                 "authorizations": [], "event": {**message_a["event"], "channel": DEMO_SECOND_CHANNEL}}
+    for source, body in (("notion", page_a), ("notion", page_b), ("slack", message_a), ("slack", message_b)):
+        resp = await send(source, body)
+        assert resp.status_code == 200 and resp.json()["jobs"][0]["outcome"] == "created", resp.text
+
+    settings = world["settings"]
+    worker = Worker(settings, pool, integrations.create_all(settings, DocumentStore(pool)),
+                    conninfo=settings.database_url)
+    running = asyncio.create_task(worker.run())
+    try:
+        await until(pool, "select count(*) = 4 from sync_jobs where status = 'completed'")
+        tagged = await count(pool, """select json_agg(json_build_array(d.source_type, d.source_page_id,
+                                          w.external_id) order by d.document_id)
+                                        from documents d join workspaces w on w.id = d.workspace_id""")
+        pages = {(s, p.split("/")[0]): w for s, p, w in tagged}
+        assert pages[("notion", DEMO_PAGE_ID)] == NOTION_A
+        assert pages[("notion", DEMO_SECOND_PAGE_ID)] == DEMO_SECOND_WORKSPACE_ID
+        assert pages[("slack", "C2147483705")] == DEFAULT_TEAM_ID
+        assert pages[("slack", DEMO_SECOND_CHANNEL)] == DEMO_SECOND_TEAM_ID
+        assert await count(pool, "select count(*) from documents where workspace_id is null") == 0
+
+        # Workspace A's token is revoked: A stops (parked, revoked), B keeps syncing.
+        notion.revoke("ntn_token_a")
+        for suffix in ("2",):
+            assert (await send("notion", {**page_a, "id": "evt-a" + suffix})).status_code == 200
+            assert (await send("notion", {**page_b, "id": "evt-b" + suffix})).status_code == 200
+        await until(pool, "select count(*) = 1 from workspaces where status = 'revoked'")
+        await until(pool, "select count(*) = 5 from sync_jobs where status = 'completed'")
+        parked = await count(pool, f"""select json_build_array(j.status, j.last_error, w.status)
+                                          from sync_jobs j join workspaces w on w.id = j.workspace_id
+                                         where j.source_page_id = '{DEMO_PAGE_ID}'
+                                           and j.status in ('pending', 'processing')""")
+        assert parked[0] == "pending" and "AuthRevoked" in parked[1] and parked[2] == "revoked"
+        calls_before = sum(notion.calls.values())
+        await asyncio.sleep(1.0)
+        assert sum(notion.calls.values()) == calls_before  # nothing retries in a loop
+        # Re-installing reactivates it and the parked job runs.
+        notion.authorization_code("n-a2", NOTION_A, access_token="ntn_token_a2")
+        assert (await install(client, "notion", "n-a2")).status_code == 200
+        await until(pool, "select count(*) = 6 from sync_jobs where status = 'completed'")
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 10)
+        for integration in worker.sources.values():
+            await integration.aclose()
+
+
+async def until(pool: AsyncConnectionPool[Any], sql: str, timeout: float = 20) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await count(pool, sql):
+        assert asyncio.get_running_loop().time() < deadline, f"not reached: {sql}"
+        await asyncio.sleep(0.1)
