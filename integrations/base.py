@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuthRevoked",
     "DemoSetup",
+    "DemoWorkspace",
     "Identity",
     "InstallError",
     "Installed",
@@ -251,6 +252,17 @@ class SourceSetting:
 
 
 @dataclass(frozen=True)
+class DemoWorkspace:
+    """A further workspace of a source's stand-in that ``serve --demo`` connects (besides the
+    one its settings' token defines), and one webhook body of that workspace the tour posts."""
+
+    external_id: str
+    name: str
+    token: str
+    event: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class DemoSetup:
     """What a source's stand-in for ``debounce serve --demo`` gives the service: settings to
     apply (its API base URL and token), the demo window, the example webhook files (names in
@@ -262,6 +274,7 @@ class DemoSetup:
     examples: tuple[str, ...]
     url: str
     stop: Callable[[], None]
+    workspaces: tuple[DemoWorkspace, ...] = ()
 
 
 @dataclass(frozen=True)

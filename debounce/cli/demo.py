@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +16,16 @@ import httpx
 import uvicorn
 
 import integrations
-from debounce import queue
+from debounce import queue, workspaces
 from debounce.cli.send import secret_for, sign_request
 from debounce.config import Settings
 from debounce.db import fetch_one
+from debounce.secrets import Keyring, new_key
 from debounce.sql import queries
+from integrations.base import DemoWorkspace
 
-__all__ = ["DEMO_ADMIN_TOKEN", "EXAMPLES", "demo_tour", "start_demo"]
+__all__ = ["DEMO_ADMIN_TOKEN", "EXAMPLES", "Demo", "connect_demo_workspaces", "demo_tour",
+           "start_demo"]
 
 log = logging.getLogger("debounce.cli")
 
@@ -30,13 +35,24 @@ _HERE = Path(__file__).resolve().parent.parent
 EXAMPLES = _HERE / "_examples" if (_HERE / "_examples").is_dir() else _HERE.parent / "examples"
 
 
-def start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[Settings, list[Path]]:
+@dataclass
+class Demo:
+    """What ``serve --demo`` started: the example webhook files the tour posts, and the further
+    workspaces to connect (by source) with the webhook body of each."""
+
+    files: list[Path] = field(default_factory=list)
+    workspaces: list[tuple[str, DemoWorkspace]] = field(default_factory=list)
+
+
+def start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[Settings, Demo]:
     """Start every source's stand-in with demo content (stopped by ``stack``) and point
-    ``settings`` at them; unset signing secrets and the admin token get demo values and the
-    windows are short, so the tour is quick. Returns the settings and the example webhook
-    files the tour posts."""
+    ``settings`` at them; unset signing secrets and the admin token get demo values, the
+    windows are short (so the tour is quick), and without ``DEBOUNCE_SECRET_KEY`` a demo key
+    is kept in the data directory (it encrypts the demo workspaces' tokens). Returns the
+    settings and what the tour needs (:class:`Demo`)."""
     changes: dict[str, Any] = {}
-    files: list[Path] = []
+    demo_run = Demo()
+    files = demo_run.files
     windows = dict(settings.windows)
     for source in integrations.sources().values():
         if source.demo is None:
@@ -50,25 +66,54 @@ def start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[Se
             changes[source.secret_setting] = source.demo_secret
         for pattern in setup.examples:
             files.extend(sorted((EXAMPLES / source.source_type).glob(pattern)))
+        demo_run.workspaces.extend((source.source_type, w) for w in setup.workspaces)
+    if not settings.secret_key:
+        changes["secret_key"] = _demo_key(Path(settings.data_dir))
     demo = settings.with_(admin_token=settings.admin_token or DEMO_ADMIN_TOKEN, windows=windows,
                           **changes)
-    return demo, files
+    return demo, demo_run
+
+
+def _demo_key(data_dir: Path) -> str:
+    """The demo's secret key, kept in ``<data dir>/demo-secret.key`` so a later demo run can
+    read what an earlier one stored."""
+    path = data_dir / "demo-secret.key"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = new_key()
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    return key
+
+
+async def connect_demo_workspaces(settings: Settings, pool: Any, demo_run: Demo) -> None:
+    """Connect the stand-ins' further workspaces (the environment's token defines the first
+    of each source), as ``debounce workspaces add`` would."""
+    keyring = Keyring(settings.secret_key)
+    for source_type, workspace in demo_run.workspaces:
+        await workspaces.save(pool, keyring, source_type=source_type,
+                              external_id=workspace.external_id, name=workspace.name,
+                              credentials={"access_token": workspace.token}, origin="cli")
+        log.info("demo: connected %s workspace %s (%s)", source_type, workspace.name,
+                 workspace.external_id)
 
 
 async def demo_tour(
-    settings: Settings, base: str, server: uvicorn.Server, pool: Any, files: list[Path]
+    settings: Settings, base: str, server: uvicorn.Server, pool: Any, demo_run: Demo
 ) -> None:
     """Post the example webhooks to ourselves once the server is up, wait for the queue to
     drain (60 s at most), then log how many documents the worker wrote."""
     while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
         await asyncio.sleep(0.05)
     async with httpx.AsyncClient(timeout=10) as client:
-        for path in files:
-            source = path.parent.name
-            body = path.read_bytes()
+        bodies = [(p.parent.name, p.name, p.read_bytes()) for p in demo_run.files]
+        bodies += [(source, f"{w.name} ({source})", json.dumps(w.event).encode())
+                   for source, w in demo_run.workspaces]
+        for source, name, body in bodies:
             resp = await client.post(f"{base}/webhooks/{source}", content=body,
                                      headers=sign_request(source, body, secret_for(settings, source)[0]))
-            log.info("demo: sent %s → %s %s", path.name, resp.status_code, resp.text[:200])
+            log.info("demo: sent %s → %s %s", name, resp.status_code, resp.text[:200])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not server.should_exit:
         stats = await queue.stats(pool)

@@ -8,7 +8,6 @@ import logging
 import re
 import signal
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
 import uvicorn
 
@@ -87,21 +86,23 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
 async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_worker: bool) -> int:
     """``debounce web`` / ``debounce serve [--demo]``: the web app on ``host:port`` and, with
     ``with_worker``, a worker in the same process, migrating first. Returns the exit code."""
-    from debounce.cli.demo import demo_tour, start_demo
+    from debounce.cli.demo import connect_demo_workspaces, demo_tour, start_demo
     from debounce.web import create_app
     from debounce.worker import Worker
 
     async with database(settings) as settings, contextlib.AsyncExitStack() as stack:
         assert settings.database_url
         await migrate(settings.database_url)
-        examples: list[Path] = []
+        demo_run = None
         if demo:
-            settings, examples = start_demo(settings, stack)
+            settings, demo_run = start_demo(settings, stack)
         assert settings.database_url
         pool = open_pool(settings.database_url, max_size=settings.pool_max_size + 4,
                          timeout=settings.pool_timeout_seconds, name="debounce")
         await pool.open(wait=True, timeout=30)
         stack.push_async_callback(pool.close)
+        if demo_run is not None:
+            await connect_demo_workspaces(settings, pool, demo_run)
         app = create_app(settings, pool=pool)
         server = QuietServer(uvicorn.Config(app, host=host, port=port, log_config=None,
                                             access_log=False, lifespan="on"))
@@ -125,8 +126,8 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
         base = f"http://{host}:{port}"
         log.info("serving %s (webhooks at %s/webhooks/{%s}; database %s)", base, base,
                  ",".join(integrations.source_types()), redact(settings.database_url))
-        if demo:
-            tasks.append(asyncio.create_task(demo_tour(settings, base, server, pool, examples)))
+        if demo_run is not None:
+            tasks.append(asyncio.create_task(demo_tour(settings, base, server, pool, demo_run)))
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
             if task.exception() is not None:

@@ -7,7 +7,15 @@ import hashlib
 import hmac
 from typing import TYPE_CHECKING, Any
 
-from integrations.base import AuthRevoked, DemoSetup, Identity, Source, SourceSetting, SourceWindow
+from integrations.base import (
+    AuthRevoked,
+    DemoSetup,
+    DemoWorkspace,
+    Identity,
+    Source,
+    SourceSetting,
+    SourceWindow,
+)
 from integrations.notion.sync import SOURCE_TYPE, create
 from integrations.notion.webhook import SIGNATURE_HEADER, normalize_id
 
@@ -45,15 +53,31 @@ def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, st
 
 def demo() -> DemoSetup:
     """Start the local Notion API stand-in with demo content (``standins.notion_api``)."""
-    from standins.notion_api import FakeNotion
+    from standins.notion_api import (
+        DEMO_SECOND_PAGE_ID,
+        DEMO_SECOND_TOKEN,
+        DEMO_SECOND_WORKSPACE_ID,
+        DEMO_SECOND_WORKSPACE_NAME,
+        FakeNotion,
+    )
     from standins.server import BackgroundServer
 
     fake = FakeNotion.demo()
     server = BackgroundServer(fake.app())
     server.start()
+    second = DemoWorkspace(
+        external_id=DEMO_SECOND_WORKSPACE_ID, name=DEMO_SECOND_WORKSPACE_NAME,
+        token=DEMO_SECOND_TOKEN,
+        event={"id": "demo-second-workspace-1", "timestamp": "2026-11-20T10:00:00.000Z",
+               "workspace_id": DEMO_SECOND_WORKSPACE_ID,
+               "workspace_name": DEMO_SECOND_WORKSPACE_NAME, "subscription_id": "demo",
+               "integration_id": "demo", "type": "page.content_updated",
+               "authors": [{"id": "demo-user", "type": "person"}], "attempt_number": 1,
+               "entity": {"id": DEMO_SECOND_PAGE_ID, "type": "page"},
+               "data": {"parent": {"id": DEMO_SECOND_WORKSPACE_ID, "type": "space"}}})
     return DemoSetup(settings={"notion_base_url": server.url, "notion_token": fake.token},
                      window=SourceWindow(3.0, 20.0), examples=("page.*.json",),
-                     url=server.url, stop=server.stop)
+                     url=server.url, stop=server.stop, workspaces=(second,))
 
 
 async def identify(settings: Settings, token: str) -> Identity:

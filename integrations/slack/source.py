@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from slack_sdk.signature import SignatureVerifier
 
-from integrations.base import AuthRevoked, DemoSetup, Identity, Source, SourceSetting, SourceWindow
+from integrations.base import (
+    AuthRevoked,
+    DemoSetup,
+    DemoWorkspace,
+    Identity,
+    Source,
+    SourceSetting,
+    SourceWindow,
+)
 from integrations.slack.render import SOURCE_TYPE
 from integrations.slack.sync import create
 
@@ -59,15 +67,27 @@ def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, st
 def demo() -> DemoSetup:
     """Start the local Slack Web API stand-in with demo content (``standins.slack_api``)."""
     from standins.server import BackgroundServer
-    from standins.slack_api import FakeSlack
+    from standins.slack_api import (
+        DEMO_SECOND_CHANNEL,
+        DEMO_SECOND_TEAM_ID,
+        DEMO_SECOND_TEAM_NAME,
+        FakeSlack,
+    )
+    from standins.slack_api import DEMO_SECOND_TOKEN as SECOND_TOKEN
 
     fake = FakeSlack.demo(token=DEMO_TOKEN)
     server = BackgroundServer(fake.app())
     server.start()
+    second = DemoWorkspace(
+        external_id=DEMO_SECOND_TEAM_ID, name=DEMO_SECOND_TEAM_NAME, token=SECOND_TOKEN,
+        event={"token": "demo", "team_id": DEMO_SECOND_TEAM_ID, "api_app_id": "A0DEBOUNCE1",
+               "type": "event_callback", "event_id": "EvDemoSecondTeam1", "event_time": 1763690000,
+               "event": {"type": "message", "channel": DEMO_SECOND_CHANNEL, "user": "U07LABS01",
+                         "text": "demo", "ts": "1763690000.000100", "channel_type": "channel"}})
     return DemoSetup(settings={"slack_api_url": server.url + "/api/", "slack_bot_token": fake.token},
                      window=SourceWindow(2.0, 20.0),
                      examples=("message.json", "thread_reply.json", "message_changed.json"),
-                     url=server.url + "/api/", stop=server.stop)
+                     url=server.url + "/api/", stop=server.stop, workspaces=(second,))
 
 
 async def identify(settings: Settings, token: str) -> Identity:
