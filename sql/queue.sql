@@ -17,6 +17,7 @@
 --                claim opens a new burst (first_event_at, max_wait_until).
 -- ON CONFLICT restates the partial index predicate so Postgres infers the partial index.
 -- Returns one row per input event (ord = 1-based position) with its outcome and the job.
+-- NOTIFY: see the notify CTE.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), input as (
@@ -100,9 +101,15 @@ with clock as (
         updated_at     = excluded.updated_at
     returning j.*, (j.xmax = 0) as inserted
 ), notify as (
+    -- At most one notification per source per batch, and only for a job due within
+    -- %(notify_within)s seconds (the workers' longest idle sleep): a worker woken early
+    -- re-reads the earliest due time and sleeps exactly until it, so a window shorter than
+    -- its poll interval still starts on time; a long window never notifies.
     select pg_notify('debounce_jobs', u.source_type)
       from (select distinct u.source_type from upsert u, clock
-             where u.status = 'pending' and u.scheduled_at <= clock.now) u
+             where u.status = 'pending'
+               and u.scheduled_at <= clock.now
+                                     + make_interval(secs => %(notify_within)s::float8)) u
 ), result as (
     select a.ord,
            case when u.inserted then 'created'

@@ -173,6 +173,21 @@ async def test_idle_worker_starts_a_job_soon_after_it_becomes_due(
     assert -0.05 < lag < 0.5, lag
 
 
+async def test_a_window_shorter_than_the_poll_interval_wakes_the_idle_worker(
+    pool: AsyncConnectionPool[Any], run_worker: Any
+) -> None:
+    """Enqueued as the web enqueues (``notify_within`` = the poll interval), a job due in
+    0.3 s starts long before the worker's 30 s poll would have found it."""
+    integration = ScriptedIntegration(lambda job: None)
+    run_worker(integration, poll_interval_seconds=30.0)
+    await asyncio.sleep(0.5)  # let the worker go idle on its 30 s poll
+    (r,) = await queue.enqueue_many(pool, [JobEvent("noop", "p", {}, "e", 0.3, 10)],
+                                    notify_within=30.0)
+    await wait_for(lambda: integration.calls, timeout=10)
+    lag = (integration.calls[0][1] - r.job.scheduled_at).total_seconds()
+    assert -0.05 < lag < 5, lag
+
+
 async def test_manual_resync_wakes_idle_worker_through_notify(
     pool: AsyncConnectionPool[Any], run_worker: Any
 ) -> None:

@@ -84,13 +84,15 @@ async def enqueue(
 
 
 async def enqueue_many(
-    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None
+    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0
 ) -> list[EnqueueResult]:
     """Debounce a batch of events in one statement and one transaction.
 
     Events of one page are merged first (the latest in ``events`` order wins; counts add up),
     since one ``ON CONFLICT DO UPDATE`` cannot touch a row twice. Returns one result per event,
     in order. All events are validated before anything is sent: one bad event rejects the batch.
+    Idle workers are woken (one NOTIFY per source) when a job becomes due within
+    ``notify_within`` seconds (the web passes the workers' poll interval).
 
     Raises:
         ValueError: an event is invalid (see :func:`enqueue`).
@@ -111,6 +113,7 @@ async def enqueue_many(
         "priorities": [e.priority for e in events],
         "max_attempts": [e.max_attempts for e in events],
         "workspace_ids": [e.workspace_id for e in events],
+        "notify_within": float(notify_within),
     }
     # One statement: all-or-nothing. It cannot deadlock with the other statements that lock
     # several jobs: they all lock them in (source_type, source_page_id) order.

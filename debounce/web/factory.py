@@ -85,7 +85,8 @@ def create_app(
                 statement_timeout=settings.webhook_deadline_seconds,
             )
             await state.pool.open(wait=False)
-        state.batcher = EnqueueBatcher(state.db, flushers=max(1, min(4, settings.pool_max_size // 2)))
+        state.batcher = EnqueueBatcher(state.db, flushers=max(1, min(4, settings.pool_max_size // 2)),
+                                       notify_within=settings.poll_interval_seconds)
         state.batcher.start()
         state.directory = Directory(state.db, env_tokens=env_tokens(settings))
         try:
