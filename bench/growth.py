@@ -40,7 +40,8 @@ def _enqueue_params(page: str) -> dict[str, Any]:
     return {"now": None, "source_types": ["notion"], "source_page_ids": [page],
             "payloads": [Jsonb({"type": "page.content_updated", "entity": {"id": page}})],
             "event_ids": [uuid.uuid4().hex], "debounce_seconds": [0.0],
-            "max_wait_seconds": [3600.0], "priorities": [0], "max_attempts": [5]}
+            "max_wait_seconds": [3600.0], "priorities": [0], "max_attempts": [5],
+            "workspace_ids": [None], "notify_within": 0.0}
 
 
 def _claim_params() -> dict[str, Any]:

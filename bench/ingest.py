@@ -140,6 +140,8 @@ def pgbench_script(hot: bool) -> str:
         "max_wait_seconds": "ARRAY[3600.0::float8]",
         "priorities": "ARRAY[0]",
         "max_attempts": "ARRAY[5]",
+        "workspace_ids": "ARRAY[NULL::bigint]",
+        "notify_within": "2.0",
     }
     text = queries("queue")["enqueue_many"]
     text = re.sub(r"%\((\w+)\)[sbt]", lambda m: subst[m.group(1)], text)

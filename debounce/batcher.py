@@ -130,13 +130,14 @@ class Batcher(Generic[T, R]):
 
 class EnqueueBatcher(Batcher[JobEvent, EnqueueResult]):
     """The web's batcher: concurrent deliveries' events debounced by one
-    :func:`debounce.queue.enqueue_many` statement (events must be validated before); a batch
+    :func:`debounce.queue.enqueue_many` statement (events must be validated before: they are not
+    checked again); a batch
     with a job due within ``notify_within`` seconds wakes idle workers."""
 
     def __init__(self, db: Db, *, flushers: int = 4, max_batch: int = 500,
                  notify_within: float = 0.0) -> None:
         async def enqueue(events: list[JobEvent]) -> list[EnqueueResult]:
-            return await queue.enqueue_many(db, events, notify_within=notify_within)
+            return await queue.enqueue_many(db, events, notify_within=notify_within, validated=True)
 
         super().__init__(enqueue, flushers=flushers, max_batch=max_batch, name="enqueue")
         self.db = db

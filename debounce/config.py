@@ -202,11 +202,15 @@ class Settings:
             raise AttributeError(name)
         values = self.__dict__.get("source_values") or {}
         if name in values:
-            return values[name]
-        declared = _source_settings().get(name)
-        if declared is None:
-            raise AttributeError(f"{type(self).__name__!r} has no setting {name!r}")
-        return declared.default
+            value = values[name]
+        else:
+            declared = _source_settings().get(name)
+            if declared is None:
+                raise AttributeError(f"{type(self).__name__!r} has no setting {name!r}")
+            value = declared.default
+        # Settings never change: keep it on the instance, so the next read is a plain attribute.
+        object.__setattr__(self, name, value)
+        return value
 
     def window(self, source_type: str) -> SourceWindow:
         """Debounce window of ``source_type``: the one set, else its source's default, else

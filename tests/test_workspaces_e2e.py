@@ -167,3 +167,64 @@ async def until(pool: AsyncConnectionPool[Any], sql: str, timeout: float = 20) -
     while not await count(pool, sql):
         assert asyncio.get_running_loop().time() < deadline, f"not reached: {sql}"
         await asyncio.sleep(0.1)
+
+
+async def test_operating_workspaces_from_the_cli_and_the_api(
+    world: dict[str, Any], database_url: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from debounce.cli import main
+    from standins.slack_api import DEMO_SECOND_TOKEN as SLACK_SECOND_TOKEN
+
+    settings, client = world["settings"], world["client"]
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("SLACK_API_URL", settings.slack_api_url)
+    monkeypatch.delenv("DEBOUNCE_SECRET_KEY", raising=False)
+    code = await asyncio.to_thread(main, ["workspaces", "add", "slack", "--token", SLACK_SECOND_TOKEN])
+    assert code == 2 and "DEBOUNCE_SECRET_KEY is not set" in capsys.readouterr().err
+    monkeypatch.setenv("DEBOUNCE_SECRET_KEY", settings.secret_key)
+    assert await asyncio.to_thread(main, ["workspaces", "add", "slack", "--token", SLACK_SECOND_TOKEN]) == 0
+    out = capsys.readouterr().out
+    assert f"slack {DEMO_SECOND_TEAM_ID}" in out and "sha256:" in out and SLACK_SECOND_TOKEN not in out
+    assert await asyncio.to_thread(main, ["workspaces", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert DEMO_SECOND_TEAM_ID in listing and SLACK_SECOND_TOKEN not in listing
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    (ws,) = (await client.get("/workspaces", headers=admin)).json()["workspaces"]
+    paused = await client.post(f"/workspaces/{ws['id']}/pause", headers=admin)
+    assert paused.status_code == 200 and paused.json()["workspace"]["status"] == "paused"
+    assert (await client.post(f"/workspaces/{ws['id']}/resume", headers=admin)).json()[
+        "workspace"]["status"] == "active"
+    assert (await client.post("/workspaces/999/pause", headers=admin)).status_code == 404
+    assert (await client.get("/workspaces/x", headers=admin)).status_code == 404
+    assert await asyncio.to_thread(main, ["workspaces", "pause", str(ws["id"])]) == 0
+    assert "is paused" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["workspaces", "remove", str(ws["id"])]) == 0
+    assert await asyncio.to_thread(main, ["workspaces", "remove", str(ws["id"])]) == 1
+    assert "no workspace" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_worker_with_stored_tokens_and_no_key_exits_with_one_line(database_url: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    async def store() -> None:
+        from psycopg_pool import AsyncConnectionPool as Pool
+
+        from debounce import workspaces as ws
+        from debounce.secrets import Keyring
+
+        async with Pool(database_url, kwargs={"autocommit": True}, open=False) as pool:
+            await ws.save(pool, Keyring(new_key()), source_type="slack", external_id="TX",
+                          name="X", credentials={"access_token": "xoxb-x"})
+
+    asyncio.run(store())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEBOUNCE_", "SLACK_", "NOTION_"))}
+    env["DATABASE_URL"] = database_url
+    done = subprocess.run([sys.executable, "-m", "debounce", "worker"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "configuration error" in done.stderr and "DEBOUNCE_SECRET_KEY is not set" in done.stderr
+    assert "Traceback" not in done.stderr

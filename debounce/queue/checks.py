@@ -65,11 +65,34 @@ def check_text(name: str, value: object, *, max_bytes: int | None = None) -> str
 def check_payload(payload: object) -> None:
     """Check that ``payload`` (parsed JSON) can be stored as ``jsonb``: every key and string
     storable (:func:`unstorable`), nesting at most :data:`MAX_PAYLOAD_DEPTH`. Iterative, so a
-    hostile depth cannot exhaust Python's stack either.
+    hostile depth cannot exhaust Python's stack either. The common case (nothing wrong) costs
+    one walk that only collects the strings, checked together; the path of a problem is
+    worked out only when there is one.
 
     Raises:
         ValueError: names the first problem and where it is (a JSON path such as ``$.event.text``).
     """
+    strings: list[str] = []
+    stack: list[tuple[object, int]] = [(payload, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            strings.append(value)
+        elif isinstance(value, Mapping):
+            if depth >= MAX_PAYLOAD_DEPTH:
+                _locate(payload)
+            strings.extend(str(k) for k in value)
+            stack.extend((item, depth + 1) for item in value.values())
+        elif isinstance(value, list | tuple):
+            if depth >= MAX_PAYLOAD_DEPTH:
+                _locate(payload)
+            stack.extend((item, depth + 1) for item in value)
+    if unstorable("".join(strings)):
+        _locate(payload)
+
+
+def _locate(payload: object) -> None:
+    """Raise the ``ValueError`` that names where ``payload`` is unstorable (the slow walk)."""
     stack: list[tuple[object, str, int]] = [(payload, "$", 0)]
     while stack:
         value, path, depth = stack.pop()

@@ -84,7 +84,8 @@ async def enqueue(
 
 
 async def enqueue_many(
-    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0
+    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0,
+    validated: bool = False,
 ) -> list[EnqueueResult]:
     """Debounce a batch of events in one statement and one transaction.
 
@@ -92,7 +93,8 @@ async def enqueue_many(
     since one ``ON CONFLICT DO UPDATE`` cannot touch a row twice. Returns one result per event,
     in order. All events are validated before anything is sent: one bad event rejects the batch.
     Idle workers are woken (one NOTIFY per source) when a job becomes due within
-    ``notify_within`` seconds (the web passes the workers' poll interval).
+    ``notify_within`` seconds (the web passes the workers' poll interval). ``validated``: the
+    caller already ran :func:`validate_event` on each (the web does, before batching).
 
     Raises:
         ValueError: an event is invalid (see :func:`enqueue`).
@@ -100,8 +102,9 @@ async def enqueue_many(
     check_now(now)
     if not events:
         return []
-    for event in events:
-        validate_event(event)
+    if not validated:
+        for event in events:
+            validate_event(event)
     params = {
         "now": now,
         "source_types": [e.source_type for e in events],
