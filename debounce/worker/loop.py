@@ -166,6 +166,8 @@ class Worker:
                     said = status.problem()
                     log.error("%s; waiting", said)
                 delay = backoff.next()
+            except SecretKeyError:
+                raise  # a configuration error: the process stops with it
             except Exception as exc:
                 delay = backoff.next()
                 log_db_error("checking the database schema", exc, delay)
