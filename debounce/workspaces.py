@@ -1,12 +1,12 @@
-"""Workspaces: the Notion workspaces and Slack teams connected to this deployment.
+"""Workspaces: the workspaces (teams, organisations) of each source connected to this deployment.
 
 A workspace is connected by an install flow (OAuth), by ``debounce workspaces add``, or — for
-the single-workspace deployment of before — by the environment's token (``NOTION_TOKEN``,
-``SLACK_BOT_TOKEN``), whose workspace row is created at start and whose id is learned from the
+the single-workspace deployment of before — by the environment's token (each source's
+``token_setting``), whose workspace row is created at start and whose id is learned from the
 source on first use. Stored credentials are encrypted (:mod:`debounce.secrets`).
 
-**Routing** (:class:`Directory`, the web process): an event names its workspace (Notion
-``workspace_id``; Slack ``team_id``); it is
+**Routing** (:class:`Directory`, the web process): an event names its workspace (the source's
+own id of it, ``PageEvent.workspace``); it is
 
 - accepted into that workspace when it is connected (``active`` or ``paused``: a paused
   workspace's jobs wait, nothing is lost);
@@ -96,8 +96,8 @@ class Directory:
 
     async def route(self, source_type: str, external_id: str | None,
                     enterprise_id: str | None = None) -> Route:
-        """The :class:`Route` of an event of ``source_type`` naming ``external_id`` (and, for a
-        Slack Grid install, ``enterprise_id``)."""
+        """The :class:`Route` of an event of ``source_type`` naming ``external_id`` (and, for an
+        org-wide install, ``enterprise_id``)."""
         await self.refresh()
         rows = [r for r in self._rows if r["source_type"] == source_type]
         if not rows:

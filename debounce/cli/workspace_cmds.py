@@ -18,7 +18,7 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any) -> None:
     """Add ``workspaces`` and its subcommands to the CLI's subparsers ``sub``."""
-    text = "connected workspaces (Notion workspaces, Slack teams): list, add, pause, resume, remove"
+    text = "connected workspaces (one per workspace or team of a source): list, add, pause, resume, remove"
     p = sub.add_parser("workspaces", help=text, description=text)
     ws = p.add_subparsers(dest="workspace_command", required=True, metavar="ACTION")
     sp = ws.add_parser("list", help="every workspace with its status and figures",
