@@ -240,3 +240,30 @@ async def test_non_ascii_slack_signature_is_401(client: httpx.AsyncClient) -> No
             "X-Slack-Signature": signature.encode("utf-8")})  # type: ignore[dict-item]
         assert resp.status_code == 401, resp.text
         assert resp.json()["error"] == "invalid_signature"
+
+
+async def test_a_read_only_database_is_503_with_retry_after_for_webhooks(
+    database_url: str, pool: AsyncConnectionPool[Any]
+) -> None:
+    """Case 4 at the web: during a failover every write raises ``ReadOnlySqlTransaction``;
+    a delivery is answered 503 with ``Retry-After`` (so the sender redelivers), not 500."""
+    async def read_only(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute("select set_config('default_transaction_read_only', 'on', false)")
+
+    ro: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        database_url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True},
+        configure=read_only, timeout=5)
+    await ro.open(wait=True)
+    try:
+        app = create_app(settings(), pool=ro)
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test"
+        ) as c:
+            resp = await post(c, "notion", body_of("notion", "page.created.json"))
+            assert resp.status_code == 503 and resp.headers["retry-after"], resp.text
+            assert resp.json()["error"] == "database_unavailable"
+            admin = await c.post("/resync/notion/abc", headers=AUTH)
+            assert admin.status_code == 503
+    finally:
+        await ro.close()
+    assert await rows(pool) == []
