@@ -80,7 +80,9 @@ class Directory:
         #: Sources whose environment defines a workspace (created on the first refresh).
         self.env_tokens = dict(env_tokens or {})
         self._ensured = False
-        self._rows: list[dict[str, Any]] = []
+        self._sources: set[str] = set()
+        self._by_id: dict[tuple[str, str], dict[str, Any]] = {}
+        self._unlearned: dict[str, dict[str, Any]] = {}
         self._loaded_at = float("-inf")
         self._warned: set[tuple[str, str]] = set()
 
@@ -91,7 +93,14 @@ class Directory:
                 for source_type, token in self.env_tokens.items():
                     await ensure_env_workspace(self.db, source_type, token)
                 self._ensured = True
-            self._rows = [dict(r) for r in await fetch_all(self.db, _Q["routes"], {})]
+            rows = [dict(r) for r in await fetch_all(self.db, _Q["routes"], {})]
+            # Indexed once per refresh: an event's lookup is a dict access, however many
+            # workspaces are connected.
+            self._sources = {r["source_type"] for r in rows}
+            self._by_id = {(r["source_type"], r["external_id"]): r for r in rows
+                           if r["external_id"] is not None}
+            self._unlearned = {r["source_type"]: r for r in rows
+                               if r["origin"] == "env" and r["external_id"] is None}
             self._loaded_at = time.monotonic()
 
     async def route(self, source_type: str, external_id: str | None,
@@ -99,20 +108,17 @@ class Directory:
         """The :class:`Route` of an event of ``source_type`` naming ``external_id`` (and, for an
         org-wide install, ``enterprise_id``)."""
         await self.refresh()
-        rows = [r for r in self._rows if r["source_type"] == source_type]
-        if not rows:
+        if source_type not in self._sources:
             return Route(True, None)
-        if external_id:
-            for row in rows:
-                if row["external_id"] == external_id:
-                    return self._accept(row, source_type, external_id)
-        if enterprise_id:  # an org-wide (Grid) install covers every team of the org
-            for row in rows:
-                if row["enterprise_id"] == enterprise_id and row["external_id"] == enterprise_id:
-                    return self._accept(row, source_type, external_id or enterprise_id)
-        for row in rows:
-            if row["origin"] == "env" and row["external_id"] is None:
-                return self._accept(row, source_type, external_id or "?")
+        row = self._by_id.get((source_type, external_id)) if external_id else None
+        if row is None and enterprise_id:  # an org-wide (Grid) install covers the org's teams
+            row = self._by_id.get((source_type, enterprise_id))
+            if row is not None and row["enterprise_id"] != enterprise_id:
+                row = None
+        if row is None:
+            row = self._unlearned.get(source_type)
+        if row is not None:
+            return self._accept(row, source_type, external_id or enterprise_id or "?")
         key = (source_type, external_id or "?")
         if key not in self._warned:
             self._warned.add(key)

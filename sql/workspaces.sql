@@ -1,10 +1,13 @@
 -- ensure_env_workspace --
 -- The workspace the environment's token defines (NOTION_TOKEN, SLACK_BOT_TOKEN): created on
--- first start, its fingerprint kept current. Its external id is learned on first use.
-insert into workspaces (source_type, origin, token_fingerprint, name)
+-- first start, its fingerprint kept current. Its external id is learned on first use. A new
+-- token (another fingerprint) reactivates a revoked workspace: the operator replaced it.
+insert into workspaces as w (source_type, origin, token_fingerprint, name)
 values (%(source_type)s, 'env', %(fingerprint)s, %(name)s)
 on conflict (source_type) where origin = 'env' do update
-   set token_fingerprint = excluded.token_fingerprint, updated_at = now()
+   set status = case when w.token_fingerprint is distinct from excluded.token_fingerprint
+                          and w.status = 'revoked' then 'active' else w.status end,
+       token_fingerprint = excluded.token_fingerprint, updated_at = now()
 returning *
 
 -- save_workspace --

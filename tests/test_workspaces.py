@@ -204,3 +204,14 @@ async def test_web_routes_events_by_workspace_and_slack_uninstall_revokes(
     assert ws["id"] == connected["id"] and ws["status"] == "revoked"
     assert ws["pending_jobs"] == 1 and "xoxb" not in json.dumps(listed)
     assert [r[1] for r in await rows(pool)] == ["C2147483705"]
+
+
+async def test_a_new_environment_token_reactivates_its_revoked_workspace(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    env = await workspaces.ensure_env_workspace(pool, "notion", "secret_old")
+    await workspaces.set_status(pool, env["id"], "revoked", "unauthorized")
+    same = await workspaces.ensure_env_workspace(pool, "notion", "secret_old")
+    assert same["status"] == "revoked"  # a restart with the same bad token changes nothing
+    fixed = await workspaces.ensure_env_workspace(pool, "notion", "secret_new")
+    assert fixed["id"] == env["id"] and fixed["status"] == "active"
