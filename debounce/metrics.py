@@ -67,6 +67,8 @@ class WorkerMetrics:
     - ``debounce_api_requests_total{source, status}``: requests sent to a source's API, by
       HTTP status (``error`` when no answer came);
     - ``debounce_api_rate_limited_total{source}``: of which answered 429;
+    - ``debounce_rate_limits_total{source, reason}``: rate limits that reached the queue (the
+      job rescheduled, its workspace blocked for every worker), by the source's reason;
     - ``debounce_jobs_claimed_total{source}``; ``debounce_lease_renewals_total``;
     - ``debounce_sync_lag_seconds{source}``: end-to-end lag of a completed sync, from the first
       event of the burst it synced (accepted by the web) to the document written (seconds).
@@ -86,6 +88,9 @@ class WorkerMetrics:
         self.api_rate_limited = Counter(
             "debounce_api_rate_limited", "Requests a source's API answered with 429.",
             ["source"], registry=self.registry)
+        self.rate_limits = Counter(
+            "debounce_rate_limits", "Rate limits (429, 529) that blocked a workspace, by reason.",
+            ["source", "reason"], registry=self.registry)
         self.jobs_claimed = Counter(
             "debounce_jobs_claimed", "Jobs claimed by this process, by source.", ["source"],
             registry=self.registry)

@@ -41,6 +41,7 @@ __all__ = [
     "remove",
     "revoke_by_external_id",
     "rotate_key",
+    "block",
     "consume_state",
     "issue_state",
     "save",
@@ -250,6 +251,15 @@ async def credentials(db: Db, keyring: Keyring | None, workspace_id: int) -> dic
                                  "DEBOUNCE_SECRET_KEY is not set")
         out.update(keyring.decrypt(row["credentials"]))
     return out
+
+
+async def block(db: Db, workspace_id: int, seconds: float, reason: str) -> dict[str, Any] | None:
+    """A source rate-limited this workspace: no worker claims its jobs for ``seconds`` (a
+    later block never shortens an earlier one). Returns ``{"id", "blocked_until",
+    "rate_limit_reason"}`` or ``None`` if it no longer exists."""
+    row = await fetch_one(db, _Q["block_workspace"], {"id": workspace_id, "seconds": float(seconds),
+                                                      "reason": reason[:200]})
+    return dict(row) if row else None
 
 
 async def stored_count(db: Db) -> int:

@@ -129,12 +129,17 @@ class SyncError(Exception):
 
 
 class RateLimited(SyncError):
-    """The source answered 429: reschedule after ``retry_after`` seconds without spending an
-    attempt (the queue's ``fail(..., retry_after=)``)."""
+    """The source answered 429 (or Notion's 529 ``service_overload``): reschedule after
+    ``retry_after`` seconds without spending an attempt (the queue's ``fail(...,
+    retry_after=)``); the worker blocks the job's workspace for every worker meanwhile.
+    ``reason`` is what the source said (Notion's ``rate_limit_reason``, ``service_overload``,
+    Slack's ``ratelimited``), for the operator and the metrics."""
 
-    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
+    def __init__(self, retry_after: float, message: str = "rate limited",
+                 reason: str | None = None) -> None:
         super().__init__(f"{message} (retry after {retry_after:g} s)")
         self.retry_after = max(0.0, float(retry_after))
+        self.reason = reason or "rate_limited"
 
 
 class PermanentError(SyncError):

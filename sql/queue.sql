@@ -129,8 +129,9 @@ with clock as (
 select r.*, (select count(*) from notify) as notified from result r order by r.ord
 
 -- claim --
--- Claim up to %(limit)s due jobs (scheduled_at <= now) of active workspaces (or of none: jobs
--- of a paused or revoked workspace wait), highest priority first, then oldest scheduled_at;
+-- Claim up to %(limit)s due jobs (scheduled_at <= now) of active workspaces that are not
+-- blocked by a rate limit (or of no workspace: jobs of a paused, revoked or blocked workspace
+-- wait), highest priority first, then oldest scheduled_at;
 -- rows another worker holds are skipped (FOR UPDATE SKIP LOCKED). Sets the lease,
 -- attempts + 1, and records the revision the sync will cover. %(sources)s (text[]) with
 -- %(rooms)s (int[]) restricts the claim to those sources, each taking at most its room (the
@@ -149,7 +150,8 @@ with clock as (
            and j.scheduled_at <= clock.now
            and (j.workspace_id is null
                 or exists (select 1 from workspaces w
-                            where w.id = j.workspace_id and w.status = 'active'))
+                            where w.id = j.workspace_id and w.status = 'active'
+                              and (w.blocked_until is null or w.blocked_until <= clock.now)))
          order by j.priority desc, j.scheduled_at
          limit %(limit)s
            for update of j skip locked
@@ -165,7 +167,8 @@ with clock as (
            and j.scheduled_at <= clock.now
            and (j.workspace_id is null
                 or exists (select 1 from workspaces w
-                            where w.id = j.workspace_id and w.status = 'active'))
+                            where w.id = j.workspace_id and w.status = 'active'
+                              and (w.blocked_until is null or w.blocked_until <= clock.now)))
          order by j.priority desc, j.scheduled_at
          limit r.room
            for update of j skip locked
@@ -496,10 +499,12 @@ select (select count(*) from jobs) as jobs, (select count(*) from events) as eve
 -- Seconds from the database's clock until the earliest pending job of %(source_types)s (text[],
 -- NULL: any source) is due (negative: overdue); NULL if none is pending. The worker sleeps this
 -- long (bounded by its poll interval).
--- Jobs of a paused or revoked workspace are not counted: they cannot be claimed.
-select extract(epoch from min(j.scheduled_at) - clock_timestamp())::float8 as seconds
+-- Jobs of a paused or revoked workspace are not counted (they cannot be claimed); a job of a
+-- workspace blocked by a rate limit counts from the end of the block.
+select extract(epoch from min(greatest(j.scheduled_at, coalesce(w.blocked_until, j.scheduled_at)))
+                          - clock_timestamp())::float8 as seconds
   from sync_jobs j
+  left join workspaces w on w.id = j.workspace_id
  where j.status = 'pending'
    and (%(source_types)s::text[] is null or j.source_type = any(%(source_types)s::text[]))
-   and (j.workspace_id is null
-        or exists (select 1 from workspaces w where w.id = j.workspace_id and w.status = 'active'))
+   and (j.workspace_id is null or w.status = 'active')

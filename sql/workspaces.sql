@@ -74,7 +74,7 @@ select (select id from gone) as id, (select count(*) from dropped) as dropped_jo
 -- Every workspace with its figures: jobs by state, documents, last sync, last error.
 select w.id, w.source_type, w.external_id, w.enterprise_id, w.name, w.status, w.origin,
        w.token_fingerprint, w.bot_user_id, w.connected_at, w.updated_at, w.last_auth_error,
-       w.last_auth_error_at,
+       w.last_auth_error_at, w.blocked_until, w.rate_limit_reason,
        (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'pending')
            as pending_jobs,
        (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'processing')
@@ -112,3 +112,14 @@ with swept as (
 delete from oauth_states
  where state = %(state)s and source_type = %(source_type)s and expires_at >= now()
 returning state
+
+-- block_workspace --
+-- A source answered 429/529 for this workspace: no worker claims its jobs until
+-- now + %(seconds)s (a later block never shortens an earlier one). Returns the new state.
+update workspaces
+   set blocked_until = greatest(coalesce(blocked_until, now()),
+                                now() + make_interval(secs => %(seconds)s::float8)),
+       rate_limit_reason = %(reason)s,
+       updated_at = now()
+ where id = %(id)s
+returning id, blocked_until, rate_limit_reason

@@ -878,3 +878,19 @@ def test_rich_text_rendering_edge_cases() -> None:
     assert render_rich_text([text("under", underline=True)]) == "under"
     assert render_rich_text(None) == ""
     assert render_rich_text([{"garbage": True}, "nope"]) == ""
+
+
+async def test_service_overload_529_is_a_rate_limit_with_its_reason(
+    fake: FakeNotion, notion: NotionIntegration
+) -> None:
+    """Notion's 529 ``service_overload`` means back off too (request-limits reference): it is
+    handed to the queue like a 429, with the reason the operator sees."""
+    fake.add_page(PAGE)
+    fake.fail("pages.retrieve", 529, code="service_overload", retry_after=90)
+    with pytest.raises(RateLimited) as info:
+        await notion.sync(make_job(PAGE))
+    assert info.value.retry_after == 90 and info.value.reason == "service_overload"
+    fake.fail("pages.retrieve", 429, retry_after=90)
+    with pytest.raises(RateLimited) as limited:
+        await notion.sync(make_job(PAGE))
+    assert limited.value.reason == "rate_limited"

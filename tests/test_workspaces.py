@@ -215,3 +215,71 @@ async def test_a_new_environment_token_reactivates_its_revoked_workspace(
     assert same["status"] == "revoked"  # a restart with the same bad token changes nothing
     fixed = await workspaces.ensure_env_workspace(pool, "notion", "secret_new")
     assert fixed["id"] == env["id"] and fixed["status"] == "active"
+
+
+async def test_a_429_seen_by_one_worker_stops_every_worker_for_that_workspace_only(
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    """Two workers (two claim loops sharing only the database). Workspace A's first sync gets
+    a 429 with ``Retry-After: 1.5``: no worker syncs any of A's jobs before the block ends,
+    while B's jobs go on; the reason is shown per workspace."""
+    import asyncio
+    from datetime import UTC, datetime, timedelta
+
+    from debounce.config import Settings
+    from debounce.worker import Worker
+    from integrations.base import RateLimited, SyncResult
+
+    key = new_key()
+    keyring = Keyring(key)
+    a = await workspaces.save(pool, keyring, source_type="noop", external_id="A", name="A",
+                              credentials={"access_token": "a"})
+    b = await workspaces.save(pool, keyring, source_type="noop", external_id="B", name="B",
+                              credentials={"access_token": "b"})
+    calls: list[tuple[int | None, datetime]] = []
+
+    class Limited:
+        source_type = "noop"
+
+        def parse_webhook(self, headers: Any, body: bytes) -> Any:
+            raise NotImplementedError
+
+        async def sync(self, job: Any) -> SyncResult:
+            calls.append((job.workspace_id, datetime.now(UTC)))
+            if job.workspace_id == a["id"] and len([c for c in calls if c[0] == a["id"]]) == 1:
+                raise RateLimited(1.5, "429", reason="rate_limited")
+            await asyncio.sleep(0.05)
+            return SyncResult(written=1)
+
+        async def aclose(self) -> None:
+            return None
+
+    await queue.enqueue_many(pool, [JobEvent("noop", f"a{i}", {}, f"ea{i}", 0, 0, workspace_id=a["id"])
+                                    for i in range(8)]
+                             + [JobEvent("noop", f"b{i}", {}, f"eb{i}", 0, 0, workspace_id=b["id"])
+                                for i in range(4)])
+    settings = Settings(database_url=database_url, lease_seconds=30, poll_interval_seconds=0.2,
+                        worker_concurrency=2, shutdown_grace_seconds=1, secret_key=key)
+    workers = [Worker(settings, pool, {"noop": Limited()}, conninfo=database_url) for _ in range(2)]
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    try:
+        deadline = asyncio.get_running_loop().time() + 20
+        while len([c for c in calls if c[0] == a["id"]]) < 9:  # the limited one, then 8 syncs
+            assert asyncio.get_running_loop().time() < deadline, calls
+            await asyncio.sleep(0.05)
+    finally:
+        for w in workers:
+            w.stop()
+        await asyncio.gather(*tasks)
+    (shown,) = [w for w in await workspaces.list_workspaces(pool) if w["id"] == a["id"]]
+    assert shown["rate_limit_reason"] == "rate_limited" and shown["blocked_until"] is not None
+    first_429 = next(t for w, t in calls if w == a["id"])
+    blocked_until = shown["blocked_until"]
+    assert blocked_until >= first_429 + timedelta(seconds=1.4)
+    # A sync another worker had claimed in the same instant may still run; every A sync that
+    # started once the block was recorded waits for its end.
+    later_a = [t for w, t in calls if w == a["id"] and t > first_429 + timedelta(seconds=0.3)]
+    assert len(later_a) >= 4  # at most 4 slots were busy when the 429 came
+    assert all(t >= blocked_until - timedelta(milliseconds=50) for t in later_a), (later_a, blocked_until)
+    b_calls = [t for w, t in calls if w == b["id"]]
+    assert len(b_calls) == 4 and min(b_calls) < blocked_until  # B was not held up by A's limit

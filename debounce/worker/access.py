@@ -74,6 +74,20 @@ class WorkspaceAccess:
                   job.workspace_id, error, extra=job.log_fields())
         return True
 
+    async def rate_limited(self, job: SyncJob, seconds: float, reason: str) -> bool:
+        """The source rate-limited ``job``'s workspace: block it for every worker for
+        ``seconds``. Returns ``False`` when the job has no workspace (or the database is away:
+        then only this job waits)."""
+        if job.workspace_id is None:
+            return False
+        try:
+            blocked = await workspaces.block(self.pool, job.workspace_id, seconds, reason)
+        except Exception as exc:
+            log.warning("could not block workspace %d (%s)", job.workspace_id,
+                        exc.__class__.__name__, extra=job.log_fields())
+            return False
+        return blocked is not None
+
     async def learn(self, job: SyncJob, credentials: Mapping[str, Any] | None) -> None:
         """After a sync of the environment's workspace whose id is not known yet: ask the
         source who the token is (``users.me``, ``auth.test``) and record it. Best effort."""

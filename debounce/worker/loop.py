@@ -263,8 +263,12 @@ class Worker:
                         extra=job.log_fields())
         except RateLimited as exc:
             self._observe(job, started, "rate_limited")
-            self._paused_until[job.source_type] = time.monotonic() + exc.retry_after
-            log.warning("rate limited; retry in %.0f s", exc.retry_after, extra=job.log_fields())
+            WORKER.rate_limits.labels(job.source_type, exc.reason).inc()
+            if not await self.access.rate_limited(job, exc.retry_after, exc.reason):
+                # No workspace to block (the source's settings): pause the source here.
+                self._paused_until[job.source_type] = time.monotonic() + exc.retry_after
+            log.warning("rate limited (%s); retry in %.0f s", exc.reason, exc.retry_after,
+                        extra=job.log_fields())
             await self._record_failure(queue.Failure(job, str(exc), retry_after=exc.retry_after))
         except AuthRevoked as exc:
             self._observe(job, started, "revoked")

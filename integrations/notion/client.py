@@ -10,6 +10,7 @@ queue as :class:`~integrations.base.RateLimited` (the policy is spelled out on
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -50,6 +51,23 @@ _WRONG_KIND_CODES = frozenset(
 
 #: Retry-After to assume when a 429 carries none, seconds.
 DEFAULT_RETRY_AFTER = 30.0
+
+
+def _rate_limit_reason(error: HTTPResponseError) -> str:
+    """Notion's ``rate_limit_reason`` of a 429 (in the error body, at the top or under
+    ``additional_data``; https://developers.notion.com/reference/request-limits), else
+    ``rate_limited``."""
+    try:
+        body = json.loads(error.body)
+    except (TypeError, ValueError):
+        return "rate_limited"
+    if isinstance(body, dict):
+        extra = body.get("additional_data")
+        for where in (body, extra if isinstance(extra, dict) else {}):
+            reason = where.get("rate_limit_reason")
+            if isinstance(reason, str) and reason:
+                return reason[:100]
+    return "rate_limited"
 
 
 def _code(error: HTTPResponseError) -> str:
@@ -124,7 +142,8 @@ class NotionClient:
                 count_api_request("notion", exc.status)
                 code = _code(exc)
                 can_retry = attempt < len(self.retry_delays)
-                if exc.status == 429 or code == APIErrorCode.RateLimited.value:
+                overloaded = exc.status == 529 or code == "service_overload"
+                if exc.status == 429 or code == APIErrorCode.RateLimited.value or overloaded:
                     wait = parse_retry_after(exc.headers)
                     if wait is not None and wait <= self.max_inline_wait and can_retry:
                         log.info("notion: rate limited, waiting %.1f s in process", wait)
@@ -132,7 +151,9 @@ class NotionClient:
                         attempt += 1
                         continue
                     raise RateLimited(
-                        DEFAULT_RETRY_AFTER if wait is None else wait, "Notion rate limited"
+                        DEFAULT_RETRY_AFTER if wait is None else wait,
+                        "Notion overloaded" if overloaded else "Notion rate limited",
+                        reason="service_overload" if overloaded else _rate_limit_reason(exc),
                     ) from exc
                 transient = exc.status >= 500 or code == APIErrorCode.ConflictError.value
                 if transient and can_retry:

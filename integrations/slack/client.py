@@ -100,6 +100,7 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
             raise RateLimited(
                 _retry_after(response),
                 f"Slack {method} rate limited",
+                reason=f"ratelimited:{method}",
             ) from None
         if code == "channel_not_found":
             raise _ChannelGone(method) from None
