@@ -9,6 +9,8 @@ Notion integration calls through ``notion-client``:
   (https://developers.notion.com/reference/get-block-children): ``page_size`` (default 100,
   at most 100), ``start_cursor``; answers ``{"object": "list", "results": [...],
   "next_cursor": str | null, "has_more": bool, "type": "block", "block": {}}``;
+- ``GET /v1/pages/{page_id}/markdown`` — the page as enhanced Markdown
+  (:mod:`standins.notion_markdown`);
 - ``GET /v1/blocks/{block_id}`` — one block object (https://developers.notion.com/reference/block);
 - ``GET /v1/databases/{database_id}`` — a database object with its ``data_sources``
   (https://developers.notion.com/reference/database);
@@ -101,6 +103,7 @@ from standins.notion_http import (
     not_found,
     take_fault,
 )
+from standins.notion_markdown import NotionMarkdown
 from standins.notion_workspaces import Grant, NotionWorkspaces
 
 __all__ = [
@@ -148,6 +151,7 @@ __all__ = [
 #: counted as ``calls["oauth.token"]`` but takes no injected faults.
 ENDPOINTS = (
     "pages.retrieve",
+    "pages.markdown",
     "blocks.retrieve",
     "blocks.children.list",
     "databases.retrieve",
@@ -171,7 +175,7 @@ def _slug(title: str) -> str:
     return "-".join(words)
 
 
-class FakeNotion(NotionWorkspaces):
+class FakeNotion(NotionMarkdown, NotionWorkspaces):
     """State of fake Notion workspaces plus the Starlette app that serves them.
 
     ``token`` is the token of the default workspace (:attr:`workspace_id`), which holds every
@@ -582,6 +586,7 @@ class FakeNotion(NotionWorkspaces):
         return Starlette(
             routes=[
                 Route("/v1/pages/{page_id}", self._pages_retrieve, methods=["GET"]),
+                Route("/v1/pages/{page_id}/markdown", self._pages_markdown, methods=["GET"]),
                 Route("/v1/blocks/{block_id}/children", self._blocks_children, methods=["GET"]),
                 Route("/v1/blocks/{block_id}", self._blocks_retrieve, methods=["GET"]),
                 Route("/v1/databases/{database_id}", self._databases_retrieve, methods=["GET"]),

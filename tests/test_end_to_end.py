@@ -48,6 +48,9 @@ class Stack:
 @pytest.fixture
 def fakes() -> Iterator[tuple[FakeNotion, FakeSlack, str, str]]:
     notion = FakeNotion(token="secret_e2e_token", page_size_cap=3)
+    # These tests pin the block walk's Markdown (paginated); the markdown path's twins are in
+    # tests/test_notion_markdown.py.
+    notion.deny_read_content()
     slack = FakeSlack(token="xoxb-e2e")
     with BackgroundServer(notion.app()) as ns, BackgroundServer(slack.app()) as ss:
         yield notion, slack, ns.url, ss.url + "/api/"

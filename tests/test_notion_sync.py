@@ -104,7 +104,12 @@ def example_payload(name: str) -> dict[str, Any]:
 
 @pytest.fixture
 def fake() -> FakeNotion:
-    return FakeNotion(token=TOKEN)
+    """These tests pin the block walk (its requests and its Markdown): the workspace has no
+    read-content capability for the markdown endpoint, so every page sync takes the walk
+    (``tests/test_notion_markdown.py`` covers the markdown path)."""
+    fake = FakeNotion(token=TOKEN)
+    fake.deny_read_content()
+    return fake
 
 
 @pytest.fixture
@@ -835,6 +840,7 @@ async def test_manual_resync_tries_page_then_database(
 
 async def test_demo_fake_syncs_page_and_database(store: DocumentStore) -> None:
     fake = FakeNotion.demo()
+    fake.deny_read_content()  # the block walk's Markdown (tests/test_notion_markdown.py: twin)
     with BackgroundServer(fake.app()) as srv:
         notion = NotionIntegration(Settings(notion_token=fake.token, notion_base_url=srv.url), store)
         try:

@@ -1,7 +1,9 @@
 """The Notion integration: sync one page, database or data source into ``documents``.
 
 One ``pages.retrieve`` (https://developers.notion.com/reference/retrieve-a-page), then the
-block tree through ``blocks.children.list``
+content through ``pages.retrieve_markdown`` (:mod:`.markdown`: one request, plus one per
+unknown block of a truncated page); where that endpoint does not serve (403 without the
+read-content capability, 404/400, other 4xx), the block tree through ``blocks.children.list``
 (https://developers.notion.com/reference/get-block-children, 100 per request, paged with the
 SDK's ``async_collect_paginated_api``), rendered to Markdown by :mod:`.render`; or
 ``databases.retrieve`` + ``data_sources.retrieve``
@@ -22,6 +24,7 @@ from debounce.documents import Document, DocumentStore, WriteOutcome
 from debounce.types import SyncJob
 from integrations.base import AuthRevoked, PermanentError, SyncResult
 from integrations.notion.client import _PERMANENT_CODES, _WRONG_KIND_CODES, NotionClient, _code
+from integrations.notion.markdown import NotionMarkdownPath
 from integrations.notion.properties import (
     parent_summary,
     parse_time,
@@ -40,7 +43,7 @@ __all__ = ["SOURCE_TYPE", "NotionIntegration", "create"]
 SOURCE_TYPE = "notion"
 
 
-class NotionIntegration(NotionWebhooks, NotionClient):
+class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionClient):
     """Both halves of the Notion source.
 
     Retry policy (a deliberate choice). notion-client 3.x retries 429 and GET 500/503 inside
@@ -192,7 +195,9 @@ class NotionIntegration(NotionWebhooks, NotionClient):
         if page.get("in_trash") or page.get("archived"):
             return await self._deleted(job)  # page is in the trash
         page_id = str(page.get("id") or job.source_page_id)
-        nodes = await self._walk(api, page_id)
+        content = await self._page_markdown(api, page_id)
+        if content is None:  # the markdown endpoint does not serve: the block walk
+            content = render_blocks(await self._walk(api, page_id), page_id=page_id)
         raw_props = page.get("properties")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         created_by = user_id(page.get("created_by"))
@@ -215,7 +220,7 @@ class NotionIntegration(NotionWebhooks, NotionClient):
             document_id=page_id,
             source_page_id=job.source_page_id,
             title=title_of(page) or "Untitled",
-            content=render_blocks(nodes, page_id=page_id),
+            content=content,
             url=page.get("url") if isinstance(page.get("url"), str) else None,
             metadata=metadata,
             source_updated_at=parse_time(page.get("last_edited_time")),

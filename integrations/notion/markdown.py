@@ -1,0 +1,173 @@
+"""A page's content through ``GET /v1/pages/{id}/markdown`` (``pages.retrieve_markdown``,
+https://developers.notion.com/reference/retrieve-page-markdown), and its post-processing.
+
+The endpoint answers ``{"object": "page_markdown", "id", "markdown", "truncated",
+"unknown_block_ids"}``: the page as Notion's enhanced Markdown
+(https://developers.notion.com/guides/data-apis/enhanced-markdown). For a page too large to
+render in one answer, ``truncated`` is true and each block left out is an
+``<unknown url="…#<block>" alt="…"/>`` tag whose id is in ``unknown_block_ids``; asking the same
+endpoint for that id answers the block's subtree. We fetch each (one request each, further
+unknown ids too) and **splice** its Markdown in place of its tag, indented like the tag (the
+format indents children with tabs); a subtree whose tag is not found is appended at the end.
+
+What is stored differs from Notion's answer in three ways only (see ``docs/notion.md``):
+
+- **Notion-hosted files** (signed URLs that expire after about an hour and change on every
+  answer) are rewritten to the stable link of the page, ``https://www.notion.so/<page>``
+  (the Markdown does not name the file's block, so the block walk's ``#<block>`` anchor is not
+  available); a hosted image ``![cap](signed)`` becomes a link ``[Image: cap](…)``, as the
+  block walk writes it, since the target is not an image. Nothing signed is ever stored, and
+  an unchanged page renders byte for byte the same.
+- **Relative links** (``](/…)``, ``url="/…"``, ``src="/…"``) are made absolute on
+  ``https://www.notion.so``.
+- Leading and trailing blank lines are dropped and the text ends with one newline.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from notion_client import AsyncClient
+from notion_client.errors import APIResponseError
+
+from debounce.config import Settings
+from integrations.base import current_token
+from integrations.notion.richtext import NOTION_BASE_URL, notion_url
+
+__all__ = ["MAX_MARKDOWN_REQUESTS", "NotionMarkdownPath", "clean_markdown", "is_signed_url",
+           "splice_unknown"]
+
+log = logging.getLogger("integrations.notion")
+
+#: At most this many markdown requests per page (the page itself included); a page that needs
+#: more is synced by the block walk instead.
+MAX_MARKDOWN_REQUESTS = 200
+
+_URL = re.compile(r"https?://[^\s\"'<>)\]]+")
+_IMAGE = re.compile(r"!\[((?:[^\]\\]|\\.)*)\]\((https?://[^\s)]+)\)")
+_SIGNED_QUERY = re.compile(
+    r"[?&](?:amp;)?(?:X-Amz-Signature|X-Amz-Expires|X-Amz-Credential|Signature|Expires|"
+    r"expirationTimestamp)=",
+    re.IGNORECASE,
+)
+_HOSTED = re.compile(
+    r"^https?://(?:prod-files-secure\.s3[.\w-]*\.amazonaws\.com|file\.notion\.so|"
+    r"s3[.\w-]*\.amazonaws\.com/secure\.notion-static\.com)/",
+    re.IGNORECASE,
+)
+_RELATIVE = re.compile(r"(\]\(|\burl=\"|\bsrc=\")/(?!/)")
+
+
+def is_signed_url(url: str) -> bool:
+    """Whether ``url`` is a Notion-hosted file's expiring URL (an S3/``file.notion.so`` host,
+    or a query with a signature or expiry: ``X-Amz-Signature``, ``Expires``, …)."""
+    return bool(_HOSTED.match(url) or _SIGNED_QUERY.search(url))
+
+
+def clean_markdown(markdown: str, page_id: str) -> str:
+    """Notion's enhanced Markdown of page ``page_id`` as stored: hosted files → the page's
+    stable link, relative links absolute, one trailing newline (module docstring); ``""`` for
+    an empty page."""
+
+    def image(match: re.Match[str]) -> str:
+        caption, url = match.group(1), match.group(2)
+        if not is_signed_url(url):
+            return match.group(0)
+        label = f"Image: {caption}" if caption else "Image"
+        return f"[{label}]({notion_url(page_id)})"
+
+    def url(match: re.Match[str]) -> str:
+        found = match.group(0)
+        return notion_url(page_id) if is_signed_url(found) else found
+
+    out = _IMAGE.sub(image, markdown)
+    out = _URL.sub(url, out)
+    out = _RELATIVE.sub(lambda m: m.group(1) + NOTION_BASE_URL + "/", out)
+    out = out.strip("\n")
+    return out + "\n" if out.strip() else ""
+
+
+def splice_unknown(markdown: str, block_id: str, subtree: str) -> str:
+    """``markdown`` with the ``<unknown …#<block_id>…/>`` line replaced by ``subtree``, each
+    of its lines indented like the tag; appended after a blank line if no such tag."""
+    compact = block_id.replace("-", "")
+    pattern = re.compile(
+        r"^([ \t]*)<unknown\b[^>\n]*" + re.escape(compact) + r"[^>\n]*/>[ \t]*$", re.MULTILINE
+    )
+    match = pattern.search(markdown)
+    body = subtree.strip("\n")
+    if match is None:
+        return markdown.rstrip("\n") + "\n\n" + body if body else markdown
+    indent = match.group(1)
+    lines = [indent + line if line else line for line in body.split("\n")] if body else []
+    return markdown[: match.start()] + "\n".join(lines) + markdown[match.end():]
+
+
+class NotionMarkdownPath:
+    """The markdown half of :class:`~integrations.notion.NotionIntegration` (a mixin; needs
+    ``_call`` and ``settings`` from :class:`~integrations.notion.client.NotionClient`)."""
+
+    settings: Settings
+
+    if TYPE_CHECKING:
+
+        async def _call(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any: ...
+
+    def _markdown_refused(self) -> set[str]:
+        """Tokens whose workspace answered 403 to the markdown endpoint (this instance)."""
+        if not hasattr(self, "_no_read_content"):
+            self._no_read_content: set[str] = set()
+        return self._no_read_content
+
+    async def _page_markdown(self, api: AsyncClient, page_id: str) -> str | None:
+        """Page ``page_id``'s content as stored Markdown (:func:`clean_markdown`) through the
+        markdown endpoint, unknown blocks fetched and spliced in; ``None`` when the endpoint
+        does not serve and the block walk must be used: 403 (no read-content capability:
+        remembered per token, so later syncs skip the endpoint; logged once), 404/400 or any
+        other non-transient 4xx, a malformed answer, or more than
+        :data:`MAX_MARKDOWN_REQUESTS` requests.
+
+        Raises:
+            RateLimited: a 429 with a long ``Retry-After`` (as every request).
+            HTTPResponseError: 5xx once the in-process retries are spent (the queue retries).
+        """
+        token = current_token(self.settings.notion_token) or ""
+        refused = self._markdown_refused()
+        if token in refused:
+            return None
+        pending = [page_id]
+        seen = {page_id}
+        markdown: str | None = None
+        requests = 0
+        while pending:
+            object_id = pending.pop(0)
+            requests += 1
+            if requests > MAX_MARKDOWN_REQUESTS:
+                log.warning("notion: page %s needs over %d markdown requests; block walk",
+                            page_id, MAX_MARKDOWN_REQUESTS)
+                return None
+            try:
+                answer = await self._call(api.pages.retrieve_markdown, page_id=object_id)
+            except APIResponseError as exc:
+                if exc.status >= 500 or exc.status in (401, 429):
+                    raise
+                if exc.status == 403:
+                    refused.add(token)
+                    log.info("notion: the markdown endpoint answered 403 (no read-content "
+                             "capability); this workspace's pages use the block walk")
+                else:
+                    log.info("notion: the markdown endpoint answered %s for %s; block walk",
+                             exc.status, object_id)
+                return None
+            if not isinstance(answer, dict) or not isinstance(answer.get("markdown"), str):
+                return None
+            text = str(answer["markdown"])
+            markdown = text if markdown is None else splice_unknown(markdown, object_id, text)
+            for unknown in answer.get("unknown_block_ids") or []:
+                if isinstance(unknown, str) and unknown not in seen:
+                    seen.add(unknown)
+                    pending.append(unknown)
+        return clean_markdown(markdown or "", page_id)

@@ -1,0 +1,276 @@
+"""``GET /v1/pages/{page_id}/markdown`` of the Notion stand-in: a page (or a block's subtree)
+as Notion's enhanced Markdown (https://developers.notion.com/reference/retrieve-page-markdown,
+format: https://developers.notion.com/guides/data-apis/enhanced-markdown).
+
+The answer is ``{"object": "page_markdown", "id", "markdown", "truncated",
+"unknown_block_ids"}``. Children are indented one tab deeper than their parent; callouts,
+toggles, columns, tables, files, child pages and mentions are XML-like tags. Only the first
+:attr:`NotionMarkdown.markdown_block_limit` blocks (pre-order) of one answer are rendered; every
+further block becomes ``<unknown url="https://www.notion.so/<page>#<block>" alt="<type>"/>`` in
+its place, its id is listed in ``unknown_block_ids`` and ``truncated`` is true; asking the
+endpoint for such a block id answers that block and its subtree. Notion-hosted files carry a
+new signed URL on every answer (:func:`standins.notion_content.resign_files`).
+
+A connection without the read-content capability gets 403 ``restricted_resource``:
+:meth:`NotionMarkdown.deny_read_content` switches that on per token or per workspace;
+``markdown_endpoint = False`` answers 400 ``invalid_request_url`` as an API without the
+endpoint would. Requests are counted as ``calls["pages.markdown"]``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from standins.notion_content import resign_files
+from standins.notion_http import compact
+
+if TYPE_CHECKING:
+    from standins.notion_workspaces import Grant
+
+__all__ = ["NotionMarkdown", "render_rich_text_enhanced"]
+
+_ESCAPED = set("\\*~`$[]<>{}|^")
+_LIST_PREFIX = {"bulleted_list_item": "- ", "numbered_list_item": "1. ", "quote": "> "}
+_FILE_TAGS = {"video": "video", "audio": "audio", "file": "file", "pdf": "pdf"}
+
+
+def _escape(value: str) -> str:
+    return "".join("\\" + c if c in _ESCAPED else c for c in value)
+
+
+def _attr(value: str) -> str:
+    return value.replace("&", "&amp;").replace('"', "&quot;")
+
+
+def render_rich_text_enhanced(items: Any) -> str:
+    """Rich text items as enhanced Markdown: ``**bold**``, ``*italic*``, ``~~strike~~``,
+    `` `code` ``, ``[text](href)`` (``href`` as Notion sends it, relative ones included),
+    ``$equation$``, ``<mention-page url="…">Title</mention-page>``, ``<mention-user
+    url="user://id">Name</mention-user>``, ``<mention-date start="…"/>``; other mentions are
+    their plain text. A line break becomes ``<br>``."""
+    out: list[str] = []
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        plain = str(item.get("plain_text", ""))
+        kind = item.get("type")
+        href = item.get("href")
+        if kind == "equation":
+            out.append(f"${plain}$")
+            continue
+        if kind == "mention":
+            body = item.get("mention") or {}
+            mtype = body.get("type")
+            value = body.get(mtype) or {}
+            if mtype in ("page", "database"):
+                url = f"https://www.notion.so/{compact(str(value.get('id', '')))}"
+                out.append(f'<mention-{mtype} url="{url}">{_escape(plain)}</mention-{mtype}>')
+                continue
+            if mtype == "user":
+                name = _escape(plain.lstrip("@"))
+                out.append(f'<mention-user url="user://{value.get("id", "")}">{name}</mention-user>')
+                continue
+            if mtype == "date":
+                out.append(f'<mention-date start="{_attr(str(value.get("start", "")))}"/>')
+                continue
+        notes = item.get("annotations") or {}
+        if notes.get("code"):
+            piece = f"`{plain}`"
+        else:
+            piece = _escape(plain).replace("\n", "<br>")
+            if notes.get("bold"):
+                piece = f"**{piece}**"
+            if notes.get("italic"):
+                piece = f"*{piece}*"
+            if notes.get("strikethrough"):
+                piece = f"~~{piece}~~"
+        out.append(f"[{piece}]({href})" if href else piece)
+    return "".join(out)
+
+
+def _caption(body: dict[str, Any]) -> str:
+    return render_rich_text_enhanced(body.get("caption"))
+
+
+def _file_url(body: dict[str, Any]) -> str:
+    source = body.get(str(body.get("type"))) or {}
+    return str(source.get("url", "")) if isinstance(source, dict) else ""
+
+
+class NotionMarkdown:
+    """The markdown endpoint as a mixin of :class:`standins.notion_api.FakeNotion` (which
+    provides the state, :meth:`_admit` and :meth:`_visible`)."""
+
+    pages: dict[str, dict[str, Any]]
+    blocks: dict[str, dict[str, Any]]
+    children: dict[str, list[str]]
+    workspace_id: str
+    #: Blocks rendered per answer before the rest become ``<unknown …/>`` (Notion's limit is
+    #: large; tests lower it).
+    markdown_block_limit: int = 10_000
+    #: ``False``: the endpoint does not exist (400 ``invalid_request_url``).
+    markdown_endpoint: bool = True
+
+    if TYPE_CHECKING:
+
+        def _admit(
+            self, request: Request, endpoint: str, raw_id: str | None
+        ) -> Response | tuple[Grant, str]: ...
+        def _visible(self, grant: Grant, object_id: str) -> bool: ...
+        def _not_found(self, object_id: str) -> Response: ...
+        def _error(
+            self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+        ) -> Response: ...
+
+    def deny_read_content(
+        self, *, token: str | None = None, workspace_id: str | None = None, denied: bool = True
+    ) -> None:
+        """Answer 403 ``restricted_resource`` to the markdown requests of ``token``, or of
+        every token of ``workspace_id`` (neither: the default workspace), as Notion does for a
+        connection without the read-content capability; ``denied=False`` gives it back."""
+        key = f"token:{token}" if token else f"ws:{workspace_id or self.workspace_id}"
+        denials = self.__dict__.setdefault("_markdown_denied", set())
+        if denied:
+            denials.add(key)
+        else:
+            denials.discard(key)
+
+    def _denied(self, grant: Grant) -> bool:
+        denials: set[str] = self.__dict__.get("_markdown_denied", set())
+        return f"token:{grant.token}" in denials or f"ws:{grant.workspace_id}" in denials
+
+    async def _pages_markdown(self, request: Request) -> Response:
+        got = self._admit(request, "pages.markdown", request.path_params["page_id"])
+        if isinstance(got, Response):
+            return got
+        grant, object_id = got
+        if not self.markdown_endpoint:
+            return self._error(400, "invalid_request_url", "Invalid request URL.")
+        if self._denied(grant):
+            return self._error(
+                403, "restricted_resource", "Integration does not have read content capability."
+            )
+        if not self._visible(grant, object_id):
+            return self._not_found(object_id)
+        if object_id in self.pages:
+            page_id, roots = object_id, self.children.get(object_id, [])
+        elif object_id in self.blocks:
+            page_id, roots = self._page_of(object_id), [object_id]
+        else:
+            return self._not_found(object_id)
+        state: dict[str, Any] = {"left": self.markdown_block_limit, "unknown": [], "page": page_id}
+        lines: list[str] = []
+        for bid in roots:
+            lines += self._render(bid, 0, state)
+        return JSONResponse(
+            {
+                "object": "page_markdown",
+                "id": object_id,
+                "markdown": "\n".join(lines),
+                "truncated": bool(state["unknown"]),
+                "unknown_block_ids": state["unknown"],
+                "request_id": str(uuid.uuid4()),
+            }
+        )
+
+    def _page_of(self, block_id: str) -> str:
+        current = block_id
+        for _ in range(128):
+            parent = self.blocks.get(current, {}).get("parent") or {}
+            if parent.get("type") == "page_id":
+                return str(parent["page_id"])
+            current = str(parent.get("block_id", ""))
+            if not current:
+                break
+        return block_id
+
+    def _render(self, block_id: str, depth: int, state: dict[str, Any]) -> list[str]:
+        """One block and its subtree as lines, indented ``depth`` tabs."""
+        tab = "\t" * depth
+        raw = self.blocks.get(block_id)
+        if raw is None:
+            return []
+        data: dict[str, Any] = resign_files(raw)
+        btype = str(data["type"])
+        if state["left"] <= 0:
+            state["unknown"].append(block_id)
+            url = f"https://www.notion.so/{compact(state['page'])}#{compact(block_id)}"
+            return [f'{tab}<unknown url="{url}" alt="{btype}"/>']
+        state["left"] -= 1
+        body: dict[str, Any] = data.get(btype) or {}
+        text = render_rich_text_enhanced(body.get("rich_text"))
+        kids = self.children.get(block_id, [])
+
+        def children(extra: int = 1) -> list[str]:
+            out: list[str] = []
+            for kid in kids:
+                out += self._render(kid, depth + extra, state)
+            return out
+
+        if btype == "paragraph":
+            return [tab + (text or "<empty-block/>"), *children()]
+        if btype.startswith("heading_"):
+            level = min(int(btype[-1]), 4)
+            return [f"{tab}{'#' * level} {text}", *children()]
+        if btype in _LIST_PREFIX:
+            return [tab + _LIST_PREFIX[btype] + text, *children()]
+        if btype == "to_do":
+            return [f"{tab}- [{'x' if body.get('checked') else ' '}] {text}", *children()]
+        if btype == "toggle":
+            return [f"{tab}<details>", f"{tab}<summary>{text}</summary>", *children(),
+                    f"{tab}</details>"]
+        if btype == "callout":
+            icon = (body.get("icon") or {}).get("emoji", "")
+            return [f'{tab}<callout icon="{_attr(icon)}">', f"{tab}\t{text}", *children(),
+                    f"{tab}</callout>"]
+        if btype == "code":
+            source = "".join(str(i.get("plain_text", "")) for i in body.get("rich_text") or [])
+            lang = str(body.get("language", ""))
+            return [f"{tab}```{lang}", *(tab + line for line in source.split("\n")), f"{tab}```"]
+        if btype == "equation":
+            return [f"{tab}$$", tab + str(body.get("expression", "")), f"{tab}$$"]
+        if btype == "divider":
+            return [f"{tab}---"]
+        if btype == "table":
+            head = "true" if body.get("has_column_header") else "false"
+            rows: list[str] = []
+            for rid in kids:
+                state["left"] -= 1
+                cells = (self.blocks.get(rid, {}).get("table_row") or {}).get("cells") or []
+                tds = "".join(f"<td>{render_rich_text_enhanced(c)}</td>" for c in cells)
+                rows.append(f"{tab}\t<tr>{tds}</tr>")
+            return [f'{tab}<table header-row="{head}">', *rows, f"{tab}</table>"]
+        if btype == "image":
+            return [f"{tab}![{_caption(body)}]({_file_url(body)})"]
+        if btype in _FILE_TAGS:
+            tag = _FILE_TAGS[btype]
+            label = _caption(body) or _escape(str(body.get("name", "")))
+            return [f'{tab}<{tag} src="{_attr(_file_url(body))}">{label}</{tag}>']
+        if btype in ("bookmark", "embed", "link_preview"):
+            url = str(body.get("url", ""))
+            return [f"{tab}[{_caption(body) or _escape(url)}]({url})"]
+        if btype in ("child_page", "child_database"):
+            tag = "page" if btype == "child_page" else "database"
+            url = f"https://www.notion.so/{compact(block_id)}"
+            return [f'{tab}<{tag} url="{url}">{_escape(str(body.get("title", "")))}</{tag}>']
+        if btype == "link_to_page":
+            target = str(body.get(str(body.get("type"))) or "")
+            return [f'{tab}<mention-page url="https://www.notion.so/{compact(target)}"/>']
+        if btype == "column_list":
+            return [f"{tab}<columns>", *children(), f"{tab}</columns>"]
+        if btype == "column":
+            return [f"{tab}<column>", *children(), f"{tab}</column>"]
+        if btype in ("synced_block", "tab", "template"):
+            return [*([tab + text] if text else []), *children(0)]
+        if btype in ("table_of_contents", "breadcrumb"):
+            return [f"{tab}<{btype}/>"]
+        # anything else: its text (Notion renders the blocks it knows; keep the words)
+        words = text or render_rich_text_enhanced(body.get("title") or body.get("caption"))
+        if not words and isinstance(body.get("title"), str):
+            words = _escape(body["title"])
+        kind = str(body.get("block_type") or btype)
+        return [tab + (words or f'<unsupported type="{_attr(kind)}"/>'), *children()]

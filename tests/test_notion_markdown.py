@@ -1,0 +1,200 @@
+"""The markdown path of a Notion page sync (``pages.retrieve`` + ``pages.retrieve_markdown``):
+the real ``notion-client`` against the local stand-in on loopback, writing to real Postgres.
+The block walk's twins are in ``tests/test_notion_sync.py`` (run without read-content)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from debounce.config import Settings
+from debounce.documents import DocumentStore
+from integrations.base import SyncResult
+from integrations.notion import NotionIntegration
+from integrations.notion.markdown import clean_markdown, splice_unknown
+from standins.notion_api import (
+    DEMO_PAGE_ID,
+    FakeNotion,
+    bulleted,
+    callout,
+    heading,
+    paragraph,
+    text,
+    toggle,
+)
+from standins.notion_content import every_block_type, media
+from standins.server import BackgroundServer
+from tests.test_notion_sync import example_payload, make_job
+
+TOKEN = "secret_markdown_token"
+Conn = psycopg.AsyncConnection[Any]
+
+
+@pytest.fixture
+def fake() -> FakeNotion:
+    return FakeNotion(token=TOKEN)
+
+
+@pytest.fixture
+def server(fake: FakeNotion) -> Iterator[BackgroundServer]:
+    with BackgroundServer(fake.app()) as srv:
+        yield srv
+
+
+@pytest.fixture
+def store(conn: Conn) -> DocumentStore:
+    return DocumentStore(conn)
+
+
+@pytest.fixture
+async def notion(server: BackgroundServer, store: DocumentStore) -> AsyncIterator[NotionIntegration]:
+    settings = Settings(notion_token=TOKEN, notion_base_url=server.url)
+    integration = NotionIntegration(settings, store, retry_delays=(0.0, 0.0))
+    yield integration
+    await integration.aclose()
+
+
+async def content(store: DocumentStore, page_id: str) -> str:
+    doc = await store.get("notion", page_id)
+    assert doc is not None
+    return str(doc["content"])
+
+
+async def test_page_syncs_with_two_requests(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    page = fake.add_page(
+        title="Plan",
+        blocks=[
+            heading(1, "Goals"),
+            paragraph([text("Once", bold=True), text(" per burst, see "),
+                       text("the page", link="/0f1e2d3c4b5a49688776655443322110")]),
+            bulleted("a", bulleted("b")),
+            toggle("More", paragraph("inside")),
+            callout("Careful", "⚠️"),
+        ],
+    )
+    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert fake.calls["pages.retrieve"] == 1 and fake.calls["pages.markdown"] == 1
+    assert fake.calls["blocks.children.list"] == 0
+    assert await content(store, page) == (
+        "# Goals\n"
+        "**Once** per burst, see "
+        "[the page](https://www.notion.so/0f1e2d3c4b5a49688776655443322110)\n"
+        "- a\n\t- b\n"
+        "<details>\n<summary>More</summary>\n\tinside\n</details>\n"
+        '<callout icon="⚠️">\n\tCareful\n</callout>\n'
+    )
+    doc = await store.get("notion", page)
+    assert doc is not None and doc["title"] == "Plan"
+
+
+async def test_demo_page_markdown_path_twin(store: DocumentStore) -> None:
+    fake = FakeNotion.demo()
+    with BackgroundServer(fake.app()) as srv:
+        notion = NotionIntegration(Settings(notion_token=fake.token, notion_base_url=srv.url), store)
+        try:
+            await notion.sync(make_job(DEMO_PAGE_ID, example_payload("page.created.json")))
+        finally:
+            await notion.aclose()
+    assert (fake.calls["pages.retrieve"], fake.calls["pages.markdown"]) == (1, 1)
+    assert fake.calls["blocks.children.list"] == 0
+    page = await store.get("notion", DEMO_PAGE_ID)
+    assert page is not None and page["title"] == "Launch plan"
+    assert "# Goals" in page["content"] and "<td>Notion</td>" in page["content"]
+
+
+async def test_truncated_page_fetches_unknown_blocks_and_keeps_every_text(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.markdown_block_limit = 5
+    blocks = every_block_type()
+    page = fake.add_page(title="Big", blocks=blocks)
+    await notion.sync(make_job(page))
+    assert fake.calls["pages.markdown"] > 2 and fake.calls["blocks.children.list"] == 0
+    truncated = await content(store, page)
+    assert "<unknown" not in truncated
+    # the same as one untruncated answer, every block's text in place
+    fake.markdown_block_limit = 10_000
+    whole = NotionIntegration(notion.settings, store)
+    try:
+        full = await whole._page_markdown(whole._api(), page)
+    finally:
+        await whole.aclose()
+    assert full == truncated
+    for words in ("Toggle body.", "Nested bullet", "Second tab body.", "Its child.", "Weekly sync"):
+        assert words in truncated
+
+
+async def test_403_falls_back_to_the_block_walk_and_is_remembered(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    fake.deny_read_content(token=TOKEN)
+    page = fake.add_page(title="Walked", blocks=[bulleted("a", bulleted("b"))])
+    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert await content(store, page) == "- a\n  - b\n"  # the block walk's Markdown
+    assert fake.calls["pages.markdown"] == 1 and fake.calls["blocks.children.list"] == 2
+    fake.set_blocks(page, [paragraph("changed")])
+    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert fake.calls["pages.markdown"] == 1  # later syncs go straight to the walk
+    assert await content(store, page) == "changed\n"
+
+
+@pytest.mark.parametrize("status", [400, 404])
+async def test_endpoint_missing_falls_back_each_time(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore, status: int
+) -> None:
+    page = fake.add_page(title="Old API", blocks=[paragraph("walked")])
+    fake.fail("pages.markdown", status)
+    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert await content(store, page) == "walked\n"
+    assert fake.calls["blocks.children.list"] == 1
+
+
+async def test_transient_error_is_retried_in_process(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    page = fake.add_page(title="Blip", blocks=[paragraph("x")])
+    fake.fail("pages.markdown", 503)
+    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert fake.calls["pages.markdown"] == 2 and fake.calls["blocks.children.list"] == 0
+
+
+async def test_unchanged_page_with_hosted_files_writes_nothing(
+    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+) -> None:
+    s3 = "https://prod-files-secure.s3.us-west-2.amazonaws.com/ws"
+    page = fake.add_page(
+        title="Files",
+        blocks=[
+            media("image", f"{s3}/1/dog.png", "A dog"),
+            media("file", f"{s3}/2/r.pdf", name="report.pdf"),
+            media("image", "https://img.example/cat.png", "A cat", hosted=False),
+        ],
+    )
+    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert await notion.sync(make_job(page)) == SyncResult(unchanged=1)
+    stored = await content(store, page)
+    link = "https://www.notion.so/" + page.replace("-", "")
+    assert stored == (
+        f"[Image: A dog]({link})\n"
+        f'<file src="{link}">report.pdf</file>\n'
+        "![A cat](https://img.example/cat.png)\n"
+    )
+    assert "X-Amz" not in stored and "amazonaws" not in stored
+
+
+def test_clean_markdown_and_splice() -> None:
+    page = "153104cd-477e-809d-8dc4-ff2d96ae3090"
+    signed = "https://file.notion.so/f/x.png?expirationTimestamp=1&signature=abc"
+    assert clean_markdown(f"\n![]({signed}) [a](/abc#def) <page url=\"/p1\">P</page>\n\n", page) == (
+        "[Image](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090) "
+        '[a](https://www.notion.so/abc#def) <page url="https://www.notion.so/p1">P</page>\n'
+    )
+    assert clean_markdown("", page) == ""
+    tag = '\t<unknown url="https://www.notion.so/x#aa11" alt="toggle"/>'
+    assert splice_unknown(f"a\n{tag}\nb", "aa-11", "c\n\td") == "a\n\tc\n\t\td\nb"
+    assert splice_unknown("a", "bb", "c") == "a\n\nc"
