@@ -2,7 +2,9 @@
 
 Named queries follow Procrastinate's habit: a file such as ``sql/queue.sql`` holds blocks that
 start with a header line ``-- name --`` and a comment saying what the statement does, followed
-by the statement with ``%(param)s`` placeholders. Python only binds values.
+by the statement with ``%(param)s`` placeholders. Python only binds values. A block whose name
+starts with ``_`` is a fragment, not a query: other blocks of the same file include it where
+they write ``{{_name}}`` (one reviewed copy of SQL that several statements share).
 
 In a source checkout (and an editable install) the files are read from the repository's
 ``sql/``; a wheel carries the same files as ``debounce/_sql`` (see ``pyproject.toml``).
@@ -17,7 +19,8 @@ from typing import LiteralString
 
 __all__ = ["migrations", "queries", "sql_dir"]
 
-_HEADER = re.compile(r"^-- ([a-z][a-z0-9_]*) --\s*$")
+_HEADER = re.compile(r"^-- (_?[a-z][a-z0-9_]*) --\s*$")
+_INCLUDE = re.compile(r"\{\{(_[a-z][a-z0-9_]*)\}\}")
 _MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
 
 
@@ -40,7 +43,8 @@ def queries(name: str) -> dict[str, LiteralString]:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file has text before its first header or a name twice.
+        ValueError: the file has text before its first header, a name twice, or includes a
+            fragment it does not define.
     """
     text = (sql_dir() / f"{name}.sql").read_text(encoding="utf-8")
     out: dict[str, LiteralString] = {}
@@ -65,7 +69,18 @@ def queries(name: str) -> dict[str, LiteralString]:
         else:
             lines.append(line)
     flush()
-    return out
+    # A fragment's own comment stays in the file; the statements get its SQL.
+    fragments = {k: "\n".join(ln for ln in v.splitlines() if not ln.startswith("--"))
+                 for k, v in out.items() if k.startswith("_")}
+
+    def include(match: re.Match[str]) -> str:
+        if match.group(1) not in fragments:
+            raise ValueError(f"sql/{name}.sql includes undefined fragment {match.group(1)!r}")
+        return fragments[match.group(1)]
+
+    # Expanded from the same reviewed file: still a literal statement.
+    return {k: _INCLUDE.sub(include, v) for k, v in out.items()
+            if not k.startswith("_")}
 
 
 def migrations() -> list[tuple[int, str, str]]:

@@ -264,7 +264,8 @@ async def block(db: Db, workspace_id: int, seconds: float, reason: str) -> dict[
 
 async def stored_count(db: Db) -> int:
     """How many workspaces have stored (encrypted) credentials."""
-    return len(await fetch_all(db, _Q["stored_credentials"], {}))
+    row = await fetch_one(db, _Q["stored_count"], {})
+    return int(row["n"]) if row else 0
 
 
 async def rotate_key(db: Db, keyring: Keyring) -> int:

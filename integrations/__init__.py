@@ -30,6 +30,7 @@ __all__ = [
     "create",
     "create_all",
     "get",
+    "normalize_page_id",
     "register",
     "source_settings",
     "source_types",
@@ -97,6 +98,14 @@ def register(source_type: str, factory: Factory | Source) -> None:
     :class:`Source`, or just the factory of its integration."""
     _extra[source_type] = (factory if isinstance(factory, Source)
                            else Source(source_type=source_type, create=factory))
+
+
+def normalize_page_id(source_type: str, page_id: str) -> str:
+    """The job key spelling of ``page_id`` (as a person gave it: a manual re-sync, the CLI)
+    for ``source_type``: its source's ``normalize_page_id`` (Notion accepts ids with or without
+    dashes), else the id stripped. So a re-sync lands on the same job as the webhooks."""
+    source = sources().get(source_type)
+    return source.normalize_page_id(page_id) if source is not None else page_id.strip()
 
 
 def source_settings() -> dict[str, SourceSetting]:

@@ -53,7 +53,6 @@ __all__ = [
     "RateLimited",
     "PermanentError",
     "header",
-    "normalize_page_id",
 ]
 
 
@@ -414,11 +413,3 @@ def header(headers: Mapping[str, str] | None, name: str) -> str | None:
         if key.lower() == lowered:
             return val
     return None
-
-
-def normalize_page_id(integration: object, page_id: str) -> str:
-    """The job key spelling of ``page_id`` for ``integration``: its ``normalize_page_id``
-    method when it has one (Notion accepts ids with or without dashes), else ``page_id``
-    stripped. Used by manual re-syncs so they land on the same job as webhooks."""
-    method = getattr(integration, "normalize_page_id", None)
-    return str(method(page_id)) if callable(method) else page_id.strip()

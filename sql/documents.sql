@@ -1,20 +1,25 @@
--- upsert_document --
--- Write one synced document. A document whose content hash, title, url and metadata are all
--- unchanged (and which is not marked deleted) is not rewritten: only synced_at and
--- source_updated_at move. Fenced by %(fence_job_id)s/%(fence_lease_token)s (NULL: unfenced).
--- Returns one row: outcome = inserted | updated | unchanged | lease_lost.
-with fence as (
-    -- The claim fence (docs/design.md, "Invariants"): inside a sync, this write happens only
-    -- while the job's lease token is still held. FOR SHARE locks the job row, so a requeue or
-    -- re-claim that revokes the lease waits for this statement, or, if it committed first, is
-    -- seen here (the lock rechecks the latest row version) and the write is refused.
+-- _fence --
+-- The claim fence (docs/design.md, "Invariants"), included by every write below as the CTEs
+-- `fence` (the claimed job, locked) and `allowed` (ok: the write may happen). Inside a sync,
+-- a write happens only while the job's lease token %(fence_job_id)s/%(fence_lease_token)s is
+-- still held (NULL: unfenced). FOR SHARE locks the job row, so a requeue or re-claim that
+-- revokes the lease waits for the statement, or, if it committed first, is seen here (the
+-- lock rechecks the latest row version) and the write is refused.
+fence as (
     select workspace_id from sync_jobs
      where id = %(fence_job_id)s::bigint and lease_token = %(fence_lease_token)s::uuid
        and status = 'processing'
        for share
 ), allowed as (
     select %(fence_job_id)s::bigint is null or exists (select 1 from fence) as ok
-), up as (
+)
+
+-- upsert_document --
+-- Write one synced document. A document whose content hash, title, url and metadata are all
+-- unchanged (and which is not marked deleted) is not rewritten: only synced_at and
+-- source_updated_at move. Fenced by %(fence_job_id)s/%(fence_lease_token)s (NULL: unfenced).
+-- Returns one row: outcome = inserted | updated | unchanged | lease_lost.
+with {{_fence}}, up as (
     -- The document belongs to the workspace of the job that wrote it.
     insert into documents as d (source_type, document_id, source_page_id, title, url, content,
                                 content_sha256, metadata, source_updated_at, synced_at,
@@ -61,18 +66,7 @@ select case
 -- Mark the named documents of a source deleted (idempotent: an already-deleted row keeps its
 -- deleted_at). Fenced like upsert_document. Returns the ids of the rows marked now, and one
 -- row with a NULL id when the fence refused the write.
-with fence as (
-    -- The claim fence (docs/design.md, "Invariants"): inside a sync, this write happens only
-    -- while the job's lease token is still held. FOR SHARE locks the job row, so a requeue or
-    -- re-claim that revokes the lease waits for this statement, or, if it committed first, is
-    -- seen here (the lock rechecks the latest row version) and the write is refused.
-    select 1 from sync_jobs
-     where id = %(fence_job_id)s::bigint and lease_token = %(fence_lease_token)s::uuid
-       and status = 'processing'
-       for share
-), allowed as (
-    select %(fence_job_id)s::bigint is null or exists (select 1 from fence) as ok
-), marked as (
+with {{_fence}}, marked as (
 update documents
    set deleted_at = now(), synced_at = now(), updated_at = now()
  where source_type = %(source_type)s
@@ -89,18 +83,7 @@ select null from allowed where not ok
 -- Mark every document that came from one job key deleted (a trashed Notion page, a Slack
 -- channel that is gone). Fenced like upsert_document. Returns the ids marked now, and one row
 -- with a NULL id when the fence refused the write.
-with fence as (
-    -- The claim fence (docs/design.md, "Invariants"): inside a sync, this write happens only
-    -- while the job's lease token is still held. FOR SHARE locks the job row, so a requeue or
-    -- re-claim that revokes the lease waits for this statement, or, if it committed first, is
-    -- seen here (the lock rechecks the latest row version) and the write is refused.
-    select 1 from sync_jobs
-     where id = %(fence_job_id)s::bigint and lease_token = %(fence_lease_token)s::uuid
-       and status = 'processing'
-       for share
-), allowed as (
-    select %(fence_job_id)s::bigint is null or exists (select 1 from fence) as ok
-), marked as (
+with {{_fence}}, marked as (
 update documents
    set deleted_at = now(), synced_at = now(), updated_at = now()
  where source_type = %(source_type)s
@@ -130,18 +113,7 @@ select state from sync_state where source_type = %(source_type)s and source_page
 -- set_state --
 -- Save the integration's state for one job key, replacing what was there. Fenced like
 -- upsert_document. Returns ok = false when the fence refused the write.
-with fence as (
-    -- The claim fence (docs/design.md, "Invariants"): inside a sync, this write happens only
-    -- while the job's lease token is still held. FOR SHARE locks the job row, so a requeue or
-    -- re-claim that revokes the lease waits for this statement, or, if it committed first, is
-    -- seen here (the lock rechecks the latest row version) and the write is refused.
-    select 1 from sync_jobs
-     where id = %(fence_job_id)s::bigint and lease_token = %(fence_lease_token)s::uuid
-       and status = 'processing'
-       for share
-), allowed as (
-    select %(fence_job_id)s::bigint is null or exists (select 1 from fence) as ok
-), saved as (
+with {{_fence}}, saved as (
 insert into sync_state (source_type, source_page_id, state, updated_at)
 select %(source_type)s, %(source_page_id)s, %(state)s, now()
   from allowed where allowed.ok

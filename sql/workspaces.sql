@@ -90,6 +90,10 @@ select w.id, w.source_type, w.external_id, w.enterprise_id, w.name, w.status, w.
  where (%(id)s::bigint is null or w.id = %(id)s::bigint)
  order by w.id
 
+-- stored_count --
+-- How many workspaces have stored (encrypted) credentials.
+select count(*) as n from workspaces where credentials is not null
+
 -- stored_credentials --
 -- Every stored (encrypted) credential, for key rotation.
 select id, credentials from workspaces where credentials is not null order by id

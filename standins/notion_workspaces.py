@@ -41,8 +41,6 @@ integration at the authorization URL) and :meth:`~NotionWorkspaces.revoke`.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
 import secrets
 import threading
@@ -56,6 +54,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from standins.notion_http import norm_id
+from standins.server import basic_credentials
 
 __all__ = [
     "DEFAULT_WORKSPACE_ID",
@@ -113,16 +112,6 @@ def _oauth_error(status: int, error: str, description: str) -> Response:
     return JSONResponse(body, status_code=status)
 
 
-def _basic_credentials(header: str | None) -> tuple[str, str] | None:
-    """``(client_id, client_secret)`` of an ``Authorization: Basic …`` header, or ``None``."""
-    if not header or not header.lower().startswith("basic "):
-        return None
-    try:
-        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-    client_id, sep, secret = decoded.partition(":")
-    return (client_id, secret) if sep else None
 
 
 class NotionWorkspaces:
@@ -280,7 +269,7 @@ class NotionWorkspaces:
         """``POST /v1/oauth/token`` (see the module's docstring)."""
         with self._lock:
             self.calls["oauth.token"] += 1
-        creds = _basic_credentials(request.headers.get("authorization"))
+        creds = basic_credentials(request.headers.get("authorization"))
         secret = self._clients.get(creds[0]) if creds else None
         if creds is None or secret is None or not hmac.compare_digest(secret, creds[1]):
             return _oauth_error(401, "invalid_client", "Client authentication failed.")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import socket
 import threading
 import time
@@ -13,7 +15,7 @@ import uvicorn
 
 from debounce.server import QuietServer
 
-__all__ = ["BackgroundServer"]
+__all__ = ["BackgroundServer", "basic_credentials"]
 
 
 class BackgroundServer:
@@ -92,3 +94,16 @@ class BackgroundServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def basic_credentials(header: str | None) -> tuple[str, str] | None:
+    """``(client_id, client_secret)`` of an ``Authorization: Basic …`` header (RFC 7617), or
+    ``None`` when it is absent or malformed. The stand-ins' OAuth token endpoints read it."""
+    if not header or not header.lower().startswith("basic "):
+        return None
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    client_id, sep, secret = decoded.partition(":")
+    return (client_id, secret) if sep else None

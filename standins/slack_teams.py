@@ -26,14 +26,14 @@ Methods:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
 import re
 import secrets
 import threading
 from dataclasses import dataclass
 from typing import Any
+
+from standins.server import basic_credentials
 
 __all__ = [
     "DEFAULT_BOT_ID",
@@ -82,15 +82,6 @@ def _domain(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "team"
 
 
-def _basic_credentials(header: str | None) -> tuple[str, str] | None:
-    if not header or not header.lower().startswith("basic "):
-        return None
-    try:
-        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-    client_id, sep, secret = decoded.partition(":")
-    return (client_id, secret) if sep else None
 
 
 class SlackTeams:
@@ -259,7 +250,7 @@ class SlackTeams:
         return body
 
     def _oauth_v2_access(self, params: dict[str, str], authorization: str | None) -> dict[str, Any]:
-        creds = _basic_credentials(authorization) or (
+        creds = basic_credentials(authorization) or (
             params.get("client_id", ""), params.get("client_secret", "")
         )
         secret = self._clients.get(creds[0])

@@ -26,7 +26,7 @@ from debounce.config import Settings
 from debounce.db import open_pool
 from debounce.logs import configure
 from debounce.migrate import migrate
-from debounce.secrets import SecretKeyError
+from debounce.secrets import SecretKeyError, new_key
 
 __all__ = ["EXAMPLES", "build_parser", "main", "run_worker", "sign_request"]
 
@@ -56,6 +56,11 @@ async def _admin(args: argparse.Namespace, settings: Settings) -> int:
             await pool.close()
 
 
+async def _new_key() -> int:
+    print(new_key())
+    return 0
+
+
 def _command(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any, int]:
     if args.command == "migrate":
         return _migrate(settings)
@@ -64,6 +69,8 @@ def _command(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any
     if args.command in ("serve", "web"):
         return serve(settings, args.host, args.port, demo=getattr(args, "demo", False),
                      with_worker=args.command == "serve")
+    if args.command == "workspaces" and args.workspace_command == "new-key":
+        return _new_key()
     if args.command == "send":
         return send(args.source, args.files, args.url, args.secret, settings, demo=args.demo)
     if args.command == "standins":

@@ -11,7 +11,7 @@ from typing import Any
 import integrations
 from debounce import workspaces
 from debounce.config import Settings
-from debounce.secrets import Keyring, new_key
+from debounce.secrets import Keyring
 
 __all__ = ["add_parser", "run"]
 
@@ -63,9 +63,6 @@ def _table(rows: list[dict[str, Any]]) -> None:
 async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Run ``debounce workspaces ACTION``; returns the exit code."""
     action = args.workspace_command
-    if action == "new-key":
-        print(new_key())
-        return 0
     if action == "list":
         rows = await workspaces.list_workspaces(pool)
         if args.json:

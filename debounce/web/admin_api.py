@@ -16,12 +16,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+import integrations
 from debounce import queue, workspaces
 from debounce.db import fetch_one
 from debounce.sql import queries
 from debounce.web.errors import ApiError
 from debounce.web.state import WebState, web_state
-from integrations.base import normalize_page_id
 
 __all__ = ["get_job", "get_workspace", "list_jobs", "list_workspaces", "require_admin", "resync",
            "retry_job", "set_workspace_status", "stats", "verification_token"]
@@ -82,7 +82,7 @@ async def resync(request: Request) -> Response:
     source = request.path_params["source"]
     if source not in state.sources:
         raise ApiError(404, "unknown_source", f"no integration named {source!r}")
-    page_id = normalize_page_id(state.sources[source], request.path_params["page_id"])
+    page_id = integrations.normalize_page_id(source, request.path_params["page_id"])
     try:
         job = await queue.resync(state.db, source, page_id, max_attempts=state.settings.max_attempts)
     except ValueError as exc:

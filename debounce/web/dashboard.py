@@ -51,7 +51,6 @@ from debounce.web.dashboard_render import (
 )
 from debounce.web.errors import ApiError, ErrorBoundary
 from debounce.web.state import WebState
-from integrations.base import normalize_page_id
 
 __all__ = ["PAGE_SIZE", "mount"]
 
@@ -180,7 +179,7 @@ async def resync(request: Request) -> Response:
         raise ApiError(400, "unknown_source", f"no integration named {source!r}")
     raw_page = form.get("page_id", "")
     try:
-        page_id = normalize_page_id(state.sources[source], raw_page)
+        page_id = integrations.normalize_page_id(source, raw_page)
         done = await queue.resync(state.db, source, page_id, max_attempts=state.settings.max_attempts)
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None

@@ -270,22 +270,18 @@ class Worker:
             log.warning("rate limited (%s); retry in %.0f s", exc.reason, exc.retry_after,
                         extra=job.log_fields())
             await self._record_failure(queue.Failure(job, str(exc), retry_after=exc.retry_after))
-        except AuthRevoked as exc:
-            self._observe(job, started, "revoked")
-            if await self.access.revoked(job, str(exc)):
+        except PermanentError as exc:
+            if isinstance(exc, AuthRevoked) and await self.access.revoked(job, str(exc)):
                 # Parked: pending again, the attempt given back; the claim skips the jobs of a
                 # revoked workspace, so nothing retries in a loop, and a re-install resumes it.
+                self._observe(job, started, "revoked")
                 await self._record_failure(queue.Failure(job, f"AuthRevoked: {exc}", retry_after=0))
             else:
+                self._observe(job, started, "permanent")
                 self.failed += 1
                 log.error("permanent failure: %s", exc, extra=job.log_fields())
                 await self._record_failure(queue.Failure(job, f"PermanentError: {exc}",
                                                          permanent=True))
-        except PermanentError as exc:
-            self._observe(job, started, "permanent")
-            self.failed += 1
-            log.error("permanent failure: %s", exc, extra=job.log_fields())
-            await self._record_failure(queue.Failure(job, f"PermanentError: {exc}", permanent=True))
         except Exception as exc:
             self._observe(job, started, "retry")
             log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())

@@ -84,6 +84,7 @@ class NotionClient:
     max_inline_wait: float
     timeout_seconds: float
     _client: AsyncClient | None
+    _clients: dict[str, AsyncClient]
 
     def _api(self) -> AsyncClient:
         """The SDK client of the current sync's workspace token (else ``NOTION_TOKEN``), one
@@ -99,8 +100,6 @@ class NotionClient:
                 "token (Settings → Connections → Develop or manage integrations) and "
                 "share the pages with it, then re-sync"
             )
-        if not hasattr(self, "_clients"):
-            self._clients: dict[str, AsyncClient] = {}
         client = self._clients.get(token)
         if client is None:
             client = self._clients[token] = AsyncClient(
@@ -119,7 +118,7 @@ class NotionClient:
 
     async def aclose(self) -> None:
         """Close the SDK clients' HTTP connection pools (idempotent)."""
-        clients = list(getattr(self, "_clients", {}).values())
+        clients = list(self._clients.values())
         if self._client is not None and self._client not in clients:
             clients.append(self._client)
         self._client, self._clients = None, {}

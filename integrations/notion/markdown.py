@@ -111,16 +111,13 @@ class NotionMarkdownPath:
     ``_call`` and ``settings`` from :class:`~integrations.notion.client.NotionClient`)."""
 
     settings: Settings
+    #: Tokens whose workspace answered 403 to the markdown endpoint (this instance): later
+    #: syncs go straight to the block walk.
+    _no_read_content: set[str]
 
     if TYPE_CHECKING:
 
         async def _call(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any: ...
-
-    def _markdown_refused(self) -> set[str]:
-        """Tokens whose workspace answered 403 to the markdown endpoint (this instance)."""
-        if not hasattr(self, "_no_read_content"):
-            self._no_read_content: set[str] = set()
-        return self._no_read_content
 
     async def _page_markdown(self, api: AsyncClient, page_id: str) -> str | None:
         """Page ``page_id``'s content as stored Markdown (:func:`clean_markdown`) through the
@@ -135,7 +132,7 @@ class NotionMarkdownPath:
             HTTPResponseError: 5xx once the in-process retries are spent (the queue retries).
         """
         token = current_token(self.settings.notion_token) or ""
-        refused = self._markdown_refused()
+        refused = self._no_read_content
         if token in refused:
             return None
         pending = [page_id]

@@ -88,6 +88,8 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionClient):
         self.timeout_seconds = timeout_seconds
         self.page_size = page_size
         self._client: AsyncClient | None = None
+        self._clients: dict[str, AsyncClient] = {}
+        self._no_read_content: set[str] = set()
 
 
     async def _walk(self, api: AsyncClient, block_id: str, depth: int = 0) -> list[BlockNode]:

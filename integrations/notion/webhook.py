@@ -83,10 +83,6 @@ class NotionWebhooks:
 
     settings: Settings
 
-    def normalize_page_id(self, page_id: str) -> str:
-        """Job key spelling of a Notion id (see :func:`normalize_id`)."""
-        return normalize_id(page_id)
-
     def parse_webhook(self, headers: Mapping[str, str], body: bytes) -> WebhookResult:
         """Verify and map one Notion delivery (no I/O).
 

@@ -149,8 +149,6 @@ class SlackClient:
                 timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS)
             )
         token = self._token() or ""
-        if not hasattr(self, "_webs"):
-            self._webs = {}
         client = self._webs.get(token)
         if client is None:
             client = self._webs[token] = AsyncWebClient(

@@ -96,6 +96,7 @@ class SlackIntegration(SlackWebhooks, SlackClient):
         )
         self._session: aiohttp.ClientSession | None = None
         self._web: AsyncWebClient | None = None
+        self._webs: dict[str, AsyncWebClient] = {}
 
     async def sync(self, job: SyncJob) -> SyncResult:
         """Sync one conversation (``job.source_page_id``) into per-thread documents.
