@@ -5,7 +5,6 @@ the worker's loops, and the sources' API clients.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -65,12 +64,6 @@ class Backoff:
     def reset(self) -> None:
         """Start again from ``initial`` (call after a success)."""
         self._current = self.initial
-
-    async def sleep(self) -> float:
-        """Sleep :meth:`next` seconds; returns how long."""
-        delay = self.next()
-        await asyncio.sleep(delay)
-        return delay
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:

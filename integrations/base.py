@@ -37,7 +37,6 @@ __all__ = [
     "InstallError",
     "Installed",
     "Installer",
-    "current_credentials",
     "current_token",
     "sync_credentials",
     "Factory",
@@ -173,11 +172,6 @@ def current_token(default: str | None) -> str | None:
     credentials = _CREDENTIALS.get()
     token = credentials.get("access_token") if credentials else None
     return str(token) if token else default
-
-
-def current_credentials() -> Mapping[str, Any]:
-    """The credentials of the current sync's workspace (``{}`` outside one)."""
-    return _CREDENTIALS.get() or {}
 
 
 @runtime_checkable
