@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from debounce.retry import DEFAULT_BACKOFF_SECONDS
-from debounce.types import SourceWindow
+from debounce.types import ApiBudget, SourceWindow
 from integrations.base import DEFAULT_WINDOW
 
 if TYPE_CHECKING:
@@ -125,6 +125,9 @@ class Settings:
     data_dir: str = ".debounce"
 
     windows: Mapping[str, SourceWindow] = field(default_factory=dict)
+    #: API budgets set explicitly (by environment or by a caller); a source missing from it
+    #: gets the budget its :class:`~integrations.base.Source` declares.
+    budgets: Mapping[str, ApiBudget] = field(default_factory=dict)
 
     admin_token: str | None = None
     #: Mark the dashboard's session cookie ``Secure`` on every answer, not only over HTTPS
@@ -133,6 +136,8 @@ class Settings:
     worker_concurrency: int = 8
     #: Syncs in flight per source per worker process (so one source cannot starve another).
     worker_source_concurrency: int | None = None
+    #: Syncs in flight per workspace across every worker process (the fair claim's K).
+    workspace_concurrency: int = 4
     lease_seconds: float = 60.0
     max_attempts: int = 5
     #: Transient-failure backoff schedule in seconds; the last value repeats.
@@ -222,6 +227,16 @@ class Settings:
         source = integrations.sources().get(source_type)
         return source.window if source is not None else DEFAULT_WINDOW
 
+    def budget(self, source_type: str) -> ApiBudget | None:
+        """Default API budget of ``source_type``'s workspaces: the one set, else its source's,
+        else ``None`` (unmetered). A per-minute rate of 0 also means unmetered."""
+        if source_type in self.budgets:
+            return self.budgets[source_type]
+        import integrations
+
+        source = integrations.sources().get(source_type)
+        return source.budget if source is not None else None
+
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return replace(self, **changes)
@@ -254,22 +269,29 @@ class Settings:
 
         source_values: dict[str, Any] = {}
         windows: dict[str, SourceWindow] = {}
+        budgets: dict[str, ApiBudget] = {}
         for source in integrations.sources().values():
             for setting in source.settings:
                 source_values[setting.name] = setting.parse(env.get(setting.env))
             debounce, max_wait = source.window_settings()
             windows[source.source_type] = SourceWindow(debounce.parse(env.get(debounce.env)),
                                                        max_wait.parse(env.get(max_wait.env)))
+            per_minute, burst = source.budget_settings()
+            budgets[source.source_type] = ApiBudget(per_minute.parse(env.get(per_minute.env)),
+                                                    max(1.0, burst.parse(env.get(burst.env))))
         return cls(
             database_url=_str(env, "DATABASE_URL"),
             port=_int(env, "PORT", d.port),
             data_dir=env.get("DEBOUNCE_DATA_DIR") or d.data_dir,
             windows=windows,
+            budgets=budgets,
             source_values=source_values,
             admin_token=_str(env, "DEBOUNCE_ADMIN_TOKEN"),
             dashboard_secure_cookie=_bool(env, "DEBOUNCE_DASHBOARD_SECURE_COOKIE",
                                           d.dashboard_secure_cookie),
             worker_concurrency=_int(env, "DEBOUNCE_WORKER_CONCURRENCY", d.worker_concurrency),
+            workspace_concurrency=_int(env, "DEBOUNCE_WORKSPACE_CONCURRENCY",
+                                       d.workspace_concurrency),
             worker_source_concurrency=(
                 _int(env, "DEBOUNCE_WORKER_SOURCE_CONCURRENCY", 1)
                 if source_concurrency_raw

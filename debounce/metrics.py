@@ -69,6 +69,8 @@ class WorkerMetrics:
     - ``debounce_api_rate_limited_total{source}``: of which answered 429;
     - ``debounce_rate_limits_total{source, reason}``: rate limits that reached the queue (the
       job rescheduled, its workspace blocked for every worker), by the source's reason;
+    - ``debounce_budget_yields_total{source}``: syncs that handed their slot back because their
+      workspace's API budget ran dry mid-way (resumed later from their checkpoint);
     - ``debounce_jobs_claimed_total{source}``; ``debounce_lease_renewals_total``;
     - ``debounce_sync_lag_seconds{source}``: end-to-end lag of a completed sync, from the first
       event of the burst it synced (accepted by the web) to the document written (seconds).
@@ -91,6 +93,9 @@ class WorkerMetrics:
         self.rate_limits = Counter(
             "debounce_rate_limits", "Rate limits (429, 529) that blocked a workspace, by reason.",
             ["source", "reason"], registry=self.registry)
+        self.budget_yields = Counter(
+            "debounce_budget_yields", "Syncs that yielded their slot to the workspace's budget.",
+            ["source"], registry=self.registry)
         self.jobs_claimed = Counter(
             "debounce_jobs_claimed", "Jobs claimed by this process, by source.", ["source"],
             registry=self.registry)

@@ -20,7 +20,7 @@ from typing import LiteralString
 __all__ = ["migrations", "queries", "sql_dir"]
 
 _HEADER = re.compile(r"^-- (_?[a-z][a-z0-9_]*) --\s*$")
-_INCLUDE = re.compile(r"\{\{(_[a-z][a-z0-9_]*)\}\}")
+_INCLUDE = re.compile(r"\{\{(?:([a-z][a-z0-9_]*)\.)?(_[a-z][a-z0-9_]*)\}\}")
 _MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
 
 
@@ -38,16 +38,15 @@ def sql_dir() -> Path:
 
 
 @functools.cache
-def queries(name: str) -> dict[str, LiteralString]:
-    """Named queries of ``sql/<name>.sql`` as ``{query_name: statement}``.
+def _parsed(name: str) -> tuple[dict[str, str], dict[str, str]]:
+    """``sql/<name>.sql`` as (statements, fragments), fragments without their comment lines.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file has text before its first header, a name twice, or includes a
-            fragment it does not define.
+        ValueError: text before the first header, or a name defined twice.
     """
     text = (sql_dir() / f"{name}.sql").read_text(encoding="utf-8")
-    out: dict[str, LiteralString] = {}
+    out: dict[str, str] = {}
     current: str | None = None
     lines: list[str] = []
 
@@ -55,7 +54,6 @@ def queries(name: str) -> dict[str, LiteralString]:
         if current is not None:
             if current in out:
                 raise ValueError(f"sql/{name}.sql defines {current!r} twice")
-            # The statement text comes from a reviewed file in the repository, never from input.
             out[current] = "\n".join(lines).strip().rstrip(";")
 
     for line in text.splitlines():
@@ -72,15 +70,33 @@ def queries(name: str) -> dict[str, LiteralString]:
     # A fragment's own comment stays in the file; the statements get its SQL.
     fragments = {k: "\n".join(ln for ln in v.splitlines() if not ln.startswith("--"))
                  for k, v in out.items() if k.startswith("_")}
+    return {k: v for k, v in out.items() if not k.startswith("_")}, fragments
+
+
+@functools.cache
+def queries(name: str) -> dict[str, LiteralString]:
+    """Named queries of ``sql/<name>.sql`` as ``{query_name: statement}``.
+
+    A statement includes a fragment (``-- _name --``) of its own file as ``{{_name}}`` and
+    one of another file as ``{{file._name}}``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file has text before its first header, a name twice, or includes a
+            fragment that is not defined.
+    """
+    statements, own = _parsed(name)
 
     def include(match: re.Match[str]) -> str:
-        if match.group(1) not in fragments:
-            raise ValueError(f"sql/{name}.sql includes undefined fragment {match.group(1)!r}")
-        return fragments[match.group(1)]
+        where, fragment = match.group(1), match.group(2)
+        fragments = _parsed(where)[1] if where else own
+        if fragment not in fragments:
+            raise ValueError(f"sql/{name}.sql includes undefined fragment "
+                             f"{(where + '.') if where else ''}{fragment}")
+        return fragments[fragment]
 
-    # Expanded from the same reviewed file: still a literal statement.
-    return {k: _INCLUDE.sub(include, v) for k, v in out.items()
-            if not k.startswith("_")}
+    # Expanded from reviewed files of the repository, never from input: literal statements.
+    return {k: _INCLUDE.sub(include, v) for k, v in statements.items()}
 
 
 def migrations() -> list[tuple[int, str, str]]:

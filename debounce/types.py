@@ -25,6 +25,15 @@ class SourceWindow:
     max_wait_seconds: float
 
 
+@dataclass(frozen=True)
+class ApiBudget:
+    """A source's default API budget per workspace: a token bucket refilled at ``per_minute``
+    requests per minute holding at most ``burst`` requests (0 per minute: no budget)."""
+
+    per_minute: float
+    burst: float
+
+
 def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
@@ -99,6 +108,9 @@ class SyncJob:
     finished_at: datetime | None
     #: The workspace the job syncs for (``None``: no workspace, the source's settings).
     workspace_id: int | None = None
+    #: What an earlier claim of this job had fetched when it yielded its slot
+    #: (``{"revision": n, "responses": {...}}``, see ``integrations.metering``), else ``None``.
+    checkpoint: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SyncJob:
@@ -129,13 +141,19 @@ class SyncJob:
             updated_at=row["updated_at"],
             finished_at=row["finished_at"],
             workspace_id=row.get("workspace_id"),
+            checkpoint=row.get("checkpoint"),
         )
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict (ISO 8601 UTC times); the lease token is left out."""
+        """JSON-ready dict (ISO 8601 UTC times); the lease token is left out and the checkpoint
+        is summarised as ``checkpoint_responses`` (how many responses it keeps)."""
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             if name == "lease_token":
+                continue
+            if name == "checkpoint":
+                kept = (self.checkpoint or {}).get("responses")
+                out["checkpoint_responses"] = len(kept) if isinstance(kept, dict) else 0
                 continue
             value = getattr(self, name)
             if isinstance(value, datetime):

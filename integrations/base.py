@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
-from debounce.types import SourceWindow, SyncJob
+from debounce.types import ApiBudget, SourceWindow, SyncJob
 
 if TYPE_CHECKING:
     from debounce.config import Settings
@@ -219,8 +219,8 @@ class SourceSetting:
 
     ``name`` is the attribute on :class:`~debounce.config.Settings` (``settings.<name>``),
     ``env`` the variable, ``default`` the value when it is unset or empty; ``kind`` is
-    ``"str"`` (kept as given), ``"seconds"`` (a number >= 0) or ``"secret"`` (a string never
-    shown). ``help`` is one line for the README's configuration table.
+    ``"str"`` (kept as given), ``"seconds"`` or ``"number"`` (a number >= 0) or ``"secret"`` (a
+    string never shown). ``help`` is one line for the README's configuration table.
     """
 
     name: str
@@ -238,11 +238,14 @@ class SourceSetting:
         """
         if raw is None or raw.strip() == "":
             return self.default
-        if self.kind == "seconds":
+        if self.kind in ("seconds", "number"):
+            what = "a number of seconds" if self.kind == "seconds" else "a number"
             try:
                 value = float(raw)
             except ValueError:
-                raise ValueError(f"{self.env} must be a number of seconds, got {raw!r}") from None
+                raise ValueError(f"{self.env} must be {what}, got {raw!r}") from None
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError(f"{self.env} must be {what}, got {raw!r}")
             if value < 0:
                 raise ValueError(f"{self.env} must be >= 0, got {raw!r}")
             return value
@@ -353,7 +356,10 @@ class Source:
       :class:`InstallError` naming the settings it lacks);
     - ``token_setting``: the setting whose token defines the environment's workspace;
       ``identify(settings, token)``: ask the source who a token is (:class:`Identity`; raises
-      :class:`AuthRevoked` for a token that does not work).
+      :class:`AuthRevoked` for a token that does not work);
+    - ``budget``: the default API budget of each of its workspaces (``None``: unmetered),
+      overridable by ``<PREFIX>_BUDGET_PER_MINUTE`` / ``<PREFIX>_BUDGET_BURST`` and per
+      workspace (``debounce workspaces set-budget``).
     """
 
     source_type: str
@@ -370,6 +376,7 @@ class Source:
     token_setting: str | None = None
     identify: Callable[[Settings, str], Awaitable[Identity]] | None = None
     installer: Callable[[Settings], Installer] | None = None
+    budget: ApiBudget | None = None
 
     def signing_secret(self, settings: Settings) -> str | None:
         """The configured webhook signing secret (``None`` when unset)."""
@@ -390,6 +397,18 @@ class Source:
                           self.window.debounce_seconds, "seconds", "debounce window"),
             SourceSetting("max_wait_seconds", f"{prefix}_MAX_WAIT_SECONDS",
                           self.window.max_wait_seconds, "seconds", "max wait"),
+        )
+
+
+    def budget_settings(self) -> tuple[SourceSetting, SourceSetting]:
+        """The two budget variables, with this source's defaults (0 per minute: unmetered)."""
+        prefix = self.env_prefix or self.source_type.upper()
+        budget = self.budget or ApiBudget(0.0, 1.0)
+        return (
+            SourceSetting("budget_per_minute", f"{prefix}_BUDGET_PER_MINUTE", budget.per_minute,
+                          "number", "API requests per minute per workspace (0: unmetered)"),
+            SourceSetting("budget_burst", f"{prefix}_BUDGET_BURST", budget.burst, "number",
+                          "API requests a workspace may send at once (bucket capacity)"),
         )
 
 

@@ -129,52 +129,92 @@ with clock as (
 select r.*, (select count(*) from notify) as notified from result r order by r.ord
 
 -- claim --
--- Claim up to %(limit)s due jobs (scheduled_at <= now) of active workspaces that are not
--- blocked by a rate limit (or of no workspace: jobs of a paused, revoked or blocked workspace
--- wait), highest priority first, then oldest scheduled_at;
--- rows another worker holds are skipped (FOR UPDATE SKIP LOCKED). Sets the lease,
--- attempts + 1, and records the revision the sync will cover. %(sources)s (text[]) with
--- %(rooms)s (int[]) restricts the claim to those sources, each taking at most its room (the
--- worker's per-source share of its slots); NULL sources: any source. Rows locked beyond the
--- limit are released at commit.
+-- Claim up to %(limit)s due jobs (scheduled_at <= now) for one worker, fairly:
+--   * a job of a workspace is claimable only while the workspace is active, not blocked by a
+--     429 (blocked_until), holds budget (its token bucket's level >= 1: sql/budgets.sql, the
+--     source defaults given as %(budget_sources)s text[] / %(budget_per_minutes)s float8[] /
+--     %(budget_bursts)s float8[]) and has fewer than %(workspace_limit)s jobs in flight; each
+--     workspace offers at most min(free in-flight places, whole requests in its bucket) jobs;
+--   * workspaces are served in turn: every workspace's first job, then every second job, …
+--     with live jobs (priority >= 0: webhooks, re-syncs) before bulk jobs (priority < 0:
+--     backfill, reconciliation) across all workspaces, so a workspace with 10 000 due jobs
+--     delays another's edit by at most one claim round;
+--   * jobs of no workspace (the source's settings give the token) form one more group with
+--     no budget.
+-- %(sources)s (text[]) with %(rooms)s (int[]) restricts the claim to those sources, each
+-- taking at most its room (the worker's per-source share of its slots); NULL: any source.
+-- Rows are taken FOR UPDATE SKIP LOCKED; rows locked beyond the limit are released at commit.
+-- Sets the lease, attempts + 1, and records the revision the sync will cover.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), rooms as (
     select * from unnest(%(sources)s::text[], %(rooms)s::int[]) as r(source_type, room)
-), candidates as (
-    select * from (
-        select j.id, j.priority, j.scheduled_at
+), defaults as (
+    select * from unnest(%(budget_sources)s::text[], %(budget_per_minutes)s::float8[],
+                         %(budget_bursts)s::float8[]) as d(source_type, per_minute, burst)
+), ws as (
+    select w.id,
+           least(%(workspace_limit)s::int
+                   - (select count(*) from sync_jobs p
+                       where p.workspace_id = w.id and p.status = 'processing')::int,
+                 case when b.rate = 0 then %(limit)s::int
+                      else floor(b.level)::int end) as room
+      from workspaces w
+     cross join clock
+      left join defaults d on d.source_type = w.source_type
+     {{budgets._bucket}}
+     where w.status = 'active'
+       and (w.blocked_until is null or w.blocked_until <= clock.now)
+       and (%(sources)s::text[] is null or w.source_type = any(%(sources)s::text[]))
+), picked as (
+    select c.*
+      from ws
+     cross join lateral (
+        select j.id, j.source_type, j.workspace_id, j.priority, j.scheduled_at
           from sync_jobs j, clock
-         where %(sources)s::text[] is null
+         where j.workspace_id = ws.id
            and j.status = 'pending'
            and j.scheduled_at <= clock.now
-           and (j.workspace_id is null
-                or exists (select 1 from workspaces w
-                            where w.id = j.workspace_id and w.status = 'active'
-                              and (w.blocked_until is null or w.blocked_until <= clock.now)))
+           and (%(sources)s::text[] is null or j.source_type = any(%(sources)s::text[]))
+         order by j.priority desc, j.scheduled_at
+         limit greatest(ws.room, 0)
+           for update of j skip locked
+     ) c
+     where ws.room > 0
+    union all
+    select c.*
+      from (select distinct j.source_type from sync_jobs j
+             where %(sources)s::text[] is null and j.status = 'pending'
+               and j.workspace_id is null
+            union
+            select source_type from rooms) s
+     cross join lateral (
+        select j.id, j.source_type, j.workspace_id, j.priority, j.scheduled_at
+          from sync_jobs j, clock
+         where j.status = 'pending'
+           and j.workspace_id is null
+           and j.source_type = s.source_type
+           and j.scheduled_at <= clock.now
          order by j.priority desc, j.scheduled_at
          limit %(limit)s
            for update of j skip locked
-    ) any_source
-    union all
-    select c.id, c.priority, c.scheduled_at
-      from rooms r
-     cross join lateral (
-        select j.id, j.priority, j.scheduled_at
-          from sync_jobs j, clock
-         where j.status = 'pending'
-           and j.source_type = r.source_type
-           and j.scheduled_at <= clock.now
-           and (j.workspace_id is null
-                or exists (select 1 from workspaces w
-                            where w.id = j.workspace_id and w.status = 'active'
-                              and (w.blocked_until is null or w.blocked_until <= clock.now)))
-         order by j.priority desc, j.scheduled_at
-         limit r.room
-           for update of j skip locked
      ) c
+), turns as (
+    select p.*, row_number() over (partition by p.workspace_id, p.source_type
+                                   order by p.priority desc, p.scheduled_at) as turn
+      from picked p
+), ordered as (
+    select t.*, row_number() over (partition by t.source_type
+                                   order by t.priority < 0, t.turn, t.priority desc,
+                                            t.scheduled_at) as source_turn
+      from turns t
 ), due as (
-    select id from candidates order by priority desc, scheduled_at limit %(limit)s
+    select o.id
+      from ordered o
+      left join rooms r on r.source_type = o.source_type
+     where %(sources)s::text[] is null or o.source_turn <= r.room
+     order by o.priority < 0, o.turn, o.priority desc, o.scheduled_at
+     limit %(limit)s
 )
 update sync_jobs j
    set status           = 'processing',
@@ -211,6 +251,7 @@ with clock as (
            finished_at      = case when j.revision = j.claimed_revision then clock.now end,
            attempts         = case when j.revision = j.claimed_revision then j.attempts else 0 end,
            last_error       = null,
+           checkpoint       = null,
            lease_token      = null,
            lease_expires_at = null,
            locked_by        = null,
@@ -229,8 +270,9 @@ select d.*, (select count(*) from notify) as notified from done d
 -- fail_many --
 -- Record failed syncs of claimed jobs, one statement for a batch: %(ids)s (bigint[]) with
 -- their %(lease_tokens)s (uuid[]), %(errors)s (text[]), %(retry_afters)s (float8[], NULL when
--- not rate limited), %(permanents)s (bool[]) and %(backoffs)s (float8[]: this attempt's
--- backoff, seconds). Per row:
+-- not rate limited), %(permanents)s (bool[]), %(backoffs)s (float8[]: this attempt's
+-- backoff, seconds) and %(checkpoints)s (jsonb[]: what a sync that yielded had fetched, kept
+-- for its next claim while the row stays pending; NULL clears it). Per row:
 --   permanent, or attempts spent (and not rate limited) → failed;
 --   rate limited (retry_after not NULL)                 → pending at now + retry_after, the
 --                                                         attempt given back;
@@ -249,8 +291,9 @@ with clock as (
            (select now from clock)
              + make_interval(secs => coalesce(i.retry_after, i.backoff)) as retry_time
       from unnest(%(ids)s::bigint[], %(lease_tokens)s::uuid[], %(errors)s::text[],
-                  %(retry_afters)s::float8[], %(permanents)s::bool[], %(backoffs)s::float8[])
-           as i(id, lease_token, error, retry_after, permanent, backoff)
+                  %(retry_afters)s::float8[], %(permanents)s::bool[], %(backoffs)s::float8[],
+                  %(checkpoints)s::jsonb[])
+           as i(id, lease_token, error, retry_after, permanent, backoff, checkpoint)
 ), held as (
     select j.id
       from sync_jobs j
@@ -284,6 +327,9 @@ with clock as (
                                         and j.revision = j.claimed_revision
                                    then clock.now end,
            last_error       = i.error,
+           checkpoint       = case when (i.permanent
+                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
+                                   then null else i.checkpoint end,
            lease_token      = null,
            lease_expires_at = null,
            locked_by        = null,
@@ -496,15 +542,47 @@ select (select count(*) from jobs) as jobs, (select count(*) from events) as eve
        (select got from lock) as ran
 
 -- seconds_until_due --
--- Seconds from the database's clock until the earliest pending job of %(source_types)s (text[],
--- NULL: any source) is due (negative: overdue); NULL if none is pending. The worker sleeps this
--- long (bounded by its poll interval).
--- Jobs of a paused or revoked workspace are not counted (they cannot be claimed); a job of a
--- workspace blocked by a rate limit counts from the end of the block.
-select extract(epoch from min(greatest(j.scheduled_at, coalesce(w.blocked_until, j.scheduled_at)))
-                          - clock_timestamp())::float8 as seconds
-  from sync_jobs j
-  left join workspaces w on w.id = j.workspace_id
- where j.status = 'pending'
-   and (%(source_types)s::text[] is null or j.source_type = any(%(source_types)s::text[]))
-   and (j.workspace_id is null or w.status = 'active')
+-- Seconds from the database's clock until the claim could next take a job of
+-- %(source_types)s (text[], NULL: any source): negative when overdue; NULL if nothing is
+-- pending. The worker sleeps this long (bounded by its poll interval). A workspace's jobs
+-- count from when the workspace can take one: the end of a 429 block, or when its bucket
+-- holds a request again (source defaults as in the claim); jobs of a paused or revoked
+-- workspace, or of one with %(workspace_limit)s jobs in flight (a finishing sync wakes its
+-- worker), are not counted.
+with clock as (
+    select clock_timestamp() as now
+), defaults as (
+    select * from unnest(%(budget_sources)s::text[], %(budget_per_minutes)s::float8[],
+                         %(budget_bursts)s::float8[]) as d(source_type, per_minute, burst)
+), ws as (
+    select w.id,
+           greatest(coalesce(w.blocked_until, clock.now),
+                    clock.now + make_interval(secs => case when b.rate = 0 or b.level >= 1
+                                                           then 0
+                                                           else (1 - b.level) / b.rate end))
+               as open_at
+      from workspaces w
+     cross join clock
+      left join defaults d on d.source_type = w.source_type
+     {{budgets._bucket}}
+     where w.status = 'active'
+       and (%(source_types)s::text[] is null or w.source_type = any(%(source_types)s::text[]))
+       and (select count(*) from sync_jobs p
+             where p.workspace_id = w.id and p.status = 'processing') < %(workspace_limit)s
+), due as (
+    select greatest(ws.open_at, m.at) as at      -- greatest() ignores NULLs: filter them
+      from ws
+     cross join lateral (
+        select min(j.scheduled_at) as at from sync_jobs j
+         where j.workspace_id = ws.id and j.status = 'pending'
+           and (%(source_types)s::text[] is null
+                or j.source_type = any(%(source_types)s::text[]))) m
+     where m.at is not null
+    union all
+    select min(j.scheduled_at)
+      from sync_jobs j
+     where j.status = 'pending' and j.workspace_id is null
+       and (%(source_types)s::text[] is null or j.source_type = any(%(source_types)s::text[]))
+)
+select extract(epoch from min(due.at) - min(clock.now))::float8 as seconds
+  from due, clock

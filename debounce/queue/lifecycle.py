@@ -22,7 +22,7 @@ from debounce.queue.checks import (
 )
 from debounce.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
 from debounce.sql import queries
-from debounce.types import EnqueueOutcome, EnqueueResult, JobEvent, SyncJob
+from debounce.types import ApiBudget, EnqueueOutcome, EnqueueResult, JobEvent, SyncJob
 
 __all__ = [
     "Failure",
@@ -127,6 +127,10 @@ async def enqueue_many(
     return results
 
 
+#: ``workspace_limit`` meaning "no limit on jobs in flight per workspace".
+UNLIMITED = 1_000_000
+
+
 async def claim(
     db: Db,
     worker_id: str,
@@ -135,11 +139,18 @@ async def claim(
     lease_seconds: float,
     source_types: Sequence[str] | None = None,
     source_limits: Mapping[str, int] | None = None,
+    budgets: Mapping[str, ApiBudget] | None = None,
+    workspace_limit: int = UNLIMITED,
     now: datetime | None = None,
 ) -> list[SyncJob]:
-    """Claim up to ``limit`` due jobs for ``worker_id`` (``FOR UPDATE SKIP LOCKED``).
+    """Claim up to ``limit`` due jobs for ``worker_id`` (``FOR UPDATE SKIP LOCKED``), fairly
+    (``sql/queue.sql``, ``claim``).
 
-    Due means ``scheduled_at <= now``; order is priority (high first), then ``scheduled_at``.
+    Due means ``scheduled_at <= now``. Jobs of a workspace are taken only while it is active,
+    not blocked by a 429, holds budget (``budgets``: each source's default
+    :class:`~debounce.types.ApiBudget`; a source missing from it is unmetered unless the
+    workspace sets its own) and has fewer than ``workspace_limit`` jobs in flight; workspaces
+    are served in turn, live jobs (priority >= 0) before bulk ones (priority < 0).
     Each claimed job is ``processing`` with ``lease_expires_at = now + lease_seconds``,
     ``attempts + 1``, a fresh ``lease_token`` and ``claimed_revision = revision``. Returned in
     claim order. ``source_types`` restricts the claim to those sources; ``source_limits``
@@ -171,9 +182,27 @@ async def claim(
             "lease_seconds": float(lease_seconds),
             "sources": list(rooms) if rooms is not None else None,
             "rooms": list(rooms.values()) if rooms is not None else None,
+            **budget_params(budgets, workspace_limit),
         },
     )
     return _claimed(rows)
+
+
+
+def budget_params(budgets: Mapping[str, ApiBudget] | None, workspace_limit: int) -> dict[str, Any]:
+    """The budget parameters shared by ``claim`` and ``seconds_until_due``.
+
+    Raises:
+        ValueError: ``workspace_limit < 1``.
+    """
+    check_int("workspace_limit", workspace_limit, minimum=1)
+    known = dict(budgets or {})
+    return {
+        "budget_sources": list(known),
+        "budget_per_minutes": [float(b.per_minute) for b in known.values()],
+        "budget_bursts": [float(b.burst) for b in known.values()],
+        "workspace_limit": workspace_limit,
+    }
 
 
 def _claimed(rows: Sequence[Mapping[str, Any]]) -> list[SyncJob]:
@@ -225,7 +254,9 @@ class Failure:
       schedule's delay for the job's attempt, see :func:`debounce.retry.backoff_delay`), or
       ``failed`` once ``attempts >= max_attempts``.
 
-    ``error`` is stored in ``last_error`` (truncated to 2000 characters).
+    ``error`` is stored in ``last_error`` (truncated to 2000 characters). ``checkpoint`` (a
+    JSON object: what the sync had fetched when it yielded, ``integrations.metering``) is kept
+    with a job that goes back to ``pending`` and served to its next sync; ``None`` clears it.
 
     Raises (construction):
         ValueError: ``retry_after`` or ``backoff_seconds`` negative or not finite.
@@ -236,6 +267,7 @@ class Failure:
     retry_after: float | None = None
     permanent: bool = False
     backoff_seconds: float | None = None
+    checkpoint: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.retry_after is not None:
@@ -289,6 +321,8 @@ async def fail_many(
             "permanents": [bool(f.permanent) for f in failures],
             "backoffs": [backoff_delay(f.job.attempts) if f.backoff_seconds is None
                          else f.backoff_seconds for f in failures],
+            "checkpoints": [Jsonb(f.checkpoint) if f.checkpoint is not None else None
+                            for f in failures],
             "now": now,
         },
     )

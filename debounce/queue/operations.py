@@ -21,9 +21,9 @@ from debounce.queue.checks import (
     check_seconds,
     check_text,
 )
-from debounce.queue.lifecycle import job_of
+from debounce.queue.lifecycle import UNLIMITED, budget_params, job_of
 from debounce.sql import queries
-from debounce.types import JobStatus, SyncJob
+from debounce.types import ApiBudget, JobStatus, SyncJob
 
 __all__ = [
     "PRUNE_LOCK_ID",
@@ -257,12 +257,22 @@ async def prune(
     return {"jobs": int(row["jobs"]), "events": int(row["events"])}
 
 
-async def seconds_until_due(db: Db, source_types: Sequence[str] | None = None) -> float | None:
-    """Seconds until the earliest pending job (of ``source_types``, default any) is due by the
-    database's clock (negative when overdue), or ``None`` when nothing is pending."""
+async def seconds_until_due(
+    db: Db,
+    source_types: Sequence[str] | None = None,
+    *,
+    budgets: Mapping[str, ApiBudget] | None = None,
+    workspace_limit: int = UNLIMITED,
+) -> float | None:
+    """Seconds until the claim could take a job (of ``source_types``, default any) by the
+    database's clock (negative when overdue), or ``None`` when nothing is pending. A
+    workspace's jobs count from when it can take one (429 block over, a request in its
+    bucket); a workspace with ``workspace_limit`` jobs in flight is not counted (``budgets``
+    and ``workspace_limit`` as for :func:`~debounce.queue.claim`)."""
     row = await fetch_one(
         db,
         _Q["seconds_until_due"],
-        {"source_types": list(source_types) if source_types is not None else None},
+        {"source_types": list(source_types) if source_types is not None else None,
+         **budget_params(budgets, workspace_limit)},
     )
     return float(row["seconds"]) if row and row["seconds"] is not None else None

@@ -17,13 +17,14 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
+from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
 from debounce.documents import LeaseLost, claim_fence
 from debounce.metrics import WORKER
 from debounce.migrate import schema_status
 from debounce.retry import Backoff, backoff_delay
 from debounce.secrets import SecretKeyError
-from debounce.types import SyncJob
+from debounce.types import ApiBudget, SyncJob
 from debounce.worker import maintenance
 from debounce.worker.access import WorkspaceAccess
 from debounce.worker.errors import log_db_error
@@ -36,8 +37,12 @@ from integrations.base import (
     RateLimited,
     sync_credentials,
 )
+from integrations.metering import BudgetExhausted, Checkpoint, metered
 
-__all__ = ["Worker", "default_worker_id"]
+__all__ = ["MIN_RECHECK_SECONDS", "Worker", "default_worker_id"]
+
+#: Shortest sleep of a worker that found jobs due but could claim none, seconds.
+MIN_RECHECK_SECONDS = 0.02
 
 log = logging.getLogger("debounce.worker")
 
@@ -94,6 +99,10 @@ class Worker:
         self.claim_batch = max(1, self.concurrency // 4)
         self.completed = 0
         self.failed = 0
+        #: Each source's default API budget (``Source.budget`` or its environment override).
+        self.budgets: dict[str, ApiBudget] = {
+            s: b for s in self.sources if (b := settings.budget(s)) is not None}
+        self.workspace_limit = max(1, settings.workspace_concurrency)
 
     # --- public -------------------------------------------------------------------------------
 
@@ -221,16 +230,21 @@ class Worker:
         if eligible and (free >= self.claim_batch or not self.running):
             jobs = await queue.claim(self.pool, self.worker_id, limit=free,
                                      lease_seconds=self.settings.lease_seconds,
-                                     source_limits=dict(eligible))
+                                     source_limits=dict(eligible), budgets=self.budgets,
+                                     workspace_limit=self.workspace_limit)
             for job in jobs:
                 self._start(job)
             if jobs:
                 return 0.0
         delay = self.settings.poll_interval_seconds
         if eligible:
-            until = await queue.seconds_until_due(self.pool, [s for s, _ in eligible])
+            until = await queue.seconds_until_due(self.pool, [s for s, _ in eligible],
+                                                  budgets=self.budgets,
+                                                  workspace_limit=self.workspace_limit)
             if until is not None:
-                delay = min(delay, max(until, 0.0) + 0.001)
+                # Due but not claimed (rows another worker holds, a bucket refilling this very
+                # moment): look again shortly, never in a busy loop.
+                delay = min(delay, max(until, MIN_RECHECK_SECONDS))
         now = time.monotonic()
         pauses = [t - now for t in self._paused_until.values() if t > now]
         if pauses:  # a rate-limited source becomes claimable again
@@ -248,14 +262,26 @@ class Worker:
         integration = self.sources.get(job.source_type)
         started = time.monotonic()
         credentials: Mapping[str, Any] | None = None
+        checkpoint = Checkpoint()
         try:
             if integration is None:
                 raise PermanentError(f"no integration for source {job.source_type!r}")
             credentials = await self.access.credentials(job)
-            with claim_fence(job), sync_credentials(credentials):
+            with (claim_fence(job), sync_credentials(credentials),
+                  metered(self._meter(job), self._resumed(job)) as checkpoint):
                 result = await integration.sync(job)
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job
+        except BudgetExhausted as exc:
+            # The workspace's bucket ran dry mid-sync: hand the slot back, due when a request
+            # is available, keeping what was fetched (the resumed sync does not pay twice).
+            self._observe(job, started, "budget")
+            WORKER.budget_yields.labels(job.source_type).inc()
+            log.info("budget exhausted after %d requests; yielding for %.2f s",
+                     len(checkpoint.responses), exc.retry_after, extra=job.log_fields())
+            await self._record_failure(queue.Failure(
+                job, str(exc), retry_after=exc.retry_after,
+                checkpoint=self._checkpoint_of(job, checkpoint)))
         except LeaseLost as exc:
             # Stalled past the lease; another worker holds the job now and syncs the page.
             self._observe(job, started, "lease_lost")
@@ -269,7 +295,9 @@ class Worker:
                 self._paused_until[job.source_type] = time.monotonic() + exc.retry_after
             log.warning("rate limited (%s); retry in %.0f s", exc.reason, exc.retry_after,
                         extra=job.log_fields())
-            await self._record_failure(queue.Failure(job, str(exc), retry_after=exc.retry_after))
+            await self._record_failure(queue.Failure(
+                job, str(exc), retry_after=exc.retry_after,
+                checkpoint=self._checkpoint_of(job, checkpoint)))
         except PermanentError as exc:
             if isinstance(exc, AuthRevoked) and await self.access.revoked(job, str(exc)):
                 # Parked: pending again, the attempt given back; the claim skips the jobs of a
@@ -302,6 +330,28 @@ class Worker:
                 self._tasks.pop(job.id, None)
                 self.finishing.discard(job.id)
                 self._wake.set()
+
+    def _meter(self, job: SyncJob) -> WorkspaceMeter | None:
+        """The budget meter of ``job``'s workspace (``None``: a job of no workspace)."""
+        if job.workspace_id is None:
+            return None
+        return WorkspaceMeter(self.pool, job.workspace_id, self.budgets.get(job.source_type))
+
+    @staticmethod
+    def _resumed(job: SyncJob) -> Checkpoint:
+        """The checkpoint an earlier claim of the same revision left (else an empty one)."""
+        saved = job.checkpoint
+        if saved and saved.get("revision") == job.claimed_revision:
+            return Checkpoint.from_json(saved)
+        return Checkpoint()
+
+    @staticmethod
+    def _checkpoint_of(job: SyncJob, checkpoint: Checkpoint) -> dict[str, Any] | None:
+        """What to keep with a job that yields: its responses, tagged with the revision they
+        belong to (``None`` when there are none)."""
+        if not checkpoint.responses:
+            return None
+        return {"revision": job.claimed_revision, **checkpoint.to_json()}
 
     @staticmethod
     def _observe(job: SyncJob, started: float, outcome: str) -> None:

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 from typing import TYPE_CHECKING, Any
 
+from debounce.types import ApiBudget
 from integrations.base import (
     AuthRevoked,
     DemoSetup,
@@ -113,6 +114,13 @@ async def identify(settings: Settings, token: str) -> Identity:
                     bot_user_id=str(me.get("id")) if me.get("id") else None)
 
 
+#: Each workspace's default API budget. Notion limits each connection to a budget per 60-second
+#: window (on average three requests per second) and each workspace, shared with its other
+#: connections, on top (https://developers.notion.com/reference/request-limits): 150 per
+#: minute with a burst of 20 keeps any 60 s under 180 and leaves the workspace's other apps
+#: some room.
+BUDGET = ApiBudget(per_minute=150.0, burst=20.0)
+
 SOURCE = Source(
     source_type=SOURCE_TYPE,
     create=create,
@@ -128,4 +136,5 @@ SOURCE = Source(
     token_setting="notion_token",
     identify=identify,
     installer=installer,
+    budget=BUDGET,
 )

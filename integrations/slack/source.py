@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from slack_sdk.signature import SignatureVerifier
 
+from debounce.types import ApiBudget
 from integrations.base import (
     AuthRevoked,
     DemoSetup,
@@ -119,6 +120,14 @@ async def identify(settings: Settings, token: str) -> Identity:
                     bot_user_id=data.get("user_id"), enterprise_id=data.get("enterprise_id") or None)
 
 
+#: Each team's default API budget. Slack limits each Web API method per workspace per app;
+#: ``conversations.history`` and ``conversations.replies`` are Tier 3, about 50 per minute, for
+#: internal and Marketplace apps (https://docs.slack.dev/apis/web-api/rate-limits). One bucket
+#: covers every method a sync sends: 45 per minute with a burst of 5 keeps any 60 s at 50. A
+#: commercially distributed app outside the Marketplace gets 1 per minute for those methods:
+#: set ``SLACK_BUDGET_PER_MINUTE=1`` (and ``SLACK_BUDGET_BURST=1``).
+BUDGET = ApiBudget(per_minute=45.0, burst=5.0)
+
 SOURCE = Source(
     source_type=SOURCE_TYPE,
     create=create,
@@ -132,4 +141,5 @@ SOURCE = Source(
     token_setting="slack_bot_token",
     identify=identify,
     installer=installer,
+    budget=BUDGET,
 )

@@ -1,0 +1,123 @@
+"""API budgets: one token bucket per workspace in Postgres, shared by every worker process.
+
+The scarce resource of the service is the sources' API budget (Notion's per-connection and
+per-workspace limits, Slack's per-method tiers). Each workspace has a token bucket
+(``sql/budgets.sql``, migration 008): ``burst`` requests of capacity refilled at
+``per_minute``. It is refilled lazily, from the database's clock, by the one ``UPDATE …
+RETURNING`` that charges it, so there is no refiller process and worker clocks never matter;
+the row lock serialises every process's takers.
+
+- The worker charges one request per API request a sync or an enumeration sends
+  (:class:`WorkspaceMeter`, the :class:`integrations.metering.Meter` of a job).
+- The claim (``sql/queue.sql``) only takes jobs of a workspace whose bucket holds a request,
+  at most as many as it holds, so no worker waits on a budget holding a slot.
+- Defaults come from the source (``Source.budget``), overridden for all of a source's
+  workspaces by ``<SOURCE>_BUDGET_PER_MINUTE`` / ``<SOURCE>_BUDGET_BURST`` and per workspace
+  by :func:`set_budget` (``debounce workspaces set-budget``). 0 per minute: unmetered.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from debounce.db import Db, fetch_one
+from debounce.sql import queries
+from debounce.types import ApiBudget
+from integrations.metering import BudgetExhausted
+
+__all__ = ["BudgetLevel", "WorkspaceMeter", "level", "set_budget", "take"]
+
+_Q = queries("budgets")
+
+
+@dataclass(frozen=True)
+class BudgetLevel:
+    """A workspace's bucket now: ``per_minute`` (0: unmetered), ``burst``, ``level``
+    (requests available now), ``overridden`` (set for this workspace, not the source's
+    default)."""
+
+    per_minute: float
+    burst: float
+    level: float
+    overridden: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready: ``{"per_minute", "burst", "available", "source_default"}``."""
+        return {"per_minute": self.per_minute, "burst": self.burst,
+                "available": math.floor(self.level * 100) / 100,
+                "source_default": not self.overridden}
+
+
+def _defaults(budget: ApiBudget | None) -> dict[str, float | None]:
+    return {"default_per_minute": budget.per_minute if budget else None,
+            "default_burst": budget.burst if budget else None}
+
+
+async def take(db: Db, workspace_id: int, default: ApiBudget | None, *, n: int = 1,
+               now: datetime | None = None) -> float:
+    """Charge ``n`` requests to ``workspace_id``'s bucket; returns 0.0 when granted, else the
+    seconds until they will be available (or until a 429 block ends), nothing taken. An
+    unknown workspace is not metered (0.0)."""
+    row = await fetch_one(db, _Q["take_budget"], {"id": workspace_id, "n": float(n), "now": now,
+                                                   **_defaults(default)})
+    if row is None or row["granted"]:
+        return 0.0
+    return max(float(row["wait_seconds"]), 0.001)
+
+
+async def set_budget(db: Db, workspace_id: int, per_minute: float | None,
+                     burst: float | None) -> dict[str, Any] | None:
+    """Set workspace ``workspace_id``'s budget (``None``: back to the source's default); the
+    bucket starts full. Returns the row (``id``, ``source_type``, ``budget_per_minute``,
+    ``budget_burst``) or ``None`` for an unknown workspace.
+
+    Raises:
+        ValueError: ``per_minute`` < 0 or ``burst`` < 1, or not finite.
+    """
+    if per_minute is not None and not (math.isfinite(per_minute) and per_minute >= 0):
+        raise ValueError(f"per minute must be a number >= 0 (0: unmetered), got {per_minute}")
+    if burst is not None and not (math.isfinite(burst) and burst >= 1):
+        raise ValueError(f"burst must be a number >= 1, got {burst}")
+    return await fetch_one(db, _Q["set_budget"], {"id": workspace_id, "per_minute": per_minute,
+                                                  "burst": burst})
+
+
+async def level(db: Db, workspace_id: int, default: ApiBudget | None, *,
+                now: datetime | None = None) -> BudgetLevel | None:
+    """Workspace ``workspace_id``'s bucket now, without charging it (``None``: unknown)."""
+    row = await fetch_one(db, _Q["budget_level"], {"id": workspace_id, "now": now,
+                                                    **_defaults(default)})
+    if row is None:
+        return None
+    return BudgetLevel(float(row["per_minute"]), float(row["burst"]), float(row["level"]),
+                       bool(row["overridden"]))
+
+
+class WorkspaceMeter:
+    """The :class:`integrations.metering.Meter` of one job: charges ``workspace_id``'s bucket
+    (the source's ``default`` budget unless the workspace sets its own) one request at a time.
+
+    ``take()`` raises :class:`~integrations.metering.BudgetExhausted` with the seconds until a
+    request is available; it never sleeps (the job hands its slot back instead). ``taken``
+    counts the requests granted.
+    """
+
+    def __init__(self, db: Db, workspace_id: int, default: ApiBudget | None) -> None:
+        self.db = db
+        self.workspace_id = workspace_id
+        self.default = default
+        self.taken = 0
+
+    async def take(self) -> None:
+        """Charge one request.
+
+        Raises:
+            BudgetExhausted: the bucket is empty (or the workspace is blocked by a 429).
+        """
+        wait = await take(self.db, self.workspace_id, self.default)
+        if wait > 0:
+            raise BudgetExhausted(wait)
+        self.taken += 1

@@ -1,0 +1,83 @@
+-- API budgets: one token bucket per workspace (migration 008), shared by every worker process.
+-- The bucket is refilled lazily from the database clock by the statement that reads it, so
+-- there is no refiller and no worker clock: level(now) = least(burst, tokens + rate * elapsed),
+-- rate = per_minute / 60 requests per second. A per_minute of 0 means no budget (unlimited).
+-- The source's defaults (used where the workspace sets none) come from a relation d
+-- (per_minute, burst) that each statement joins: %(default_per_minute)s / %(default_burst)s
+-- here, one row per source in the claim (sql/queue.sql). %(now)s: a timestamptz or NULL (the
+-- database's clock).
+
+-- _bucket --
+-- The bucket of workspace row w at clock.now, with the source's defaults d: rate
+-- (requests/s, 0: unlimited), burst, level (requests available now).
+cross join lateral (
+    select p.rate, p.burst,
+           case when p.rate = 0 then p.burst
+                else least(p.burst, coalesce(w.budget_tokens, p.burst)
+                                    + p.rate * greatest(0, extract(epoch from clock.now
+                                          - coalesce(w.budget_refilled_at, clock.now))))
+           end as level
+      from (select coalesce(w.budget_per_minute, d.per_minute, 0) / 60.0 as rate,
+                   greatest(1, coalesce(w.budget_burst, d.burst, 1)) as burst) p
+) b
+
+-- take_budget --
+-- Charge %(n)s requests to workspace %(id)s, one statement: granted when the bucket holds them
+-- and the workspace is not blocked by a 429; otherwise nothing is taken and wait_seconds says
+-- when they will be there (or when the block ends). The row lock serialises concurrent takers,
+-- so every process together never takes more than burst + rate * elapsed.
+with clock as (
+    select coalesce(%(now)s::timestamptz, clock_timestamp()) as now
+), d as (
+    select %(default_per_minute)s::float8 as per_minute, %(default_burst)s::float8 as burst
+), cur as (
+    select w.id, b.rate, b.burst, b.level, w.blocked_until, clock.now,
+           (b.rate = 0 or b.level >= %(n)s) and coalesce(w.blocked_until <= clock.now, true)
+               as granted
+      from workspaces w
+     cross join clock
+     cross join d
+     {{_bucket}}
+     where w.id = %(id)s
+       for update of w
+)
+update workspaces w
+   set budget_tokens      = case when cur.rate = 0 then null
+                                 when cur.granted then cur.level - %(n)s else cur.level end,
+       budget_refilled_at = greatest(cur.now, coalesce(w.budget_refilled_at, cur.now))
+  from cur
+ where w.id = cur.id
+returning cur.granted,
+          greatest(case when cur.rate = 0 or cur.level >= %(n)s then 0
+                        else (%(n)s - cur.level) / cur.rate end,
+                   coalesce(extract(epoch from cur.blocked_until - cur.now), 0))::float8
+              as wait_seconds,
+          cur.level::float8 as level, cur.burst::float8 as burst, (cur.rate * 60)::float8 as per_minute
+
+-- set_budget --
+-- Set (or, with NULLs, clear back to the source's default) workspace %(id)s's budget:
+-- %(per_minute)s requests per minute (0: unlimited), %(burst)s requests of capacity. The
+-- bucket starts full at its new size. Returns the row, or nothing for an unknown id.
+update workspaces
+   set budget_per_minute  = %(per_minute)s::float8,
+       budget_burst       = %(burst)s::float8,
+       budget_tokens      = null,
+       budget_refilled_at = null,
+       updated_at         = now()
+ where id = %(id)s
+returning id, source_type, budget_per_minute, budget_burst
+
+-- budget_level --
+-- Workspace %(id)s's bucket now, without charging it: per_minute, burst, level (requests).
+with clock as (
+    select coalesce(%(now)s::timestamptz, clock_timestamp()) as now
+), d as (
+    select %(default_per_minute)s::float8 as per_minute, %(default_burst)s::float8 as burst
+)
+select w.id, (b.rate * 60)::float8 as per_minute, b.burst::float8 as burst,
+       b.level::float8 as level, w.budget_per_minute is not null as overridden
+  from workspaces w
+ cross join clock
+ cross join d
+ {{_bucket}}
+ where w.id = %(id)s
