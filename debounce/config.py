@@ -237,6 +237,12 @@ class Settings:
         source = integrations.sources().get(source_type)
         return source.budget if source is not None else None
 
+    def source_budgets(self) -> dict[str, ApiBudget]:
+        """The default budget of every registered source that has one (see :meth:`budget`)."""
+        import integrations
+
+        return {s: b for s in integrations.sources() if (b := self.budget(s)) is not None}
+
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return replace(self, **changes)

@@ -29,6 +29,7 @@ from typing import Any
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.secrets import Keyring, SecretKeyError, fingerprint
 from debounce.sql import queries
+from debounce.types import ApiBudget
 
 __all__ = [
     "Directory",
@@ -225,11 +226,26 @@ async def remove(db: Db, workspace_id: int) -> int:
     return int(row["dropped_jobs"])
 
 
-async def list_workspaces(db: Db, workspace_id: int | None = None) -> list[dict[str, Any]]:
+async def list_workspaces(db: Db, workspace_id: int | None = None, *,
+                          budgets: Mapping[str, ApiBudget] | None = None) -> list[dict[str, Any]]:
     """Every workspace (or one) with its figures: jobs by state, documents, last sync, last
-    error. Never the credentials: ``token_fingerprint`` stands for the token."""
-    rows = await fetch_all(db, _Q["list_workspaces"], {"id": workspace_id})
-    return [_public(r) for r in rows]
+    error, and ``budget`` ``{"per_minute", "burst", "available", "source_default"}`` (requests;
+    ``budgets``: the sources' default budgets, see ``debounce.budgets``). Never the
+    credentials: ``token_fingerprint`` stands for the token."""
+    known = dict(budgets or {})
+    rows = await fetch_all(db, _Q["list_workspaces"], {
+        "id": workspace_id, "budget_sources": list(known),
+        "budget_per_minutes": [b.per_minute for b in known.values()],
+        "budget_bursts": [b.burst for b in known.values()]})
+    out = []
+    for r in rows:
+        row = _public(r)
+        row["budget"] = {"per_minute": row.pop("budget_per_minute"),
+                         "burst": row.pop("budget_burst"),
+                         "available": round(row.pop("budget_available"), 2),
+                         "source_default": not row.pop("budget_overridden")}
+        out.append(row)
+    return out
 
 
 async def credentials(db: Db, keyring: Keyring | None, workspace_id: int) -> dict[str, Any] | None:

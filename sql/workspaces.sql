@@ -71,8 +71,18 @@ with dropped as (
 select (select id from gone) as id, (select count(*) from dropped) as dropped_jobs
 
 -- list_workspaces --
--- Every workspace with its figures: jobs by state, documents, last sync, last error.
-select w.id, w.source_type, w.external_id, w.enterprise_id, w.name, w.status, w.origin,
+-- Every workspace with its figures: jobs by state, documents, last sync, last error, and its
+-- API budget now (the bucket as sql/budgets.sql computes it; the sources' defaults given as
+-- %(budget_sources)s text[] / %(budget_per_minutes)s float8[] / %(budget_bursts)s float8[]).
+with clock as (
+    select clock_timestamp() as now
+), defaults as (
+    select * from unnest(%(budget_sources)s::text[], %(budget_per_minutes)s::float8[],
+                         %(budget_bursts)s::float8[]) as d(source_type, per_minute, burst)
+)
+select (b.rate * 60)::float8 as budget_per_minute, b.burst::float8 as budget_burst,
+       b.level::float8 as budget_available, w.budget_per_minute is not null as budget_overridden,
+       w.id, w.source_type, w.external_id, w.enterprise_id, w.name, w.status, w.origin,
        w.token_fingerprint, w.bot_user_id, w.connected_at, w.updated_at, w.last_auth_error,
        w.last_auth_error_at, w.blocked_until, w.rate_limit_reason,
        (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'pending')
@@ -87,6 +97,9 @@ select w.id, w.source_type, w.external_id, w.enterprise_id, w.name, w.status, w.
          where j.workspace_id = w.id and j.last_error is not null
          order by j.updated_at desc limit 1) as last_error
   from workspaces w
+ cross join clock
+  left join defaults d on d.source_type = w.source_type
+ {{budgets._bucket}}
  where (%(id)s::bigint is null or w.id = %(id)s::bigint)
  order by w.id
 

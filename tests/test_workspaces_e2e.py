@@ -197,6 +197,20 @@ async def test_operating_workspaces_from_the_cli_and_the_api(
         "workspace"]["status"] == "active"
     assert (await client.post("/workspaces/999/pause", headers=admin)).status_code == 404
     assert (await client.get("/workspaces/x", headers=admin)).status_code == 404
+    assert ws["budget"] == {"per_minute": 45.0, "burst": 5.0, "available": 5.0,
+                            "source_default": True}
+    wid = str(ws["id"])
+    assert await asyncio.to_thread(main, ["workspaces", "set-budget", wid, "--per-minute",
+                                          "1", "--burst", "1"]) == 0
+    assert "budget 1/min +1*" in capsys.readouterr().out
+    got = (await client.get(f"/workspaces/{wid}", headers=admin)).json()["workspace"]["budget"]
+    assert got == {"per_minute": 1.0, "burst": 1.0, "available": 1.0, "source_default": False}
+    assert await asyncio.to_thread(main, ["workspaces", "set-budget", wid, "--burst", "0"]) == 2
+    assert "burst must be a number >= 1" in capsys.readouterr().err
+    assert await asyncio.to_thread(main, ["workspaces", "set-budget", wid]) == 2
+    assert "--default" in capsys.readouterr().err
+    assert await asyncio.to_thread(main, ["workspaces", "set-budget", wid, "--default"]) == 0
+    assert "45/min +5 (the source's default)" in capsys.readouterr().out
     assert await asyncio.to_thread(main, ["workspaces", "pause", str(ws["id"])]) == 0
     assert "is paused" in capsys.readouterr().out
     assert await asyncio.to_thread(main, ["workspaces", "remove", str(ws["id"])]) == 0

@@ -168,14 +168,15 @@ async def list_workspaces(request: Request) -> Response:
     """``GET /workspaces``: every workspace with status, jobs by state, documents, last sync,
     last error; the token as a fingerprint only."""
     state = require_admin(request)
-    rows = await workspaces.list_workspaces(state.db)
+    rows = await workspaces.list_workspaces(state.db, budgets=state.settings.source_budgets())
     return JSONResponse({"workspaces": [_workspace_json(r) for r in rows]})
 
 
 async def get_workspace(request: Request) -> Response:
     """``GET /workspaces/{id}``: one workspace (404 if there is none)."""
     state = require_admin(request)
-    rows = await workspaces.list_workspaces(state.db, _workspace_id(request))
+    rows = await workspaces.list_workspaces(state.db, _workspace_id(request),
+                                            budgets=state.settings.source_budgets())
     if not rows:
         raise ApiError(404, "not_found", f"no workspace {request.path_params['workspace_id']!r}")
     return JSONResponse({"workspace": _workspace_json(rows[0])})
