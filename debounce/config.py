@@ -164,6 +164,13 @@ class Settings:
     #: How often a worker prunes finished jobs and event ids past retention (one worker at a
     #: time), in seconds; 0 turns the scheduled prune off (``debounce prune`` still works).
     prune_interval_seconds: float = 3600.0
+    #: Backfill every workspace when it is connected (environment, install flow, CLI).
+    backfill_on_connect: bool = True
+    #: How often each workspace whose reconciliation is on is swept for lost webhooks
+    #: (newest edits first, down to the last sweep's watermark), seconds; 0: never.
+    reconcile_interval_seconds: float = 600.0
+    #: How often a sweep walks the whole listing instead (finds deletions), seconds.
+    reconcile_full_interval_seconds: float = 86400.0
     #: Port of the worker's Prometheus endpoint; ``None``: no endpoint.
     metrics_port: int | None = None
     #: Fernet key(s), comma-separated, that encrypt workspace credentials at rest (the first
@@ -321,6 +328,12 @@ class Settings:
                                          d.job_retention_seconds),
             prune_interval_seconds=_float(env, "DEBOUNCE_PRUNE_INTERVAL_SECONDS",
                                           d.prune_interval_seconds),
+            backfill_on_connect=_bool(env, "DEBOUNCE_BACKFILL_ON_CONNECT", d.backfill_on_connect),
+            reconcile_interval_seconds=_float(env, "DEBOUNCE_RECONCILE_INTERVAL_SECONDS",
+                                              d.reconcile_interval_seconds),
+            reconcile_full_interval_seconds=_positive(
+                env, "DEBOUNCE_RECONCILE_FULL_INTERVAL_SECONDS",
+                d.reconcile_full_interval_seconds),
             metrics_port=(_int(env, "DEBOUNCE_METRICS_PORT", 0, minimum=1)
                           if env.get("DEBOUNCE_METRICS_PORT") else None),
             secret_key=_secret_key(env),

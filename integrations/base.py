@@ -359,7 +359,10 @@ class Source:
       :class:`AuthRevoked` for a token that does not work);
     - ``budget``: the default API budget of each of its workspaces (``None``: unmetered),
       overridable by ``<PREFIX>_BUDGET_PER_MINUTE`` / ``<PREFIX>_BUDGET_BURST`` and per
-      workspace (``debounce workspaces set-budget``).
+      workspace (``debounce workspaces set-budget``); ``requests_per_page``: what a typical
+      sync of one page costs (for the backfill's ETA);
+    - ``reconcile_by_default``: whether its workspaces are swept for lost webhooks unless
+      set otherwise (``debounce workspaces set-reconcile``).
     """
 
     source_type: str
@@ -377,6 +380,8 @@ class Source:
     identify: Callable[[Settings, str], Awaitable[Identity]] | None = None
     installer: Callable[[Settings], Installer] | None = None
     budget: ApiBudget | None = None
+    requests_per_page: float = 1.0
+    reconcile_by_default: bool = False
 
     def signing_secret(self, settings: Settings) -> str | None:
         """The configured webhook signing secret (``None`` when unset)."""

@@ -3,6 +3,7 @@ marking its workspace, and the environment's workspace learning its id on first 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -60,6 +61,30 @@ class WorkspaceAccess:
         if job.workspace_id is None:
             return None
         return await workspaces.credentials(self.pool, self.keyring, job.workspace_id)
+
+    async def for_workspace(self, workspace_id: int) -> Mapping[str, Any] | None:
+        """The decrypted credentials of ``workspace_id`` (``None``: the environment's, or
+        gone).
+
+        Raises:
+            SecretKeyError: stored credentials that no key decrypts.
+        """
+        return await workspaces.credentials(self.pool, self.keyring, workspace_id)
+
+    async def block(self, workspace_id: int, seconds: float, reason: str) -> None:
+        """A 429 outside a sync (an enumeration): block the workspace for every worker."""
+        try:
+            await workspaces.block(self.pool, workspace_id, seconds, reason)
+        except Exception as exc:
+            log.warning("could not block workspace %d (%s)", workspace_id,
+                        exc.__class__.__name__)
+
+    async def revoke_workspace(self, workspace_id: int, error: str) -> None:
+        """The token of ``workspace_id`` no longer works: mark it revoked."""
+        with contextlib.suppress(workspaces.WorkspaceNotFound):
+            await workspaces.set_status(self.pool, workspace_id, "revoked", error[:500])
+            log.error("workspace %d revoked: %s; its jobs wait until it is re-installed",
+                      workspace_id, error)
 
     async def revoked(self, job: SyncJob, error: str) -> bool:
         """The token of ``job``'s workspace no longer works: mark it revoked (its jobs wait

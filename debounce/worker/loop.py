@@ -27,6 +27,7 @@ from debounce.secrets import SecretKeyError
 from debounce.types import ApiBudget, SyncJob
 from debounce.worker import maintenance
 from debounce.worker.access import WorkspaceAccess
+from debounce.worker.enumerator import Enumerator
 from debounce.worker.errors import log_db_error
 from debounce.worker.notifier import listen
 from debounce.worker.outcomes import Outcomes
@@ -145,6 +146,9 @@ class Worker:
                                                          lease), name="lease-keeper"),
             asyncio.create_task(maintenance.reaper(self.pool, lease, self.wake), name="reaper"),
         ]
+        enumerator = Enumerator(self.settings, self.pool, self.sources, self.access,
+                                self.worker_id, self.budgets)
+        helpers.append(asyncio.create_task(enumerator.run(self._stopping), name="enumerator"))
         if self.settings.prune_interval_seconds > 0:
             helpers.append(asyncio.create_task(maintenance.pruner(
                 self.pool, self.settings.prune_interval_seconds,

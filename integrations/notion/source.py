@@ -137,4 +137,8 @@ SOURCE = Source(
     identify=identify,
     installer=installer,
     budget=BUDGET,
+    # pages.retrieve + pages.retrieve_markdown (docs/notion.md).
+    requests_per_page=2.0,
+    # Search sorted by last edit makes a sweep cheap: one request per 100 pages edited since.
+    reconcile_by_default=True,
 )

@@ -142,4 +142,7 @@ SOURCE = Source(
     identify=identify,
     installer=installer,
     budget=BUDGET,
+    # Off: a channel listing does not say what changed, so a sweep would cost a
+    # conversations.history call per channel (Tier 3, or 1/min outside the Marketplace).
+    reconcile_by_default=False,
 )

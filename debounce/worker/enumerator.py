@@ -1,0 +1,162 @@
+"""The worker's enumeration loop: backfill and reconciliation (``debounce.enumerations``).
+
+Beside the claim loop, each worker process runs one :class:`Enumerator`. Every round it
+
+1. starts what is due: a backfill for each workspace just connected
+   (``DEBOUNCE_BACKFILL_ON_CONNECT``), a reconciliation sweep for each workspace whose last
+   one is ``DEBOUNCE_RECONCILE_INTERVAL_SECONDS`` old (a whole-listing sweep every
+   ``DEBOUNCE_RECONCILE_FULL_INTERVAL_SECONDS``);
+2. leases one running enumeration (one worker at a time each; backfills first) and walks its
+   listing from the stored cursor, one page per request, each page recorded in one statement
+   (bulk jobs enqueued, cursor moved), until the listing ends — or, for a ``reconcile``
+   sweep, until it passes the previous sweep's watermark (newest first).
+
+The listing's requests are charged to the workspace's budget like a sync's
+(:class:`~debounce.budgets.WorkspaceMeter`): a dry bucket or a 429 defers the enumeration
+(lease freed, ``not_before`` set) instead of sleeping; a revoked token marks the workspace
+revoked. The syncs themselves are ordinary jobs in the bulk lane of the fair claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from debounce import enumerations
+from debounce.budgets import WorkspaceMeter
+from debounce.config import Settings
+from debounce.types import ApiBudget
+from debounce.worker.access import WorkspaceAccess
+from debounce.worker.errors import log_db_error
+from integrations.base import AuthRevoked, Integration, PermanentError, RateLimited, sync_credentials
+from integrations.discovery import Discoverer
+from integrations.metering import BudgetExhausted, metered
+
+__all__ = ["Enumerator"]
+
+log = logging.getLogger("debounce.worker")
+
+#: How long an enumeration's lease lasts (renewed by every page recorded), seconds.
+LEASE_SECONDS = 120.0
+#: Delay before retrying a listing page that failed for a transient reason, seconds.
+RETRY_SECONDS = 30.0
+
+
+class Enumerator:
+    """One worker process's enumeration loop (module docstring). ``sources``: the worker's
+    integrations; only those that are a :class:`~integrations.discovery.Discoverer` take
+    part. ``owner`` is the worker id (the lease holder)."""
+
+    def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any],
+                 sources: Mapping[str, Integration], access: WorkspaceAccess, owner: str,
+                 budgets: Mapping[str, ApiBudget]) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.integrations = {s: i for s, i in sources.items() if isinstance(i, Discoverer)}
+        self.access = access
+        self.owner = owner
+        self.budgets = dict(budgets)
+        self.idle_seconds = max(0.05, min(settings.poll_interval_seconds, 5.0))
+
+    def _default_on(self) -> list[str]:
+        import integrations
+
+        known = integrations.sources()
+        return [s for s in self.integrations if s in known and known[s].reconcile_by_default]
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Loop until ``stopping`` is set; frees its leases on the way out."""
+        if not self.integrations:
+            return
+        try:
+            while not stopping.is_set():
+                try:
+                    worked = await self.round()
+                except Exception as exc:
+                    worked = False
+                    log_db_error("running backfills and reconciliation", exc, RETRY_SECONDS)
+                if not worked:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stopping.wait(), timeout=self.idle_seconds)
+        finally:
+            with contextlib.suppress(Exception):
+                await enumerations.release(self.pool, self.owner)
+
+    async def round(self) -> bool:
+        """Start what is due, then walk one leased enumeration to its end (or until it must
+        wait). Returns whether an enumeration was worked on."""
+        sources = list(self.integrations)
+        if self.settings.backfill_on_connect:
+            for started in await enumerations.schedule_backfills(self.pool, sources):
+                log.info("workspace %d connected: backfill %d started",
+                         started["workspace_id"], started["id"])
+        if self.settings.reconcile_interval_seconds > 0:
+            await enumerations.schedule_sweeps(
+                self.pool, sources, self._default_on(),
+                interval=self.settings.reconcile_interval_seconds,
+                full_interval=self.settings.reconcile_full_interval_seconds)
+        leased = await enumerations.lease(self.pool, self.owner, sources, LEASE_SECONDS)
+        if leased is None:
+            return False
+        await self.walk(leased)
+        return True
+
+    async def walk(self, row: Mapping[str, Any]) -> None:
+        """Walk enumeration ``row`` from its cursor (see the module docstring)."""
+        eid, workspace_id, kind = int(row["id"]), int(row["workspace_id"]), str(row["kind"])
+        integration = self.integrations[row["source_type"]]
+        watermark = row["watermark"] if kind == "reconcile" else None
+        cursor: str | None = row["cursor"]
+        credentials = await self.access.for_workspace(workspace_id)
+        meter = WorkspaceMeter(self.pool, workspace_id, self.budgets.get(row["source_type"]))
+        while True:
+            try:
+                with sync_credentials(credentials), metered(meter):
+                    page = await integration.discover(cursor, newest_first=True)
+            except BudgetExhausted as exc:
+                await enumerations.defer(self.pool, eid, self.owner, exc.retry_after, "")
+                return
+            except RateLimited as exc:
+                await self.access.block(workspace_id, exc.retry_after, exc.reason)
+                await enumerations.defer(self.pool, eid, self.owner, exc.retry_after, str(exc))
+                return
+            except AuthRevoked as exc:
+                await self.access.revoke_workspace(workspace_id, str(exc))
+                await enumerations.fail(self.pool, eid, self.owner, f"AuthRevoked: {exc}")
+                return
+            except PermanentError as exc:
+                log.error("%s %d of workspace %d failed: %s", kind, eid, workspace_id, exc)
+                await enumerations.fail(self.pool, eid, self.owner, f"PermanentError: {exc}")
+                return
+            except Exception as exc:
+                log.warning("%s %d of workspace %d: listing failed (%s: %s); again in %.0f s",
+                            kind, eid, workspace_id, exc.__class__.__name__, exc, RETRY_SECONDS)
+                await enumerations.defer(self.pool, eid, self.owner, RETRY_SECONDS,
+                                         f"{exc.__class__.__name__}: {exc}")
+                return
+            items, done = page.items, page.cursor is None
+            if watermark is not None:
+                # Newest first: everything past the watermark was seen by the last sweep.
+                fresh = [i for i in items if i.edited_at is None or i.edited_at >= watermark]
+                done = done or len(fresh) < len(items)
+                items = fresh
+            recorded = await enumerations.record_page(
+                self.pool, eid, self.owner, items, None if done else page.cursor,
+                lease_seconds=LEASE_SECONDS, max_attempts=self.settings.max_attempts)
+            if recorded is None:
+                log.warning("%s %d: lease lost; another worker continues it", kind, eid)
+                return
+            cursor = page.cursor
+            if done:
+                finished = await enumerations.finish(self.pool, eid, self.owner,
+                                                     max_attempts=self.settings.max_attempts)
+                if finished is not None:
+                    log.info("%s %d of workspace %d done: %d listed, %d enqueued, %d current, "
+                             "%d re-checks", kind, eid, workspace_id, finished["discovered"],
+                             finished["enqueued"], finished["current"], finished["rechecks"])
+                return

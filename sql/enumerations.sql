@@ -1,0 +1,268 @@
+-- Backfill and reconciliation (migration 009): enumerations of what a workspace can see, and
+-- the bulk jobs they enqueue. Bulk jobs have priority %(priority)s < 0: the fair claim takes
+-- them after every live job (sql/queue.sql). %(now)s: a timestamptz or NULL (now()).
+
+-- cancel_sweeps --
+-- A backfill replaces a running reconciliation sweep of workspace %(workspace_id)s.
+update enumerations
+   set status = 'cancelled', finished_at = now(), updated_at = now(), lease_owner = null
+ where workspace_id = %(workspace_id)s and status = 'running' and kind <> 'backfill'
+returning id
+
+-- request_enumeration --
+-- Start an enumeration of kind %(kind)s for workspace %(workspace_id)s, unless one is
+-- running (then that one is returned: requesting twice is idempotent). inserted says which.
+with ins as (
+    insert into enumerations (workspace_id, source_type, kind, watermark)
+    select w.id, w.source_type, %(kind)s,
+           case when %(kind)s = 'reconcile' then w.reconcile_watermark end
+      from workspaces w
+     where w.id = %(workspace_id)s
+    on conflict (workspace_id) where status = 'running' do nothing
+    returning *
+)
+select ins.*, true as inserted from ins
+union all
+select e.*, false from enumerations e
+ where e.workspace_id = %(workspace_id)s and e.status = 'running'
+   and not exists (select 1 from ins)
+
+-- schedule_sweeps --
+-- Start the reconciliation sweeps that are due: active workspaces of %(sources)s (text[])
+-- with reconciliation on (the workspace's setting, else on for %(default_on)s text[]), whose
+-- last sweep finished %(interval)s seconds ago or more (never: due), and no enumeration
+-- running. A sweep is a whole-listing one (full_reconcile, to find deletions) when the last
+-- whole listing is %(full_interval)s seconds old or more. Returns the sweeps started.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+)
+insert into enumerations (workspace_id, source_type, kind, watermark, started_at, updated_at,
+                          not_before)
+select w.id, w.source_type,
+       case when w.full_reconciled_at is null
+                 or w.full_reconciled_at <= clock.now - make_interval(secs => %(full_interval)s)
+            then 'full_reconcile' else 'reconcile' end,
+       w.reconcile_watermark, clock.now, clock.now, clock.now
+  from workspaces w cross join clock
+ where w.status = 'active'
+   and w.source_type = any(%(sources)s::text[])
+   and coalesce(w.reconcile, w.source_type = any(%(default_on)s::text[]))
+   and (w.reconciled_at is null
+        or w.reconciled_at <= clock.now - make_interval(secs => %(interval)s))
+   and not exists (select 1 from enumerations e
+                    where e.workspace_id = w.id and e.status = 'running')
+ order by w.id
+on conflict (workspace_id) where status = 'running' do nothing
+returning *
+
+-- schedule_backfills --
+-- Connecting a workspace backfills it: start a backfill for every active workspace of
+-- %(sources)s (text[]) that never had an enumeration, however it was connected (environment
+-- token, install flow, CLI). Returns the backfills started.
+insert into enumerations (workspace_id, source_type, kind)
+select w.id, w.source_type, 'backfill'
+  from workspaces w
+ where w.status = 'active'
+   and w.source_type = any(%(sources)s::text[])
+   and not exists (select 1 from enumerations e where e.workspace_id = w.id)
+ order by w.id
+on conflict (workspace_id) where status = 'running' do nothing
+returning *
+
+-- lease_enumeration --
+-- Take one running enumeration of %(sources)s (text[]) of an active workspace for
+-- %(owner)s for %(lease_seconds)s: one whose lease is free or expired and whose not_before
+-- has passed; backfills first. Rows another worker is taking are skipped.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), next as (
+    select e.id
+      from enumerations e
+      join workspaces w on w.id = e.workspace_id
+     cross join clock
+     where e.status = 'running'
+       and e.source_type = any(%(sources)s::text[])
+       and w.status = 'active'
+       and (w.blocked_until is null or w.blocked_until <= clock.now)
+       and e.not_before <= clock.now
+       and (e.lease_expires_at is null or e.lease_expires_at <= clock.now)
+     order by e.kind = 'backfill' desc, e.id
+     limit 1
+       for update of e skip locked
+)
+update enumerations e
+   set lease_owner = %(owner)s,
+       lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::float8),
+       updated_at = clock.now
+  from next, clock
+ where e.id = next.id
+returning e.*
+
+-- record_listing_page --
+-- One page of enumeration %(id)s's listing, one statement, only while %(owner)s holds its
+-- lease: the items (%(page_ids)s text[], %(edited_ats)s timestamptz[] (NULL: the listing does
+-- not say), %(payloads)s jsonb[]) are judged against the documents —
+--   current: a live document of the page with source_updated_at >= the item's last edit (an
+--            item without one: any live document, or the sync state, of the page) → skipped;
+--   stale or missing → a bulk job (priority %(priority)s, due now, no debounce window), unless
+--            the page has an active job already, which it keeps (ON CONFLICT DO NOTHING:
+--            enumerating twice creates nothing twice);
+-- the documents of listed pages are stamped listed_at (whole-listing kinds), and the
+-- enumeration's cursor becomes %(cursor)s with its counts, newest_seen and lease renewed.
+-- Returns the enumeration row (no row: the lease was lost; nothing was written).
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), e as (
+    select * from enumerations
+     where id = %(id)s and lease_owner = %(owner)s and status = 'running'
+       for update
+), input as (
+    select distinct on (i.page_id) i.*
+      from unnest(%(page_ids)s::text[], %(edited_ats)s::timestamptz[], %(payloads)s::jsonb[])
+           as i(page_id, edited_at, payload)
+     where exists (select 1 from e)
+     order by i.page_id
+), judged as (
+    select i.*,
+           exists (select 1 from documents d
+                    where d.source_type = e.source_type and d.source_page_id = i.page_id
+                      and d.deleted_at is null
+                      and (i.edited_at is null or d.source_updated_at >= i.edited_at))
+           or (i.edited_at is null
+               and exists (select 1 from sync_state s
+                            where s.source_type = e.source_type
+                              and s.source_page_id = i.page_id)) as current
+      from input i cross join e
+), ins as (
+    insert into sync_jobs (source_type, source_page_id, status, payload, event_count, priority,
+                           max_attempts, scheduled_at, first_event_at, max_wait_until,
+                           revision, created_at, updated_at, workspace_id)
+    select e.source_type, j.page_id, 'pending', j.payload, 0, %(priority)s, %(max_attempts)s,
+           clock.now, clock.now, clock.now, 1, clock.now, clock.now, e.workspace_id
+      from judged j cross join e cross join clock
+     where not j.current
+     order by j.page_id
+    on conflict (source_type, source_page_id) where status in ('pending', 'processing')
+    do nothing
+    returning source_page_id
+), listed as (
+    update documents d
+       set listed_at = clock.now
+      from input i, e, clock
+     where e.kind <> 'reconcile'
+       and d.source_type = e.source_type and d.source_page_id = i.page_id
+    returning d.id
+), counts as (
+    select (select count(*) from input)::int                       as n,
+           (select count(*) from judged where current)::int        as current,
+           (select count(*) from ins)::int                         as enqueued,
+           (select max(edited_at) from input)                      as newest,
+           (select count(*) from listed)::int                      as listed
+)
+update enumerations x
+   set cursor           = %(cursor)s,
+       listing_pages    = x.listing_pages + 1,
+       discovered       = x.discovered + counts.n,
+       current          = x.current + counts.current,
+       enqueued         = x.enqueued + counts.enqueued,
+       active           = x.active + (counts.n - counts.current - counts.enqueued),
+       newest_seen      = greatest(x.newest_seen, counts.newest),
+       lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::float8),
+       updated_at       = clock.now
+  from e, counts, clock
+ where x.id = e.id
+returning x.*, counts.enqueued as page_enqueued
+
+-- finish_enumeration --
+-- Enumeration %(id)s (leased by %(owner)s) is complete. The workspace remembers the sweep
+-- (reconciled_at, the newest edit seen as the next sweep's watermark); after a whole listing
+-- (backfill, full_reconcile) every live document of the workspace that the listing did not
+-- show and that was not synced since the enumeration started is re-checked once: a bulk job
+-- for its page (the sync marks it deleted when the source says it is gone). Returns the row.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), e as (
+    select * from enumerations
+     where id = %(id)s and lease_owner = %(owner)s and status = 'running'
+       for update
+), ws as (
+    update workspaces w
+       set reconciled_at       = clock.now,
+           reconcile_watermark = greatest(w.reconcile_watermark, e.newest_seen),
+           full_reconciled_at  = case when e.kind <> 'reconcile' then clock.now
+                                      else w.full_reconciled_at end
+      from e, clock
+     where w.id = e.workspace_id
+    returning w.id
+), vanished as (
+    select distinct d.source_page_id
+      from documents d, e
+     where e.kind <> 'reconcile'
+       and d.workspace_id = e.workspace_id and d.source_type = e.source_type
+       and d.deleted_at is null
+       and (d.listed_at is null or d.listed_at < e.started_at)
+       and d.synced_at < e.started_at
+), rechecks as (
+    insert into sync_jobs (source_type, source_page_id, status, payload, event_count, priority,
+                           max_attempts, scheduled_at, first_event_at, max_wait_until,
+                           revision, created_at, updated_at, workspace_id)
+    select e.source_type, v.source_page_id, 'pending', '{"recheck": true}'::jsonb, 0,
+           %(priority)s, %(max_attempts)s, clock.now, clock.now, clock.now, 1, clock.now,
+           clock.now, e.workspace_id
+      from vanished v cross join e cross join clock
+     order by v.source_page_id
+    on conflict (source_type, source_page_id) where status in ('pending', 'processing')
+    do nothing
+    returning 1
+)
+update enumerations x
+   set status = 'done', finished_at = clock.now, updated_at = clock.now, cursor = null,
+       rechecks = x.rechecks + (select count(*) from rechecks),
+       lease_owner = null, lease_expires_at = null
+  from e, clock
+ where x.id = e.id and (select count(*) from ws) >= 0
+returning x.*
+
+-- defer_enumeration --
+-- Enumeration %(id)s (leased by %(owner)s) waits %(seconds)s before its next page (a 429, a
+-- dry budget, a transient error): the lease is freed and %(error)s recorded.
+update enumerations
+   set not_before = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(seconds)s::float8),
+       lease_owner = null, lease_expires_at = null, error = %(error)s,
+       updated_at = coalesce(%(now)s::timestamptz, now())
+ where id = %(id)s and lease_owner = %(owner)s and status = 'running'
+returning *
+
+-- fail_enumeration --
+-- Enumeration %(id)s cannot go on (the source refused it: no access, a revoked token): failed
+-- with %(error)s. A later request starts a new one.
+update enumerations
+   set status = 'failed', error = %(error)s, finished_at = now(), updated_at = now(),
+       lease_owner = null, lease_expires_at = null
+ where id = %(id)s and lease_owner = %(owner)s and status = 'running'
+returning *
+
+-- release_enumerations --
+-- Give back the leases %(owner)s holds (shutdown): another worker continues from the cursor.
+update enumerations
+   set lease_owner = null, lease_expires_at = null, updated_at = now()
+ where lease_owner = %(owner)s and status = 'running'
+returning id
+
+-- latest_enumeration --
+-- Workspace %(workspace_id)s's latest enumeration with its progress: remaining = the
+-- workspace's bulk jobs still pending or running.
+select e.*,
+       (select count(*) from sync_jobs j
+         where j.workspace_id = e.workspace_id and j.status in ('pending', 'processing')
+           and j.priority < 0)::int as remaining
+  from enumerations e
+ where e.workspace_id = %(workspace_id)s
+ order by e.id desc
+ limit 1
+
+-- set_reconcile --
+-- Turn reconciliation of workspace %(id)s on, off, or (NULL) back to its source's default.
+update workspaces set reconcile = %(reconcile)s, updated_at = now()
+ where id = %(id)s
+returning id, source_type, reconcile
