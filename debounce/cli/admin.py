@@ -11,7 +11,7 @@ from typing import Any
 
 import integrations
 from debounce import queue
-from debounce.cli import workspace_cmds
+from debounce.cli import backfill, workspace_cmds
 from debounce.config import Settings
 from debounce.db import fetch_all, fetch_one
 from debounce.sql import queries
@@ -131,5 +131,6 @@ COMMANDS: dict[str, Command] = {
     "prune": prune,
     "documents": documents,
     "workspaces": workspace_cmds.run,
+    "backfill": backfill.run,
     **dict.fromkeys(handshake_commands(), handshake_token),
 }

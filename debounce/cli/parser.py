@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import integrations
-from debounce.cli import workspace_cmds
+from debounce.cli import backfill, workspace_cmds
 from debounce.cli.admin import handshake_commands
 
 __all__ = ["build_parser"]
@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp = command(name, f"print the verification token {source} sent")
         sp.set_defaults(handshake_source=source)
     workspace_cmds.add_parser(sub)
+    backfill.add_parser(sub)
     sp = command("documents", "list synced documents, or print one as Markdown")
     sp.add_argument("--source", help=f"only this source ({listed})")
     sp.add_argument("--id", help="document id: print its Markdown")

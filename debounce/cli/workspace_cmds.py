@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 import integrations
-from debounce import budgets, workspaces
+from debounce import budgets, enumerations, workspaces
 from debounce.config import Settings
 from debounce.secrets import Keyring
 
@@ -19,7 +19,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: Any) -> None:
     """Add ``workspaces`` and its subcommands to the CLI's subparsers ``sub``."""
     text = ("connected workspaces (one per workspace or team of a source): list, add, pause, "
-            "resume, remove, set-budget")
+            "resume, remove, set-budget, set-reconcile")
     p = sub.add_parser("workspaces", help=text, description=text)
     ws = p.add_subparsers(dest="workspace_command", required=True, metavar="ACTION")
     sp = ws.add_parser("list", help="every workspace with its status and figures",
@@ -48,6 +48,12 @@ def add_parser(sub: Any) -> None:
     sp.add_argument("--default", action="store_true",
                     help="use the source's default budget (<SOURCE>_BUDGET_PER_MINUTE, "
                          "<SOURCE>_BUDGET_BURST)")
+    what = ("sweep a workspace for lost webhooks periodically (reconciliation): on, off, or "
+            "the source's default (Notion on, Slack off)")
+    sp = ws.add_parser("set-reconcile", help="turn a workspace's reconciliation on or off",
+                       description=what)
+    sp.add_argument("id", type=int, help="the workspace's id (debounce workspaces list)")
+    sp.add_argument("mode", choices=["on", "off", "default"])
     ws.add_parser("new-key", help="print a new DEBOUNCE_SECRET_KEY",
                   description="print a new Fernet key for DEBOUNCE_SECRET_KEY")
     ws.add_parser("rotate-key", help="re-encrypt every stored credential with the first key of "
@@ -114,6 +120,13 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         return 0
     if action == "set-budget":
         return await _set_budget(args, settings, pool)
+    if action == "set-reconcile":
+        on = {"on": True, "off": False, "default": None}[args.mode]
+        row = await enumerations.set_reconcile(pool, args.id, on)
+        if row is None:
+            return _fail(f"no workspace {args.id}")
+        print(f"workspace {args.id}: reconciliation {args.mode}")
+        return 0
     if action == "add":
         source = integrations.get(args.source)
         if source.identify is None:

@@ -10,27 +10,25 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-from datetime import datetime
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 import integrations
-from debounce import queue, workspaces
+from debounce import queue
 from debounce.db import fetch_one
 from debounce.sql import queries
 from debounce.web.errors import ApiError
 from debounce.web.state import WebState, web_state
 
-__all__ = ["get_job", "get_workspace", "list_jobs", "list_workspaces", "require_admin", "resync",
-           "retry_job", "set_workspace_status", "stats", "verification_token"]
+__all__ = ["DIGITS", "get_job", "list_jobs", "require_admin", "resync", "retry_job", "stats",
+           "verification_token"]
 
 log = logging.getLogger("debounce.web")
 _Q = queries("admin")
 
 #: A positive bigint written in ASCII digits (``str.isdigit`` also accepts ``²``).
-_DIGITS = re.compile(r"[0-9]{1,19}")
+DIGITS = re.compile(r"[0-9]{1,19}")
 
 
 def require_admin(request: Request) -> WebState:
@@ -63,7 +61,7 @@ def int_param(raw: str | None, name: str, default: int | None = None) -> int | N
     """
     if raw is None or raw == "":
         return default
-    if not _DIGITS.fullmatch(raw) or int(raw) > queue.MAX_BIGINT:
+    if not DIGITS.fullmatch(raw) or int(raw) > queue.MAX_BIGINT:
         raise ApiError(400, "bad_request",
                        f"{name} must be a whole number between 0 and {queue.MAX_BIGINT}")
     return int(raw)
@@ -71,7 +69,7 @@ def int_param(raw: str | None, name: str, default: int | None = None) -> int | N
 
 def _job_id(request: Request) -> int:
     raw = request.path_params["job_id"]
-    if not _DIGITS.fullmatch(raw) or not 0 < int(raw) <= queue.MAX_BIGINT:
+    if not DIGITS.fullmatch(raw) or not 0 < int(raw) <= queue.MAX_BIGINT:
         raise ApiError(404, "not_found", f"no job {raw!r}")
     return int(raw)
 
@@ -150,51 +148,3 @@ async def verification_token(request: Request) -> Response:
         raise ApiError(404, "not_found", f"no verification token received from {source!r} yet")
     return JSONResponse({"source": source, "token": row["token"],
                          "received_at": row["received_at"].isoformat()})
-
-
-def _workspace_id(request: Request) -> int:
-    raw = request.path_params["workspace_id"]
-    if not _DIGITS.fullmatch(raw) or not 0 < int(raw) <= queue.MAX_BIGINT:
-        raise ApiError(404, "not_found", f"no workspace {raw!r}")
-    return int(raw)
-
-
-def _workspace_json(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()
-            if k != "inserted"}
-
-
-async def list_workspaces(request: Request) -> Response:
-    """``GET /workspaces``: every workspace with status, jobs by state, documents, last sync,
-    last error; the token as a fingerprint only."""
-    state = require_admin(request)
-    rows = await workspaces.list_workspaces(state.db, budgets=state.settings.source_budgets())
-    return JSONResponse({"workspaces": [_workspace_json(r) for r in rows]})
-
-
-async def get_workspace(request: Request) -> Response:
-    """``GET /workspaces/{id}``: one workspace (404 if there is none)."""
-    state = require_admin(request)
-    rows = await workspaces.list_workspaces(state.db, _workspace_id(request),
-                                            budgets=state.settings.source_budgets())
-    if not rows:
-        raise ApiError(404, "not_found", f"no workspace {request.path_params['workspace_id']!r}")
-    return JSONResponse({"workspace": _workspace_json(rows[0])})
-
-
-async def set_workspace_status(request: Request) -> Response:
-    """``POST /workspaces/{id}/pause`` and ``…/resume``: stop or restart syncing it."""
-    state = require_admin(request)
-    action = request.path_params["action"]
-    status = {"pause": "paused", "resume": "active"}.get(action)
-    if status is None:
-        raise ApiError(404, "not_found", f"no action {action!r} (pause or resume)")
-    try:
-        row = await workspaces.set_status(state.db, _workspace_id(request), status)
-    except workspaces.WorkspaceNotFound:
-        raise ApiError(404, "not_found",
-                       f"no workspace {request.path_params['workspace_id']!r}") from None
-    if state.directory is not None:
-        await state.directory.refresh(force=True)
-    log.info("workspace %s %s", row["id"], row["status"])
-    return JSONResponse({"workspace": _workspace_json(row)})

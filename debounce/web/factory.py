@@ -21,7 +21,7 @@ import integrations
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.db import open_pool
-from debounce.web import admin_api, dashboard, health, oauth, webhooks
+from debounce.web import admin_api, dashboard, health, oauth, webhooks, workspace_api
 from debounce.web.errors import ErrorBoundary, http_error, server_error
 from debounce.web.state import WebState
 from debounce.workspaces import Directory, env_tokens
@@ -37,9 +37,10 @@ ROUTES = [
     Route("/jobs/{job_id}/retry", admin_api.retry_job, methods=["POST"]),
     Route("/stats", admin_api.stats, methods=["GET"]),
     Route("/admin/verification-token/{source}", admin_api.verification_token, methods=["GET"]),
-    Route("/workspaces", admin_api.list_workspaces, methods=["GET"]),
-    Route("/workspaces/{workspace_id}", admin_api.get_workspace, methods=["GET"]),
-    Route("/workspaces/{workspace_id}/{action}", admin_api.set_workspace_status, methods=["POST"]),
+    Route("/workspaces", workspace_api.list_workspaces, methods=["GET"]),
+    Route("/workspaces/{workspace_id}", workspace_api.get_workspace, methods=["GET"]),
+    Route("/workspaces/{workspace_id}/{action}", workspace_api.set_workspace_status,
+          methods=["POST"]),
     *[route for source in integrations.source_types() for route in (
         Route(f"/{source}/install", oauth.install, methods=["GET"]),
         Route(f"/{source}/oauth_redirect", oauth.oauth_redirect, methods=["GET"]),
