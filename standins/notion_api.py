@@ -29,7 +29,9 @@ another workspace than the token's answers 404 ``object_not_found``. Nothing els
 Build content with the block helpers (:func:`paragraph`, :func:`heading`, :func:`bulleted`, …;
 more in :mod:`standins.notion_content`) and :meth:`FakeNotion.add_page`; Notion-hosted files
 (``type: "file"``) are answered with a new signed URL and ``expiry_time`` every time; inject
-faults with :meth:`FakeNotion.fail`; count requests with :attr:`FakeNotion.calls`. Serve it with
+faults with :meth:`FakeNotion.fail`; count requests with :attr:`FakeNotion.calls`; limit and count
+a workspace's requests with :meth:`~FakeNotion.set_budget` and :meth:`~FakeNotion.usage`
+(:mod:`standins.notion_budgets`). Serve it with
 :class:`standins.server.BackgroundServer`::
 
     fake = FakeNotion(token="secret_test")
@@ -42,9 +44,10 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
@@ -82,7 +85,9 @@ from standins.notion_blocks import (
     to_do,
     toggle,
 )
+from standins.notion_budgets import NotionBudgets
 from standins.notion_content import resign_files
+from standins.notion_databases import NotionDatabases
 from standins.notion_demo import (
     DEMO_DATABASE_ID,
     DEMO_PAGE_ID,
@@ -175,14 +180,16 @@ def _slug(title: str) -> str:
     return "-".join(words)
 
 
-class FakeNotion(NotionMarkdown, NotionWorkspaces):
+class FakeNotion(NotionBudgets, NotionDatabases, NotionMarkdown, NotionWorkspaces):
     """State of fake Notion workspaces plus the Starlette app that serves them.
 
     ``token`` is the token of the default workspace (:attr:`workspace_id`), which holds every
     object added without a ``workspace_id``; add more workspaces with :meth:`add_workspace`
     (see :class:`~standins.notion_workspaces.NotionWorkspaces` for them, OAuth and
     revocation). ``page_size_cap`` caps every block-children page below Notion's 100 so tests
-    can exercise pagination with few blocks.
+    can exercise pagination with few blocks. ``clock`` (seconds, monotonic) times the API
+    budgets and usage counts (:mod:`standins.notion_budgets`); tests pass a
+    :class:`standins.budgets.ManualClock`.
 
     Attributes:
         pages: page objects by id (as ``GET /v1/pages/{id}`` answers them).
@@ -195,7 +202,8 @@ class FakeNotion(NotionMarkdown, NotionWorkspaces):
     """
 
     def __init__(
-        self, token: str = "secret_fake_notion_token", *, page_size_cap: int = 100
+        self, token: str = "secret_fake_notion_token", *, page_size_cap: int = 100,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 1 <= page_size_cap <= 100:
             raise ValueError("page_size_cap must be between 1 and 100")
@@ -211,6 +219,7 @@ class FakeNotion(NotionMarkdown, NotionWorkspaces):
         self._lock = threading.Lock()
         self._seq = 0
         self._init_workspaces(token)
+        self._init_budgets(clock)
 
     # -- building content ----------------------------------------------------------------
 
@@ -314,88 +323,6 @@ class FakeNotion(NotionMarkdown, NotionWorkspaces):
         self.blocks.pop(block_id, None)
         self._owners.pop(block_id, None)
 
-    def add_database(
-        self,
-        database_id: str | None = None,
-        *,
-        title: RichTextInput = "Untitled database",
-        schema: Mapping[str, str] | None = None,
-        options: Mapping[str, Sequence[str]] | None = None,
-        description: RichTextInput = "",
-        parent: Mapping[str, Any] | None = None,
-        data_source_id: str | None = None,
-        data_source_name: str | None = None,
-        last_edited_time: str = DEFAULT_TIME,
-        workspace_id: str | None = None,
-    ) -> str:
-        """Add a database with one data source; returns the database id.
-
-        ``schema`` maps property names to Notion property types (default ``{"Name":
-        "title"}``); ``options`` gives option names of select/multi_select/status properties.
-        The data source's id is ``data_source_id`` or derived from the database id.
-        ``workspace_id`` as for :meth:`add_page`.
-        """
-        did = norm_id(database_id) if database_id else self._new_id("database")
-        if did is None:
-            raise ValueError(f"not a Notion id: {database_id!r}")
-        dsid = norm_id(data_source_id) if data_source_id else self._new_id(f"ds/{did}")
-        assert dsid is not None
-        self._owners[did] = self._owners[dsid] = self._workspace_for(workspace_id, parent)
-        title_rt = rich_text(title)
-        plain = "".join(i["plain_text"] for i in title_rt)
-        db_parent = dict(parent) if parent else {"type": "workspace", "workspace": True}
-        self.databases[did] = {
-            "object": "database",
-            "id": did,
-            "title": title_rt,
-            "description": rich_text(description),
-            "parent": db_parent,
-            "is_inline": False,
-            "in_trash": False,
-            "archived": False,
-            "is_locked": False,
-            "created_time": DEFAULT_TIME,
-            "last_edited_time": last_edited_time,
-            "created_by": _user(DEFAULT_USER),
-            "last_edited_by": _user(DEFAULT_USER),
-            "data_sources": [{"id": dsid, "name": data_source_name or plain}],
-            "icon": None,
-            "cover": None,
-            "url": f"https://www.notion.so/{compact(did)}",
-            "public_url": None,
-        }
-        props: dict[str, Any] = {}
-        for n, (name, ptype) in enumerate((schema or {"Name": "title"}).items()):
-            config: dict[str, Any] = {}
-            if ptype in ("select", "multi_select", "status"):
-                config["options"] = [
-                    {"id": f"opt-{o}", "name": o, "color": "default"}
-                    for o in (options or {}).get(name, ())
-                ]
-            prop_id = "title" if ptype == "title" else f"p{n}"
-            props[name] = {"id": prop_id, "name": name, "type": ptype, ptype: config}
-        self.data_sources[dsid] = {
-            "object": "data_source",
-            "id": dsid,
-            "title": copy.deepcopy(title_rt),
-            "description": rich_text(description),
-            "parent": {"type": "database_id", "database_id": did},
-            "database_parent": db_parent,
-            "properties": props,
-            "is_inline": False,
-            "in_trash": False,
-            "archived": False,
-            "created_time": DEFAULT_TIME,
-            "last_edited_time": last_edited_time,
-            "created_by": _user(DEFAULT_USER),
-            "last_edited_by": _user(DEFAULT_USER),
-            "icon": None,
-            "cover": None,
-            "url": f"https://www.notion.so/{compact(dsid)}",
-            "public_url": None,
-        }
-        return did
-
     def set_trashed(self, object_id: str, in_trash: bool = True) -> None:
         """Move a page or database to the trash (``in_trash``/``archived`` true) or back."""
         oid = norm_id(object_id) or object_id
@@ -459,13 +386,16 @@ class FakeNotion(NotionMarkdown, NotionWorkspaces):
     def _admit(
         self, request: Request, endpoint: str, raw_id: str | None
     ) -> Response | tuple[Grant, str]:
-        """Count, authenticate, validate the id (``None``: none), apply faults; returns the
-        token's grant and the id, or an answer."""
+        """Count, authenticate, charge the workspace's budget, validate the id (``None``:
+        none), apply faults; returns the token's grant and the id, or an answer."""
         with self._lock:
             self.calls[endpoint] += 1
         grant = self._grant_for(request.headers.get("authorization"))
         if grant is None:
             return self._error(401, "unauthorized", "API token is invalid.")
+        refused = self._spend(grant.workspace_id, endpoint)  # the workspace's budget
+        if refused is not None:
+            return refused
         object_id = norm_id(raw_id) if raw_id is not None else ""
         if object_id is None:
             return self._error(

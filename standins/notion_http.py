@@ -138,9 +138,16 @@ def compact(object_id: str) -> str:
 
 
 def error_response(
-    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    status: int,
+    code: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    additional_data: Mapping[str, Any] | None = None,
 ) -> Response:
-    """A Notion error answer (with a fresh ``request_id``)."""
+    """A Notion error answer (with a fresh ``request_id``); ``additional_data`` is the
+    error's optional details object (a 429's ``rate_limit_reason``,
+    https://developers.notion.com/reference/request-limits)."""
     body: dict[str, Any] = {
         "object": "error",
         "status": status,
@@ -148,6 +155,8 @@ def error_response(
         "message": message,
         "request_id": str(uuid.uuid4()),
     }
+    if additional_data is not None:
+        body["additional_data"] = dict(additional_data)
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 

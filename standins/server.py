@@ -52,7 +52,10 @@ class BackgroundServer:
         Raises:
             RuntimeError: the server did not come up within ``timeout`` seconds.
         """
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on accepted sockets
+        # whose ``proto`` says TCP (``asyncio.base_events._set_nodelay``), and without it each
+        # keep-alive response (headers, then body) waits ~40 ms for the client's delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]

@@ -28,8 +28,9 @@ deleted parent that still has replies is a ``tombstone`` (https://docs.slack.dev
 events/message/message_deleted and the ``tombstone`` subtype), as Slack shows it.
 
 Use :class:`FakeSlack`: mutate it from the test thread (``post``, ``reply``, ``edit``,
-``delete``, ``remove_channel``), queue faults (``rate_limit``, ``fail``, ``server_error``),
-read ``calls`` (a per-method counter), and serve ``app()`` with
+``delete``, ``remove_channel``), queue faults (``rate_limit``, ``fail``, ``server_error``;
+:mod:`standins.slack_faults`), read ``calls`` (a per-method counter), limit and count a team's
+calls (``set_budget``, ``usage``; :mod:`standins.slack_budgets`), and serve ``app()`` with
 :class:`standins.server.BackgroundServer`; point ``SLACK_API_URL`` at ``<url>/api/``.
 """
 
@@ -38,8 +39,9 @@ from __future__ import annotations
 import base64
 import copy
 import threading
+import time
 from collections import Counter, deque
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -48,6 +50,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from standins.slack_budgets import SlackBudgets
 from standins.slack_demo import (
     DEMO_SECOND_BOT_USER_ID,
     DEMO_SECOND_CHANNEL,
@@ -56,7 +59,8 @@ from standins.slack_demo import (
     DEMO_SECOND_TOKEN,
     seed_demo,
 )
-from standins.slack_teams import SlackTeams
+from standins.slack_faults import Fault, SlackFaults
+from standins.slack_teams import SlackTeams, token_of
 
 __all__ = [
     "DEMO_SECOND_BOT_USER_ID",
@@ -107,23 +111,7 @@ def _decode_cursor(cursor: str) -> str | None:
     return ts
 
 
-@dataclass(frozen=True)
-class Fault:
-    """One injected failure of the next call of a method.
-
-    ``status`` is the HTTP status (200 for an ``{"ok": false}`` error, 429, 5xx);
-    ``error`` the Slack error code of the JSON body (``None``: an HTML body, as a gateway
-    error has); ``retry_after`` the ``Retry-After`` header in seconds (429 only).
-    """
-
-    status: int
-    error: str | None
-    retry_after: int | None = None
-    #: Calls of the method answered normally before this fault fires.
-    after: int = 0
-
-
-class FakeSlack(SlackTeams):
+class FakeSlack(SlackBudgets, SlackFaults, SlackTeams):
     """In-memory Slack workspaces behind a Starlette app speaking the Web API.
 
     ``token``: the bot token of the default team (``None``: any token not of another team is
@@ -131,10 +119,15 @@ class FakeSlack(SlackTeams):
     :class:`~standins.slack_teams.SlackTeams`.
     Channel ids are plain strings (``C…`` public, ``G…`` private, ``D…`` DM). All mutators
     and the HTTP handlers share one lock, so tests may mutate between syncs while the app
-    runs in a :class:`~standins.server.BackgroundServer` thread.
+    runs in a :class:`~standins.server.BackgroundServer` thread. ``clock`` (seconds,
+    monotonic) times the API budgets and usage counts (:mod:`standins.slack_budgets`); tests
+    pass a :class:`standins.budgets.ManualClock`.
     """
 
-    def __init__(self, token: str | None = "xoxb-test-token", *, start_ts: int = 1_763_600_000):
+    def __init__(
+        self, token: str | None = "xoxb-test-token", *, start_ts: int = 1_763_600_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.token = token
         #: Calls answered per method (faults included), e.g. ``calls["conversations.history"]``.
         self.calls: Counter[str] = Counter()
@@ -145,6 +138,7 @@ class FakeSlack(SlackTeams):
         self._lock = threading.RLock()
         self._clock = start_ts
         self._init_teams(token)
+        self._init_budgets(clock)
 
     # ------------------------------------------------------------------ workspace mutation
 
@@ -281,39 +275,6 @@ class FakeSlack(SlackTeams):
         with self._lock:
             msgs = self._channel(channel)
             return [copy.deepcopy(msgs[k]) for k in sorted(msgs, key=ts_key)]
-
-    # ------------------------------------------------------------------ fault injection
-
-    def _queue(self, method: str, fault: Fault, times: int) -> None:
-        with self._lock:
-            q = self._faults.setdefault(method, deque())
-            q.append(fault)
-            for _ in range(times - 1):
-                q.append(Fault(fault.status, fault.error, fault.retry_after))
-
-    def rate_limit(
-        self, method: str, retry_after: int = 20, *, times: int = 1, after: int = 0
-    ) -> None:
-        """``times`` calls of ``method`` answer 429 ``ratelimited`` with
-        ``Retry-After: <retry_after>`` (seconds), after ``after`` normal calls."""
-        self._queue(method, Fault(429, "ratelimited", retry_after, after), times)
-
-    def fail(self, method: str, error: str, *, times: int = 1, after: int = 0) -> None:
-        """``times`` calls of ``method`` (after ``after`` normal ones) answer HTTP 200
-        ``{"ok": false, "error": error}`` (e.g. ``invalid_auth``, ``channel_not_found``)."""
-        self._queue(method, Fault(200, error, None, after), times)
-
-    def server_error(
-        self, method: str, status: int = 500, *, times: int = 1, after: int = 0
-    ) -> None:
-        """``times`` calls of ``method`` (after ``after`` normal ones) answer ``status``
-        with an HTML body, as Slack's edge does on an outage."""
-        self._queue(method, Fault(status, None, None, after), times)
-
-    def clear_faults(self) -> None:
-        """Drop every queued fault."""
-        with self._lock:
-            self._faults.clear()
 
     # ------------------------------------------------------------------ API logic
 
@@ -468,31 +429,12 @@ class FakeSlack(SlackTeams):
         with self._lock:
             self.calls[method] += 1
             self.requests.append((method, dict(params)))
-            q = self._faults.get(method)
-            fault: Fault | None = None
-            if q:
-                if q[0].after > 0:
-                    head = q[0]
-                    q[0] = Fault(head.status, head.error, head.retry_after, head.after - 1)
-                else:
-                    fault = q.popleft()
-            if fault is not None:
-                if fault.status == 429:
-                    return JSONResponse(
-                        {"ok": False, "error": fault.error or "ratelimited"},
-                        status_code=429,
-                        headers={"Retry-After": str(fault.retry_after or 60)},
-                    )
-                if fault.error is None:
-                    return Response(
-                        "<html><body><h1>Server Error</h1></body></html>",
-                        status_code=fault.status,
-                        media_type="text/html",
-                    )
-                return JSONResponse({"ok": False, "error": fault.error}, status_code=fault.status)
-            token = params.get("token")
-            if authorization and authorization.lower().startswith("bearer "):
-                token = authorization[7:].strip()
+            answer = self._spend(method, params, authorization)  # the team's budget
+            if answer is None:
+                answer = self._injected(method)  # a queued fault
+            if answer is not None:
+                return answer
+            token = token_of(params, authorization)
             if method == "oauth.v2.access":  # the app's credentials, not a token
                 return JSONResponse(self._oauth_v2_access(params, authorization))
             if not token:

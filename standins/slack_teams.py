@@ -30,6 +30,7 @@ import hmac
 import re
 import secrets
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_TEAM_NAME",
     "SlackTeam",
     "SlackTeams",
+    "token_of",
 ]
 
 #: The team a :class:`~standins.slack_api.FakeSlack` starts with: the constructor's token is
@@ -80,6 +82,15 @@ class _Code:
 
 def _domain(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "team"
+
+
+def token_of(params: Mapping[str, str], authorization: str | None) -> str | None:
+    """The token of a Web API call: ``Authorization: Bearer <token>``, else the ``token``
+    parameter (https://api.slack.com/changelog/2017-10-keeping-up-with-the-jsons: Slack takes
+    both and prefers the header); ``None``: neither."""
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return params.get("token") or None
 
 
 
