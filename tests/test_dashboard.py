@@ -320,3 +320,19 @@ async def test_the_sources_screen_shows_connected_workspaces_and_their_status(
     assert "Acme team (TACME)" in html and "Beta team (TBETA)" in html
     assert "revoked" in html and "invalid_auth from conversations.history" in html
     assert "xoxb-" not in html
+    # The budget of each workspace, and a backfill button for the active one (CSRF-checked).
+    assert "45/min, burst 5 (source default); 5 available now" in html
+    assert html.count("/backfill") == 1
+    beta = (await workspaces.list_workspaces(pool))[1]
+    assert (await client.post(f"/admin/workspaces/{beta['id']}/backfill",
+                              data={"csrf_token": "wrong"})).status_code == 403
+    r = await client.post(f"/admin/workspaces/{beta['id']}/backfill",
+                          data={"csrf_token": csrf_of(html)})
+    assert r.status_code == 303 and r.headers["location"].endswith("/admin/sources")
+    html = (await client.get("/admin/sources")).text
+    assert "Backfill of workspace" in html and "backfill running: 0 listed" in html
+    r = await client.post(f"/admin/workspaces/{a['id']}/backfill",
+                          data={"csrf_token": csrf_of(html)})
+    assert "is revoked: resume it first" in (await client.get("/admin/sources")).text
+    assert (await client.post("/admin/workspaces/99999/backfill",
+                              data={"csrf_token": csrf_of(html)})).status_code == 404

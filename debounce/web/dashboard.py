@@ -24,7 +24,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 import integrations
-from debounce import queue
+from debounce import enumerations, queue, workspaces
 from debounce.config import Settings
 from debounce.queue.checks import check_text
 from debounce.types import JobStatus
@@ -107,7 +107,8 @@ async def sources(request: Request) -> Response:
             configured[name] = (True, None)
         else:
             configured[name] = (source.signing_secret(state.settings) is not None, source.secret_env())
-    views = await data.source_views(state.db, configured)
+    views = await data.source_views(state.db, configured,
+                                    budgets=state.settings.source_budgets())
     return page(request, "sources.html", {"nav": "sources", "sources": views})
 
 
@@ -190,6 +191,29 @@ async def resync(request: Request) -> Response:
                             status_code=303)
 
 
+async def backfill(request: Request) -> Response:
+    """``POST /admin/workspaces/{id}/backfill`` (``csrf_token``): start a backfill of the
+    workspace (idempotent: one already running stays); back to the sources screen."""
+    state = signed_in(request)
+    workspace_id = _path_id(request, "workspace_id", "workspace")
+    await checked_form(request)
+    rows = await workspaces.list_workspaces(state.db, workspace_id)
+    if not rows:
+        raise ApiError(404, "not_found", f"no workspace {workspace_id}")
+    if rows[0]["status"] != "active":
+        flash(request, "error", f"Workspace {workspace_id} is {rows[0]['status']}: resume it "
+                                "first.")
+    else:
+        started = await enumerations.request(state.db, workspace_id, "backfill")
+        fresh = bool(started and started.get("inserted"))
+        log.info("backfill of workspace %d %s (dashboard)", workspace_id,
+                 "requested" if fresh else "already running")
+        flash(request, "ok", f"Backfill of workspace {workspace_id} "
+                             f"{'started' if fresh else 'already running'}: a worker lists "
+                             "the workspace and syncs what is missing.")
+    return RedirectResponse(f"{base_path(request)}/sources", status_code=303)
+
+
 async def documents(request: Request) -> Response:
     """``GET /admin/documents?source=&q=&cursor=``: documents newest first, 50 a page, of one
     source and with a title containing ``q`` (case-insensitive)."""
@@ -231,6 +255,7 @@ ROUTES = [
     Route("/jobs/{job_id}", job, methods=["GET"]),
     Route("/jobs/{job_id}/retry", retry, methods=["POST"]),
     Route("/resync", resync, methods=["POST"]),
+    Route("/workspaces/{workspace_id}/backfill", backfill, methods=["POST"]),
     Route("/documents", documents, methods=["GET"]),
     Route("/documents/{doc_id}", document, methods=["GET"]),
 ]

@@ -13,10 +13,11 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from debounce import queue, workspaces
+import integrations
+from debounce import enumerations, queue, workspaces
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.sql import queries
-from debounce.types import JobStatus
+from debounce.types import ApiBudget, JobStatus
 
 __all__ = [
     "DocumentPage",
@@ -110,7 +111,9 @@ async def overview(db: Db, source_types: list[str], *, now: datetime | None = No
 class WorkspaceView:
     """One workspace of a source: a connected workspace (``status`` active, paused or
     revoked, its ``last_auth_error``), or — when the source has none — "default", configured
-    by its environment; ``rate_budget`` is ``None`` until budgets are tracked."""
+    by its environment; ``rate_budget`` describes its API budget (``None``: no workspace, so
+    none), ``backfill`` its latest backfill or sweep, ``workspace_id`` its id (``None`` for
+    "default")."""
 
     name: str
     configured: bool
@@ -123,6 +126,8 @@ class WorkspaceView:
     rate_budget: str | None = None
     status: str | None = None
     last_auth_error: str | None = None
+    workspace_id: int | None = None
+    backfill: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,14 +144,42 @@ class SourceView:
     workspaces: list[WorkspaceView] = field(default_factory=list)
 
 
+def _budget_text(budget: dict[str, Any]) -> str:
+    if not budget["per_minute"]:
+        return "unmetered"
+    origin = "source default" if budget["source_default"] else "set for this workspace"
+    return (f"{budget['per_minute']:g}/min, burst {budget['burst']:g} ({origin}); "
+            f"{budget['available']:g} available now")
+
+
+def _backfill_text(p: enumerations.Progress | None) -> str | None:
+    if p is None:
+        return None
+    kind = {"backfill": "backfill", "reconcile": "sweep",
+            "full_reconcile": "full sweep"}.get(p.kind, p.kind)
+    text = (f"{kind} {p.status}: {p.discovered} listed, {p.enqueued} to sync, {p.current} "
+            f"current, {p.synced} synced, {p.remaining} remaining")
+    if p.eta_seconds:
+        text += f", ETA {p.eta_seconds:.0f} s"
+    return text + (f" — {p.error}" if p.error and p.status == "failed" else "")
+
+
 async def source_views(
-    db: Db, configured: dict[str, tuple[bool, str | None]], *, now: datetime | None = None
+    db: Db, configured: dict[str, tuple[bool, str | None]], *, now: datetime | None = None,
+    budgets: dict[str, ApiBudget] | None = None,
 ) -> list[SourceView]:
     """The sources screen: one :class:`SourceView` per source of ``configured``
-    (``{source_type: (secret set, secret's variable)}``), sorted by name."""
+    (``{source_type: (secret set, secret's variable)}``), sorted by name; ``budgets``: the
+    sources' default API budgets."""
     names = sorted(configured)
     stats = await queue.stats(db, now=now)
-    all_workspaces = await workspaces.list_workspaces(db)
+    all_workspaces = await workspaces.list_workspaces(db, budgets=budgets)
+    sources = integrations.sources()
+    progress = {w["id"]: await enumerations.latest(
+        db, w["id"], per_minute=float(w["budget"]["per_minute"] or 0),
+        requests_per_page=(sources[w["source_type"]].requests_per_page
+                           if w["source_type"] in sources else 1.0))
+        for w in all_workspaces}
     rows = {r["source_type"]: _row(r)
             for r in await fetch_all(db, _Q["source_activity"], {"source_types": names})}
     views: list[SourceView] = []
@@ -162,7 +195,9 @@ async def source_views(
                   "completed": 0, "failed": int(w["failed_jobs"])},
             last_sync_at=w["last_synced_at"], last_error=w["last_error"], last_error_job_id=None,
             last_error_at=None, last_error_status=None, status=w["status"],
-            last_auth_error=w["last_auth_error"]) for w in connected]
+            last_auth_error=w["last_auth_error"], rate_budget=_budget_text(w["budget"]),
+            workspace_id=w["id"], backfill=_backfill_text(progress[w["id"]]))
+            for w in connected]
         if not shown:
             shown = [WorkspaceView(
                 name="default", configured=is_set, jobs=jobs, last_sync_at=row.get("last_sync_at"),
