@@ -18,7 +18,7 @@ import time
 import traceback
 from datetime import UTC, datetime
 
-from bench import coalesce, common, growth, ingest, throughput, wakeup
+from bench import coalesce, common, freshness, growth, ingest, throughput, wakeup
 
 BENCHMARKS = {
     "ingest": ingest.run,          # 1 (+ web memory, 5)
@@ -26,6 +26,7 @@ BENCHMARKS = {
     "worker": throughput.run,      # 3 (+ worker memory, 5)
     "wakeup": wakeup.run,          # 4
     "growth": growth.run,          # 6
+    "freshness": freshness.run,    # API budgets: staleness, requests, 429s (issue 12, 13)
 }
 
 
