@@ -339,7 +339,7 @@ def _backfill_available() -> str | None:
 
 
 QUICK = Scale(True, pages=40, edit_seconds=4.0, drain_seconds=8.0, flood_jobs=2000, backfill_pages=40)
-FULL = Scale(False, pages=400, edit_seconds=45.0, drain_seconds=30.0, flood_jobs=10000,
+FULL = Scale(False, pages=400, edit_seconds=40.0, drain_seconds=20.0, flood_jobs=10000,
              backfill_pages=300)
 
 

@@ -62,6 +62,7 @@ def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Bud
     st = staleness([e for e in log.edits if e.page in pages], [w for w in log.writes if w.page in pages],
                    synced, end_epoch)
     outcomes = Counter(o for p, _, o, _ in log.outcomes if p in pages and o != "synced")
+    yields = Counter(p for p, _, o, _ in log.outcomes if p in pages and o == "budget_yield")
     usage = log.usage[space.key]
     listing = sum(n for ep, n in usage.by_endpoint.items() if ep in LISTING_ENDPOINTS)
     sent = usage.requests + usage.rate_limited
@@ -89,6 +90,7 @@ def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Bud
         "requests_per_sync": round((sent - listing) / len(synced), 2) if synced else None,
         "listing_requests": listing,
         "other_outcomes": dict(outcomes),
+        "most_yields_of_one_page": max(yields.values(), default=0),
         **used,
         "syncs_per_min_while_due": round(syncs_while_due / due_minutes, 1) if due_minutes else None,
         "budget_allows_syncs_per_min": round(standin.per_second * 60 / ideal, 1),
