@@ -42,6 +42,11 @@ def fake() -> Iterator[tuple[FakeNotion, str]]:
         yield api, server.url
 
 
+def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 async def env_workspace(pool: AsyncConnectionPool[Any]) -> int:
     row = await workspaces.ensure_env_workspace(pool, "notion", DEMO_TOKEN)
     return int(row["id"])
@@ -76,9 +81,7 @@ async def test_worker_processes_never_exceed_the_workspace_budget(
            "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.2", "DEBOUNCE_BACKFILL_ON_CONNECT": "false",
            "DEBOUNCE_RECONCILE_INTERVAL_SECONDS": "0"}
     env.pop("SLACK_BOT_TOKEN", None)
-    workers = [subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-               for _ in range(3)]
+    workers = [start_worker(env) for _ in range(3)]
     try:
         deadline = time.monotonic() + 60
         while await documents_of(pool) < 40:
