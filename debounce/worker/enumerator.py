@@ -41,8 +41,6 @@ __all__ = ["Enumerator"]
 
 log = logging.getLogger("debounce.worker")
 
-#: How long an enumeration's lease lasts (renewed by every page recorded), seconds.
-LEASE_SECONDS = 120.0
 #: Delay before retrying a listing page that failed for a transient reason, seconds.
 RETRY_SECONDS = 30.0
 
@@ -62,6 +60,9 @@ class Enumerator:
         self.owner = owner
         self.budgets = dict(budgets)
         self.idle_seconds = max(0.05, min(settings.poll_interval_seconds, 5.0))
+        #: An enumeration's lease (renewed by every listing page recorded): the jobs' lease,
+        #: so a dead worker's enumeration comes back as soon as its jobs do.
+        self.lease_seconds = settings.lease_seconds
 
     def _default_on(self) -> list[str]:
         import integrations
@@ -100,7 +101,7 @@ class Enumerator:
                 self.pool, sources, self._default_on(),
                 interval=self.settings.reconcile_interval_seconds,
                 full_interval=self.settings.reconcile_full_interval_seconds)
-        leased = await enumerations.lease(self.pool, self.owner, sources, LEASE_SECONDS)
+        leased = await enumerations.lease(self.pool, self.owner, sources, self.lease_seconds)
         if leased is None:
             return False
         await self.walk(leased)
@@ -147,7 +148,7 @@ class Enumerator:
                 items = fresh
             recorded = await enumerations.record_page(
                 self.pool, eid, self.owner, items, None if done else page.cursor,
-                lease_seconds=LEASE_SECONDS, max_attempts=self.settings.max_attempts)
+                lease_seconds=self.lease_seconds, max_attempts=self.settings.max_attempts)
             if recorded is None:
                 log.warning("%s %d: lease lost; another worker continues it", kind, eid)
                 return
