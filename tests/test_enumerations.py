@@ -128,7 +128,7 @@ async def test_sweeps_are_scheduled_per_workspace_when_due(
     started = await enumerations.schedule_backfills(pool, ["notion", "slack"])
     assert {r["workspace_id"] for r in started} == {notion, slack}
     assert await enumerations.schedule_backfills(pool, ["notion", "slack"]) == []
-    for row in started:   # finish both backfills
+    for _row in started:   # finish both backfills
         leased = await enumerations.lease(pool, "w", ["notion", "slack"], 60)
         assert leased is not None
         await enumerations.record_page(pool, leased["id"], "w", [item("p", at(0))], None,
