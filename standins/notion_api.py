@@ -16,7 +16,8 @@ Notion integration calls through ``notion-client``:
   (https://developers.notion.com/reference/database);
 - ``GET /v1/data_sources/{data_source_id}`` — a data source with its property schema
   (https://developers.notion.com/reference/data-source);
-- ``GET /v1/users/me`` and ``POST /v1/oauth/token`` (:mod:`standins.notion_workspaces`).
+- ``GET /v1/users/me`` and ``POST /v1/oauth/token`` (:mod:`standins.notion_workspaces`);
+- ``POST /v1/search`` — what a token can see, and bulk fixtures (:mod:`standins.notion_search`).
 
 Errors are ``{"object": "error", "status": int, "code": str, "message": str}``
 (https://developers.notion.com/reference/status-codes). Every request needs
@@ -109,6 +110,7 @@ from standins.notion_http import (
     take_fault,
 )
 from standins.notion_markdown import NotionMarkdown
+from standins.notion_search import NotionSearch
 from standins.notion_workspaces import Grant, NotionWorkspaces
 
 __all__ = [
@@ -162,6 +164,7 @@ ENDPOINTS = (
     "databases.retrieve",
     "data_sources.retrieve",
     "users.me",
+    "search",
 )
 
 _ID_NAMESPACE = uuid.UUID("6f1d3c2a-8b7e-4f5a-9c0d-1e2f3a4b5c6d")
@@ -180,7 +183,7 @@ def _slug(title: str) -> str:
     return "-".join(words)
 
 
-class FakeNotion(NotionBudgets, NotionDatabases, NotionMarkdown, NotionWorkspaces):
+class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, NotionWorkspaces):
     """State of fake Notion workspaces plus the Starlette app that serves them.
 
     ``token`` is the token of the default workspace (:attr:`workspace_id`), which holds every
@@ -520,18 +523,11 @@ class FakeNotion(NotionBudgets, NotionDatabases, NotionMarkdown, NotionWorkspace
                 Route("/v1/blocks/{block_id}/children", self._blocks_children, methods=["GET"]),
                 Route("/v1/blocks/{block_id}", self._blocks_retrieve, methods=["GET"]),
                 Route("/v1/databases/{database_id}", self._databases_retrieve, methods=["GET"]),
-                Route(
-                    "/v1/data_sources/{data_source_id}",
-                    self._data_sources_retrieve,
-                    methods=["GET"],
-                ),
+                Route("/v1/data_sources/{data_source_id}", self._data_sources_retrieve, methods=["GET"]),
                 Route("/v1/users/me", self._users_me, methods=["GET"]),
+                Route("/v1/search", self._search, methods=["POST"]),
                 Route("/v1/oauth/token", self._oauth_token, methods=["POST"]),
-                Route(
-                    "/{path:path}",
-                    self._unknown,
-                    methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
-                ),
+                Route("/{path:path}", self._unknown, methods=["GET", "POST", "PATCH", "PUT", "DELETE"]),
             ]
         )
 

@@ -139,6 +139,7 @@ class NotionWorkspaces:
         self._grants: dict[str, Grant] = {}
         self._revoked: set[str] = set()
         self._owners: dict[str, str] = {}  # object id -> workspace id
+        self._unshared: set[str] = set()  # objects not shared with the integration
         self._clients: dict[str, str] = {}
         self._codes: dict[str, _Code] = {}
         self.add_workspace(DEFAULT_WORKSPACE_ID, DEFAULT_WORKSPACE_NAME, token)
@@ -243,8 +244,9 @@ class NotionWorkspaces:
 
     def _visible(self, grant: Grant, object_id: str) -> bool:
         """Whether the grant's workspace may see ``object_id`` (unknown objects: yes, so
-        the endpoint answers its own 404)."""
-        return self._owners.get(object_id, grant.workspace_id) == grant.workspace_id
+        the endpoint answers its own 404; unshared ones: no)."""
+        owner = self._owners.get(object_id, grant.workspace_id)
+        return owner == grant.workspace_id and object_id not in self._unshared
 
     def _bot_user(self, grant: Grant) -> dict[str, Any]:
         workspace = self.workspaces[grant.workspace_id]

@@ -10,7 +10,9 @@ It speaks the documented shapes of
   one thread, parent first then replies **oldest first**; a message without replies comes back
   alone; an unknown ``ts`` answers ``thread_not_found``;
 - ``auth.test`` and ``oauth.v2.access``, and several teams (workspaces) with their own tokens
-  and conversations: :mod:`standins.slack_teams`.
+  and conversations: :mod:`standins.slack_teams`;
+- ``users.conversations`` and ``conversations.list``, the bot's membership and bulk fixtures
+  (``add_channels``): :mod:`standins.slack_conversations`.
 
 Errors are HTTP 200 with ``{"ok": false, "error": "<code>"}`` as Slack answers them
 (https://docs.slack.dev/apis/web-api/#responses); rate limiting is HTTP 429 with a
@@ -36,7 +38,6 @@ calls (``set_budget``, ``usage``; :mod:`standins.slack_budgets`), and serve ``ap
 
 from __future__ import annotations
 
-import base64
 import copy
 import threading
 import time
@@ -51,6 +52,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from standins.slack_budgets import SlackBudgets
+from standins.slack_conversations import LISTING_METHODS, SlackConversations, decode_cursor, encode_cursor
 from standins.slack_demo import (
     DEMO_SECOND_BOT_USER_ID,
     DEMO_SECOND_CHANNEL,
@@ -77,7 +79,8 @@ __all__ = [
 TOMBSTONE_TEXT = "This message was deleted."
 
 #: Methods this fake answers (others: ``unknown_method``, as Slack does).
-METHODS = ("conversations.history", "conversations.replies", "auth.test", "oauth.v2.access")
+METHODS = ("conversations.history", "conversations.replies", "auth.test", "oauth.v2.access",
+           *LISTING_METHODS)
 
 
 def ts_key(ts: str) -> tuple[int, int]:
@@ -91,27 +94,18 @@ def _ts(seconds: int, micros: int) -> str:
 
 
 def _encode_cursor(ts: str) -> str:
-    # Slack's cursors are opaque base64 strings such as "bmV4dF90czoxNTEyMDg1ODYxMDAwNTQz"
-    # ("next_ts:1512085861000543"); this one has the same flavour.
-    return base64.b64encode(f"next_ts:{ts}".encode()).decode()
+    return encode_cursor("next_ts", ts)
 
 
 def _decode_cursor(cursor: str) -> str | None:
+    ts = decode_cursor(cursor, "next_ts")
     try:
-        raw = base64.b64decode(cursor.encode(), validate=True).decode()
-    except (ValueError, UnicodeDecodeError):
-        return None
-    prefix, _, ts = raw.partition(":")
-    if prefix != "next_ts" or not ts:
-        return None
-    try:
-        ts_key(ts)
+        return ts if ts is not None and ts_key(ts) else None
     except ValueError:
         return None
-    return ts
 
 
-class FakeSlack(SlackBudgets, SlackFaults, SlackTeams):
+class FakeSlack(SlackConversations, SlackBudgets, SlackFaults, SlackTeams):
     """In-memory Slack workspaces behind a Starlette app speaking the Web API.
 
     ``token``: the bot token of the default team (``None``: any token not of another team is
@@ -139,6 +133,7 @@ class FakeSlack(SlackBudgets, SlackFaults, SlackTeams):
         self._clock = start_ts
         self._init_teams(token)
         self._init_budgets(clock)
+        self._init_conversations()
 
     # ------------------------------------------------------------------ workspace mutation
 
@@ -442,8 +437,11 @@ class FakeSlack(SlackBudgets, SlackFaults, SlackTeams):
             team, error = self._team_for(token)
             if team is None:
                 return JSONResponse({"ok": False, "error": error})
+            refused = self._membership_error(method, team, params)
             if method.startswith("conversations.") and not self._can_see(team, params.get("channel", "")):
                 body = {"ok": False, "error": "channel_not_found"}
+            elif method in LISTING_METHODS or refused is not None:
+                body = refused or self._list_conversations(method, team, params)
             elif method == "conversations.history":
                 body = self._history(params)
             elif method == "conversations.replies":

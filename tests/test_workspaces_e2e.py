@@ -46,7 +46,10 @@ async def world(pool: AsyncConnectionPool[Any], database_url: str) -> AsyncItera
             slack_api_url=ss.url + "/api/", slack_client_id="slack-client",
             slack_client_secret="slack-secret", slack_signing_secret=SLACK_SECRET,
             slack_authorize_url=ss.url + "/oauth/v2/authorize", public_url="https://debounce.test",
-            windows={"notion": SourceWindow(0, 0), "slack": SourceWindow(0, 0)})
+            windows={"notion": SourceWindow(0, 0), "slack": SourceWindow(0, 0)},
+            # Tokens and webhooks only: no backfill or sweep adds jobs of its own (those are
+            # tests/test_backfill_e2e.py's).
+            backfill_on_connect=False, reconcile_interval_seconds=0)
         app = create_app(settings, pool=pool)
         async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="https://debounce.test"

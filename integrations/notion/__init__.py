@@ -4,6 +4,7 @@ The package's rooms: ``webhook.py`` (verify, parse, id spelling), ``client.py`` 
 retries, error codes), ``render.py`` (blocks → Markdown), ``richtext.py`` (rich text and
 Markdown escaping), ``properties.py`` (page properties and schemas),
 ``sync.py`` (:class:`NotionIntegration`: the sync paths, writing ``documents``),
+``discover.py`` (``search``: what the connection can see, for backfill and reconciliation),
 ``source.py`` (:data:`SOURCE`, what the registry in ``integrations/__init__.py`` lists).
 
 Parse half — https://developers.notion.com/reference/webhooks and

@@ -1,10 +1,13 @@
-"""The Notion SDK client and the request wrapper: retries, ``Retry-After``, error codes.
+"""The Notion SDK client and the request wrapper: retries, ``Retry-After``, error codes,
+budget charging.
 
 Through ``notion-client``'s ``AsyncClient`` (Notion-Version 2025-09-03). The SDK's own retry
 loop is switched off; :meth:`NotionClient._call` retries 5xx answers twice after short sleeps
 and a 429 only when its ``Retry-After`` is short, and hands a long ``Retry-After`` back to the
 queue as :class:`~integrations.base.RateLimited` (the policy is spelled out on
-:class:`~integrations.notion.NotionIntegration`).
+:class:`~integrations.notion.NotionIntegration`). It is also the one place that charges the
+workspace's budget (:mod:`integrations.metering`): one request per attempt sent, retries
+included, and serves a read the current sync already received from its checkpoint.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from notion_client.errors import APIErrorCode, APIResponseError, HTTPResponseErr
 from debounce.config import Settings
 from debounce.metrics import count_api_request
 from debounce.retry import parse_retry_after
-from integrations.base import PermanentError, RateLimited, current_token
+from integrations.base import AuthRevoked, PermanentError, RateLimited, current_token
+from integrations.metering import charge, recall, remember, request_key
 
-__all__ = ["DEFAULT_RETRY_AFTER", "NOTION_VERSION", "NotionClient"]
+__all__ = ["DEFAULT_RETRY_AFTER", "NOTION_VERSION", "NotionClient", "api_error", "endpoint_name"]
 
 #: The Notion API version we speak (notion-client 3.1's default; pinned so an SDK upgrade
 #: cannot change the response shapes under us). 2025-09-03 splits databases into data sources.
@@ -73,6 +77,44 @@ def _rate_limit_reason(error: HTTPResponseError) -> str:
 def _code(error: HTTPResponseError) -> str:
     code = error.code
     return str(code.value if isinstance(code, APIErrorCode) else code)
+
+
+def api_error(error: APIResponseError) -> Exception | None:
+    """What an error answer means for the queue: :class:`AuthRevoked` for ``unauthorized``
+    (the token no longer works), :class:`PermanentError` for the codes after which a retry
+    cannot help, ``None`` for the rest (the caller re-raises: transient)
+    (https://developers.notion.com/reference/status-codes)."""
+    code = _code(error)
+    if code == APIErrorCode.Unauthorized.value:
+        return AuthRevoked(f"Notion answered {error.status} {code}: the token no longer works")
+    if code in _PERMANENT_CODES:
+        return PermanentError(f"Notion answered {error.status} {code}: {error}")
+    return None
+
+
+#: ``notion-client`` endpoint classes → the endpoint names of the request keys (as the
+#: SDK's attribute paths spell them: ``api.blocks.children.list`` → ``blocks.children.list``).
+_ENDPOINT_PREFIXES = {
+    "BlocksChildrenEndpoint": "blocks.children",
+    "BlocksEndpoint": "blocks",
+    "DataSourcesEndpoint": "data_sources",
+    "DatabasesEndpoint": "databases",
+    "PagesEndpoint": "pages",
+    "SearchEndpoint": "search",
+    "UsersEndpoint": "users",
+}
+
+
+def endpoint_name(fn: Callable[..., Any]) -> str:
+    """The SDK attribute path of a bound ``notion-client`` endpoint method
+    (``api.pages.retrieve`` → ``"pages.retrieve"``, the callable ``api.search`` →
+    ``"search"``); anything else: its qualified name."""
+    owner = getattr(fn, "__self__", None)
+    if owner is None:  # an endpoint object called directly (``api.search``) or a function
+        prefix = _ENDPOINT_PREFIXES.get(type(fn).__name__)
+        return prefix or str(getattr(fn, "__qualname__", type(fn).__name__))
+    prefix = _ENDPOINT_PREFIXES.get(type(owner).__name__, type(owner).__name__)
+    return f"{prefix}.{getattr(fn, '__name__', 'call')}"
 
 
 class NotionClient:
@@ -125,15 +167,30 @@ class NotionClient:
         for client in clients:
             await client.aclose()
 
-    async def _call(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
-        """``await fn(**kwargs)`` with this integration's retry policy (class docstring).
+    async def _call(self, fn: Callable[..., Any], /, *, cache: bool = True, **kwargs: Any) -> Any:
+        """``await fn(**kwargs)`` with this integration's retry policy (class docstring),
+        charged to the current sync's budget (:mod:`integrations.metering`).
+
+        Every attempt sent — the first and each in-process retry — is charged first
+        (``charge()``: one request). With ``cache`` (reads a sync may repeat after it yielded:
+        every request of a page sync) an answer the current sync's checkpoint already holds
+        is returned without sending or charging anything, and a successful answer is recorded
+        in it, keyed by ``request_key(<endpoint name>, kwargs)``; ``cache=False`` for answers
+        that must be fresh (``search``: a listing).
 
         Raises:
+            BudgetExhausted: the budget has no request left (nothing sent).
             RateLimited: a 429 whose ``Retry-After`` (seconds) is too long to wait here.
             HTTPResponseError: any other error answer once in-process retries are spent.
         """
+        key = request_key(endpoint_name(fn), kwargs) if cache else None
+        if key is not None:
+            cached = recall(key)
+            if cached is not None:
+                return cached
         attempt = 0
         while True:
+            await charge()
             try:
                 call: Awaitable[Any] = fn(**kwargs)
                 result = await call
@@ -166,6 +223,8 @@ class NotionClient:
                 count_api_request("notion", "error")
                 raise
             count_api_request("notion", 200)
+            if key is not None:
+                remember(key, result)
             return result
 
     async def _fetch(self, fn: Callable[..., Any], /, **kwargs: Any) -> dict[str, Any] | None:

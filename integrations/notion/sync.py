@@ -22,8 +22,9 @@ from notion_client.helpers import async_collect_paginated_api
 from debounce.config import Settings
 from debounce.documents import Document, DocumentStore, WriteOutcome
 from debounce.types import SyncJob
-from integrations.base import AuthRevoked, PermanentError, SyncResult
-from integrations.notion.client import _PERMANENT_CODES, _WRONG_KIND_CODES, NotionClient, _code
+from integrations.base import SyncResult
+from integrations.notion.client import _WRONG_KIND_CODES, NotionClient, _code, api_error
+from integrations.notion.discover import NotionDiscovery
 from integrations.notion.markdown import NotionMarkdownPath
 from integrations.notion.properties import (
     parent_summary,
@@ -43,7 +44,7 @@ __all__ = ["SOURCE_TYPE", "NotionIntegration", "create"]
 SOURCE_TYPE = "notion"
 
 
-class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionClient):
+class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, NotionClient):
     """Both halves of the Notion source.
 
     Retry policy (a deliberate choice). notion-client 3.x retries 429 and GET 500/503 inside
@@ -67,6 +68,10 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionClient):
       document is marked deleted.
 
     ``page_size`` is the block-children page size (Notion's maximum, 100).
+
+    Every request, the in-process retries included, is charged to the workspace's budget and
+    every read is kept in the sync's checkpoint (:meth:`_call`, :mod:`integrations.metering`);
+    :meth:`discover` lists what the token can see (:mod:`integrations.notion.discover`).
     """
 
     source_type = SOURCE_TYPE
@@ -147,12 +152,9 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionClient):
                 return await self._sync_data_source(job, ds)
             return await self._sync_unknown(api, job)
         except APIResponseError as exc:
-            code = _code(exc)
-            if code == APIErrorCode.Unauthorized.value:
-                raise AuthRevoked(f"Notion answered {exc.status} {code}: the token no longer "
-                                  "works") from exc
-            if code in _PERMANENT_CODES:
-                raise PermanentError(f"Notion answered {exc.status} {code}: {exc}") from exc
+            mapped = api_error(exc)
+            if mapped is not None:
+                raise mapped from exc
             raise
 
     async def _sync_unknown(self, api: AsyncClient, job: SyncJob) -> SyncResult:

@@ -4,6 +4,7 @@ The package's rooms: ``webhook.py`` (verify, parse), ``client.py`` (the Web API 
 error codes), ``render.py`` (thread documents, which of a message's text/blocks/attachments to
 show, fingerprints), ``mrkdwn.py`` (Slack text, escaping, references, titles), ``blocks.py``
 (Block Kit, attachments, files), ``sync.py`` (:class:`SlackIntegration` and the channel sync),
+``discover.py`` (``users.conversations``: the conversations the bot is in, for backfill),
 ``source.py`` (:data:`SOURCE`, what the registry in ``integrations/__init__.py`` lists).
 
 **Parse half** (web process, no I/O). Every delivery is verified with Slack's request signing

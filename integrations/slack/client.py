@@ -1,14 +1,33 @@
-"""The Slack Web API client and the request wrapper: 429s, error codes → queue outcomes.
+"""The Slack Web API client and the request wrapper: 429s, error codes → queue outcomes,
+budget charging.
 
 Through ``slack_sdk``'s ``AsyncWebClient`` on an ``aiohttp`` session. Its default retry
 handlers cover connection errors only; a 429 becomes :class:`~integrations.base.RateLimited`
 at its ``Retry-After``, a token or access error :class:`~integrations.base.PermanentError`,
-anything else :class:`SlackApiFailure` (retried by the queue).
+anything else :class:`SlackApiFailure` (retried by the queue). :func:`call_api` is the one
+request wrapper of the source (syncs and listings alike); it serves the history a sync already
+read from its checkpoint (:mod:`integrations.metering`).
+
+**Charging.** Every HTTP attempt is charged to the workspace's budget (``charge()``) when it
+takes a connection — the session's :func:`charging_trace`, on aiohttp's
+``on_connection_create_start`` / ``on_connection_reuseconn`` signals
+(https://docs.aiohttp.org/en/stable/tracing_reference.html), exactly one of which fires per
+attempt, before anything is sent. Charging in :func:`call_api` alone would miss two retries
+that happen below it: ``slack_sdk``'s ``AsyncConnectionErrorRetryHandler`` (one retry after a
+connection error; ``web/async_internal_utils.py`` awaits the handler's
+``prepare_for_next_attempt_async`` and sends again), and aiohttp's own: ``ClientSession``
+re-sends an idempotent request (GET, which ``slack_sdk`` uses for ``conversations.*`` and
+``users.conversations``) once after ``ServerDisconnectedError``/``ClientOSError``
+(``aiohttp/client.py``, "retry_persistent_connection", RFC 9112 §9.3.1), invisibly to the SDK's
+handlers. At the connection, every attempt of every layer is charged once, and a
+:class:`~integrations.metering.BudgetExhausted` raised there stops the attempt before it is
+sent and propagates out of the SDK call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -19,14 +38,18 @@ from debounce.config import Settings
 from debounce.metrics import count_api_request
 from debounce.retry import parse_retry_after
 from integrations.base import AuthRevoked, PermanentError, RateLimited, current_token
+from integrations.metering import BudgetExhausted, charge, recall, remember, request_key
 
 __all__ = [
+    "CACHED_METHODS",
     "DEFAULT_RETRY_AFTER_SECONDS",
+    "METHODS",
     "HTTP_TIMEOUT_SECONDS",
     "PERMANENT_ERRORS",
     "SlackApiFailure",
     "SlackClient",
     "call_api",
+    "charging_trace",
 ]
 
 #: Retry-After used when a 429 carries none, in seconds (tier 3 is about 50 calls/minute).
@@ -49,10 +72,22 @@ PERMANENT_ERRORS: Mapping[str, str] = {
     "not_in_channel": "the app is not a member: invite it to the channel (/invite @app)",
     "channel_not_found": "the conversation is gone or the app cannot see it",
     "missing_scope": "add the channels:history, groups:history, im:history and "
-    "mpim:history scopes and reinstall the app",
+    "mpim:history scopes (the sync) and channels:read, groups:read, im:read and mpim:read "
+    "(the channel listing) and reinstall the app",
     "no_permission": "the token lacks permission for this conversation",
     "team_access_not_granted": "the token has no access to this workspace",
 }
+#: The Web API methods :func:`call_api` sends → the ``AsyncWebClient`` method that sends each.
+METHODS: Mapping[str, str] = {
+    "conversations.history": "conversations_history",
+    "conversations.replies": "conversations_replies",
+    "users.conversations": "users_conversations",
+    "conversations.list": "conversations_list",
+}
+#: The methods whose answers a sync keeps in its checkpoint (a resumed sync reads them
+#: again for free); listings are always asked afresh.
+CACHED_METHODS = frozenset({"conversations.history", "conversations.replies"})
+
 #: A thread that no longer exists (``conversations.replies``).
 _THREAD_GONE = frozenset({"thread_not_found", "message_not_found"})
 
@@ -73,23 +108,53 @@ def _retry_after(response: Any) -> float:
     return DEFAULT_RETRY_AFTER_SECONDS if wait is None else wait
 
 
+async def _charge_attempt(session: aiohttp.ClientSession, context: SimpleNamespace,
+                          params: object) -> None:
+    await charge()
+
+
+def charging_trace() -> aiohttp.TraceConfig:
+    """The aiohttp trace that charges one request to the current sync's budget for every
+    HTTP attempt, before it is sent (module docstring)."""
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_start.append(_charge_attempt)
+    trace.on_connection_reuseconn.append(_charge_attempt)
+    return trace
+
+
 async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dict[str, Any] | None:
-    """One Web API call, ``method`` being ``conversations.history`` or
-    ``conversations.replies`` with ``params`` (``channel`` among them); the response body, or
-    ``None`` when the thread asked for (``replies``) is gone.
+    """One Web API call of ``method`` (one of :data:`METHODS`: ``conversations.history``,
+    ``conversations.replies``, ``users.conversations``, ``conversations.list``) with
+    ``params``; the response body, or ``None`` when the thread asked for (``replies``) is
+    gone.
+
+    Charged per HTTP attempt by the session's :func:`charging_trace` (a client made by
+    :meth:`SlackClient._client`). The answers of :data:`CACHED_METHODS` are kept in the sync's
+    checkpoint under ``request_key(method, params)`` and served from it, with no request and
+    no charge, when the same request is made again after the sync yielded; listings are
+    always sent.
 
     Raises:
+        BudgetExhausted: the budget has no request left (nothing sent).
         RateLimited: HTTP 429 / ``ratelimited`` (``Retry-After`` seconds, default 60).
         _ChannelGone: ``channel_not_found``.
-        PermanentError: an error of :data:`PERMANENT_ERRORS`.
+        PermanentError: an error of :data:`PERMANENT_ERRORS` (:class:`AuthRevoked` for a
+            token that no longer works).
         SlackApiFailure: any other error answer, or a body that is not a JSON object.
+        ValueError: ``method`` is not one of :data:`METHODS`.
     """
+    sender = METHODS.get(method)
+    if sender is None:
+        raise ValueError(f"call_api does not send {method!r}; one of {sorted(METHODS)}")
+    key = request_key(method, params) if method in CACHED_METHODS else None
+    if key is not None:
+        cached = recall(key)
+        if isinstance(cached, dict):
+            return cached
     channel = params.get("channel")
+    where = f" on {channel}" if channel else ""
     try:
-        if method == "conversations.history":
-            resp = await client.conversations_history(**params)
-        else:
-            resp = await client.conversations_replies(**params)
+        resp = await getattr(client, sender)(**params)
     except SlackApiError as e:
         response = e.response
         status = getattr(response, "status_code", None)
@@ -102,7 +167,7 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
                 f"Slack {method} rate limited",
                 reason=f"ratelimited:{method}",
             ) from None
-        if code == "channel_not_found":
+        if code == "channel_not_found" and channel:
             raise _ChannelGone(method) from None
         if code in _THREAD_GONE and method == "conversations.replies":
             return None
@@ -112,12 +177,14 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
             ) from None
         if isinstance(code, str) and code in PERMANENT_ERRORS:
             raise PermanentError(
-                f"Slack {method} on {channel}: {code} ({PERMANENT_ERRORS[code]})"
+                f"Slack {method}{where}: {code} ({PERMANENT_ERRORS[code]})"
             ) from None
         raise SlackApiFailure(
-            f"Slack {method} on {channel} failed: HTTP {status}, "
+            f"Slack {method}{where} failed: HTTP {status}, "
             f"error {code or '(none)'}"
         ) from e
+    except BudgetExhausted:
+        raise  # refused before it was sent: not an API request
     except Exception:
         count_api_request("slack", "error")
         raise
@@ -125,6 +192,8 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
     data = resp.data
     if not isinstance(data, dict):
         raise SlackApiFailure(f"Slack {method} answered a non-JSON body")
+    if key is not None:
+        remember(key, data)
     return data
 
 
@@ -143,10 +212,12 @@ class SlackClient:
 
     def _client(self) -> AsyncWebClient:
         """The Web API client of the current sync's workspace token (one per token, sharing
-        one ``aiohttp`` session)."""
+        one ``aiohttp`` session, whose :func:`charging_trace` charges every attempt; the
+        SDK's default retry handlers)."""
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS)
+                timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS),
+                trace_configs=[charging_trace()],  # every attempt charged (module docstring)
             )
         token = self._token() or ""
         client = self._webs.get(token)

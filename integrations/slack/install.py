@@ -25,7 +25,7 @@ __all__ = ["DEFAULT_SCOPES", "SlackInstaller", "WorkspaceInstallationStore", "in
 #: Bot scopes the sync needs (history of public and private channels, DMs, group DMs, and the
 #: channel lists): https://docs.slack.dev/reference/scopes
 DEFAULT_SCOPES = ("channels:history", "groups:history", "im:history", "mpim:history",
-                  "channels:read", "groups:read")
+                  "channels:read", "groups:read", "im:read", "mpim:read")
 
 
 class WorkspaceInstallationStore(AsyncInstallationStore):

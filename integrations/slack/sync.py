@@ -28,6 +28,7 @@ from debounce.documents import DocumentStore, WriteOutcome
 from debounce.types import SyncJob
 from integrations.base import PermanentError, SyncResult
 from integrations.slack.client import SlackClient, _ChannelGone, call_api
+from integrations.slack.discover import SlackDiscovery
 from integrations.slack.render import (
     NO_CONTENT_SUBTYPES,
     SOURCE_TYPE,
@@ -59,7 +60,7 @@ SKIPPED_SUBTYPES = NO_CONTENT_SUBTYPES
 _STATE_VERSION = 1
 
 
-class SlackIntegration(SlackWebhooks, SlackClient):
+class SlackIntegration(SlackWebhooks, SlackDiscovery, SlackClient):
     """The Slack source (see the module docstring).
 
     ``clock``: seconds since the epoch, for the signature's 5-minute window (tests inject it).

@@ -1,0 +1,122 @@
+"""What a Notion connection can see: one page of ``POST /v1/search`` per :meth:`discover`
+call (:class:`integrations.discovery.Discoverer`, for backfill and reconciliation).
+
+Search (https://developers.notion.com/reference/post-search, "Search by title") lists the
+pages and data sources shared with the integration — with Notion-Version 2025-09-03, data
+sources rather than databases (https://developers.notion.com/docs/upgrade-guide-2025-09-03):
+``{"query"?, "filter"?: {"property": "object", "value": "page" | "data_source"}, "sort"?:
+{"direction": "ascending" | "descending", "timestamp": "last_edited_time"}, "start_cursor"?,
+"page_size"? (at most 100)}``, answered ``{"object": "list", "results": [...], "next_cursor":
+str | null, "has_more": bool, "type": "page_or_data_source", "page_or_data_source": {}}``.
+Both sort directions are documented; ``last_edited_time`` is the only sortable timestamp.
+
+Each call sends one request: no query, no filter (pages and data sources together), 100 per
+page (the maximum), sorted by ``last_edited_time`` — descending for ``newest_first`` (a
+reconciliation sweep stops at its watermark), ascending otherwise, so a page edited while an
+enumeration runs moves *ahead* of the cursor and is listed again rather than skipped. The
+request goes through :meth:`~integrations.notion.client.NotionClient._call` (retried, charged
+to the workspace's budget like a sync's) with ``cache=False``: a listing must be fresh.
+
+Search is not an exact enumeration: "Search is not guaranteed to return everything, and the
+index may change as your connection iterates through pages and databases", results are not
+immediate (an indexing delay), and only objects shared with the connection *directly* are
+guaranteed to appear (https://developers.notion.com/reference/search-optimizations-and-limitations).
+Webhooks, the next sweep and the deletion re-checks of a whole listing
+(``debounce.enumerations``) cover what one listing misses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from notion_client import AsyncClient
+from notion_client.errors import APIResponseError
+
+from integrations.discovery import Discovered, DiscoveryPage
+from integrations.notion.client import api_error
+from integrations.notion.properties import parse_time, title_of
+from integrations.notion.richtext import plain_text
+from integrations.notion.webhook import normalize_id
+
+__all__ = ["SEARCH_PAGE_SIZE", "NotionDiscovery", "discovered"]
+
+#: Results per ``search`` request: Notion's maximum (the reference: "page_size ... Maximum: 100").
+SEARCH_PAGE_SIZE = 100
+
+#: Search result ``object`` → the ``entity.type`` of the job payload (what
+#: :func:`integrations.notion.sync._entity_kind` reads). ``database`` only appears with API
+#: versions before 2025-09-03.
+_KINDS = {"page": "page", "data_source": "data_source", "database": "database"}
+
+
+def discovered(result: Mapping[str, Any]) -> Discovered | None:
+    """One search result as a :class:`Discovered` (``None``: not a page, data source or
+    database, or no id): the job key is the id spelled as the webhooks spell it
+    (:func:`~integrations.notion.webhook.normalize_id`, dashed lower-case), ``edited_at`` its
+    ``last_edited_time`` (aware UTC), the payload ``{"entity": {"id", "type"}}`` that makes
+    the sync fetch the right kind."""
+    kind = _KINDS.get(str(result.get("object")))
+    raw_id = result.get("id")
+    if kind is None or not isinstance(raw_id, str) or not raw_id.strip():
+        return None
+    object_id = normalize_id(raw_id)
+    title = title_of(result) if kind == "page" else plain_text(result.get("title")).strip()
+    return Discovered(
+        source_page_id=object_id,
+        edited_at=parse_time(result.get("last_edited_time")),
+        payload={"entity": {"id": object_id, "type": kind}},
+        title=title,
+    )
+
+
+class NotionDiscovery:
+    """The enumeration half of :class:`~integrations.notion.NotionIntegration` (a mixin;
+    needs ``_api`` and ``_call`` of :class:`~integrations.notion.client.NotionClient`)."""
+
+    if TYPE_CHECKING:
+
+        def _api(self) -> AsyncClient: ...
+
+        async def _call(self, fn: Any, /, *, cache: bool = True, **kwargs: Any) -> Any: ...
+
+    async def discover(self, cursor: str | None, *, newest_first: bool = False) -> DiscoveryPage:
+        """One page (up to 100) of what the current workspace's token can see, from
+        ``cursor`` (Notion's ``next_cursor``; ``None``: the first page), sorted by
+        ``last_edited_time`` (``newest_first``: descending; else ascending). Trashed objects
+        are not listed (search leaves them out).
+
+        Raises:
+            BudgetExhausted: the workspace's budget is empty (nothing sent).
+            RateLimited: Notion answered 429 (or 529) with a ``Retry-After`` too long to wait.
+            AuthRevoked: ``unauthorized``.
+            PermanentError: no token; ``restricted_resource`` or an invalid request.
+            Exception: 5xx after the in-process retries, timeouts (transient).
+        """
+        api = self._api()
+        params: dict[str, Any] = {
+            "page_size": SEARCH_PAGE_SIZE,
+            "sort": {"direction": "descending" if newest_first else "ascending",
+                     "timestamp": "last_edited_time"},
+        }
+        if cursor:
+            params["start_cursor"] = cursor
+        try:
+            answer = await self._call(api.search, cache=False, **params)
+        except APIResponseError as exc:
+            mapped = api_error(exc)
+            if mapped is not None:
+                raise mapped from exc
+            raise
+        if not isinstance(answer, dict):
+            raise ValueError("Notion search answered something other than a JSON object")
+        items = [d for r in answer.get("results") or [] if isinstance(r, dict)
+                 if (d := discovered(r)) is not None and not _trashed(r)]
+        next_cursor = answer.get("next_cursor")
+        more = bool(answer.get("has_more")) and isinstance(next_cursor, str) and bool(next_cursor)
+        return DiscoveryPage(items=items, cursor=next_cursor if more else None)
+
+
+def _trashed(result: Mapping[str, Any]) -> bool:
+    """Whether a result is in the trash (``in_trash``, or ``archived`` in older versions)."""
+    return bool(result.get("in_trash") or result.get("archived"))

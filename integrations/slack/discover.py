@@ -1,0 +1,98 @@
+"""What the Slack app can see: one page of ``users.conversations`` per :meth:`discover` call
+(:class:`integrations.discovery.Discoverer`, for backfill).
+
+``users.conversations`` (https://docs.slack.dev/reference/methods/users.conversations) lists
+"the channels and conversations your bot is party to" with a bot token — exactly the
+conversations whose history the sync can read (``conversations.history`` answers
+``not_in_channel`` elsewhere), unlike ``conversations.list``, which also lists every public
+channel the bot is not in. From that reference page: parameters ``types`` (a comma-separated
+list of ``public_channel``, ``private_channel``, ``mpim``, ``im``; default ``public_channel``
+only), ``exclude_archived``, ``limit`` ("a max of 999. We recommend no more than 200 results at
+a time") and ``cursor``; the conversation objects omit ``is_member`` and ``num_members``; and
+"this Conversations API method's required scopes depend on the type of channel-like object":
+``channels:read`` (public channels), ``groups:read`` (private channels), ``mpim:read`` (group
+DMs), ``im:read`` (DMs). The install asks for all four
+(``integrations.slack.install.DEFAULT_SCOPES``); a token lacking one answers ``missing_scope``:
+a :class:`~integrations.base.PermanentError` naming the scopes. The answer is ``{"ok": true,
+"channels": [...], "response_metadata": {"next_cursor": "..."}}``, ``""`` on the last page
+(https://docs.slack.dev/apis/web-api/pagination). Each page is one request, charged to the
+team's budget like a sync's (:mod:`integrations.slack.client`).
+
+The listing does not say when a conversation last had a message, so ``edited_at`` is ``None``:
+the enumeration enqueues a sync only for conversations without a document or sync state, and
+the job's payload is ``{}`` — a job without an event, which makes the sync read the
+conversation's history (:mod:`integrations.slack.sync`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from integrations.base import PermanentError
+from integrations.discovery import Discovered, DiscoveryPage
+from integrations.slack.client import call_api
+
+__all__ = ["CONVERSATION_TYPES", "LIST_LIMIT", "SlackDiscovery", "discovered"]
+
+#: Every kind of conversation the sync handles.
+CONVERSATION_TYPES = "public_channel,private_channel,mpim,im"
+#: Conversations per ``users.conversations`` page: Slack's recommended maximum (200).
+LIST_LIMIT = 200
+
+
+def discovered(channel: Mapping[str, Any]) -> Discovered | None:
+    """One conversation object as a :class:`Discovered` (``None``: no id): the job key is
+    the conversation id (as ``message`` events name it), no edit time, an empty payload; the
+    title is its ``name`` (a DM has none: ``DM <user>``)."""
+    channel_id = channel.get("id")
+    if not isinstance(channel_id, str) or not channel_id:
+        return None
+    name = channel.get("name")
+    user = channel.get("user")
+    title = (name if isinstance(name, str) and name
+             else f"DM {user}" if isinstance(user, str) and user else channel_id)
+    return Discovered(source_page_id=channel_id, edited_at=None, payload={}, title=title)
+
+
+class SlackDiscovery:
+    """The enumeration half of :class:`~integrations.slack.SlackIntegration` (a mixin; needs
+    ``_token`` and ``_client`` of :class:`~integrations.slack.client.SlackClient`)."""
+
+    #: Conversations asked per request (``limit``; tests page with fewer).
+    list_limit: int = LIST_LIMIT
+
+    if TYPE_CHECKING:
+
+        def _token(self) -> str | None: ...
+
+        def _client(self) -> AsyncWebClient: ...
+
+    async def discover(self, cursor: str | None, *, newest_first: bool = False) -> DiscoveryPage:
+        """One page (up to :attr:`list_limit`) of the conversations the bot is a member of,
+        archived ones left out, from ``cursor`` (``response_metadata.next_cursor``; ``None``:
+        the first page). ``newest_first`` is ignored: the listing cannot be sorted.
+
+        Raises:
+            BudgetExhausted: the workspace's budget is empty (nothing sent).
+            RateLimited: Slack answered 429 (``Retry-After`` seconds).
+            AuthRevoked: ``invalid_auth``, ``token_revoked`` and the like.
+            PermanentError: no token; ``missing_scope`` and other permanent errors.
+            SlackApiFailure: 5xx or another error worth retrying.
+        """
+        if not self._token():
+            raise PermanentError(
+                "SLACK_BOT_TOKEN is not set: set it to the app's Bot User OAuth Token (xoxb-…) "
+                "to list Slack conversations")
+        data = await call_api(self._client(), "users.conversations", types=CONVERSATION_TYPES,
+                              exclude_archived=True, limit=self.list_limit, cursor=cursor or None)
+        assert data is not None  # only conversations.replies answers None
+        items = [d for c in data.get("channels") or [] if isinstance(c, dict)
+                 if (d := discovered(c)) is not None]
+        meta = data.get("response_metadata")
+        next_cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
+        return DiscoveryPage(items=items,
+                             cursor=next_cursor if isinstance(next_cursor, str) and next_cursor
+                             else None)

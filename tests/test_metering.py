@@ -1,0 +1,284 @@
+"""Budget charging (``integrations.metering``) of both sources — Notion ``NotionClient._call``,
+Slack's session trace under ``call_api`` — through the real SDKs against the stand-ins:
+every request sent is charged once (retries of every layer too), a listing is never served from the
+checkpoint, a dry budget stops a sync with :class:`BudgetExhausted`, and the resumed sync with
+the same checkpoint sends only what was not answered yet (counted on the stand-in)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from debounce.config import Settings
+from debounce.documents import DocumentStore
+from debounce.types import JobStatus, SyncJob
+from integrations.metering import BudgetExhausted, Checkpoint, metered
+from integrations.notion import NotionIntegration
+from integrations.slack import SlackIntegration
+from standins.notion_api import FakeNotion, paragraph, toggle
+from standins.server import BackgroundServer
+from standins.slack_api import FakeSlack
+
+N_TOKEN = "secret_metering_notion"
+S_TOKEN = "xoxb-metering-slack"
+C = "C0METERED1"
+
+Conn = psycopg.AsyncConnection[Any]
+
+
+class CountingMeter:
+    """A :class:`integrations.metering.Meter` that grants ``allowance`` requests (``None``:
+    any number) and counts them."""
+
+    def __init__(self, allowance: int | None = None) -> None:
+        self.allowance = allowance
+        self.taken = 0
+
+    async def take(self) -> None:
+        if self.allowance is not None and self.taken >= self.allowance:
+            raise BudgetExhausted(2.5)
+        self.taken += 1
+
+
+def job(source_type: str, page: str, payload: dict[str, Any]) -> SyncJob:
+    now = datetime.now(UTC)
+    return SyncJob(id=1, source_type=source_type, source_page_id=page,
+                   status=JobStatus.PROCESSING, payload=payload, event_id=None,
+                   event_count=1, priority=0, attempts=1, max_attempts=5, scheduled_at=now,
+                   first_event_at=now, max_wait_until=now, retry_at=None, lease_expires_at=now,
+                   locked_by="test", lease_token="lease", revision=1, claimed_revision=1,
+                   last_error=None, created_at=now, updated_at=now, finished_at=None)
+
+
+def page_job(page: str) -> SyncJob:
+    return job("notion", page, {"entity": {"id": page, "type": "page"}})
+
+
+# --------------------------------------------------------------------------------------------
+# Notion
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake() -> FakeNotion:
+    return FakeNotion(token=N_TOKEN, page_size_cap=2)
+
+
+@pytest.fixture
+def settings(fake: FakeNotion) -> Iterator[Settings]:
+    with BackgroundServer(fake.app()) as server:
+        yield Settings(notion_token=N_TOKEN, notion_base_url=server.url)
+
+
+@pytest.fixture
+def store(conn: Conn) -> DocumentStore:
+    return DocumentStore(conn)
+
+
+def new_notion(settings: Settings, store: DocumentStore | None) -> NotionIntegration:
+    return NotionIntegration(settings, store, retry_delays=(0.0, 0.0))
+
+
+async def test_a_notion_sync_charges_every_request_sent_retries_included(
+        fake: FakeNotion, settings: Settings, store: DocumentStore) -> None:
+    fake.deny_read_content()                           # the block walk: many requests
+    page = fake.add_page(title="Walked", blocks=[
+        paragraph("one"), toggle("more", paragraph("a"), paragraph("b"), paragraph("c")),
+        paragraph("two"), paragraph("three"), paragraph("four")])
+    fake.fail("pages.retrieve", 500)                   # retried in process after 0 s
+    fake.fail("blocks.children.list", 429, retry_after=0)   # a short Retry-After: retried too
+    meter = CountingMeter()
+    integration = new_notion(settings, store)
+    try:
+        with metered(meter) as checkpoint:
+            assert (await integration.sync(page_job(page))).written == 1
+    finally:
+        await integration.aclose()
+    sent = sum(fake.calls.values())
+    # pages.retrieve 500 + again, markdown 403, the page's 5 blocks in 3 pages (one 429 and
+    # again), the toggle's 3 children in 2.
+    assert sent == fake.usage().requests == 9
+    assert meter.taken == sent
+    # Every read answered is in the checkpoint (not the errors, not the 403).
+    assert len(checkpoint.responses) == sent - 3
+    assert all(k.startswith(("pages.retrieve ", "blocks.children.list "))
+               for k in checkpoint.responses)
+
+
+async def test_notion_discover_charges_each_listing_and_never_serves_it_from_the_checkpoint(
+        fake: FakeNotion, settings: Settings) -> None:
+    fake.add_pages(150)
+    meter = CountingMeter()
+    integration = new_notion(settings, None)
+    try:
+        with metered(meter) as checkpoint:
+            first = await integration.discover(None)
+            again = await integration.discover(None)
+            await integration.discover(first.cursor)
+    finally:
+        await integration.aclose()
+    assert first == again
+    assert meter.taken == fake.calls["search"] == 3
+    assert checkpoint.responses == {}
+
+
+async def test_a_dry_budget_stops_a_notion_sync_and_the_resumed_one_sends_only_the_rest(
+        fake: FakeNotion, settings: Settings, store: DocumentStore) -> None:
+    fake.markdown_block_limit = 2                      # 6 blocks: the page + 4 unknown blocks
+    page = fake.add_page(title="Big", blocks=[paragraph(f"part {i}") for i in range(6)])
+    first = new_notion(settings, store)
+    try:
+        with pytest.raises(BudgetExhausted) as caught, \
+                metered(CountingMeter(allowance=3)) as checkpoint:
+            await first.sync(page_job(page))
+    finally:
+        await first.aclose()
+    assert caught.value.retry_after == 2.5
+    assert sum(fake.calls.values()) == 3               # nothing sent past the budget
+    assert await store.get("notion", page) is None     # nothing written
+    # The job comes back (another worker, a new integration object) with its checkpoint,
+    # round-tripped through JSON as the queue stores it.
+    saved = Checkpoint.from_json(json.loads(json.dumps(checkpoint.to_json())))
+    meter = CountingMeter()
+    second = new_notion(settings, store)
+    try:
+        with metered(meter, saved):
+            assert (await second.sync(page_job(page))).written == 1
+    finally:
+        await second.aclose()
+    assert meter.taken == 3 and sum(fake.calls.values()) == 6
+    assert fake.calls == {"pages.retrieve": 1, "pages.markdown": 5}
+    doc = await store.get("notion", page)
+    assert doc is not None and all(f"part {i}" in doc["content"] for i in range(6))
+
+
+# --------------------------------------------------------------------------------------------
+# Slack
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def slack() -> FakeSlack:
+    fake = FakeSlack(token=S_TOKEN)
+    for n in range(3):
+        root = fake.post(C, f"thread {n}")
+        fake.reply(C, root, f"reply {n}")
+    fake.post(C, "alone")
+    return fake
+
+
+@pytest.fixture
+def slack_settings(slack: FakeSlack) -> Iterator[Settings]:
+    with BackgroundServer(slack.app()) as server:
+        yield Settings(slack_bot_token=S_TOKEN, slack_api_url=f"{server.url}/api/")
+
+
+@pytest.fixture
+async def slack_integration(slack_settings: Settings,
+                            store: DocumentStore) -> AsyncIterator[SlackIntegration]:
+    integration = SlackIntegration(slack_settings, store, page_limit=2)
+    yield integration
+    await integration.aclose()
+
+
+async def test_slack_sync_and_discover_charge_every_request(
+        slack: FakeSlack, slack_integration: SlackIntegration) -> None:
+    slack.add_channels(5)
+    slack.server_error("conversations.history", 503)   # an error answer is charged too
+    meter = CountingMeter()
+    with metered(meter):
+        with pytest.raises(Exception, match="503"):
+            await slack_integration.sync(job("slack", C, {}))
+        result = await slack_integration.sync(job("slack", C, {}))
+        slack_integration.list_limit = 4
+        listed = [await slack_integration.discover(None)]
+        listed.append(await slack_integration.discover(listed[0].cursor))
+    assert result.written == 4
+    assert sum(len(p.items) for p in listed) == 6 and listed[1].cursor is None
+    assert meter.taken == sum(slack.calls.values()) == slack.usage().requests
+    assert slack.calls["users.conversations"] == 2
+
+
+async def test_a_dry_budget_stops_a_slack_sync_and_the_resumed_one_sends_only_the_rest(
+        slack: FakeSlack, slack_settings: Settings, store: DocumentStore) -> None:
+    integration = SlackIntegration(slack_settings, store)   # history in one page
+    try:
+        with pytest.raises(BudgetExhausted), \
+                metered(CountingMeter(allowance=2)) as checkpoint:
+            await integration.sync(job("slack", C, {}))
+        assert dict(slack.calls) == {"conversations.history": 1, "conversations.replies": 1}
+        meter = CountingMeter()
+        with metered(meter, checkpoint):
+            await integration.sync(job("slack", C, {}))
+    finally:
+        await integration.aclose()
+    # History came from the checkpoint; the thread already written was not asked again.
+    assert meter.taken == 2
+    assert dict(slack.calls) == {"conversations.history": 1, "conversations.replies": 3}
+    assert len({p["ts"] for m, p in slack.requests if m == "conversations.replies"}) == 3
+
+
+class DroppingServer:
+    """A stand-in that drops the first ``drops`` connections without answering (the
+    connection resets an HTTP client sees behind a proxy), then answers one empty
+    ``users.conversations`` page per request."""
+
+    def __init__(self, drops: int = 1) -> None:
+        self.drops = drops
+        self.requests = 0
+        self.server: asyncio.Server | None = None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        self.requests += 1
+        if self.requests <= self.drops:
+            writer.close()
+            return
+        body = json.dumps({"ok": True, "channels": [{"id": "C0ONLY", "name": "only"}],
+                           "response_metadata": {"next_cursor": ""}}).encode()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Connection: close\r\nContent-Length: " + str(len(body)).encode()
+                     + b"\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/api/"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def test_every_retry_below_call_api_is_charged() -> None:
+    """A dropped connection is retried by aiohttp itself (an idempotent GET), a second drop
+    by slack_sdk's connection-error handler: three attempts, three charges."""
+    stub = DroppingServer(drops=1)
+    async with stub as url:
+        integration = SlackIntegration(Settings(slack_bot_token=S_TOKEN, slack_api_url=url), None)
+        try:
+            meter = CountingMeter()
+            with metered(meter):
+                page = await integration.discover(None)
+            assert [i.source_page_id for i in page.items] == ["C0ONLY"]
+            assert stub.requests == 2 and meter.taken == 2     # aiohttp's silent retry
+            stub.drops, stub.requests = 2, 0
+            meter = CountingMeter()
+            with metered(meter):
+                await integration.discover(None)
+            assert stub.requests == 3 and meter.taken == 3     # and the SDK's retry handler
+            stub.drops, stub.requests = 1, 0
+            with pytest.raises(BudgetExhausted), metered(CountingMeter(allowance=1)):
+                await integration.discover(None)
+            assert stub.requests == 1                          # the retry was not sent
+        finally:
+            await integration.aclose()
