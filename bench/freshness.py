@@ -101,6 +101,14 @@ select workspace_id, count(*) from sync_jobs
  group by 1
 """
 
+UNFINISHED = """
+select workspace_id, sum((select count(*) from jsonb_object_keys(checkpoint -> 'responses')))
+  from sync_jobs
+ where status in ('pending', 'processing') and jsonb_typeof(checkpoint -> 'responses') = 'object'
+   and checkpoint ->> 'revision' = revision::text   -- a later edit's sync starts afresh
+ group by 1
+"""
+
 
 @dataclass(frozen=True)
 class Scale:
@@ -287,10 +295,12 @@ class Bench:
             writes = [Write(p, int(r), float(a)) for p, r, a in await cur.fetchall()]
             cur = await conn.execute("select source_page_id, workspace_id, outcome, at from bench_outcomes")
             outcomes = [(p, w, o, float(a)) for p, w, o, a in await cur.fetchall()]
+            cur = await conn.execute(UNFINISHED)
+            unfinished = {int(w): int(n) for w, n in await cur.fetchall()}
         usage = {k: self.world.usage(sp) for k, sp in self.world.spaces.items()}
         edits = [Edit(e.page, e.rev, e.at) for e in poster.edits]
         return RunLog(edits, writes, outcomes, samples, usage, since, end, mono_to_epoch,
-                      dict(poster.statuses))
+                      dict(poster.statuses), unfinished)
 
     async def _sample(self, samples: list[tuple[float, dict[int, int]]], stopping: asyncio.Event) -> None:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:

@@ -1,5 +1,11 @@
 """One run of the freshness benchmark in figures: per workspace, per source, and its goals
-(``bench.freshness`` collects what the run logged into a :class:`RunLog`)."""
+(``bench.freshness`` collects what the run logged into a :class:`RunLog`).
+
+Staleness, due windows and the budget used while work is due: :mod:`bench.freshness_figures`.
+**Requests per synced page**: requests the stand-in answered (429s included), less a
+listing's and less the responses kept in the checkpoints of syncs unfinished at the end (paid,
+and reused when those syncs resume), ÷ syncs finished.
+"""
 
 from __future__ import annotations
 
@@ -52,6 +58,9 @@ class RunLog:
     end_mono: float
     mono_to_epoch: float
     statuses: dict[str, int] = field(default_factory=dict)
+    #: Responses held in the checkpoints of jobs not finished at the end, by workspace row id:
+    #: requests paid for syncs that will reuse them (not counted against the finished ones).
+    unfinished: dict[int, int] = field(default_factory=dict)
 
 
 def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Budget) -> dict[str, Any]:
@@ -66,6 +75,7 @@ def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Bud
     usage = log.usage[space.key]
     listing = sum(n for ep, n in usage.by_endpoint.items() if ep in LISTING_ENDPOINTS)
     sent = usage.requests + usage.rate_limited
+    unfinished = log.unfinished.get(space.db_id or -1, 0)
     samples = [(t, bool(counts.get(space.db_id or -1))) for t, counts in log.samples]
     windows = due_windows(samples, log.end_mono)
     used = used_in_windows(windows, usage.accepted_at, standin.per_second, standin.burst,
@@ -87,8 +97,9 @@ def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Bud
         "first_429_s": (round(usage.rate_limited_at[0] - log.since_mono, 1)
                         if usage.rate_limited_at else None),
         "by_endpoint": dict(sorted(usage.by_endpoint.items())),
-        "requests_per_sync": round((sent - listing) / len(synced), 2) if synced else None,
+        "requests_per_sync": round((sent - listing - unfinished) / len(synced), 2) if synced else None,
         "listing_requests": listing,
+        "requests_in_unfinished_syncs": unfinished,
         "other_outcomes": dict(outcomes),
         "most_yields_of_one_page": max(yields.values(), default=0),
         **used,
@@ -107,7 +118,8 @@ def _pool(figs: Sequence[dict[str, Any]], log: RunLog, spaces: Sequence[Space]) 
     st = staleness([e for e in log.edits if e.page in pages], [w for w in log.writes if w.page in pages],
                    synced, end_epoch)
     syncs = sum(f["syncs"] for f in figs)
-    sent = sum(f["requests"] + f["rate_limited"] - f["listing_requests"] for f in figs)
+    sent = sum(f["requests"] + f["rate_limited"] - f["listing_requests"] - f["requests_in_unfinished_syncs"]
+               for f in figs)
     endpoints: Counter[str] = Counter()
     for f in figs:
         endpoints.update(f["by_endpoint"])
