@@ -77,8 +77,10 @@ create table bench_outcomes (source_page_id text, workspace_id bigint, outcome t
 create function bench_log_outcome() returns trigger language plpgsql as $$
 begin
     insert into bench_outcomes values (new.source_page_id, new.workspace_id,
-        case when new.status = 'completed' or (new.status = 'pending' and new.last_error is null)
-                 then 'synced'
+        case when new.status = 'completed'
+                   or (new.status = 'pending' and new.last_error is null
+                       and new.revision <> new.claimed_revision) then 'synced'   -- a follow-up
+             when new.status = 'pending' and new.last_error is null then 'released'  -- shutdown
              when new.last_error like 'API budget exhausted%' then 'budget_yield'
              when new.last_error ilike '%rate limited%' or new.last_error ilike '%overload%'
                  then 'rate_limited'
@@ -94,11 +96,6 @@ RESET = """
 truncate sync_jobs, seen_events, documents, sync_state, enumerations, bench_writes, bench_outcomes;
 update workspaces set budget_tokens = null, budget_refilled_at = null, blocked_until = null,
                       rate_limit_reason = null;
-"""
-DUE = """
-select workspace_id, count(*) from sync_jobs
- where status = 'processing' or (status = 'pending' and scheduled_at <= now())
- group by 1
 """
 
 UNFINISHED = """
@@ -142,6 +139,8 @@ class RunSpec:
     block_walk: bool
     plans: dict[str, Plan]
     saturated: tuple[str, ...] = ()
+    #: Workspaces whose p99 staleness must stay within their window + 10 s (flood, backfill).
+    live: tuple[str, ...] = ()
     flood: bool = False
     backfill: bool = False
     env: dict[str, str] = field(default_factory=dict)
@@ -155,8 +154,8 @@ def specs(scale: Scale) -> list[RunSpec]:
                 env={"DEBOUNCE_WORKSPACE_CONCURRENCY": "1000"}),
         RunSpec("budgets_1_worker", 1, METERED, False, LOAD, ("n1", "n2", "s1")),
         RunSpec("budgets_4_workers", 4, METERED, False, LOAD, ("n1", "n2", "s1")),
-        RunSpec("flood", 4, METERED, False, {"n3": QUIET}, ("flood",), flood=True),
-        RunSpec("backfill", 1, METERED, False, live, ("backfill",), backfill=True),
+        RunSpec("flood", 4, METERED, False, {"n3": QUIET}, ("flood",), ("n3",), flood=True),
+        RunSpec("backfill", 1, METERED, False, live, ("backfill",), tuple(live), backfill=True),
     ]
 
 
@@ -169,6 +168,7 @@ class Bench:
         self.key = new_key()
         self.web_url = ""
         self.by_db_id: dict[int, Space] = {}
+        self._bulk: list[Edit] = []
 
     def build(self) -> None:
         s = self.scale
@@ -216,6 +216,7 @@ class Bench:
     # --- one run ------------------------------------------------------------------------------
 
     def run_one(self, spec: RunSpec) -> dict[str, Any]:
+        self._bulk = []
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(RESET)
         self.world.set_budgets(STANDIN["notion"], STANDIN["slack"])
@@ -228,11 +229,23 @@ class Bench:
                          log=self.logdir / f"worker-{spec.name}.log") for _ in range(spec.workers)]
         try:
             self._wait_listening(spec.workers)
-            log = asyncio.run(self._drive(spec))
+            edits, since, end, mono_to_epoch, statuses = asyncio.run(self._drive(spec))
         finally:
+            # Stopped before anything is read: no request or write after the counts (syncs
+            # still running get DEBOUNCE_SHUTDOWN_GRACE_SECONDS to finish).
             for w in workers:
                 stop(w)
-        figures = summary(list(self.world.spaces.values()), log, STANDIN, spec.budgets)
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            writes = [Write(p, int(r), float(a)) for p, r, a in
+                      conn.execute("select source_page_id, rev, at from bench_writes").fetchall()]
+            outcomes = [(p, w, o, float(a)) for p, w, o, a in conn.execute(
+                "select source_page_id, workspace_id, outcome, at from bench_outcomes "
+                "where outcome <> 'released'").fetchall()]
+            unfinished = {int(w): int(n) for w, n in conn.execute(UNFINISHED).fetchall()}
+        usage = {k: self.world.usage(sp) for k, sp in self.world.spaces.items()}
+        log = RunLog(edits + self._bulk, writes, outcomes, usage, since, end, mono_to_epoch, statuses,
+                     unfinished)
+        figures = summary(list(self.world.spaces.values()), log, STANDIN, spec.budgets, WINDOW)
         if spec.backfill:
             figures["backfill"] = self._backfill_progress(log)
         if log.statuses.keys() - {"200", "202"}:
@@ -267,18 +280,18 @@ class Bench:
                 time.sleep(0.1)
         raise RuntimeError(f"{n} worker(s) not listening within {timeout} s (see {self.logdir})")
 
-    async def _drive(self, spec: RunSpec) -> RunLog:
+    async def _drive(self, spec: RunSpec) -> tuple[list[Edit], float, float, float, dict[str, int]]:
+        """Play the run's edits (and flood, backfill), wait for them to be synced; returns the
+        accepted edits, the start and end (monotonic), the monotonic → epoch offset of the
+        database clock and the webhooks' answers."""
         s = self.scale
         plan = schedule(spec.plans, self.world.spaces, s.edit_seconds)
-        samples: list[tuple[float, dict[int, int]]] = []
-        stopping = asyncio.Event()
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn, \
                 Poster(self.world, self.web_url) as poster:
             row = await (await conn.execute("select extract(epoch from clock_timestamp())")).fetchone()
             assert row is not None
             mono_to_epoch = float(row[0]) - time.monotonic()
             since = time.monotonic()
-            sampler = asyncio.create_task(self._sample(samples, stopping))
             extra = []
             if spec.flood:
                 extra.append(asyncio.create_task(poster.flood(self.world.spaces["flood"].pages, 1000.0)))
@@ -287,32 +300,9 @@ class Bench:
             await poster.play(plan, time.monotonic())
             await asyncio.gather(*extra)
             await poster.settle()
-            await self._drain(conn, poster.edits, s.drain_seconds)
-            end = time.monotonic()
-            stopping.set()
-            await sampler
-            cur = await conn.execute("select source_page_id, rev, at from bench_writes")
-            writes = [Write(p, int(r), float(a)) for p, r, a in await cur.fetchall()]
-            cur = await conn.execute("select source_page_id, workspace_id, outcome, at from bench_outcomes")
-            outcomes = [(p, w, o, float(a)) for p, w, o, a in await cur.fetchall()]
-            cur = await conn.execute(UNFINISHED)
-            unfinished = {int(w): int(n) for w, n in await cur.fetchall()}
-        usage = {k: self.world.usage(sp) for k, sp in self.world.spaces.items()}
-        edits = [Edit(e.page, e.rev, e.at) for e in poster.edits]
-        return RunLog(edits, writes, outcomes, samples, usage, since, end, mono_to_epoch,
-                      dict(poster.statuses), unfinished)
-
-    async def _sample(self, samples: list[tuple[float, dict[int, int]]], stopping: asyncio.Event) -> None:
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-            while not stopping.is_set():
-                t = time.monotonic()
-                cur = await conn.execute(DUE)
-                samples.append((t, {int(w): int(n) for w, n in await cur.fetchall() if w is not None}))
-                try:
-                    await asyncio.wait_for(stopping.wait(), timeout=0.25)
-                except TimeoutError:
-                    pass
-        samples.append((time.monotonic(), {}))
+            live = {p for k in spec.plans for p in self.world.spaces[k].pages}
+            await self._drain(conn, [e for e in poster.edits if e.page in live], s.drain_seconds)
+        return poster.edits, since, time.monotonic(), mono_to_epoch, dict(poster.statuses)
 
     async def _drain(self, conn: psycopg.AsyncConnection[Any], edits: list[Edit], seconds: float) -> None:
         """Wait until every recorded edit is in a document (or ``seconds`` pass)."""
@@ -334,6 +324,8 @@ class Bench:
                 headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as resp:
             if resp.status >= 300:
                 raise RuntimeError(f"backfill request answered {resp.status}: {await resp.text()}")
+        # Every page to backfill is due from now (bulk jobs have no window).
+        self._bulk = [Edit(page, 0, time.time(), bulk=True) for page in space.pages]
 
 
 def _backfill_available() -> str | None:
@@ -379,7 +371,7 @@ def run(server_url: str, quick: bool, *, scale: Scale | None = None,
                 results[spec.name] = figures = bench.run_one(spec)
                 one = results.get("budgets_1_worker") if spec.name == "budgets_4_workers" else None
                 emit("freshness", run=spec.name, workers=spec.workers,
-                     **goals(spec.name, figures, spec.saturated, spec.budgets, windows, one), **figures)
+                     **goals(figures, spec.saturated, spec.live, spec.budgets, windows, one), **figures)
         finally:
             stop(web)
             bench.world.stop()

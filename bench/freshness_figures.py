@@ -7,8 +7,12 @@
   edit* it reflects). ``per_edit`` is the wait of every edit until the first write covering it
   (an edit whose content a sync fetched before its webhook was accepted waits 0). Edits never
   covered are ``unsynced``.
-- **Due windows**: the stretches in which a workspace had work due (a job processing, or
-  pending with its due time passed), from the benchmark's samples of ``sync_jobs``.
+- **Due windows**: the stretches in which a workspace had work due, as its users see it: a
+  page is due from the end of its debounce window (its last uncovered edit + the window, or
+  its first uncovered edit + the max wait) until a sync writes its newest edit; a page to
+  backfill (a ``bulk`` edit: no window) from the backfill's request until its first document.
+  Read from the benchmark's own edits and writes, not from ``sync_jobs``: a job that yielded
+  on an empty budget is pending with a due time in the future, yet its work is due.
 - **Budget used while work is due**: requests the stand-in accepted inside the due windows ÷
   what its bucket allowed there (``rate × length`` plus what the bucket could have refilled
   before the window, at most ``burst``).
@@ -24,16 +28,18 @@ from typing import Any
 
 from bench.common import percentiles
 
-__all__ = ["Edit", "Staleness", "Write", "due_windows", "pct", "staleness", "used_in_windows"]
+__all__ = ["Edit", "Staleness", "Write", "due_windows", "merge", "pct", "staleness", "used_in_windows"]
 
 
 @dataclass(frozen=True)
 class Edit:
-    """An edit whose webhook was accepted: ``page``, ``rev``, ``at`` (epoch s, database clock)."""
+    """An edit whose webhook was accepted: ``page``, ``rev``, ``at`` (epoch s, database clock);
+    ``bulk``: not an edit but a page to backfill (due at once, no staleness sample)."""
 
     page: str
     rev: int
     at: float
+    bulk: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,8 @@ def staleness(edits: Iterable[Edit], writes: Iterable[Write], completions: Itera
     ``end``: when the run stopped looking (ages of unsynced edits)."""
     by_page: dict[str, list[Edit]] = defaultdict(list)
     for e in edits:
-        by_page[e.page].append(e)
+        if not e.bulk:
+            by_page[e.page].append(e)
     page_writes: dict[str, list[Write]] = defaultdict(list)
     for w in writes:
         page_writes[w.page].append(w)
@@ -112,20 +119,51 @@ def pct(values: Sequence[float]) -> dict[str, float]:
             "n": len(values)}
 
 
-def due_windows(samples: Sequence[tuple[float, bool]], end: float) -> list[tuple[float, float]]:
-    """Maximal windows ``(start, end)`` in which the sampled state was "work due": each
-    sample ``(time, due)`` holds until the next one (the last until ``end``)."""
+def merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``intervals``, as disjoint sorted intervals."""
     out: list[tuple[float, float]] = []
-    start: float | None = None
-    for t, due in samples:
-        if due and start is None:
-            start = t
-        elif not due and start is not None:
-            out.append((start, t))
-            start = None
-    if start is not None and end > start:
-        out.append((start, end))
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
     return out
+
+
+def _page_due(edits: list[Edit], syncs: list[tuple[float, int]], window: float, max_wait: float,
+              end: float) -> list[tuple[float, float]]:
+    """When one page had work due (module docstring); ``edits`` sorted by time."""
+    # Each edit is pending from its acceptance until the first sync that reflects it (at once
+    # if a sync had fetched it before its webhook was accepted).
+    pending = [(e.at, next((max(at, e.at) for at, rev in syncs if rev >= e.rev), end)) for e in edits]
+    out: list[tuple[float, float]] = []
+    for start, stop in merge(pending):
+        inside = [e for e in edits if start <= e.at < stop]
+        out.append((start + max_wait, stop))
+        for i, e in enumerate(inside):
+            nxt = inside[i + 1].at if i + 1 < len(inside) else stop
+            out.append((e.at + (0.0 if e.bulk else window), nxt))
+    return merge((a, min(b, end)) for a, b in out)
+
+
+def due_windows(edits: Iterable[Edit], writes: Iterable[Write], completions: Iterable[tuple[str, float]],
+                window: float, max_wait: float, end: float) -> list[tuple[float, float]]:
+    """The windows in which any of the pages of ``edits`` had work due (module docstring)."""
+    by_page: dict[str, list[Edit]] = defaultdict(list)
+    for e in edits:
+        by_page[e.page].append(e)
+    page_writes: dict[str, list[Write]] = defaultdict(list)
+    for w in writes:
+        page_writes[w.page].append(w)
+    done: dict[str, list[float]] = defaultdict(list)
+    for page, at in completions:
+        done[page].append(at)
+    out: list[tuple[float, float]] = []
+    for page, page_edits in by_page.items():
+        page_edits.sort(key=lambda e: e.at)
+        syncs = _syncs(sorted(page_writes.get(page, []), key=lambda w: w.at), sorted(done.get(page, [])))
+        out += _page_due(page_edits, syncs, window, max_wait, end)
+    return merge(out)
 
 
 def used_in_windows(windows: Sequence[tuple[float, float]], accepted_at: Sequence[float],

@@ -95,7 +95,7 @@ class Poster:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _post(self, page: str, rev: int, record: bool) -> None:
+    async def _post(self, page: str, rev: int) -> None:
         assert self._session is not None
         source, body = self.world.webhook(page)
         secret = NOTION_SECRET if source == "notion" else SLACK_SECRET
@@ -110,13 +110,13 @@ class Poster:
                 self.statuses[type(exc).__name__] += 1
                 return
         self.statuses[str(status)] += 1
-        if record and 200 <= status < 300:
+        if 200 <= status < 300:
             self.edits.append(Edit(page, rev, time.time()))
 
-    def edit(self, page: str, *, record: bool = True) -> None:
+    def edit(self, page: str) -> None:
         """Edit ``page`` now and post its webhook in the background."""
         rev = self.world.edit(page)
-        task = asyncio.create_task(self._post(page, rev, record))
+        task = asyncio.create_task(self._post(page, rev))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -129,8 +129,7 @@ class Poster:
             self.edit(page)
 
     async def flood(self, pages: Sequence[str], per_second: float) -> None:
-        """One webhook per page (no edit recorded: the flood's staleness is not measured),
-        paced at ``per_second``."""
+        """An edit of each page, paced at ``per_second``."""
         started = time.monotonic()
         for i, page in enumerate(pages):
             delay = started + i / per_second - time.monotonic()
@@ -138,4 +137,4 @@ class Poster:
                 await asyncio.sleep(delay)
             while len(self._tasks) > 256:
                 await asyncio.sleep(0.005)
-            self.edit(page, record=False)
+            self.edit(page)

@@ -52,9 +52,18 @@ def test_staleness_counts_the_last_accepted_edit_of_each_sync() -> None:
     assert (st.unsynced, st.unsynced_oldest_s) == (1, 20.0)
 
 
+def test_work_is_due_from_the_end_of_the_window_until_written() -> None:
+    edits = [Edit("p", 1, 0.0),                                          # due 2-5
+             Edit("q", 1, 0.0), Edit("q", 2, 1.0), Edit("q", 3, 2.5),    # a burst: due 4.5-6
+             Edit("b", 0, 10.0, bulk=True),                              # to backfill: due 10-12
+             Edit("u", 1, 20.0)]                                         # never synced: due 22-30
+    writes = [Write("p", 1, 5.0), Write("q", 3, 6.0), Write("b", 0, 12.0)]
+    done = [("p", 5.1), ("q", 6.1), ("b", 12.1)]
+    assert due_windows(edits, writes, done, 2.0, 20.0, end=30.0) == [(2.0, 6.0), (10.0, 12.0), (22.0, 30.0)]
+
+
 def test_budget_used_counts_requests_inside_due_windows() -> None:
-    windows = due_windows([(0.0, False), (1.0, True), (3.0, False), (5.0, True)], end=6.0)
-    assert windows == [(1.0, 3.0), (5.0, 6.0)]
+    windows = [(1.0, 3.0), (5.0, 6.0)]
     used = used_in_windows(windows, [0.5, 1.5, 2.0, 2.5, 5.5], rate=1.0, burst=2.0, since=0.0)
     # allowed: 2 s × 1/s + a full burst (2), then 1 s × 1/s + 2 s of refill (capped at 2)
     assert (used["requests_while_due"], used["allowed_while_due"]) == (4, 7.0)
