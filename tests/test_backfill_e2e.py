@@ -227,3 +227,29 @@ async def test_a_lost_webhook_is_caught_by_the_next_sweep_and_a_vanished_page_is
             pool, "select count(*) from documents where document_id = %s "
                   "and deleted_at is not null", pages[7]))
     assert await scalar(pool, "select count(*) from documents where deleted_at is not null") == 1
+
+
+async def test_the_backfill_command_shows_progress_until_every_page_is_synced(
+        pool: AsyncConnectionPool[Any], database_url: str,
+        apis: tuple[FakeNotion, FakeSlack, str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from debounce.cli import main
+
+    api, _, notion_url, slack_url = apis
+    api.add_pages(150, blocks=1)
+    settings = settings_for(database_url, notion_url, slack_url, slack_bot_token=None,
+                            backfill_on_connect=False)
+    for name, value in {"DATABASE_URL": database_url, "NOTION_TOKEN": DEMO_TOKEN,
+                        "NOTION_BASE_URL": notion_url}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
+    await workspaces.ensure_env_workspace(pool, "notion", DEMO_TOKEN)
+    async with Running(settings, pool):
+        code = await asyncio.to_thread(main, ["backfill", "notion"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "backfill of workspace" in out and "started" in out
+    assert "listed" in out and "synced" in out and "already current" in out
+    assert await scalar(pool, "select count(*) from documents") >= 150
+    assert await asyncio.to_thread(main, ["backfill", "notion", "--workspace", "999"]) == 1
+    assert "no notion workspace 999" in capsys.readouterr().err
