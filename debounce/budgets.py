@@ -9,7 +9,7 @@ the row lock serialises every process's takers.
 
 - The worker charges one request per API request a sync or an enumeration sends
   (:class:`WorkspaceMeter`, the :class:`integrations.metering.Meter` of a job).
-- The claim (``sql/queue.sql``) only takes jobs of a workspace whose bucket holds a request,
+- The claim (``sql/claim.sql``) only takes jobs of a workspace whose bucket holds a request,
   at most as many as it holds, so no worker waits on a budget holding a slot.
 - Defaults come from the source (``Source.budget``), overridden for all of a source's
   workspaces by ``<SOURCE>_BUDGET_PER_MINUTE`` / ``<SOURCE>_BUDGET_BURST`` and per workspace

@@ -4,7 +4,7 @@
 -- rate = per_minute / 60 requests per second. A per_minute of 0 means no budget (unlimited).
 -- The source's defaults (used where the workspace sets none) come from a relation d
 -- (per_minute, burst) that each statement joins: %(default_per_minute)s / %(default_burst)s
--- here, one row per source in the claim (sql/queue.sql). %(now)s: a timestamptz or NULL (the
+-- here, one row per source in the claim (sql/claim.sql). %(now)s: a timestamptz or NULL (the
 -- database's clock).
 
 -- _bucket --

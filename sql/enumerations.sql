@@ -1,6 +1,14 @@
 -- Backfill and reconciliation (migration 009): enumerations of what a workspace can see, and
 -- the bulk jobs they enqueue. Bulk jobs have priority %(priority)s < 0: the fair claim takes
--- them after every live job (sql/queue.sql). %(now)s: a timestamptz or NULL (now()).
+-- them after every live job (sql/claim.sql). %(now)s: a timestamptz or NULL (now()).
+
+-- _insert_bulk_job --
+-- The columns of a bulk job (priority < 0, due now, no debounce window: max_wait_until = now);
+-- the statements select (source_type, page, 'pending', payload, 0, priority, max_attempts,
+-- now, now, now, 1, now, now, workspace_id) into them.
+insert into sync_jobs (source_type, source_page_id, status, payload, event_count, priority,
+                       max_attempts, scheduled_at, first_event_at, max_wait_until,
+                       revision, created_at, updated_at, workspace_id)
 
 -- cancel_sweeps --
 -- A backfill replaces a running reconciliation sweep of workspace %(workspace_id)s.
@@ -134,9 +142,7 @@ with clock as (
                               and s.source_page_id = i.page_id)) as current
       from input i cross join e
 ), ins as (
-    insert into sync_jobs (source_type, source_page_id, status, payload, event_count, priority,
-                           max_attempts, scheduled_at, first_event_at, max_wait_until,
-                           revision, created_at, updated_at, workspace_id)
+    {{_insert_bulk_job}}
     select e.source_type, j.page_id, 'pending', j.payload, 0, %(priority)s, %(max_attempts)s,
            clock.now, clock.now, clock.now, 1, clock.now, clock.now, e.workspace_id
       from judged j cross join e cross join clock
@@ -203,9 +209,7 @@ with clock as (
        and (d.listed_at is null or d.listed_at < e.started_at)
        and d.synced_at < e.started_at
 ), rechecks as (
-    insert into sync_jobs (source_type, source_page_id, status, payload, event_count, priority,
-                           max_attempts, scheduled_at, first_event_at, max_wait_until,
-                           revision, created_at, updated_at, workspace_id)
+    {{_insert_bulk_job}}
     select e.source_type, v.source_page_id, 'pending', '{"recheck": true}'::jsonb, 0,
            %(priority)s, %(max_attempts)s, clock.now, clock.now, clock.now, 1, clock.now,
            clock.now, e.workspace_id

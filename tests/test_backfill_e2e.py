@@ -117,17 +117,18 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
             pool, "select count(*) > 100 from documents where source_type = 'notion'"))
         api.edit_page(live_page, text="A live edit during the backfill.")
         ws = await scalar(pool, "select id from workspaces where source_type = 'notion'")
+        sent_at = await scalar(pool, "select clock_timestamp()")
         (result,) = await queue.enqueue_many(pool, [JobEvent(
             "notion", live_page, {"entity": {"id": live_page, "type": "page"}},
             event_id="live-1", debounce_seconds=1, max_wait_seconds=5, workspace_id=ws)])
         assert result.outcome.value in ("created", "debounced")
-        await wait_for("the live edit", lambda: scalar(
-            pool, "select count(*) from documents where document_id = %s "
+        live_at = await wait_for("the live edit", lambda: scalar(
+            pool, "select synced_at from documents where document_id = %s "
                   "and content like '%%A live edit during the backfill.%%'", live_page))
         await wait_for("both backfills", lambda: backfills_done(pool, 2), timeout=180)
-    live_at = await scalar(pool, "select synced_at from documents where document_id = %s",
-                           live_page)
-    due_at = result.job.scheduled_at
+    # Due at its window's end, or at once when it joined the page's pending bulk job (which
+    # was due already: the edit only raised its priority).
+    due_at = max(result.job.scheduled_at, sent_at)
     # Bulk documents written between the live job's due time and its own document: only the
     # syncs already in flight when it became due (one claim round of 8 slots, twice over).
     overtaken = await scalar(pool, "select count(*) from documents where source_type = 'notion' "
@@ -226,3 +227,29 @@ async def test_a_lost_webhook_is_caught_by_the_next_sweep_and_a_vanished_page_is
             pool, "select count(*) from documents where document_id = %s "
                   "and deleted_at is not null", pages[7]))
     assert await scalar(pool, "select count(*) from documents where deleted_at is not null") == 1
+
+
+async def test_the_backfill_command_shows_progress_until_every_page_is_synced(
+        pool: AsyncConnectionPool[Any], database_url: str,
+        apis: tuple[FakeNotion, FakeSlack, str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from debounce.cli import main
+
+    api, _, notion_url, slack_url = apis
+    api.add_pages(150, blocks=1)
+    settings = settings_for(database_url, notion_url, slack_url, slack_bot_token=None,
+                            backfill_on_connect=False)
+    for name, value in {"DATABASE_URL": database_url, "NOTION_TOKEN": DEMO_TOKEN,
+                        "NOTION_BASE_URL": notion_url}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
+    await workspaces.ensure_env_workspace(pool, "notion", DEMO_TOKEN)
+    async with Running(settings, pool):
+        code = await asyncio.to_thread(main, ["backfill", "notion"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "backfill of workspace" in out and "started" in out
+    assert "listed" in out and "synced" in out and "already current" in out
+    assert await scalar(pool, "select count(*) from documents") >= 150
+    assert await asyncio.to_thread(main, ["backfill", "notion", "--workspace", "999"]) == 1
+    assert "no notion workspace 999" in capsys.readouterr().err

@@ -67,6 +67,12 @@ async def install(client: httpx.AsyncClient, source: str, code: str) -> httpx.Re
                                                                  "state": query["state"][0]})
 
 
+def got_ws(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    workspace: dict[str, Any] = response.json()["workspace"]
+    return workspace
+
+
 async def count(pool: AsyncConnectionPool[Any], sql: str) -> Any:
     async with pool.connection() as conn:
         cur = await conn.execute(sql)  # test-only SQL
@@ -214,6 +220,21 @@ async def test_operating_workspaces_from_the_cli_and_the_api(
     assert "--default" in capsys.readouterr().err
     assert await asyncio.to_thread(main, ["workspaces", "set-budget", wid, "--default"]) == 0
     assert "45/min +5 (the source's default)" in capsys.readouterr().out
+    # A backfill by the API: 202, idempotent, its progress in GET /workspaces/{id}.
+    assert got_ws(await client.get(f"/workspaces/{wid}", headers=admin))["backfill"] is None
+    started = await client.post(f"/workspaces/{wid}/backfill", headers=admin)
+    assert started.status_code == 202
+    first = started.json()["workspace"]["backfill"]
+    assert first["kind"] == "backfill" and first["status"] == "running"
+    again = await client.post(f"/workspaces/{wid}/backfill", headers=admin)
+    assert again.status_code == 202 and again.json()["workspace"]["backfill"]["id"] == first["id"]
+    assert got_ws(await client.get(f"/workspaces/{wid}", headers=admin))["backfill"] == first
+    assert (await client.post("/workspaces/999/backfill", headers=admin)).status_code == 404
+    assert await asyncio.to_thread(main, ["backfill", "slack", "--workspace", wid,
+                                          "--no-wait"]) == 0
+    assert "already running" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["workspaces", "set-reconcile", wid, "on"]) == 0
+    assert "reconciliation on" in capsys.readouterr().out
     assert await asyncio.to_thread(main, ["workspaces", "pause", str(ws["id"])]) == 0
     assert "is paused" in capsys.readouterr().out
     assert await asyncio.to_thread(main, ["workspaces", "remove", str(ws["id"])]) == 0

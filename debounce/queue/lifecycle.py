@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 _Q = queries("queue")
+_CLAIM = queries("claim")
 
 
 def job_of(row: Mapping[str, Any] | None) -> SyncJob | None:
@@ -144,7 +145,7 @@ async def claim(
     now: datetime | None = None,
 ) -> list[SyncJob]:
     """Claim up to ``limit`` due jobs for ``worker_id`` (``FOR UPDATE SKIP LOCKED``), fairly
-    (``sql/queue.sql``, ``claim``).
+    (``sql/claim.sql``, ``claim``).
 
     Due means ``scheduled_at <= now``. Jobs of a workspace are taken only while it is active,
     not blocked by a 429, holds budget (``budgets``: each source's default
@@ -174,7 +175,7 @@ async def claim(
         return []
     rows = await fetch_all(
         db,
-        _Q["claim"],
+        _CLAIM["claim"],
         {
             "now": now,
             "worker_id": worker_id,

@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 _Q = queries("queue")
+_CLAIM = queries("claim")
 
 
 class JobNotFound(LookupError):
@@ -271,7 +272,7 @@ async def seconds_until_due(
     and ``workspace_limit`` as for :func:`~debounce.queue.claim`)."""
     row = await fetch_one(
         db,
-        _Q["seconds_until_due"],
+        _CLAIM["seconds_until_due"],
         {"source_types": list(source_types) if source_types is not None else None,
          **budget_params(budgets, workspace_limit)},
     )

@@ -15,6 +15,7 @@ from debounce import workspaces
 from debounce.config import Settings
 from debounce.secrets import Keyring
 from debounce.types import SyncJob
+from integrations.metering import BudgetExhausted, Meter
 
 __all__ = ["WorkspaceAccess"]
 
@@ -113,9 +114,12 @@ class WorkspaceAccess:
             return False
         return blocked is not None
 
-    async def learn(self, job: SyncJob, credentials: Mapping[str, Any] | None) -> None:
+    async def learn(self, job: SyncJob, credentials: Mapping[str, Any] | None,
+                    meter: Meter | None = None) -> None:
         """After a sync of the environment's workspace whose id is not known yet: ask the
-        source who the token is (``users.me``, ``auth.test``) and record it. Best effort."""
+        source who the token is (``users.me``, ``auth.test``) and record it. Best effort. The
+        request is charged to ``meter`` (the workspace's budget) first; with none left, it is
+        asked after a later sync."""
         if (job.workspace_id is None or job.workspace_id in self._learned or credentials is None
                 or credentials.get("origin") != "env" or credentials.get("external_id")):
             return
@@ -125,7 +129,12 @@ class WorkspaceAccess:
         if source is None or source.identify is None or not token:
             return
         try:
+            if meter is not None:
+                await meter.take()
             identity = await source.identify(self.settings, str(token))
+        except BudgetExhausted:
+            self._learned.discard(job.workspace_id)   # ask again after a later sync
+            return
         except Exception as exc:
             log.warning("could not learn the id of the environment's %s workspace (%s)",
                         job.source_type, exc.__class__.__name__)

@@ -327,7 +327,7 @@ class Worker:
                      time.monotonic() - started, result.written, result.unchanged, result.deleted,
                      extra=job.log_fields())
             await self._complete(job)
-            await self.access.learn(job, credentials)
+            await self.access.learn(job, credentials, self._meter(job))
         finally:
             if not asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 self.running.pop(job.id, None)
