@@ -168,7 +168,7 @@ class Bench:
         self.key = new_key()
         self.web_url = ""
         self.by_db_id: dict[int, Space] = {}
-        self._bulk: list[Edit] = []
+        self._backfill_requested = 0.0
 
     def build(self) -> None:
         s = self.scale
@@ -216,7 +216,6 @@ class Bench:
     # --- one run ------------------------------------------------------------------------------
 
     def run_one(self, spec: RunSpec) -> dict[str, Any]:
-        self._bulk = []
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(RESET)
         self.world.set_budgets(STANDIN["notion"], STANDIN["slack"])
@@ -242,8 +241,14 @@ class Bench:
                 "select source_page_id, workspace_id, outcome, at from bench_outcomes "
                 "where outcome <> 'released'").fetchall()]
             unfinished = {int(w): int(n) for w, n in conn.execute(UNFINISHED).fetchall()}
+            # A page to backfill has work due from when its first job was created (bulk jobs
+            # have no window).
+            bulk = [Edit(p, 0, float(at), bulk=True) for p, at in conn.execute(
+                "select source_page_id, extract(epoch from min(created_at)) from sync_jobs "
+                "where workspace_id = %s group by 1", (self.world.spaces["backfill"].db_id,)
+            ).fetchall()] if spec.backfill else []
         usage = {k: self.world.usage(sp) for k, sp in self.world.spaces.items()}
-        log = RunLog(edits + self._bulk, writes, outcomes, usage, since, end, mono_to_epoch, statuses,
+        log = RunLog(edits + bulk, writes, outcomes, usage, since, end, mono_to_epoch, statuses,
                      unfinished)
         figures = summary(list(self.world.spaces.values()), log, STANDIN, spec.budgets, WINDOW)
         if spec.backfill:
@@ -264,8 +269,11 @@ class Bench:
                                 (space.db_id,)).fetchone()
         seconds = log.end_mono - log.since_mono
         pages = int(docs[0]) if docs else 0
+        first_job = min((e.at for e in log.edits if e.bulk), default=None)
         return {"pages": len(space.pages), "pages_with_document": pages,
                 "pages_per_min": round(pages / seconds * 60, 1),
+                "first_bulk_job_after_request_s": round(first_job - self._backfill_requested, 2)
+                if first_job else None,
                 "enumeration": dict(zip(("status", "listing_pages", "discovered", "enqueued",
                                          "current", "active"), enum, strict=True)) if enum else None}
 
@@ -324,8 +332,7 @@ class Bench:
                 headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as resp:
             if resp.status >= 300:
                 raise RuntimeError(f"backfill request answered {resp.status}: {await resp.text()}")
-        # Every page to backfill is due from now (bulk jobs have no window).
-        self._bulk = [Edit(page, 0, time.time(), bulk=True) for page in space.pages]
+        self._backfill_requested = time.time()
 
 
 def _backfill_available() -> str | None:

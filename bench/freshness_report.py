@@ -80,9 +80,7 @@ def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Bud
     windows = due_windows(edits, writes, synced, *window, end_epoch)
     used = used_in_windows(windows, [t + log.mono_to_epoch for t in usage.accepted_at],
                            standin.per_second, standin.burst, log.since_mono + log.mono_to_epoch)
-    due_minutes = used["due_seconds"] / 60
-    # A sync's end is recorded just after its last document, which closes the window it served.
-    syncs_while_due = sum(1 for _, at in synced if any(a <= at <= b + 0.5 for a, b in windows))
+    minutes = (log.end_mono - log.since_mono) / 60
     ideal = IDEAL_REQUESTS[space.source]
     return {
         "source": space.source,
@@ -103,7 +101,7 @@ def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Bud
         "other_outcomes": dict(outcomes),
         "most_yields_of_one_page": max(yields.values(), default=0),
         **used,
-        "syncs_per_min_while_due": round(syncs_while_due / due_minutes, 1) if due_minutes else None,
+        "syncs_per_min": round(len(synced) / minutes, 1),
         "budget_allows_syncs_per_min": round(standin.per_second * 60 / ideal, 1),
         "max_in_window": {f"{w:g}s": usage.max_in_window(w) for w in WINDOWS},
         "budget_bound": {f"{w:g}s": round(budget.bound(w), 1) for w in WINDOWS}
