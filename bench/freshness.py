@@ -41,7 +41,7 @@ from bench.common import emit, free_port, note, scratch_database, spawn, stop, w
 from bench.freshness_figures import Edit, Write
 from bench.freshness_load import Plan, Poster, schedule
 from bench.freshness_report import Budget, RunLog, goals, summary
-from bench.freshness_world import NOTION_SECRET, SIZES, SLACK_SECRET, Space, StandinBudget, World
+from bench.freshness_world import NOTION_SECRET, SIZES, SLACK_SECRET, StandinBudget, World
 from debounce import workspaces
 from debounce.secrets import Keyring, new_key
 
@@ -110,7 +110,6 @@ select workspace_id, sum((select count(*) from jsonb_object_keys(checkpoint -> '
 
 @dataclass(frozen=True)
 class Scale:
-    quick: bool
     pages: int            # per workspace of the five
     edit_seconds: float
     drain_seconds: float
@@ -147,7 +146,7 @@ class RunSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def specs(scale: Scale) -> list[RunSpec]:
+def specs() -> list[RunSpec]:
     live = {**{k: MOD_NOTION for k in ("n1", "n2", "n3")}, "s1": MOD_SLACK, "s2": MOD_SLACK,
             "backfill": Plan(steady=5, period=6.0, start=2.0)}
     return [
@@ -168,7 +167,6 @@ class Bench:
         self.world = World()
         self.key = new_key()
         self.web_url = ""
-        self.by_db_id: dict[int, Space] = {}
         self._backfill_requested = 0.0
 
     def build(self) -> None:
@@ -180,7 +178,7 @@ class Bench:
         self.world.add_notion("flood", s.flood_jobs, sizes=(3,))
         self.world.add_notion("backfill", s.backfill_pages)
         # The stand-ins answer from threads of this process: a full garbage collection over
-        # the world's ~10^6 objects would stall them for a few hundred ms and bunch the
+        # the world's ~700 000 objects would stall them for a few hundred ms and bunch the
         # requests they stamp (a false burst at the bucket). Frozen, the world is never scanned.
         gc.collect()
         gc.freeze()
@@ -196,7 +194,6 @@ class Bench:
                     name=space.name, credentials={"access_token": space.token},
                     bot_user_id=f"UB{space.key.upper()}" if space.source == "slack" else None)
                 space.db_id = int(row["id"])
-                self.by_db_id[space.db_id] = space
 
     def env(self) -> dict[str, str]:
         return {"DATABASE_URL": self.url, "DEBOUNCE_SECRET_KEY": self.key,
@@ -353,8 +350,8 @@ def _backfill_available() -> str | None:
     return None
 
 
-QUICK = Scale(True, pages=40, edit_seconds=4.0, drain_seconds=8.0, flood_jobs=2000, backfill_pages=40)
-FULL = Scale(False, pages=400, edit_seconds=40.0, drain_seconds=20.0, flood_jobs=10000,
+QUICK = Scale(pages=40, edit_seconds=4.0, drain_seconds=8.0, flood_jobs=2000, backfill_pages=40)
+FULL = Scale(pages=400, edit_seconds=40.0, drain_seconds=20.0, flood_jobs=10000,
              backfill_pages=300)
 
 
@@ -374,7 +371,7 @@ def run(server_url: str, quick: bool, *, scale: Scale | None = None,
         web = bench.start_web()
         windows = {s: w[0] for s, w in WINDOW.items()}
         try:
-            for spec in specs(scale):
+            for spec in specs():
                 if only and spec.name not in only:
                     continue
                 if spec.backfill and (why := _backfill_available()):

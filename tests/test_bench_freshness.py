@@ -11,7 +11,7 @@ import pytest
 from bench import common, freshness
 from bench.freshness_figures import Edit, Write, due_windows, staleness, used_in_windows
 
-TINY = freshness.Scale(True, pages=8, edit_seconds=1.0, drain_seconds=6.0, flood_jobs=30,
+TINY = freshness.Scale(pages=8, edit_seconds=1.0, drain_seconds=6.0, flood_jobs=30,
                        backfill_pages=8)
 WORKSPACE_KEYS = {"source", "edits", "syncs", "staleness_s", "edit_wait_s", "unsynced_edits",
                   "requests", "rate_limited", "by_endpoint", "requests_per_sync",
