@@ -338,18 +338,6 @@ class Bench:
         self._backfill_requested = time.time()
 
 
-def _backfill_available() -> str | None:
-    """Why the backfill run cannot run on this tree (``None``: it can)."""
-    from integrations.notion.sync import NotionIntegration
-
-    if not hasattr(NotionIntegration, "discover"):
-        return "the Notion integration has no discover() (integrations.discovery) on this tree"
-    paths = {getattr(r, "path", "") for r in World().notion.app().routes}
-    if "/v1/search" not in paths:
-        return "the Notion stand-in serves no /v1/search on this tree"
-    return None
-
-
 QUICK = Scale(pages=40, edit_seconds=4.0, drain_seconds=8.0, flood_jobs=2000, backfill_pages=40)
 FULL = Scale(pages=400, edit_seconds=40.0, drain_seconds=20.0, flood_jobs=10000,
              backfill_pages=300)
@@ -373,9 +361,6 @@ def run(server_url: str, quick: bool, *, scale: Scale | None = None,
         try:
             for spec in specs():
                 if only and spec.name not in only:
-                    continue
-                if spec.backfill and (why := _backfill_available()):
-                    emit("freshness", run=spec.name, skipped=why)
                     continue
                 note(f"freshness: {spec.name} ({spec.workers} worker(s), {scale.edit_seconds:g} s of edits)")
                 results[spec.name] = figures = bench.run_one(spec)
