@@ -1,15 +1,19 @@
 -- The claim, and the idle worker's "when could I claim next" (sql/queue.sql holds every
 -- other statement on sync_jobs). Times: %(now)s is a timestamptz or NULL (the database's
 -- clock); tests pass it to control time. The budget parameters (%(budget_sources)s,
--- %(budget_per_minutes)s, %(budget_bursts)s, %(workspace_limit)s) are described on the claim.
+-- %(budget_per_minutes)s, %(budget_bursts)s, %(budget_costs)s, %(workspace_limit)s) are
+-- described on the claim.
 
 -- claim --
 -- Claim up to %(limit)s due jobs (scheduled_at <= now) for one worker, fairly:
 --   * a job of a workspace is claimable only while the workspace is active, not blocked by a
---     429 (blocked_until), holds budget (its token bucket's level >= 1: sql/budgets.sql, the
+--     429 (blocked_until), holds budget (its token bucket's level >= one sync's cost:
+--     sql/budgets.sql; the
 --     source defaults given as %(budget_sources)s text[] / %(budget_per_minutes)s float8[] /
---     %(budget_bursts)s float8[]) and has fewer than %(workspace_limit)s jobs in flight; each
---     workspace offers at most min(free in-flight places, whole requests in its bucket) jobs;
+--     %(budget_bursts)s float8[], with %(budget_costs)s float8[]: the requests a typical sync of
+--     the source costs) and has fewer than %(workspace_limit)s jobs in flight; each workspace
+--     offers at most min(free in-flight places, whole syncs its bucket can pay now) jobs, so a
+--     claimed sync seldom has to yield for want of its second request;
 --   * workspaces are served in turn: every workspace's first job, then every second job, …
 --     with live jobs (priority >= 0: webhooks, re-syncs) before bulk jobs (priority < 0:
 --     backfill, reconciliation) across all workspaces, so a workspace with 10 000 due jobs
@@ -26,14 +30,16 @@ with clock as (
     select * from unnest(%(sources)s::text[], %(rooms)s::int[]) as r(source_type, room)
 ), defaults as (
     select * from unnest(%(budget_sources)s::text[], %(budget_per_minutes)s::float8[],
-                         %(budget_bursts)s::float8[]) as d(source_type, per_minute, burst)
+                         %(budget_bursts)s::float8[], %(budget_costs)s::float8[])
+           as d(source_type, per_minute, burst, cost)
 ), ws as (
     select w.id,
            least(%(workspace_limit)s::int
                    - (select count(*) from sync_jobs p
                        where p.workspace_id = w.id and p.status = 'processing')::int,
                  case when b.rate = 0 then %(limit)s::int
-                      else floor(b.level)::int end) as room
+                      else floor(b.level / least(coalesce(d.cost, 1), b.burst))::int end)
+               as room
       from workspaces w
      cross join clock
       left join defaults d on d.source_type = w.source_type
@@ -116,13 +122,14 @@ with clock as (
     select clock_timestamp() as now
 ), defaults as (
     select * from unnest(%(budget_sources)s::text[], %(budget_per_minutes)s::float8[],
-                         %(budget_bursts)s::float8[]) as d(source_type, per_minute, burst)
+                         %(budget_bursts)s::float8[], %(budget_costs)s::float8[])
+           as d(source_type, per_minute, burst, cost)
 ), ws as (
     select w.id,
            greatest(coalesce(w.blocked_until, clock.now),
-                    clock.now + make_interval(secs => case when b.rate = 0 or b.level >= 1
-                                                           then 0
-                                                           else (1 - b.level) / b.rate end))
+                    clock.now + make_interval(secs => case
+                        when b.rate = 0 or b.level >= least(coalesce(d.cost, 1), b.burst) then 0
+                        else (least(coalesce(d.cost, 1), b.burst) - b.level) / b.rate end))
                as open_at
       from workspaces w
      cross join clock

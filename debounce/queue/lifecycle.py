@@ -142,6 +142,7 @@ async def claim(
     source_limits: Mapping[str, int] | None = None,
     budgets: Mapping[str, ApiBudget] | None = None,
     workspace_limit: int = UNLIMITED,
+    costs: Mapping[str, float] | None = None,
     now: datetime | None = None,
 ) -> list[SyncJob]:
     """Claim up to ``limit`` due jobs for ``worker_id`` (``FOR UPDATE SKIP LOCKED``), fairly
@@ -150,8 +151,10 @@ async def claim(
     Due means ``scheduled_at <= now``. Jobs of a workspace are taken only while it is active,
     not blocked by a 429, holds budget (``budgets``: each source's default
     :class:`~debounce.types.ApiBudget`; a source missing from it is unmetered unless the
-    workspace sets its own) and has fewer than ``workspace_limit`` jobs in flight; workspaces
-    are served in turn, live jobs (priority >= 0) before bulk ones (priority < 0).
+    workspace sets its own) for a whole sync (``costs``: requests per sync of each source,
+    default 1; a workspace offers at most as many jobs as its bucket can pay) and has fewer
+    than ``workspace_limit`` jobs in flight; workspaces are served in turn, live jobs
+    (priority >= 0) before bulk ones (priority < 0).
     Each claimed job is ``processing`` with ``lease_expires_at = now + lease_seconds``,
     ``attempts + 1``, a fresh ``lease_token`` and ``claimed_revision = revision``. Returned in
     claim order. ``source_types`` restricts the claim to those sources; ``source_limits``
@@ -183,25 +186,32 @@ async def claim(
             "lease_seconds": float(lease_seconds),
             "sources": list(rooms) if rooms is not None else None,
             "rooms": list(rooms.values()) if rooms is not None else None,
-            **budget_params(budgets, workspace_limit),
+            **budget_params(budgets, workspace_limit, costs),
         },
     )
     return _claimed(rows)
 
 
 
-def budget_params(budgets: Mapping[str, ApiBudget] | None, workspace_limit: int) -> dict[str, Any]:
-    """The budget parameters shared by ``claim`` and ``seconds_until_due``.
+def budget_params(budgets: Mapping[str, ApiBudget] | None, workspace_limit: int,
+                  costs: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The budget parameters shared by ``claim`` and ``seconds_until_due``: each source's
+    default budget (``None`` per minute: unmetered unless a workspace sets one) and the
+    requests a typical sync of it costs (``costs``, default 1).
 
     Raises:
         ValueError: ``workspace_limit < 1``.
     """
     check_int("workspace_limit", workspace_limit, minimum=1)
     known = dict(budgets or {})
+    per_sync = dict(costs or {})
+    sources = list(dict.fromkeys([*known, *per_sync]))
     return {
-        "budget_sources": list(known),
-        "budget_per_minutes": [float(b.per_minute) for b in known.values()],
-        "budget_bursts": [float(b.burst) for b in known.values()],
+        "budget_sources": sources,
+        "budget_per_minutes": [float(known[s].per_minute) if s in known else None
+                               for s in sources],
+        "budget_bursts": [float(known[s].burst) if s in known else None for s in sources],
+        "budget_costs": [max(1.0, float(per_sync.get(s, 1.0))) for s in sources],
         "workspace_limit": workspace_limit,
     }
 

@@ -264,16 +264,18 @@ async def seconds_until_due(
     *,
     budgets: Mapping[str, ApiBudget] | None = None,
     workspace_limit: int = UNLIMITED,
+    costs: Mapping[str, float] | None = None,
 ) -> float | None:
     """Seconds until the claim could take a job (of ``source_types``, default any) by the
     database's clock (negative when overdue), or ``None`` when nothing is pending. A
     workspace's jobs count from when it can take one (429 block over, a request in its
-    bucket); a workspace with ``workspace_limit`` jobs in flight is not counted (``budgets``
-    and ``workspace_limit`` as for :func:`~debounce.queue.claim`)."""
+    bucket for a whole sync); a workspace with ``workspace_limit`` jobs in flight is not
+    counted (``budgets``, ``workspace_limit`` and ``costs`` as for
+    :func:`~debounce.queue.claim`)."""
     row = await fetch_one(
         db,
         _CLAIM["seconds_until_due"],
         {"source_types": list(source_types) if source_types is not None else None,
-         **budget_params(budgets, workspace_limit)},
+         **budget_params(budgets, workspace_limit, costs)},
     )
     return float(row["seconds"]) if row and row["seconds"] is not None else None

@@ -16,6 +16,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+import integrations
 from debounce import queue
 from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
@@ -104,6 +105,9 @@ class Worker:
         self.budgets: dict[str, ApiBudget] = {
             s: b for s in self.sources if (b := settings.budget(s)) is not None}
         self.workspace_limit = max(1, settings.workspace_concurrency)
+        #: Requests a typical sync of each source costs (``Source.requests_per_page``).
+        known = integrations.sources()
+        self.costs = {s: known[s].requests_per_page for s in self.sources if s in known}
 
     # --- public -------------------------------------------------------------------------------
 
@@ -235,7 +239,7 @@ class Worker:
             jobs = await queue.claim(self.pool, self.worker_id, limit=free,
                                      lease_seconds=self.settings.lease_seconds,
                                      source_limits=dict(eligible), budgets=self.budgets,
-                                     workspace_limit=self.workspace_limit)
+                                     workspace_limit=self.workspace_limit, costs=self.costs)
             for job in jobs:
                 self._start(job)
             if jobs:
@@ -244,7 +248,8 @@ class Worker:
         if eligible:
             until = await queue.seconds_until_due(self.pool, [s for s, _ in eligible],
                                                   budgets=self.budgets,
-                                                  workspace_limit=self.workspace_limit)
+                                                  workspace_limit=self.workspace_limit,
+                                                  costs=self.costs)
             if until is not None:
                 # Due but not claimed (rows another worker holds, a bucket refilling this very
                 # moment): look again shortly, never in a busy loop.
