@@ -9,8 +9,9 @@ the row lock serialises every process's takers.
 
 - The worker charges one request per API request a sync or an enumeration sends
   (:class:`WorkspaceMeter`, the :class:`integrations.metering.Meter` of a job).
-- The claim (``sql/claim.sql``) only takes jobs of a workspace whose bucket holds a request,
-  at most as many as it holds, so no worker waits on a budget holding a slot.
+- The claim (``sql/claim.sql``) only takes jobs of a workspace whose bucket can pay for their
+  syncs (``Source.requests_per_page`` each), and reserves those requests in the same
+  statement, so no worker waits on a budget holding a slot and a claimed sync seldom yields.
 - Defaults come from the source (``Source.budget``), overridden for all of a source's
   workspaces by ``<SOURCE>_BUDGET_PER_MINUTE`` / ``<SOURCE>_BUDGET_BURST`` and per workspace
   by :func:`set_budget` (``debounce workspaces set-budget``). 0 per minute: unmetered.
@@ -105,18 +106,27 @@ class WorkspaceMeter:
     counts the requests granted.
     """
 
-    def __init__(self, db: Db, workspace_id: int, default: ApiBudget | None) -> None:
+    def __init__(self, db: Db, workspace_id: int, default: ApiBudget | None, *,
+                 reserved: float = 0.0) -> None:
         self.db = db
         self.workspace_id = workspace_id
         self.default = default
+        #: Requests the claim already took from the bucket for this job (its source's
+        #: ``requests_per_page``): spent first, without a round trip.
+        self.reserved = reserved
         self.taken = 0
 
     async def take(self) -> None:
-        """Charge one request.
+        """Charge one request: from the claim's reservation while it lasts, then from the
+        bucket.
 
         Raises:
             BudgetExhausted: the bucket is empty (or the workspace is blocked by a 429).
         """
+        if self.reserved >= 1:
+            self.reserved -= 1
+            self.taken += 1
+            return
         wait = await take(self.db, self.workspace_id, self.default)
         if wait > 0:
             raise BudgetExhausted(wait)

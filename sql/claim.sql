@@ -12,8 +12,8 @@
 --     source defaults given as %(budget_sources)s text[] / %(budget_per_minutes)s float8[] /
 --     %(budget_bursts)s float8[], with %(budget_costs)s float8[]: the requests a typical sync of
 --     the source costs) and has fewer than %(workspace_limit)s jobs in flight; each workspace
---     offers at most min(free in-flight places, whole syncs its bucket can pay now) jobs, so a
---     claimed sync seldom has to yield for want of its second request;
+--     offers at most min(free in-flight places, whole syncs its bucket can pay now) jobs, and
+--     the claim reserves those requests in the bucket (CTE reserved);
 --   * workspaces are served in turn: every workspace's first job, then every second job, …
 --     with live jobs (priority >= 0: webhooks, re-syncs) before bulk jobs (priority < 0:
 --     backfill, reconciliation) across all workspaces, so a workspace with 10 000 due jobs
@@ -33,7 +33,7 @@ with clock as (
                          %(budget_bursts)s::float8[], %(budget_costs)s::float8[])
            as d(source_type, per_minute, burst, cost)
 ), ws as (
-    select w.id,
+    select w.id, b.rate, b.level, least(coalesce(d.cost, 1), b.burst) as cost,
            least(%(workspace_limit)s::int
                    - (select count(*) from sync_jobs p
                        where p.workspace_id = w.id and p.status = 'processing')::int,
@@ -47,6 +47,8 @@ with clock as (
      where w.status = 'active'
        and (w.blocked_until is null or w.blocked_until <= clock.now)
        and (%(sources)s::text[] is null or w.source_type = any(%(sources)s::text[]))
+     order by w.id
+       for update of w skip locked   -- a workspace another claim is reserving from waits a round
 ), picked as (
     select c.*
       from ws
@@ -90,12 +92,24 @@ with clock as (
                                             t.scheduled_at) as source_turn
       from turns t
 ), due as (
-    select o.id
+    select o.id, o.workspace_id
       from ordered o
       left join rooms r on r.source_type = o.source_type
      where %(sources)s::text[] is null or o.source_turn <= r.room
      order by o.priority < 0, o.turn, o.priority desc, o.scheduled_at
      limit %(limit)s
+), reserved as (
+    -- Each claimed job's requests are reserved in its workspace's bucket now, in the statement
+    -- that claims it (the workspace row is locked above): a concurrent claim cannot offer the
+    -- same requests again, and the sync spends its reservation first
+    -- (debounce.budgets.WorkspaceMeter), so it seldom has to yield mid-page.
+    update workspaces w
+       set budget_tokens      = ws.level - ws.cost * c.n,
+           budget_refilled_at = greatest(clock.now, coalesce(w.budget_refilled_at, clock.now))
+      from ws, clock, (select workspace_id, count(*) as n from due
+                        where workspace_id is not null group by workspace_id) c
+     where w.id = ws.id and c.workspace_id = ws.id and ws.rate > 0
+    returning w.id
 )
 update sync_jobs j
    set status           = 'processing',

@@ -171,7 +171,9 @@ select d.*, (select count(*) from notify) as notified from done d
 -- their %(lease_tokens)s (uuid[]), %(errors)s (text[]), %(retry_afters)s (float8[], NULL when
 -- not rate limited), %(permanents)s (bool[]), %(backoffs)s (float8[]: this attempt's
 -- backoff, seconds) and %(checkpoints)s (jsonb[]: what a sync that yielded had fetched, kept
--- for its next claim while the row stays pending; NULL clears it). Per row:
+-- for its next claim while the row stays pending; NULL clears it), %(keep_places)s (bool[]: a
+-- sync that yielded to its workspace's budget keeps its due time and place in line; the
+-- claim's budget check holds it back). Per row:
 --   permanent, or attempts spent (and not rate limited) → failed;
 --   rate limited (retry_after not NULL)                 → pending at now + retry_after, the
 --                                                         attempt given back;
@@ -191,8 +193,8 @@ with clock as (
              + make_interval(secs => coalesce(i.retry_after, i.backoff)) as retry_time
       from unnest(%(ids)s::bigint[], %(lease_tokens)s::uuid[], %(errors)s::text[],
                   %(retry_afters)s::float8[], %(permanents)s::bool[], %(backoffs)s::float8[],
-                  %(checkpoints)s::jsonb[])
-           as i(id, lease_token, error, retry_after, permanent, backoff, checkpoint)
+                  %(checkpoints)s::jsonb[], %(keep_places)s::bool[])
+           as i(id, lease_token, error, retry_after, permanent, backoff, checkpoint, keep_place)
 ), held as (
     select j.id
       from sync_jobs j
@@ -215,11 +217,13 @@ with clock as (
            scheduled_at     = case when (i.permanent
                                          or (i.retry_after is null and j.attempts >= j.max_attempts))
                                    then j.scheduled_at
+                                   when i.keep_place then j.scheduled_at
                                    when j.revision <> j.claimed_revision
                                    then greatest(i.retry_time, j.scheduled_at)
                                    else i.retry_time end,
            retry_at         = case when (i.permanent
                                          or (i.retry_after is null and j.attempts >= j.max_attempts))
+                                        or i.keep_place
                                    then null else i.retry_time end,
            finished_at      = case when (i.permanent
                                          or (i.retry_after is null and j.attempts >= j.max_attempts))

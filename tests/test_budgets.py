@@ -161,8 +161,8 @@ async def test_live_jobs_of_any_workspace_go_before_bulk_jobs(
 async def test_a_workspace_offers_only_the_syncs_its_bucket_can_pay(
         pool: AsyncConnectionPool[Any]) -> None:
     """A sync of this source costs 2 requests: 3 in the bucket pay for one sync, not three
-    (the others would yield at their second request); 1.5 pay for none, and the due-time
-    query says when the second request will be there."""
+    (the others would yield at their second request), and the claim reserves its two; 1.5
+    pay for none."""
     ws = await add_workspace(pool, "W")
     await queue.enqueue_many(pool, events(ws, 5, prefix="p"), now=T0)
     for _ in range(2):
@@ -170,8 +170,9 @@ async def test_a_workspace_offers_only_the_syncs_its_bucket_can_pay(
     claimed = await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1),
                                 budgets={"notion": TEN_PER_SECOND}, costs={"notion": 2.0})
     assert len(claimed) == 1
-    await budgets.take(pool, ws, TEN_PER_SECOND, now=at(1))          # 2 left
-    await budgets.take(pool, ws, TEN_PER_SECOND, now=at(1))          # 1 left
+    # The claim reserved that sync's two requests: 1 left, for every claimer.
+    level = await budgets.level(pool, ws, TEN_PER_SECOND, now=at(1))
+    assert level is not None and level.level == pytest.approx(1.0)
     assert await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1.05),
                              budgets={"notion": TEN_PER_SECOND}, costs={"notion": 2.0}) == []
     # Without the cost (1 request a sync) the same bucket offers a job.

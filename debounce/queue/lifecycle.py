@@ -268,6 +268,9 @@ class Failure:
     ``error`` is stored in ``last_error`` (truncated to 2000 characters). ``checkpoint`` (a
     JSON object: what the sync had fetched when it yielded, ``integrations.metering``) is kept
     with a job that goes back to ``pending`` and served to its next sync; ``None`` clears it.
+    ``keep_place`` (with ``retry_after``: a sync that yielded to its workspace's budget) keeps
+    the job's due time, so it stays ahead of jobs due later; the claim's budget check, not the
+    due time, holds it back until the bucket can pay.
 
     Raises (construction):
         ValueError: ``retry_after`` or ``backoff_seconds`` negative or not finite.
@@ -279,6 +282,7 @@ class Failure:
     permanent: bool = False
     backoff_seconds: float | None = None
     checkpoint: dict[str, Any] | None = None
+    keep_place: bool = False
 
     def __post_init__(self) -> None:
         if self.retry_after is not None:
@@ -334,6 +338,7 @@ async def fail_many(
                          else f.backoff_seconds for f in failures],
             "checkpoints": [Jsonb(f.checkpoint) if f.checkpoint is not None else None
                             for f in failures],
+            "keep_places": [bool(f.keep_place and f.retry_after is not None) for f in failures],
             "now": now,
         },
     )

@@ -282,14 +282,15 @@ class Worker:
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job
         except BudgetExhausted as exc:
-            # The workspace's bucket ran dry mid-sync: hand the slot back, due when a request
-            # is available, keeping what was fetched (the resumed sync does not pay twice).
+            # The workspace's bucket ran dry mid-sync: hand the slot back, keeping the job's
+            # place in line (the claim takes it again when the bucket can pay) and what was
+            # fetched (the resumed sync does not pay twice).
             self._observe(job, started, "budget")
             WORKER.budget_yields.labels(job.source_type).inc()
             log.info("budget exhausted after %d requests; yielding for %.2f s",
                      len(checkpoint.responses), exc.retry_after, extra=job.log_fields())
             await self._record_failure(queue.Failure(
-                job, str(exc), retry_after=exc.retry_after,
+                job, str(exc), retry_after=exc.retry_after, keep_place=True,
                 checkpoint=self._checkpoint_of(job, checkpoint)))
         except LeaseLost as exc:
             # Stalled past the lease; another worker holds the job now and syncs the page.
@@ -344,7 +345,10 @@ class Worker:
         """The budget meter of ``job``'s workspace (``None``: a job of no workspace)."""
         if job.workspace_id is None:
             return None
-        return WorkspaceMeter(self.pool, job.workspace_id, self.budgets.get(job.source_type))
+        # The claim reserved one sync's requests (sql/claim.sql); a resumed sync that already
+        # holds responses in its checkpoint spends them first and its reservation after.
+        return WorkspaceMeter(self.pool, job.workspace_id, self.budgets.get(job.source_type),
+                              reserved=self.costs.get(job.source_type, 1.0))
 
     @staticmethod
     def _resumed(job: SyncJob) -> Checkpoint:
