@@ -47,6 +47,10 @@ with clock as (
      where w.status = 'active'
        and (w.blocked_until is null or w.blocked_until <= clock.now)
        and (%(sources)s::text[] is null or w.source_type = any(%(sources)s::text[]))
+       -- only workspaces with due work are locked (sync_jobs_claim_workspace)
+       and exists (select 1 from sync_jobs j
+                    where j.workspace_id = w.id and j.status = 'pending'
+                      and j.scheduled_at <= clock.now)
      order by w.id
        for update of w skip locked   -- a workspace another claim is reserving from waits a round
 ), picked as (

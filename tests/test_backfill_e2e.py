@@ -238,7 +238,7 @@ async def test_the_backfill_command_shows_progress_until_every_page_is_synced(
     api, _, notion_url, slack_url = apis
     api.add_pages(150, blocks=1)
     settings = settings_for(database_url, notion_url, slack_url, slack_bot_token=None,
-                            backfill_on_connect=False)
+                            backfill_on_connect=False, reconcile_interval_seconds=0)
     for name, value in {"DATABASE_URL": database_url, "NOTION_TOKEN": DEMO_TOKEN,
                         "NOTION_BASE_URL": notion_url}.items():
         monkeypatch.setenv(name, value)

@@ -61,7 +61,8 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     source = integrations.get(args.source)
     for row in rows:
         started = await enumerations.request(pool, row["id"], "backfill")
-        verb = "started" if started and started.get("inserted") else "already running"
+        verb = ("started" if started and started.get("inserted")
+                else f"already running ({started['kind'] if started else 'backfill'})")
         print(f"backfill of workspace {row['id']} ({row['external_id'] or row['name']}): {verb}")
     if args.no_wait:
         return 0
