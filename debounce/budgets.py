@@ -20,6 +20,7 @@ the row lock serialises every process's takers.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,7 +30,8 @@ from debounce.sql import queries
 from debounce.types import ApiBudget
 from integrations.metering import BudgetExhausted
 
-__all__ = ["BudgetLevel", "WorkspaceMeter", "level", "set_budget", "take"]
+__all__ = ["UNLIMITED", "BudgetLevel", "WorkspaceMeter", "budget_params", "level",
+           "set_budget", "take"]
 
 _Q = queries("budgets")
 
@@ -50,6 +52,28 @@ class BudgetLevel:
         return {"per_minute": self.per_minute, "burst": self.burst,
                 "available": math.floor(self.level * 100) / 100,
                 "source_default": not self.overridden}
+
+
+#: ``workspace_limit`` of the claim meaning "no limit on jobs in flight per workspace".
+UNLIMITED = 1_000_000
+
+
+def budget_params(budgets: Mapping[str, ApiBudget] | None,
+                  costs: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The sources' defaults as the statements that compute buckets take them (the claim,
+    ``seconds_until_due``, the workspace listing): ``budget_sources``, ``budget_per_minutes``
+    (``None``: unmetered unless a workspace sets its own), ``budget_bursts`` and
+    ``budget_costs`` (the requests a typical sync of the source costs, ``costs``, default 1)."""
+    known = dict(budgets or {})
+    per_sync = dict(costs or {})
+    sources = list(dict.fromkeys([*known, *per_sync]))
+    return {
+        "budget_sources": sources,
+        "budget_per_minutes": [float(known[s].per_minute) if s in known else None
+                               for s in sources],
+        "budget_bursts": [float(known[s].burst) if s in known else None for s in sources],
+        "budget_costs": [max(1.0, float(per_sync.get(s, 1.0))) for s in sources],
+    }
 
 
 def _defaults(budget: ApiBudget | None) -> dict[str, float | None]:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from debounce.budgets import budget_params
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.secrets import Keyring, SecretKeyError, fingerprint
 from debounce.sql import queries
@@ -232,11 +233,8 @@ async def list_workspaces(db: Db, workspace_id: int | None = None, *,
     error, and ``budget`` ``{"per_minute", "burst", "available", "source_default"}`` (requests;
     ``budgets``: the sources' default budgets, see ``debounce.budgets``). Never the
     credentials: ``token_fingerprint`` stands for the token."""
-    known = dict(budgets or {})
-    rows = await fetch_all(db, _Q["list_workspaces"], {
-        "id": workspace_id, "budget_sources": list(known),
-        "budget_per_minutes": [b.per_minute for b in known.values()],
-        "budget_bursts": [b.burst for b in known.values()]})
+    rows = await fetch_all(db, _Q["list_workspaces"], {"id": workspace_id,
+                                                       **budget_params(budgets)})
     out = []
     for r in rows:
         row = _public(r)

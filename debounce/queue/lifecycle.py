@@ -11,6 +11,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from debounce.budgets import UNLIMITED, budget_params
 from debounce.db import Db, fetch_all
 from debounce.queue.checks import (
     MAX_ERROR_CHARS,
@@ -128,9 +129,6 @@ async def enqueue_many(
     return results
 
 
-#: ``workspace_limit`` meaning "no limit on jobs in flight per workspace".
-UNLIMITED = 1_000_000
-
 
 async def claim(
     db: Db,
@@ -168,6 +166,7 @@ async def claim(
     check_int("limit", limit, minimum=1)
     check_seconds("lease_seconds", lease_seconds, positive=True)
     check_now(now)
+    check_int("workspace_limit", workspace_limit, minimum=1)
     if source_limits is not None:
         rooms = {s: n for s, n in source_limits.items() if n > 0}
     elif source_types is not None:
@@ -186,34 +185,12 @@ async def claim(
             "lease_seconds": float(lease_seconds),
             "sources": list(rooms) if rooms is not None else None,
             "rooms": list(rooms.values()) if rooms is not None else None,
-            **budget_params(budgets, workspace_limit, costs),
+            **budget_params(budgets, costs),
+            "workspace_limit": workspace_limit,
         },
     )
     return _claimed(rows)
 
-
-
-def budget_params(budgets: Mapping[str, ApiBudget] | None, workspace_limit: int,
-                  costs: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """The budget parameters shared by ``claim`` and ``seconds_until_due``: each source's
-    default budget (``None`` per minute: unmetered unless a workspace sets one) and the
-    requests a typical sync of it costs (``costs``, default 1).
-
-    Raises:
-        ValueError: ``workspace_limit < 1``.
-    """
-    check_int("workspace_limit", workspace_limit, minimum=1)
-    known = dict(budgets or {})
-    per_sync = dict(costs or {})
-    sources = list(dict.fromkeys([*known, *per_sync]))
-    return {
-        "budget_sources": sources,
-        "budget_per_minutes": [float(known[s].per_minute) if s in known else None
-                               for s in sources],
-        "budget_bursts": [float(known[s].burst) if s in known else None for s in sources],
-        "budget_costs": [max(1.0, float(per_sync.get(s, 1.0))) for s in sources],
-        "workspace_limit": workspace_limit,
-    }
 
 
 def _claimed(rows: Sequence[Mapping[str, Any]]) -> list[SyncJob]:

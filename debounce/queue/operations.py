@@ -11,6 +11,7 @@ from typing import Any
 from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
+from debounce.budgets import UNLIMITED, budget_params
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.queue.checks import (
     MAX_BIGINT,
@@ -21,7 +22,7 @@ from debounce.queue.checks import (
     check_seconds,
     check_text,
 )
-from debounce.queue.lifecycle import UNLIMITED, budget_params, job_of
+from debounce.queue.lifecycle import job_of
 from debounce.sql import queries
 from debounce.types import ApiBudget, JobStatus, SyncJob
 
@@ -276,6 +277,6 @@ async def seconds_until_due(
         db,
         _CLAIM["seconds_until_due"],
         {"source_types": list(source_types) if source_types is not None else None,
-         **budget_params(budgets, workspace_limit, costs)},
+         **budget_params(budgets, costs), "workspace_limit": workspace_limit},
     )
     return float(row["seconds"]) if row and row["seconds"] is not None else None

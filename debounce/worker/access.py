@@ -3,7 +3,6 @@ marking its workspace, and the environment's workspace learning its id on first 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -61,7 +60,7 @@ class WorkspaceAccess:
         """
         if job.workspace_id is None:
             return None
-        return await workspaces.credentials(self.pool, self.keyring, job.workspace_id)
+        return await self.for_workspace(job.workspace_id)
 
     async def for_workspace(self, workspace_id: int) -> Mapping[str, Any] | None:
         """The decrypted credentials of ``workspace_id`` (``None``: the environment's, or
@@ -72,47 +71,42 @@ class WorkspaceAccess:
         """
         return await workspaces.credentials(self.pool, self.keyring, workspace_id)
 
-    async def block(self, workspace_id: int, seconds: float, reason: str) -> None:
-        """A 429 outside a sync (an enumeration): block the workspace for every worker."""
+    async def block(self, workspace_id: int, seconds: float, reason: str) -> bool:
+        """The source rate-limited ``workspace_id``: block it for every worker for
+        ``seconds``. Returns ``False`` when that failed (the database is away: then only the
+        job or enumeration at hand waits)."""
         try:
-            await workspaces.block(self.pool, workspace_id, seconds, reason)
+            blocked = await workspaces.block(self.pool, workspace_id, seconds, reason)
         except Exception as exc:
             log.warning("could not block workspace %d (%s)", workspace_id,
                         exc.__class__.__name__)
-
-    async def revoke_workspace(self, workspace_id: int, error: str) -> None:
-        """The token of ``workspace_id`` no longer works: mark it revoked."""
-        with contextlib.suppress(workspaces.WorkspaceNotFound):
-            await workspaces.set_status(self.pool, workspace_id, "revoked", error[:500])
-            log.error("workspace %d revoked: %s; its jobs wait until it is re-installed",
-                      workspace_id, error)
-
-    async def revoked(self, job: SyncJob, error: str) -> bool:
-        """The token of ``job``'s workspace no longer works: mark it revoked (its jobs wait
-        until a re-install). Returns ``False`` when the job has no workspace."""
-        if job.workspace_id is None:
             return False
+        return blocked is not None
+
+    async def revoke_workspace(self, workspace_id: int, error: str) -> bool:
+        """The token of ``workspace_id`` no longer works: mark it revoked (its jobs wait until
+        a re-install). Returns ``False`` when the workspace is gone."""
         try:
-            await workspaces.set_status(self.pool, job.workspace_id, "revoked", error[:500])
+            await workspaces.set_status(self.pool, workspace_id, "revoked", error[:500])
         except workspaces.WorkspaceNotFound:
             return False
         log.error("workspace %d revoked: %s; its jobs wait until it is re-installed",
-                  job.workspace_id, error, extra=job.log_fields())
+                  workspace_id, error)
         return True
 
-    async def rate_limited(self, job: SyncJob, seconds: float, reason: str) -> bool:
-        """The source rate-limited ``job``'s workspace: block it for every worker for
-        ``seconds``. Returns ``False`` when the job has no workspace (or the database is away:
-        then only this job waits)."""
+    async def revoked(self, job: SyncJob, error: str) -> bool:
+        """The token of ``job``'s workspace no longer works (:meth:`revoke_workspace`).
+        Returns ``False`` when the job has no workspace."""
         if job.workspace_id is None:
             return False
-        try:
-            blocked = await workspaces.block(self.pool, job.workspace_id, seconds, reason)
-        except Exception as exc:
-            log.warning("could not block workspace %d (%s)", job.workspace_id,
-                        exc.__class__.__name__, extra=job.log_fields())
+        return await self.revoke_workspace(job.workspace_id, error)
+
+    async def rate_limited(self, job: SyncJob, seconds: float, reason: str) -> bool:
+        """The source rate-limited ``job``'s workspace (:meth:`block`). Returns ``False``
+        when the job has no workspace or the block could not be stored."""
+        if job.workspace_id is None:
             return False
-        return blocked is not None
+        return await self.block(job.workspace_id, seconds, reason)
 
     async def learn(self, job: SyncJob, credentials: Mapping[str, Any] | None,
                     meter: Meter | None = None) -> None:
