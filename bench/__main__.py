@@ -18,7 +18,7 @@ import time
 import traceback
 from datetime import UTC, datetime
 
-from bench import coalesce, common, freshness, growth, ingest, throughput, wakeup
+from bench import coalesce, common, freshness, growth, ingest, scale, throughput, wakeup
 
 BENCHMARKS = {
     "ingest": ingest.run,          # 1 (+ web memory, 5)
@@ -27,12 +27,13 @@ BENCHMARKS = {
     "wakeup": wakeup.run,          # 4
     "growth": growth.run,          # 6
     "freshness": freshness.run,    # API budgets: staleness, requests, 429s (issue 12, 13)
+    "scale": scale.run,            # the claim against 0 … 10 000 workspaces (issue 22)
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="~1-minute smoke run (CI)")
+    p.add_argument("--quick", action="store_true", help="smoke run, about 2.5 minutes (CI runs it)")
     p.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these")
     p.add_argument("--database-url", default=os.environ.get("DATABASE_URL") or common.DEFAULT_URL)
     p.add_argument("--out", help="also write the JSON lines to this file")

@@ -19,9 +19,10 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from bench.common import emit, note, scratch_database
+from debounce.budgets import UNLIMITED, budget_params
 from debounce.sql import queries
 
-Q = queries("queue")
+Q = {**queries("queue"), **queries("claim")}  # the claim lives in sql/claim.sql
 OPS = 300
 
 INSERT_FINISHED = """
@@ -47,7 +48,8 @@ def _enqueue_params(page: str) -> dict[str, Any]:
 def _claim_params() -> dict[str, Any]:
     # The worker's claim: one source with room for one job.
     return {"now": None, "worker_id": "bench", "limit": 1, "lease_seconds": 60.0,
-            "sources": ["notion"], "rooms": [1]}
+            "sources": ["notion"], "rooms": [1], **budget_params(None, None),
+            "workspace_limit": UNLIMITED}
 
 
 def _plan_summary(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -46,7 +46,7 @@ async def record(store: DocumentStore, job: SyncJob) -> int:
 
 def main() -> int:
     integrations.register(
-        "noop", lambda settings, store: NoopIntegration(store, record=record if LOG_SYNCS else None)
+        "noop", lambda settings: NoopIntegration(record=record if LOG_SYNCS else None)
     )
     settings = Settings.from_env()
     configure(settings.log_format, settings.log_level)

@@ -8,7 +8,7 @@ RETURNING`` that charges it, so there is no refiller process and worker clocks n
 the row lock serialises every process's takers.
 
 - The worker charges one request per API request a sync or an enumeration sends
-  (:class:`WorkspaceMeter`, the :class:`integrations.metering.Meter` of a job).
+  (:class:`WorkspaceMeter`, the :class:`debounce.contract.metering.Meter` of a job).
 - The claim (``sql/claim.sql``) only takes jobs of a workspace whose bucket can pay for their
   syncs (``Source.requests_per_page`` each), and reserves those requests in the same
   statement, so no worker waits on a budget holding a slot and a claimed sync seldom yields.
@@ -21,37 +21,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from debounce.contract import BudgetExhausted
 from debounce.db import Db, fetch_one
 from debounce.sql import queries
 from debounce.types import ApiBudget
-from integrations.metering import BudgetExhausted
 
-__all__ = ["UNLIMITED", "BudgetLevel", "WorkspaceMeter", "budget_params", "level",
-           "set_budget", "take"]
+__all__ = ["UNLIMITED", "WorkspaceMeter", "budget_params", "set_budget", "take"]
 
 _Q = queries("budgets")
-
-
-@dataclass(frozen=True)
-class BudgetLevel:
-    """A workspace's bucket now: ``per_minute`` (0: unmetered), ``burst``, ``level``
-    (requests available now), ``overridden`` (set for this workspace, not the source's
-    default)."""
-
-    per_minute: float
-    burst: float
-    level: float
-    overridden: bool
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready: ``{"per_minute", "burst", "available", "source_default"}``."""
-        return {"per_minute": self.per_minute, "burst": self.burst,
-                "available": math.floor(self.level * 100) / 100,
-                "source_default": not self.overridden}
 
 
 #: ``workspace_limit`` of the claim meaning "no limit on jobs in flight per workspace".
@@ -110,22 +90,11 @@ async def set_budget(db: Db, workspace_id: int, per_minute: float | None,
                                                   "burst": burst})
 
 
-async def level(db: Db, workspace_id: int, default: ApiBudget | None, *,
-                now: datetime | None = None) -> BudgetLevel | None:
-    """Workspace ``workspace_id``'s bucket now, without charging it (``None``: unknown)."""
-    row = await fetch_one(db, _Q["budget_level"], {"id": workspace_id, "now": now,
-                                                    **_defaults(default)})
-    if row is None:
-        return None
-    return BudgetLevel(float(row["per_minute"]), float(row["burst"]), float(row["level"]),
-                       bool(row["overridden"]))
-
-
 class WorkspaceMeter:
-    """The :class:`integrations.metering.Meter` of one job: charges ``workspace_id``'s bucket
+    """The :class:`debounce.contract.metering.Meter` of one job: charges ``workspace_id``'s bucket
     (the source's ``default`` budget unless the workspace sets its own) one request at a time.
 
-    ``take()`` raises :class:`~integrations.metering.BudgetExhausted` with the seconds until a
+    ``take()`` raises :class:`~debounce.contract.metering.BudgetExhausted` with the seconds until a
     request is available; it never sleeps (the job hands its slot back instead). ``taken``
     counts the requests granted.
     """

@@ -3,11 +3,14 @@
 Every name and default here is the table in the README. :meth:`Settings.from_env` is the only
 place that reads ``os.environ``; the rest of the service receives a :class:`Settings` value,
 which keeps tests free to build their own. Each default is declared once, here (the service's)
-or in its source's :class:`~integrations.base.Source` (a source's settings and window).
+or in its source's :class:`~debounce.contract.Source` (a source's settings and window).
+Environment values are parsed by one set of functions, :mod:`debounce.contract.settings`, for
+the service's settings and the sources' alike.
 
-Sources declare their own settings (``integrations.base.SourceSetting``): ``Settings`` accepts
-them as keyword arguments and exposes them as attributes (``settings.<name>``), defaulting to
-what the source declared; this module names no source.
+Sources declare their own settings as a typed frozen dataclass (``Source.settings_type``):
+``Settings`` accepts their fields as keyword arguments and keeps the values set in
+``source_values``; a source receives its typed settings (``Source.configure(settings)``), never
+this class. This module names no source.
 """
 
 from __future__ import annotations
@@ -15,43 +18,22 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import integrations
+from debounce.contract.settings import env_bool as _bool
+from debounce.contract.settings import env_int as _int
+from debounce.contract.settings import env_seconds as _float
+from debounce.contract.settings import env_str as _str
+from debounce.contract.source import DEFAULT_WINDOW
 from debounce.retry import DEFAULT_BACKOFF_SECONDS
 from debounce.types import ApiBudget, SourceWindow
-from integrations.base import DEFAULT_WINDOW
-
-if TYPE_CHECKING:
-    from integrations.base import SourceSetting
 
 __all__ = ["DEFAULT_WINDOW", "Settings", "SourceWindow"]
 
 
-
-def _source_settings() -> dict[str, SourceSetting]:
-    import integrations  # the registry imports sources, which import this module
-
-    return integrations.source_settings()
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {raw!r}")
-    return value
-
-
 def _positive(env: Mapping[str, str], name: str, default: float) -> float:
-    value = _float(env, name, default)
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0 seconds, got {env.get(name)!r}")
-    return value
+    return _float(env, name, default, positive=True)
 
 
 def _secret_key(env: Mapping[str, str]) -> str | None:
@@ -77,33 +59,6 @@ def _log_level(env: Mapping[str, str], default: str) -> str:
     return raw
 
 
-def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {raw!r}")
-    return value
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = (env.get(name) or "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name} must be true or false, got {env.get(name)!r}")
-
-
-def _str(env: Mapping[str, str], name: str) -> str | None:
-    raw = env.get(name)
-    return raw if raw else None
 
 
 @dataclass(frozen=True, init=False)
@@ -113,8 +68,9 @@ class Settings:
     Times are seconds. ``None`` means "unset" for the optional secrets and tokens; a source
     whose signing secret is unset refuses its webhooks with 503 (see ``integrations``).
     ``windows`` holds the windows set explicitly (by environment or by a caller); a source
-    missing from it gets the window its :class:`~integrations.base.Source` declares.
-    ``source_values`` holds the sources' own settings that were set (see the module docstring).
+    missing from it gets the window its :class:`~debounce.contract.Source` declares.
+    ``source_values`` holds the sources' own settings that were set, by field name (see the
+    module docstring); :meth:`source_settings` builds one source's typed settings from it.
 
     Raises (construction):
         TypeError: a keyword that is neither a field nor a registered source's setting.
@@ -126,7 +82,7 @@ class Settings:
 
     windows: Mapping[str, SourceWindow] = field(default_factory=dict)
     #: API budgets set explicitly (by environment or by a caller); a source missing from it
-    #: gets the budget its :class:`~integrations.base.Source` declares.
+    #: gets the budget its :class:`~debounce.contract.Source` declares.
     budgets: Mapping[str, ApiBudget] = field(default_factory=dict)
 
     admin_token: str | None = None
@@ -188,7 +144,7 @@ class Settings:
         for key in [k for k in values if k not in own]:
             extra[key] = values.pop(key)
         if extra:
-            declared = _source_settings()
+            declared = integrations.source_settings()
             unknown = sorted(k for k in extra if k not in declared)
             if unknown:
                 raise TypeError(f"Settings got unknown setting(s): {', '.join(unknown)}")
@@ -204,33 +160,12 @@ class Settings:
             object.__setattr__(self, name, value)
         object.__setattr__(self, "source_values", extra)
 
-    def __getattr__(self, name: str) -> Any:
-        """A source's setting: the value set, else the default its source declared.
-
-        Raises:
-            AttributeError: no field and no registered source's setting has that name.
-        """
-        if name.startswith("_"):
-            raise AttributeError(name)
-        values = self.__dict__.get("source_values") or {}
-        if name in values:
-            value = values[name]
-        else:
-            declared = _source_settings().get(name)
-            if declared is None:
-                raise AttributeError(f"{type(self).__name__!r} has no setting {name!r}")
-            value = declared.default
-        # Settings never change: keep it on the instance, so the next read is a plain attribute.
-        object.__setattr__(self, name, value)
-        return value
 
     def window(self, source_type: str) -> SourceWindow:
         """Debounce window of ``source_type``: the one set, else its source's default, else
         :data:`DEFAULT_WINDOW` (30 s / 300 s)."""
         if source_type in self.windows:
             return self.windows[source_type]
-        import integrations
-
         source = integrations.sources().get(source_type)
         return source.window if source is not None else DEFAULT_WINDOW
 
@@ -239,16 +174,21 @@ class Settings:
         else ``None`` (unmetered). A per-minute rate of 0 also means unmetered."""
         if source_type in self.budgets:
             return self.budgets[source_type]
-        import integrations
-
         source = integrations.sources().get(source_type)
         return source.budget if source is not None else None
 
     def source_budgets(self) -> dict[str, ApiBudget]:
         """The default budget of every registered source that has one (see :meth:`budget`)."""
-        import integrations
-
         return {s: b for s in integrations.sources() if (b := self.budget(s)) is not None}
+
+    def source_settings(self, source_type: str) -> Any:
+        """The typed settings of ``source_type`` (its ``Source.settings_type``) from the values
+        set here and its defaults.
+
+        Raises:
+            integrations.UnknownSource: nothing is registered under that name.
+        """
+        return integrations.get(source_type).configure(self)
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
@@ -278,8 +218,6 @@ class Settings:
             if not backoff or any(b < 0 for b in backoff):
                 raise ValueError("DEBOUNCE_BACKOFF_SECONDS must list non-negative seconds")
         source_concurrency_raw = env.get("DEBOUNCE_WORKER_SOURCE_CONCURRENCY")
-        import integrations
-
         source_values: dict[str, Any] = {}
         windows: dict[str, SourceWindow] = {}
         budgets: dict[str, ApiBudget] = {}

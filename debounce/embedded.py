@@ -2,7 +2,8 @@
 
 Uses the ``pgserver`` package (Postgres binaries shipped in a wheel): the data directory lives
 under ``DEBOUNCE_DATA_DIR`` (default ``.debounce/``) and survives restarts; the server listens
-on a Unix socket in that directory only.
+on a Unix socket in that directory only. ``debounce serve`` creates it; the commands a person
+runs by hand use it once it exists (see ``debounce.cli.processes.database``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,13 @@ class EmbeddedPostgres:
         self.data_dir = Path(data_dir).resolve() / "pgdata"
         self._server: Any = None
 
-    def start(self) -> str:
-        """Start the server; returns its connection URL.
+    def exists(self) -> bool:
+        """A database was created here (by ``debounce serve``)."""
+        return (self.data_dir / "PG_VERSION").is_file()
+
+    def start(self, *, announce: bool = True) -> str:
+        """Start the server; returns its connection URL. ``announce``: log where it is at
+        INFO (else at DEBUG).
 
         Raises:
             RuntimeError: the server could not start (the log under the data dir says why).
@@ -44,7 +50,8 @@ class EmbeddedPostgres:
         except Exception as exc:  # pgserver raises plain exceptions with the pg_ctl output
             raise RuntimeError(f"embedded Postgres did not start in {self.data_dir}: {exc}") from exc
         url: str = self._server.get_uri()
-        log.info("embedded Postgres: data in %s, url %s", self.data_dir, url)
+        log.log(logging.INFO if announce else logging.DEBUG,
+                "embedded Postgres: data in %s, url %s", self.data_dir, url)
         return url
 
     def stop(self) -> None:

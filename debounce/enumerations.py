@@ -2,7 +2,7 @@
 migration 009) and the bulk jobs they enqueue.
 
 An *enumeration* walks what a workspace's token can see, one listing page at a time
-(``integrations.discovery``), and enqueues a **bulk job** (priority :data:`BULK_PRIORITY`,
+(``debounce.contract.discovery``), and enqueues a **bulk job** (priority :data:`BULK_PRIORITY`,
 due at once, no debounce window) for each page whose document is missing or older than the
 listing says; the fair claim takes bulk jobs after every live one. Its cursor and counts are
 rows here, so it survives a deploy; a lease gives it to one worker at a time.
@@ -23,9 +23,9 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from debounce.contract import Discovered
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.sql import queries
-from integrations.discovery import Discovered
 
 __all__ = ["BULK_PRIORITY", "KINDS", "Progress", "defer", "fail", "finish", "latest", "lease",
            "record_page", "release", "request", "schedule_backfills", "schedule_sweeps",

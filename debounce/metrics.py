@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from debounce.contract.http import on_api_request
+
 __all__ = ["WORKER", "WebMetrics", "WorkerMetrics", "count_api_request"]
 
 
@@ -118,3 +120,6 @@ def count_api_request(source: str, status: int | str) -> None:
     WORKER.api_requests.labels(source, str(status)).inc()
     if status == 429:
         WORKER.api_rate_limited.labels(source).inc()
+
+
+on_api_request(count_api_request)

@@ -1,14 +1,15 @@
 """The retry policy, in one room: the job backoff schedule, the backoff of loops that wait for
 the database, and ``Retry-After`` parsing. Used by the queue (a failed job's next attempt),
-the worker's loops, and the sources' API clients.
+the worker's loops, and ``Retry-After`` parsing (defined in :mod:`debounce.contract.http`,
+where the sources' API clients reach it).
 """
 
 from __future__ import annotations
 
 import random
-import time
-from collections.abc import Mapping, Sequence
-from email.utils import parsedate_to_datetime
+from collections.abc import Sequence
+
+from debounce.contract.http import parse_retry_after
 
 __all__ = ["DEFAULT_BACKOFF_SECONDS", "Backoff", "backoff_delay", "parse_retry_after"]
 
@@ -64,26 +65,3 @@ class Backoff:
     def reset(self) -> None:
         """Start again from ``initial`` (call after a success)."""
         self._current = self.initial
-
-
-def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
-    """``Retry-After`` of a response as seconds from ``now`` (Unix seconds, default the
-    current time): delta-seconds or an HTTP date (RFC 9110 §10.2.3); ``None`` when absent or
-    unreadable. Never negative. Header lookup is case-insensitive.
-    """
-    if headers is None:
-        return None
-    raw = headers.get("retry-after") or headers.get("Retry-After")
-    if raw is None:
-        raw = next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
-    if not raw:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        moment = parsedate_to_datetime(raw).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, moment - (time.time() if now is None else now))

@@ -1,13 +1,17 @@
-"""Typed values shared by the queue, the web layer, the worker and the integrations."""
+"""Typed values shared by the queue, the web layer and the worker. The job a sync receives
+(:class:`SyncJob`, :class:`JobStatus`) and a source's window and budget belong to the sources'
+contract and are defined in :mod:`debounce.contract.jobs`; they are re-exported here."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from debounce.contract.jobs import ApiBudget, JobStatus, SourceWindow, SyncJob
+
 __all__ = [
+    "ApiBudget",
     "EnqueueOutcome",
     "EnqueueResult",
     "JobEvent",
@@ -15,49 +19,6 @@ __all__ = [
     "SourceWindow",
     "SyncJob",
 ]
-
-
-@dataclass(frozen=True)
-class SourceWindow:
-    """Debounce window and max wait of one source, both in seconds (>= 0)."""
-
-    debounce_seconds: float
-    max_wait_seconds: float
-
-
-@dataclass(frozen=True)
-class ApiBudget:
-    """A source's default API budget per workspace: a token bucket refilled at ``per_minute``
-    requests per minute holding at most ``burst`` requests (0 per minute: no budget)."""
-
-    per_minute: float
-    burst: float
-
-
-def _utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
-
-
-class JobStatus(enum.StrEnum):
-    """State of a row in ``sync_jobs`` (see docs/design.md, "Job states")."""
-
-    PENDING = "pending"
-    PROCESSING = "processing"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-    @classmethod
-    def parse(cls, value: str) -> JobStatus:
-        """``JobStatus`` of ``value``.
-
-        Raises:
-            ValueError: ``value`` is not one of pending, processing, completed, failed.
-        """
-        try:
-            return cls(value)
-        except ValueError:
-            allowed = ", ".join(s.value for s in cls)
-            raise ValueError(f"unknown job status {value!r} (expected one of: {allowed})") from None
 
 
 class EnqueueOutcome(enum.StrEnum):
@@ -74,98 +35,6 @@ class EnqueueOutcome(enum.StrEnum):
     REQUEUED_AFTER_RUNNING = "requeued_after_running"
 
 
-@dataclass(frozen=True)
-class SyncJob:
-    """One row of ``sync_jobs``.
-
-    All datetimes are timezone-aware UTC. ``revision`` counts accepted events; a job returned
-    by ``queue.claim`` carries ``claimed_revision`` (the revision its sync covers) and its
-    ``lease_token``, which ``complete``/``fail``/``release``/``extend_lease`` must present.
-    """
-
-    id: int
-    source_type: str
-    source_page_id: str
-    status: JobStatus
-    payload: dict[str, Any]
-    event_id: str | None
-    event_count: int
-    priority: int
-    attempts: int
-    max_attempts: int
-    scheduled_at: datetime
-    first_event_at: datetime
-    max_wait_until: datetime
-    retry_at: datetime | None
-    lease_expires_at: datetime | None
-    locked_by: str | None
-    lease_token: str | None
-    revision: int
-    claimed_revision: int | None
-    last_error: str | None
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
-    #: The workspace the job syncs for (``None``: no workspace, the source's settings).
-    workspace_id: int | None = None
-    #: What an earlier claim of this job had fetched when it yielded its slot
-    #: (``{"revision": n, "responses": {...}}``, see ``integrations.metering``), else ``None``.
-    checkpoint: dict[str, Any] | None = None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> SyncJob:
-        """Build from a ``dict_row`` of ``sync_jobs`` (extra keys are ignored)."""
-        row = {k: (_utc(v) if isinstance(v, datetime) else v) for k, v in row.items()}
-        return cls(
-            id=row["id"],
-            source_type=row["source_type"],
-            source_page_id=row["source_page_id"],
-            status=JobStatus(row["status"]),
-            payload=row["payload"] if row["payload"] is not None else {},
-            event_id=row["event_id"],
-            event_count=row["event_count"],
-            priority=row["priority"],
-            attempts=row["attempts"],
-            max_attempts=row["max_attempts"],
-            scheduled_at=row["scheduled_at"],
-            first_event_at=row["first_event_at"],
-            max_wait_until=row["max_wait_until"],
-            retry_at=row["retry_at"],
-            lease_expires_at=row["lease_expires_at"],
-            locked_by=row["locked_by"],
-            lease_token=str(row["lease_token"]) if row["lease_token"] is not None else None,
-            revision=row["revision"],
-            claimed_revision=row["claimed_revision"],
-            last_error=row["last_error"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            finished_at=row["finished_at"],
-            workspace_id=row.get("workspace_id"),
-            checkpoint=row.get("checkpoint"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict (ISO 8601 UTC times); the lease token is left out and the checkpoint
-        is summarised as ``checkpoint_responses`` (how many responses it keeps)."""
-        out: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
-            if name == "lease_token":
-                continue
-            if name == "checkpoint":
-                kept = (self.checkpoint or {}).get("responses")
-                out["checkpoint_responses"] = len(kept) if isinstance(kept, dict) else 0
-                continue
-            value = getattr(self, name)
-            if isinstance(value, datetime):
-                value = value.isoformat()
-            elif isinstance(value, enum.Enum):
-                value = value.value
-            out[name] = value
-        return out
-
-    def log_fields(self) -> dict[str, Any]:
-        """The fields every log line about this job carries."""
-        return {"job_id": self.id, "source": self.source_type, "page": self.source_page_id}
 
 
 @dataclass(frozen=True)
@@ -190,7 +59,7 @@ class JobEvent:
 
 @dataclass(frozen=True)
 class EnqueueResult:
-    """What ``queue.enqueue`` did: the outcome and the page's active job.
+    """What ``queue.enqueue_many`` did with one event: the outcome and the page's active job.
 
     ``job`` is ``None`` only for a duplicate whose page has no active job any more.
     """

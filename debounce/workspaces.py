@@ -24,8 +24,10 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+import integrations
 from debounce.budgets import budget_params
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.secrets import Keyring, SecretKeyError, fingerprint
@@ -33,6 +35,9 @@ from debounce.sql import queries
 from debounce.types import ApiBudget
 
 __all__ = [
+    "NO_KEY",
+    "WRONG_KEY",
+    "CredentialsUnreadable",
     "Directory",
     "Route",
     "WorkspaceNotFound",
@@ -45,9 +50,13 @@ __all__ = [
     "rotate_key",
     "block",
     "consume_state",
+    "credentials_error",
+    "credentials_to_check",
     "issue_state",
     "save",
+    "set_credentials_error",
     "set_status",
+    "unreadable_reason",
     "stored_count",
 ]
 
@@ -60,6 +69,40 @@ ACCEPTING = ("active", "paused")
 
 class WorkspaceNotFound(LookupError):
     """No workspace has this id."""
+
+
+#: A workspace's ``credentials_error`` when the worker has no key at all.
+NO_KEY = "the worker's DEBOUNCE_SECRET_KEY is not set: the stored token cannot be decrypted"
+#: A workspace's ``credentials_error`` when no key of the worker decrypts its token.
+WRONG_KEY = ("the worker's DEBOUNCE_SECRET_KEY does not decrypt the stored token (not the key "
+             "it was encrypted with)")
+
+
+class CredentialsUnreadable(SecretKeyError):
+    """Workspace ``workspace_id`` has stored credentials this process cannot decrypt;
+    ``reason`` is :data:`NO_KEY`, :data:`WRONG_KEY` or what else is wrong with them (the
+    text stored as the workspace's ``credentials_error``)."""
+
+    def __init__(self, workspace_id: int, reason: str) -> None:
+        super().__init__(f"workspace {workspace_id}: {reason}")
+        self.workspace_id = workspace_id
+        self.reason = reason
+
+
+def unreadable_reason(keyring: Keyring | None, stored: bytes) -> str | None:
+    """Why ``keyring`` cannot decrypt the stored credentials ``stored`` (:data:`NO_KEY`,
+    :data:`WRONG_KEY`, or the decryption's own message); ``None`` when it can."""
+    if keyring is None:
+        return NO_KEY
+    try:
+        keyring.decrypt(stored)
+    except SecretKeyError as exc:
+        return _reason(exc)
+    return None
+
+
+def _reason(exc: SecretKeyError) -> str:
+    return WRONG_KEY if "do not decrypt" in str(exc) else str(exc)
 
 
 @dataclass(frozen=True)
@@ -143,15 +186,12 @@ class Directory:
 
 def env_tokens(settings: Any) -> dict[str, str]:
     """``{source type: token}`` of the sources whose environment sets a token (their
-    :class:`~integrations.base.Source` ``token_setting``): each defines a workspace."""
-    import integrations
-
+    :class:`~debounce.contract.Source` ``token_setting``): each defines a workspace."""
     out: dict[str, str] = {}
     for source in integrations.sources().values():
-        if source.token_setting:
-            token = getattr(settings, source.token_setting, None)
-            if token:
-                out[source.source_type] = str(token)
+        token = source.token(settings)
+        if token:
+            out[source.source_type] = token
     return out
 
 
@@ -228,12 +268,16 @@ async def remove(db: Db, workspace_id: int) -> int:
 
 
 async def list_workspaces(db: Db, workspace_id: int | None = None, *,
-                          budgets: Mapping[str, ApiBudget] | None = None) -> list[dict[str, Any]]:
+                          budgets: Mapping[str, ApiBudget] | None = None,
+                          now: datetime | None = None) -> list[dict[str, Any]]:
     """Every workspace (or one) with its figures: jobs by state, documents, last sync, last
-    error, and ``budget`` ``{"per_minute", "burst", "available", "source_default"}`` (requests;
-    ``budgets``: the sources' default budgets, see ``debounce.budgets``). Never the
-    credentials: ``token_fingerprint`` stands for the token."""
-    rows = await fetch_all(db, _Q["list_workspaces"], {"id": workspace_id,
+    error, ``credentials_error`` / ``credentials_error_at`` (a worker cannot decrypt its
+    stored token: why and since when; ``None``: no such problem), and ``budget``
+    ``{"per_minute", "burst", "available", "source_default"}`` (requests; ``budgets``: the
+    sources' default budgets, see ``debounce.budgets``; ``available`` is the bucket at ``now``,
+    UTC, default the database clock). Never the credentials: ``token_fingerprint`` stands for
+    the token."""
+    rows = await fetch_all(db, _Q["list_workspaces"], {"id": workspace_id, "now": now,
                                                        **budget_params(budgets)})
     out = []
     for r in rows:
@@ -252,7 +296,7 @@ async def credentials(db: Db, keyring: Keyring | None, workspace_id: int) -> dic
     it no longer exists.
 
     Raises:
-        SecretKeyError: stored credentials and no (or the wrong) key.
+        CredentialsUnreadable: stored credentials and no (or the wrong) key.
     """
     row = await fetch_one(db, _Q["workspace_credentials"], {"id": workspace_id})
     if row is None:
@@ -261,10 +305,40 @@ async def credentials(db: Db, keyring: Keyring | None, workspace_id: int) -> dic
                            "external_id": row["external_id"], "bot_user_id": row["bot_user_id"]}
     if row["credentials"] is not None:
         if keyring is None:
-            raise SecretKeyError(f"workspace {workspace_id} has stored credentials but "
-                                 "DEBOUNCE_SECRET_KEY is not set")
-        out.update(keyring.decrypt(row["credentials"]))
+            raise CredentialsUnreadable(workspace_id, NO_KEY)
+        try:
+            out.update(keyring.decrypt(row["credentials"]))
+        except SecretKeyError as exc:
+            raise CredentialsUnreadable(workspace_id, _reason(exc)) from None
     return out
+
+
+async def credentials_to_check(db: Db, *, only_flagged: bool = False) -> list[dict[str, Any]]:
+    """The workspaces with stored credentials (only those with a ``credentials_error`` when
+    ``only_flagged``): ``{"id", "source_type", "external_id", "name", "credentials" (the
+    encrypted bytes), "credentials_error"}``, by id."""
+    rows = await fetch_all(db, _Q["credentials_to_check"], {"only_flagged": only_flagged})
+    return [dict(r) for r in rows]
+
+
+async def set_credentials_error(db: Db, workspace_id: int, error: str | None) -> dict[str, Any] | None:
+    """Record that a worker cannot decrypt the workspace's stored token (``error``: why, see
+    :data:`NO_KEY`, :data:`WRONG_KEY`), or that it can (``None``: cleared). While it is set,
+    the claim and the enumerations skip the workspace. Returns ``{"id", "source_type",
+    "external_id", "name", "credentials_error", "credentials_error_at", "previous_error"}``,
+    or ``None`` when the workspace is gone."""
+    row = await fetch_one(db, _Q["set_credentials_error"],
+                          {"id": workspace_id, "error": error[:500] if error else None})
+    return dict(row) if row else None
+
+
+async def credentials_error(db: Db, workspace_id: int) -> tuple[str, Any] | None:
+    """The workspace's credentials error and since when (a ``datetime``), or ``None`` (none,
+    or no such workspace)."""
+    row = await fetch_one(db, _Q["credentials_error"], {"id": workspace_id})
+    if row is None or row["credentials_error"] is None:
+        return None
+    return str(row["credentials_error"]), row["credentials_error_at"]
 
 
 async def block(db: Db, workspace_id: int, seconds: float, reason: str) -> dict[str, Any] | None:

@@ -1,12 +1,16 @@
-"""The registry of sources: ``source_type`` → :class:`~integrations.base.Source`.
+"""The registry of sources: ``source_type`` → :class:`~debounce.contract.Source`.
 
 Explicit: the built-in sources are listed in :data:`BUILTIN`; a third-party source joins
 through an entry point in the ``debounce.integrations`` group whose object is a
-:class:`~integrations.base.Source` (``[project.entry-points."debounce.integrations"]
-mysource = "mypackage.source:SOURCE"``); tests and embedders may :func:`register` one at run
-time. A source is a package with the rooms ``webhook``, ``client``, ``render``, ``sync``
-(see ``integrations/notion/``); adding one is adding one folder and one line here, or one
-entry point.
+:class:`~debounce.contract.Source` (``[project.entry-points."debounce.integrations"]
+mysource = "mypackage.source:SOURCE"``, see docs/writing-a-source.md); tests and embedders
+may :func:`register` one at run time. A source is a package with the rooms ``webhook``,
+``client``, ``render``, ``sync`` (see ``integrations/notion/``); adding one is adding one
+folder and one line here, or one entry point.
+
+The service reaches the sources only through this module, and this module imports only the
+contract (:mod:`debounce.contract`): the sources are loaded by name (``importlib``), so no
+import arrow points from the service into a source.
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ import functools
 import importlib
 import logging
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
 
-from integrations.base import Factory, Integration, Source, SourceSetting
-
-if TYPE_CHECKING:
-    from debounce.config import Settings
-    from debounce.documents import DocumentStore
+from debounce.contract import (
+    Factory,
+    HasSourceValues,
+    Source,
+    SourceSetting,
+    Syncer,
+    WebhookParser,
+)
 
 __all__ = [
     "BUILTIN",
@@ -31,6 +37,7 @@ __all__ = [
     "create_all",
     "get",
     "normalize_page_id",
+    "parsers",
     "register",
     "source_settings",
     "source_types",
@@ -66,7 +73,7 @@ def _installed() -> dict[str, Source]:
         if isinstance(source, Source):
             found[source.source_type] = source
         else:
-            log.error("entry point %s (%s) is not an integrations.base.Source", point.name,
+            log.error("entry point %s (%s) is not a debounce.contract.Source", point.name,
                       point.value)
     return found
 
@@ -95,7 +102,8 @@ def get(source_type: str) -> Source:
 
 def register(source_type: str, factory: Factory | Source) -> None:
     """Register (or replace) a source at run time, for tests and embedders: a full
-    :class:`Source`, or just the factory of its integration."""
+    :class:`Source`, or just the factory of its syncer (which then receives
+    :class:`~debounce.contract.NoSettings`)."""
     _extra[source_type] = (factory if isinstance(factory, Source)
                            else Source(source_type=source_type, create=factory))
 
@@ -109,22 +117,28 @@ def normalize_page_id(source_type: str, page_id: str) -> str:
 
 
 def source_settings() -> dict[str, SourceSetting]:
-    """Every source's settings by attribute name (what :class:`~debounce.config.Settings`
+    """Every source's settings by field name (what :class:`~debounce.config.Settings`
     accepts besides its own fields)."""
     return {s.name: s for source in sources().values() for s in source.settings}
 
 
-def create(
-    source_type: str, settings: Settings, store: DocumentStore | None = None
-) -> Integration:
-    """The integration of ``source_type``.
+def create(source_type: str, settings: HasSourceValues) -> Syncer:
+    """The syncer of ``source_type`` built with its typed settings taken from ``settings``
+    (the service's ``Settings``): the worker's half.
 
     Raises:
         UnknownSource: nothing is registered under that name.
     """
-    return get(source_type).create(settings, store)
+    return get(source_type).build(settings)
 
 
-def create_all(settings: Settings, store: DocumentStore | None = None) -> dict[str, Integration]:
-    """Every registered integration, keyed by source type."""
-    return {name: source.create(settings, store) for name, source in sorted(sources().items())}
+def create_all(settings: HasSourceValues) -> dict[str, Syncer]:
+    """Every registered source's syncer, keyed by source type (the worker's)."""
+    return {name: source.build(settings) for name, source in sorted(sources().items())}
+
+
+def parsers(settings: HasSourceValues) -> dict[str, WebhookParser]:
+    """Every registered source's webhook parser, keyed by source type (the web's: no syncer
+    is built in the web process)."""
+    found = {name: source.parser(settings) for name, source in sorted(sources().items())}
+    return {name: parser for name, parser in found.items() if parser is not None}

@@ -26,10 +26,25 @@ cross join lateral (
 -- and the workspace is not blocked by a 429; otherwise nothing is taken and wait_seconds says
 -- when they will be there (or when the block ends). The row lock serialises concurrent takers,
 -- so every process together never takes more than burst + rate * elapsed.
+-- The row is a hot spot only for a workspace whose syncs all charge it at once, so:
+--   * an unmetered workspace (rate 0) is answered from an unlocked read and nothing is written:
+--     its requests never wait on each other or on a claim;
+--   * the row lock is held until commit, so a metered workspace's charges/s are bounded by how
+--     long a commit takes: this statement's transaction commits without waiting for its WAL
+--     flush (synchronous_commit off, for this transaction only). A charge lost in a database
+--     crash is a request the bucket forgets (the last few hundred milliseconds' worth at most).
 with clock as (
-    select coalesce(%(now)s::timestamptz, clock_timestamp()) as now
+    select coalesce(%(now)s::timestamptz, clock_timestamp()) as now,
+           set_config('synchronous_commit', 'off', true) as async_commit
 ), d as (
     select %(default_per_minute)s::float8 as per_minute, %(default_burst)s::float8 as burst
+), peek as (
+    select w.id, b.rate, b.burst, b.level, w.blocked_until, clock.now
+      from workspaces w
+     cross join clock
+     cross join d
+     {{_bucket}}
+     where w.id = %(id)s
 ), cur as (
     select w.id, b.rate, b.burst, b.level, w.blocked_until, clock.now,
            (b.rate = 0 or b.level >= %(n)s) and coalesce(w.blocked_until <= clock.now, true)
@@ -38,46 +53,41 @@ with clock as (
      cross join clock
      cross join d
      {{_bucket}}
-     where w.id = %(id)s
+     where w.id = %(id)s and (select p.rate from peek p) > 0
        for update of w
+), charged as (
+    update workspaces w
+       set budget_tokens      = case when cur.granted then cur.level - %(n)s else cur.level end,
+           budget_refilled_at = greatest(cur.now, coalesce(w.budget_refilled_at, cur.now))
+      from cur
+     where w.id = cur.id
+    returning cur.*
 )
-update workspaces w
-   set budget_tokens      = case when cur.rate = 0 then null
-                                 when cur.granted then cur.level - %(n)s else cur.level end,
-       budget_refilled_at = greatest(cur.now, coalesce(w.budget_refilled_at, cur.now))
-  from cur
- where w.id = cur.id
-returning cur.granted,
-          greatest(case when cur.rate = 0 or cur.level >= %(n)s then 0
-                        else (%(n)s - cur.level) / cur.rate end,
-                   coalesce(extract(epoch from cur.blocked_until - cur.now), 0))::float8
-              as wait_seconds,
-          cur.level::float8 as level, cur.burst::float8 as burst, (cur.rate * 60)::float8 as per_minute
+select c.granted,
+       greatest(case when c.rate = 0 or c.level >= %(n)s then 0
+                     else (%(n)s - c.level) / c.rate end,
+                coalesce(extract(epoch from c.blocked_until - c.now), 0))::float8 as wait_seconds,
+       c.level::float8 as level, c.burst::float8 as burst, (c.rate * 60)::float8 as per_minute
+  from charged c
+union all
+select coalesce(p.blocked_until <= p.now, true),
+       greatest(coalesce(extract(epoch from p.blocked_until - p.now), 0), 0)::float8,
+       p.level::float8, p.burst::float8, 0::float8
+  from peek p
+ where p.rate = 0
 
 -- set_budget --
 -- Set (or, with NULLs, clear back to the source's default) workspace %(id)s's budget:
 -- %(per_minute)s requests per minute (0: unlimited), %(burst)s requests of capacity. The
--- bucket starts full at its new size. Returns the row, or nothing for an unknown id.
+-- bucket starts full at its new size, so a claim's hold on the empty bucket (held_until,
+-- sql/claim.sql) ends, unless it is the hold of K syncs in flight. Returns the row, or nothing
+-- for an unknown id.
 update workspaces
    set budget_per_minute  = %(per_minute)s::float8,
        budget_burst       = %(burst)s::float8,
        budget_tokens      = null,
        budget_refilled_at = null,
+       held_until         = case when held_until = 'infinity' then held_until end,
        updated_at         = now()
  where id = %(id)s
 returning id, source_type, budget_per_minute, budget_burst
-
--- budget_level --
--- Workspace %(id)s's bucket now, without charging it: per_minute, burst, level (requests).
-with clock as (
-    select coalesce(%(now)s::timestamptz, clock_timestamp()) as now
-), d as (
-    select %(default_per_minute)s::float8 as per_minute, %(default_burst)s::float8 as burst
-)
-select w.id, (b.rate * 60)::float8 as per_minute, b.burst::float8 as burst,
-       b.level::float8 as level, w.budget_per_minute is not null as overridden
-  from workspaces w
- cross join clock
- cross join d
- {{_bucket}}
- where w.id = %(id)s

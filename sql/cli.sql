@@ -4,7 +4,7 @@ select count(*) as n from documents
 
 -- documents --
 -- Synced documents, most recently synced first, optionally of one source.
-select source_type, document_id, title, length(content) as chars, synced_at, deleted_at
+select id, source_type, document_id, title, length(content) as chars, synced_at, deleted_at
   from documents
  where (%(source_type)s::text is null or source_type = %(source_type)s::text)
  order by synced_at desc, document_id
@@ -13,3 +13,7 @@ select source_type, document_id, title, length(content) as chars, synced_at, del
 -- document --
 -- One document by id (any source).
 select * from documents where document_id = %(document_id)s order by synced_at desc limit 1
+
+-- document_by_row_id --
+-- One document by its row id (the number the dashboard shows).
+select * from documents where id = %(id)s

@@ -24,12 +24,20 @@ select j.source_type,
  order by j.source_type nulls last
 
 -- source_activity --
--- Per source type in %(source_types)s: when its last sync completed, its newest job that carries
--- an error (a failed job, or a pending one waiting out a retry), and its documents (live and
--- marked deleted).
+-- Per source type in %(source_types)s: when its last sync completed, its jobs completed within
+-- the last %(window_seconds)s seconds (finished_at), its newest job that carries an error (a
+-- failed job, or a pending one waiting out a retry), and its documents (live and marked
+-- deleted).
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+)
 select s.source_type,
        (select max(j.finished_at) from sync_jobs j
          where j.source_type = s.source_type and j.status = 'completed') as last_sync_at,
+       (select count(*) from sync_jobs j
+         where j.source_type = s.source_type and j.status = 'completed'
+           and j.finished_at >= clock.now - make_interval(secs => %(window_seconds)s::float8)
+       )::bigint as completed,
        e.id as last_error_job_id,
        e.status as last_error_status,
        e.last_error,
@@ -39,6 +47,7 @@ select s.source_type,
        (select count(*) from documents d
          where d.source_type = s.source_type and d.deleted_at is not null)::bigint as deleted_documents
   from unnest(%(source_types)s::text[]) as s(source_type)
+ cross join clock
   left join lateral (
       select j.id, j.status, j.last_error, j.updated_at
         from sync_jobs j
@@ -47,6 +56,36 @@ select s.source_type,
        limit 1
   ) e on true
  order by s.source_type
+
+-- workspace_activity --
+-- Per workspace: its jobs completed within the last %(window_seconds)s seconds (finished_at;
+-- reads the sync_jobs_workspace index), when its last job completed, and its newest job that
+-- carries an error (a failed job, or a pending one waiting out a retry): id, status, error,
+-- when.
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+)
+select w.id as workspace_id,
+       (select count(*) from sync_jobs j
+         where j.workspace_id = w.id and j.status = 'completed'
+           and j.finished_at >= clock.now - make_interval(secs => %(window_seconds)s::float8)
+       )::bigint as completed,
+       (select max(j.finished_at) from sync_jobs j
+         where j.workspace_id = w.id and j.status = 'completed') as last_completed_at,
+       e.id as last_error_job_id,
+       e.status as last_error_status,
+       e.last_error,
+       e.updated_at as last_error_at
+  from workspaces w
+ cross join clock
+  left join lateral (
+      select j.id, j.status, j.last_error, j.updated_at
+        from sync_jobs j
+       where j.workspace_id = w.id and j.last_error is not null
+       order by j.updated_at desc, j.id desc
+       limit 1
+  ) e on true
+ order by w.id
 
 -- list_documents --
 -- Documents newest id first, without their content: of one source (or any, NULL), whose title

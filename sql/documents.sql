@@ -100,12 +100,6 @@ select null from allowed where not ok
 -- One document by its key.
 select * from documents where source_type = %(source_type)s and document_id = %(document_id)s
 
--- list_documents --
--- Documents of one job key, oldest document id first.
-select * from documents
- where source_type = %(source_type)s and source_page_id = %(source_page_id)s
- order by document_id
-
 -- get_state --
 -- The integration's saved state for one job key (Slack: history watermark).
 select state from sync_state where source_type = %(source_type)s and source_page_id = %(source_page_id)s

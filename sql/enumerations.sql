@@ -78,7 +78,8 @@ on conflict (workspace_id) where status = 'running' do nothing
 returning *
 
 -- lease_enumeration --
--- Take one running enumeration of %(sources)s (text[]) of an active workspace for
+-- Take one running enumeration of %(sources)s (text[]) of an active workspace (whose token
+-- decrypts: no credentials_error) for
 -- %(owner)s for %(lease_seconds)s: one whose lease is free or expired and whose not_before
 -- has passed; backfills first. Rows another worker is taking are skipped.
 with clock as (
@@ -91,6 +92,7 @@ with clock as (
      where e.status = 'running'
        and e.source_type = any(%(sources)s::text[])
        and w.status = 'active'
+       and w.credentials_error is null   -- its token does not decrypt here: parked
        and (w.blocked_until is null or w.blocked_until <= clock.now)
        and e.not_before <= clock.now
        and (e.lease_expires_at is null or e.lease_expires_at <= clock.now)

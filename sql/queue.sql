@@ -329,18 +329,23 @@ select r.*, (select count(*) from notify) as notified from requeued r
 
 -- resync --
 -- Manual re-sync: the page's active job becomes due now with at least %(priority)s; a page
--- without one (never seen, completed, or failed) gets a fresh job. A processing job gets a
--- follow-up due now (revision bumped).
+-- without one (never seen, completed, or failed) gets a fresh job, of the workspace its
+-- document was written by (its token can read the page; no document: no workspace, the
+-- environment's token). A processing job gets a follow-up due now (revision bumped).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), up as (
     insert into sync_jobs as j
            (source_type, source_page_id, status, payload, event_id, event_count, priority,
             max_attempts, scheduled_at, first_event_at, max_wait_until, revision,
-            created_at, updated_at)
+            created_at, updated_at, workspace_id)
     select %(source_type)s, %(source_page_id)s, 'pending', %(payload)s::jsonb, null, 0,
            %(priority)s, %(max_attempts)s, clock.now, clock.now, clock.now, 1,
-           clock.now, clock.now
+           clock.now, clock.now,
+           (select d.workspace_id from documents d
+             where d.source_type = %(source_type)s and d.source_page_id = %(source_page_id)s
+               and d.workspace_id is not null
+             order by d.synced_at desc limit 1)
       from clock
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
     do update set
@@ -381,12 +386,6 @@ select r.*, (select count(*) from notify) as notified from revived r
 -- One job by id.
 select * from sync_jobs where id = %(id)s
 
--- active_for_page --
--- The page's active (pending or processing) job, if any.
-select * from sync_jobs
- where source_type = %(source_type)s and source_page_id = %(source_page_id)s
-   and status in ('pending', 'processing')
-
 -- list --
 -- Jobs, newest id first, filtered; %(cursor)s is the last id of the previous page (or NULL).
 select * from sync_jobs
@@ -409,10 +408,6 @@ select j.source_type, j.status, count(*)::bigint as jobs,
   from sync_jobs j, clock
  group by j.source_type, j.status, clock.now
  order by 1, 2
-
--- next_due --
--- When the earliest pending job is (or was) due; NULL if none is pending.
-select min(scheduled_at) as next_due from sync_jobs where status = 'pending'
 
 -- prune --
 -- Delete finished jobs older than %(job_older_than)s seconds and remembered event ids older

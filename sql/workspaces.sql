@@ -12,7 +12,8 @@ returning *
 
 -- save_workspace --
 -- Connect (or re-connect) a workspace with its encrypted credentials: an install reactivates a
--- revoked or paused workspace and clears its last auth error.
+-- revoked or paused workspace and clears its last auth error and its credentials error (new
+-- credentials: the workers try them again).
 insert into workspaces as w (source_type, external_id, enterprise_id, name, origin, credentials,
                              token_fingerprint, bot_user_id)
 values (%(source_type)s, %(external_id)s, %(enterprise_id)s, %(name)s, %(origin)s,
@@ -21,7 +22,8 @@ on conflict (source_type, external_id) where external_id is not null do update
    set credentials = excluded.credentials, token_fingerprint = excluded.token_fingerprint,
        name = excluded.name, enterprise_id = excluded.enterprise_id,
        bot_user_id = excluded.bot_user_id, status = 'active', last_auth_error = null,
-       last_auth_error_at = null, updated_at = now()
+       last_auth_error_at = null, credentials_error = null, credentials_error_at = null,
+       updated_at = now()
 returning *, (xmax = 0) as inserted
 
 -- learn_external_id --
@@ -62,20 +64,32 @@ returning *
 
 -- remove_workspace --
 -- Disconnect a workspace: its pending jobs go (nothing will sync them), its documents stay
--- (their workspace becomes NULL), running syncs finish.
-with dropped as (
-    delete from sync_jobs where workspace_id = %(id)s and status = 'pending' returning 1
+-- (their workspace becomes NULL), running syncs finish. Its active jobs are locked first (in
+-- (source_type, source_page_id) order, like every statement that locks several jobs), then the
+-- workspace row: a sync of it finishing meanwhile locks its job, then the workspace row at
+-- commit (the claim's line, migration 011), so locking the row first and the jobs after (the
+-- foreign key's ON DELETE SET NULL) could deadlock with it.
+with held as (
+    select id from sync_jobs
+     where workspace_id = %(id)s and status in ('pending', 'processing')
+     order by source_type, source_page_id
+       for update
+), dropped as (
+    delete from sync_jobs
+     where workspace_id = %(id)s and status = 'pending' and (select count(*) from held) >= 0
+    returning 1
 ), gone as (
-    delete from workspaces where id = %(id)s returning id
+    delete from workspaces where id = %(id)s and (select count(*) from held) >= 0 returning id
 )
 select (select id from gone) as id, (select count(*) from dropped) as dropped_jobs
 
 -- list_workspaces --
 -- Every workspace with its figures: jobs by state, documents, last sync, last error, and its
 -- API budget now (the bucket as sql/budgets.sql computes it; the sources' defaults given as
--- %(budget_sources)s text[] / %(budget_per_minutes)s float8[] / %(budget_bursts)s float8[]).
+-- %(budget_sources)s text[] / %(budget_per_minutes)s float8[] / %(budget_bursts)s float8[]) at
+-- %(now)s (NULL: the database clock).
 with clock as (
-    select clock_timestamp() as now
+    select coalesce(%(now)s::timestamptz, clock_timestamp()) as now
 ), defaults as (
     select * from unnest(%(budget_sources)s::text[], %(budget_per_minutes)s::float8[],
                          %(budget_bursts)s::float8[]) as d(source_type, per_minute, burst)
@@ -84,7 +98,8 @@ select (b.rate * 60)::float8 as budget_per_minute, b.burst::float8 as budget_bur
        b.level::float8 as budget_available, w.budget_per_minute is not null as budget_overridden,
        w.id, w.source_type, w.external_id, w.enterprise_id, w.name, w.status, w.origin,
        w.token_fingerprint, w.bot_user_id, w.connected_at, w.updated_at, w.last_auth_error,
-       w.last_auth_error_at, w.blocked_until, w.rate_limit_reason,
+       w.last_auth_error_at, w.credentials_error, w.credentials_error_at, w.blocked_until,
+       w.rate_limit_reason,
        (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'pending')
            as pending_jobs,
        (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'processing')
@@ -106,6 +121,38 @@ select (b.rate * 60)::float8 as budget_per_minute, b.burst::float8 as budget_bur
 -- stored_count --
 -- How many workspaces have stored (encrypted) credentials.
 select count(*) as n from workspaces where credentials is not null
+
+-- credentials_to_check --
+-- The stored (encrypted) credentials a worker checks against its key: every one at start
+-- (%(only_flagged)s false), those with a credentials error later (true).
+select id, source_type, external_id, name, credentials, credentials_error
+  from workspaces
+ where credentials is not null
+   and (not %(only_flagged)s::bool or credentials_error is not null)
+ order by id
+
+-- set_credentials_error --
+-- A worker could not decrypt workspace %(id)s's stored token (%(error)s: why), or could
+-- (%(error)s NULL: cleared). credentials_error_at is when the current text was first set.
+-- Returns the workspace with its previous error (no row: it is gone).
+with old as (
+    select id, credentials_error from workspaces where id = %(id)s for update
+)
+update workspaces w
+   set credentials_error = %(error)s::text,
+       credentials_error_at = case when %(error)s::text is null then null
+                                   when w.credentials_error is not distinct from %(error)s::text
+                                   then w.credentials_error_at
+                                   else now() end
+  from old
+ where w.id = old.id
+returning w.id, w.source_type, w.external_id, w.name, w.credentials_error,
+          w.credentials_error_at, old.credentials_error as previous_error
+
+-- credentials_error --
+-- What keeps workspace %(id)s's jobs and enumerations parked: its credentials error (NULL:
+-- none), and since when.
+select credentials_error, credentials_error_at from workspaces where id = %(id)s
 
 -- stored_credentials --
 -- Every stored (encrypted) credential, for key rotation.

@@ -9,9 +9,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from debounce import queue
+import one_job
+
+from debounce import queue, workspaces
 from debounce.db import Db, fetch_one
 from debounce.documents import Document, DocumentStore
+from debounce.secrets import Keyring, new_key
+from debounce.types import JobEvent
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -64,8 +68,9 @@ def _example(source: str, name: str) -> dict[str, Any]:
 
 async def _event(db: Db, source: str, page: str, event_id: str, payload: dict[str, Any],
                  at: datetime, debounce: float = 30.0) -> int:
-    result = await queue.enqueue(db, source, page, payload=payload, event_id=event_id,
+    result = await one_job.enqueue(db, source, page, payload=payload, event_id=event_id,
                                  debounce_seconds=debounce, max_wait_seconds=300, now=at)
+    assert result.job is not None
     return result.job.id
 
 
@@ -81,19 +86,19 @@ async def seed(db: Db) -> Seeded:
     synced = await _event(db, "notion", SYNCED_PAGE, "n-1", notion_event, now - timedelta(seconds=40))
     [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
                               now=now - timedelta(seconds=8))
-    await queue.complete(db, job, now=now - timedelta(seconds=5))
+    await one_job.complete(db, job, now=now - timedelta(seconds=5))
     # A Slack channel synced twice in the last hour (lags 12 s and 20 s).
     for i, (ago, lag) in enumerate(((1800, 12), (600, 20))):
         await _event(db, "slack", SLACK_CHANNEL, f"s-{i}", slack_event,
                      now - timedelta(seconds=ago + lag), debounce=5)
         [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
                                   now=now - timedelta(seconds=ago + 1))
-        await queue.complete(db, job, now=now - timedelta(seconds=ago))
+        await one_job.complete(db, job, now=now - timedelta(seconds=ago))
     # A failed page: no access, failed for good.
     failed = await _event(db, "notion", FAILED_PAGE, "n-2", notion_event, now - timedelta(minutes=20))
     [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
                               now=now - timedelta(minutes=19))
-    await queue.fail(db, job, "403 restricted_resource: the integration has no access to this "
+    await one_job.fail(db, job, "403 restricted_resource: the integration has no access to this "
                      "page <b>(share it with the integration)</b>", permanent=True,
                      now=now - timedelta(minutes=19))
     # A Slack channel waiting out a retry after a timeout.
@@ -101,7 +106,7 @@ async def seed(db: Db) -> Seeded:
                             now - timedelta(minutes=3), debounce=5)
     [job] = await queue.claim(db, "worker-2", limit=1, lease_seconds=60,
                               now=now - timedelta(minutes=2))
-    await queue.fail(db, job, "ReadTimeout: conversations.history did not answer within 10 s",
+    await one_job.fail(db, job, "ReadTimeout: conversations.history did not answer within 10 s",
                      jitter=0, now=now - timedelta(minutes=2))
     # A page being synced right now.
     running = await _event(db, "notion", RUNNING_PAGE, "n-3", notion_event,
@@ -130,3 +135,78 @@ async def seed(db: Db) -> Seeded:
     assert row is not None
     return Seeded(failed_job=failed, pending_job=pending, running_job=running, synced_job=synced,
                   retrying_job=retrying, document=int(row["id"]))
+
+
+#: A Slack error as long as real ones get (a JSON body quoted in the message).
+LONG_ERROR = ("SlackApiError: The request to the Slack API failed. (url: "
+              "https://slack.com/api/conversations.history) The server responded with: "
+              "{'ok': False, 'error': 'ratelimited', 'warning': 'superfluous_charset', "
+              "'response_metadata': {'warnings': ['superfluous_charset'], 'messages': "
+              "['[WARN] A Content-Type header was sent with a charset, which is not needed']}} "
+              "after 3 tries over 94 s; the channel C0LONGERR1 will be retried")
+
+
+@dataclass(frozen=True)
+class SeededWorkspaces:
+    """Ids of what :func:`seed_workspaces` made: three connected workspaces (numeric id and
+    the source's id) and the job whose error is the Slack team's last error."""
+
+    notion: int
+    notion_external: str
+    slack: int
+    slack_external: str
+    revoked: int
+    revoked_external: str
+    failed_job: int
+
+
+async def _synced(db: Db, source: str, page: str, workspace_id: int, finished: datetime) -> None:
+    """One job of ``workspace_id`` enqueued, claimed and completed at ``finished``."""
+    await queue.enqueue_many(db, [JobEvent(
+        source_type=source, source_page_id=page, payload={"page": page}, event_id=None,
+        debounce_seconds=0, max_wait_seconds=0, workspace_id=workspace_id)],
+        now=finished - timedelta(seconds=20))
+    [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
+                              now=finished - timedelta(seconds=10))
+    assert job.source_page_id == page
+    await one_job.complete(db, job, now=finished)
+
+
+async def seed_workspaces(db: Db) -> SeededWorkspaces:
+    """Connected workspaces with their own jobs: the Notion workspace "Quantify Labs" with 3
+    syncs completed in the last day (and one 8 days ago, outside the default 7-day window)
+    and a credentials error (a worker's key does not decrypt its token, set after the syncs),
+    the Slack team "Acme" with 5 completed and one failed with :data:`LONG_ERROR`, and the
+    Slack team "Beta" revoked (its auth error kept), none completed."""
+    now = datetime.now(UTC)
+    keyring = Keyring(new_key())
+    notion = await workspaces.save(db, keyring, source_type="notion",
+                                   external_id="e3c1a0d2-5b7f-4c1e-9a8d-2f6b0c4e7a19",
+                                   name="Quantify Labs", credentials={"access_token": "ntn_q"})
+    slack = await workspaces.save(db, keyring, source_type="slack", external_id="T07LABS42",
+                                  name="Acme", credentials={"access_token": "xoxb-acme"})
+    revoked = await workspaces.save(db, keyring, source_type="slack", external_id="T0BETA999",
+                                    name="Beta", credentials={"access_token": "xoxb-beta"})
+    await workspaces.set_status(db, revoked["id"], "revoked",
+                                "invalid_auth from conversations.history")
+    await _synced(db, "notion", "0a6e0f7e-0bad-4000-8000-000000000000", notion["id"],
+                  now - timedelta(days=8))
+    for i in range(3):
+        await _synced(db, "notion", f"0a6e0f7e-{i:04d}-4000-8000-000000000000", notion["id"],
+                      now - timedelta(hours=20 - i))
+    for i in range(5):
+        await _synced(db, "slack", f"C0ACME{i:04d}", slack["id"], now - timedelta(minutes=50 - i))
+    await queue.enqueue_many(db, [JobEvent(
+        source_type="slack", source_page_id="C0LONGERR1", payload={}, event_id=None,
+        debounce_seconds=0, max_wait_seconds=0, workspace_id=slack["id"])],
+        now=now - timedelta(minutes=6))
+    [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
+                              now=now - timedelta(minutes=5))
+    await one_job.fail(db, job, LONG_ERROR, permanent=True, now=now - timedelta(minutes=5))
+    # Last: a workspace with a credentials error is parked (the claim skips it).
+    await workspaces.set_credentials_error(db, notion["id"], workspaces.WRONG_KEY)
+    return SeededWorkspaces(
+        notion=int(notion["id"]), notion_external=str(notion["external_id"]),
+        slack=int(slack["id"]), slack_external=str(slack["external_id"]),
+        revoked=int(revoked["id"]), revoked_external=str(revoked["external_id"]),
+        failed_job=job.id)

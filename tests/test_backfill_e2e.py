@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import one_job
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
@@ -67,9 +68,8 @@ class Running:
     """A worker in this process, with both integrations."""
 
     def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any]) -> None:
-        store = DocumentStore(pool)
-        self.integrations = {"notion": notion.create(settings, store),
-                             "slack": slack.create(settings, store)}
+        self.integrations = {"notion": notion.SOURCE.build(settings),
+                             "slack": slack.SOURCE.build(settings)}
         self.worker = Worker(settings, pool, self.integrations)
         self.task: asyncio.Task[None] | None = None
 
@@ -138,7 +138,7 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
                                  "(select 1 from documents d where d.document_id = p)", pages)
     assert missing == 0
     for channel in channels:
-        assert await DocumentStore(pool).list_for_page("slack", channel), channel
+        assert await one_job.page_documents(DocumentStore(pool), "slack", channel), channel
     # GET /workspaces/{id}'s figures: the backfill, done.
     progress = await enumerations.latest(pool, ws)
     assert progress is not None and progress.status == "done" and progress.remaining == 0

@@ -7,6 +7,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import one_job
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
@@ -16,6 +17,14 @@ from debounce.types import ApiBudget, JobEvent
 
 T0 = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 TEN_PER_SECOND = ApiBudget(per_minute=600.0, burst=5.0)
+
+
+async def bucket(pool: AsyncConnectionPool[Any], ws: int, now: datetime) -> dict[str, Any]:
+    """Workspace ``ws``'s budget as the operator's listing shows it at ``now``."""
+    [row] = await workspaces.list_workspaces(pool, ws, budgets={"notion": TEN_PER_SECOND},
+                                             now=now)
+    budget: dict[str, Any] = row["budget"]
+    return budget
 
 
 def at(seconds: float) -> datetime:
@@ -48,8 +57,7 @@ async def test_a_bucket_grants_its_burst_then_refills_at_its_rate(
     assert later[:3] == [0.0] * 3
     assert later[3] == pytest.approx(0.05)
     # Never above the burst, however long it rests.
-    level = await budgets.level(pool, ws, TEN_PER_SECOND, now=at(3600))
-    assert level is not None and level.level == pytest.approx(5.0)
+    assert (await bucket(pool, ws, at(3600)))["available"] == pytest.approx(5.0)
 
 
 async def test_concurrent_takers_never_take_more_than_the_bucket_holds(
@@ -79,14 +87,14 @@ async def test_a_workspace_budget_overrides_the_source_default(
     assert row is not None and row["budget_burst"] == 2.0
     waits = [await budgets.take(pool, ws, TEN_PER_SECOND, now=T0) for _ in range(3)]
     assert waits[:2] == [0.0, 0.0] and waits[2] == pytest.approx(1.0)
-    level = await budgets.level(pool, ws, TEN_PER_SECOND, now=T0)
-    assert level is not None and level.overridden and level.per_minute == 60.0
+    level = await bucket(pool, ws, T0)
+    assert not level["source_default"] and level["per_minute"] == 60.0
     await budgets.set_budget(pool, ws, 0.0, None)         # 0 per minute: unmetered
     assert all([await budgets.take(pool, ws, TEN_PER_SECOND, now=T0) == 0.0
                 for _ in range(50)])
     await budgets.set_budget(pool, ws, None, None)        # back to the source's default
-    level = await budgets.level(pool, ws, TEN_PER_SECOND, now=T0)
-    assert level is not None and not level.overridden and level.burst == 5.0
+    level = await bucket(pool, ws, T0)
+    assert level["source_default"] and level["burst"] == 5.0
     with pytest.raises(ValueError, match="burst"):
         await budgets.set_budget(pool, ws, 10.0, 0.5)
     assert await budgets.set_budget(pool, 999_999, 10.0, 2.0) is None
@@ -137,7 +145,7 @@ async def test_a_flooded_workspace_does_not_delay_another_by_more_than_one_claim
     assert await queue.claim(pool, "w2", limit=8, lease_seconds=60, now=at(6),
                              workspace_limit=3) == []
     done = next(j for j in first if j.workspace_id == flood)
-    await queue.complete(pool, done, now=at(7))
+    await one_job.complete(pool, done, now=at(7))
     again = await queue.claim(pool, "w2", limit=8, lease_seconds=60, now=at(7),
                               workspace_limit=3)
     assert [j.workspace_id for j in again] == [flood]
@@ -171,10 +179,13 @@ async def test_a_workspace_offers_only_the_syncs_its_bucket_can_pay(
                                 budgets={"notion": TEN_PER_SECOND}, costs={"notion": 2.0})
     assert len(claimed) == 1
     # The claim reserved that sync's two requests: 1 left, for every claimer.
-    level = await budgets.level(pool, ws, TEN_PER_SECOND, now=at(1))
-    assert level is not None and level.level == pytest.approx(1.0)
+    assert (await bucket(pool, ws, at(1)))["available"] == pytest.approx(1.0)
     assert await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1.05),
                              budgets={"notion": TEN_PER_SECOND}, costs={"notion": 2.0}) == []
-    # Without the cost (1 request a sync) the same bucket offers a job.
-    assert len(await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1.05),
-                                 budgets={"notion": TEN_PER_SECOND})) == 1
+    # That claim held the workspace until its bucket pays for a sync again (0.1 s later), so
+    # claimers stop looking at it meanwhile; then a claimer whose syncs cost 1 request gets
+    # two jobs from the same 2 requests.
+    assert await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1.05),
+                             budgets={"notion": TEN_PER_SECOND}) == []
+    assert len(await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1.1),
+                                 budgets={"notion": TEN_PER_SECOND})) == 2

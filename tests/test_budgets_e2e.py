@@ -126,7 +126,7 @@ async def test_a_sync_out_of_budget_mid_page_yields_and_resumes_without_paying_t
                                              debounce_seconds=0, max_wait_seconds=0,
                                              workspace_id=ws)])
     api.reset_usage()
-    integration = notion.create(settings, DocumentStore(pool))
+    integration = notion.SOURCE.build(settings)
     worker = Worker(settings, pool, {"notion": integration})
     task = asyncio.create_task(worker.run())
     try:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from html import unescape
 from typing import Any
 
 import httpx
+import one_job
 import pytest
 from dashboard_seed import ADMIN, FAILED_PAGE, HOSTILE_MARKDOWN, Seeded, seed
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -147,7 +149,7 @@ async def test_every_post_without_the_session_csrf_token_is_refused(
     assert r.status_code == 403
     job = await queue.get(pool, seeded.failed_job)
     assert job is not None and job.status is JobStatus.FAILED
-    assert await queue.active_for_page(pool, "notion", "p1") is None
+    assert await one_job.active_for_page(pool, "notion", "p1") is None
     assert (await client.get("/admin/")).status_code == 200  # still signed in
     # With the token: the retry happens, the logout too.
     token = csrf_of((await client.get("/admin/")).text)
@@ -317,7 +319,13 @@ async def test_the_sources_screen_shows_connected_workspaces_and_their_status(
     await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth from conversations.history")
     await sign_in(client)
     html = (await client.get("/admin/sources")).text
-    assert "Acme team (TACME)" in html and "Beta team (TBETA)" in html
+    # Each workspace by name with both its ids: the numeric one and the source's.
+    for name, number, external in (("Acme team", a["id"], "TACME"),
+                                   ("Beta team", a["id"] + 1, "TBETA")):
+        assert re.search(rf'id="workspace-{number}">\s*<tr>\s*<td class="ws-name">{name}</td>'
+                         rf'.*?<strong class="ws-id">{number}</strong> <span class="muted">· '
+                         rf'source id</span> <code class="ws-source-id">{external}</code>',
+                         html, re.S), html
     assert "revoked" in html and "invalid_auth from conversations.history" in html
     assert "xoxb-" not in html
     # The budget of each workspace, and a backfill button for the active one (CSRF-checked).
@@ -333,6 +341,41 @@ async def test_the_sources_screen_shows_connected_workspaces_and_their_status(
     assert "Backfill of workspace" in html and "backfill running: 0 listed" in html
     r = await client.post(f"/admin/workspaces/{a['id']}/backfill",
                           data={"csrf_token": csrf_of(html)})
-    assert "is revoked: resume it first" in (await client.get("/admin/sources")).text
+    assert (f"Workspace {a['id']} (TACME) is revoked: resume it first"
+            in (await client.get("/admin/sources")).text)
+    # A workspace whose token no worker can decrypt: its backfill waits, and the message
+    # says why.
+    await workspaces.set_credentials_error(pool, beta["id"], workspaces.NO_KEY)
+    await client.post(f"/admin/workspaces/{beta['id']}/backfill",
+                      data={"csrf_token": csrf_of(html)})
+    assert (f"Backfill of workspace {beta['id']} (TBETA) already running: it waits, as the "
+            f"workspace's jobs do, because {workspaces.NO_KEY}."
+            in unescape((await client.get("/admin/sources")).text))
     assert (await client.post("/admin/workspaces/99999/backfill",
                               data={"csrf_token": csrf_of(html)})).status_code == 404
+
+
+async def test_completed_jobs_are_counted_per_workspace_within_the_job_retention(
+    pool: AsyncConnectionPool[Any]
+) -> None:
+    from dashboard_seed import seed_workspaces
+
+    ws = await seed_workspaces(pool)
+    configured: dict[str, tuple[bool, str | None]] = {"notion": (True, None), "slack": (True, None)}
+
+    async def completed(window: float) -> dict[int | None, int]:
+        views = await data.source_views(pool, configured, completed_window_seconds=window)
+        return {w.workspace_id: w.jobs["completed"] for v in views for w in v.workspaces}
+
+    assert await completed(7 * 86400) == {ws.notion: 3, ws.slack: 5, ws.revoked: 0}
+    assert await completed(30 * 86400) == {ws.notion: 4, ws.slack: 5, ws.revoked: 0}
+    assert await completed(3600) == {ws.notion: 0, ws.slack: 5, ws.revoked: 0}
+    # The page's window is the job retention, and its header says so.
+    application = create_app(settings(job_retention_seconds=30 * 86400.0), pool=pool)
+    async with application.router.lifespan_context(application), \
+            await open_client(application) as c:
+        await sign_in(c)
+        html = (await c.get("/admin/sources")).text
+    assert html.count("last 30 days") == 4  # title and heading of both sources' tables
+    assert re.search(rf'id="workspace-{ws.notion}">.*?data-state="completed"><a [^>]*>4</a>',
+                     html, re.S)

@@ -9,8 +9,11 @@ ones in docs/dashboard.md).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,8 +21,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import one_job
 import pytest
-from dashboard_seed import ADMIN, FAILED_PAGE, SYNCED_PAGE, seed
+from dashboard_seed import (
+    ADMIN,
+    FAILED_PAGE,
+    LONG_ERROR,
+    SLACK_CHANNEL,
+    SYNCED_PAGE,
+    seed,
+    seed_workspaces,
+)
 from psycopg_pool import AsyncConnectionPool
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -29,7 +41,7 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
-from debounce import queue
+from debounce import queue, workspaces
 from debounce.config import Settings
 from debounce.types import JobStatus
 from debounce.web import create_app
@@ -145,15 +157,79 @@ async def test_sign_in_overview_sources_and_sign_out(
         assert notion.find_element(By.CSS_SELECTOR, "h2 .badge").text == "configured"
         assert slack.find_element(By.CSS_SELECTOR, "h2 .badge").text == "not configured"
         assert "SLACK_SIGNING_SECRET" in slack.text
-        assert "ReadTimeout" in slack.find_element(By.CSS_SELECTOR, "pre.last-error").text
-        assert "403 restricted_resource" in notion.find_element(By.CSS_SELECTOR, "pre.last-error").text
-        shoot(browser, "sources")
+        assert "ReadTimeout" in slack.find_element(By.CSS_SELECTOR, ".last-error").text
+        assert "403 restricted_resource" in notion.find_element(By.CSS_SELECTOR, ".last-error").text
+        # No workspace connected: one "default" row per source, completed in the last 7 days.
+        assert completed_of(notion) == "1" and completed_of(slack) == "2"
 
         browser.find_element(By.ID, "logout").click()
         wait_flash(browser, "Signed out.")
         assert "/admin/login" in browser.current_url
         browser.get(f"{base}/admin/jobs")
         assert "/admin/login" in browser.current_url and wait_for(browser, "#token")
+
+
+def completed_of(row: Any) -> str:
+    """The text of the "completed" cell of the first workspace row inside ``row``."""
+    return str(row.find_element(By.CSS_SELECTOR, "td[data-state='completed']").text)
+
+
+def lines_high(driver: WebDriver, element: Any) -> float:
+    """How many lines of its own text ``element`` is rendered on (its height over its line
+    height)."""
+    height, line = driver.execute_script(
+        "const s = getComputedStyle(arguments[0]);"
+        "return [arguments[0].getBoundingClientRect().height, parseFloat(s.lineHeight) ||"
+        " parseFloat(s.fontSize) * 1.45];", element)
+    return float(height) / float(line)
+
+
+async def test_sources_show_each_workspace_its_ids_completed_jobs_and_errors_on_one_line(
+    browser: WebDriver, database_url: str, pool: AsyncConnectionPool[Any]
+) -> None:
+    ws = await seed_workspaces(pool)
+    with served(database_url) as base:
+        sign_in(browser, base)
+        wait_for(browser, "#tile-pending")
+        browser.find_element(By.LINK_TEXT, "Sources").click()
+        notion = wait_for(browser, f"#workspace-{ws.notion}")
+        acme = browser.find_element(By.ID, f"workspace-{ws.slack}")
+        beta = browser.find_element(By.ID, f"workspace-{ws.revoked}")
+        # Completed within the job retention (7 days by default): Quantify Labs 3 (its sync of
+        # 8 days ago is outside), Acme 5, Beta none; the header says which window.
+        assert [completed_of(notion), completed_of(acme), completed_of(beta)] == ["3", "5", "0"]
+        header = browser.find_element(
+            By.CSS_SELECTOR, "#source-notion thead th:nth-child(5)")
+        assert header.text.replace("\n", " ") == "COMPLETED last 7 days"
+        assert "DEBOUNCE_JOB_RETENTION_SECONDS" in str(header.get_attribute("title"))
+        assert acme.find_element(By.CSS_SELECTOR, "td[data-state='failed']").text == "1"
+        # Both ids of each workspace: the numeric one and the source's.
+        for row, number, external in ((notion, ws.notion, ws.notion_external),
+                                      (acme, ws.slack, ws.slack_external),
+                                      (beta, ws.revoked, ws.revoked_external)):
+            ids = row.find_element(By.CSS_SELECTOR, ".ids")
+            assert ids.text == f"id {number} · source id {external}"
+        # The last error is one line (not a column of 10-character lines), the whole text
+        # on hover and on its job's page.
+        error = acme.find_element(By.CSS_SELECTOR, ".last-error")
+        assert error.get_attribute("title") == LONG_ERROR
+        assert error.text.startswith("SlackApiError: The request to the Slack API failed.")
+        assert lines_high(browser, error) <= 1.5
+        assert error.size["width"] >= 300
+        box = acme.find_element(By.CSS_SELECTOR, ".error-box")
+        assert lines_high(browser, box) < 3  # the error and its job's line; not 40 lines
+        assert "invalid_auth from conversations.history" in str(
+            beta.find_element(By.CSS_SELECTOR, ".auth-error").get_attribute("title"))
+        # A token no worker's key decrypts: the workspace's credentials error, next to its
+        # last error (none here), one line, the whole text on hover.
+        parked = notion.find_element(By.CSS_SELECTOR, ".credentials-error")
+        assert parked.text.startswith("credentials the worker's DEBOUNCE_SECRET_KEY does not decrypt")
+        assert str(parked.get_attribute("title")).startswith(f"{workspaces.WRONG_KEY} (since ")
+        assert lines_high(browser, parked) <= 1.5
+        assert not acme.find_elements(By.CSS_SELECTOR, ".credentials-error")
+        shoot(browser, "sources")
+        acme.find_element(By.LINK_TEXT, f"job {ws.failed_job}").click()
+        assert wait_for(browser, "#last-error").text == LONG_ERROR
 
 
 async def test_filter_jobs_open_one_retry_and_resync(
@@ -209,7 +285,7 @@ async def test_filter_jobs_open_one_retry_and_resync(
         browser.get(f"{base}/admin/jobs/{seeded.synced_job}")
         wait_for(browser, "button.resync").click()
         wait_flash(browser, f"Re-sync of notion/{SYNCED_PAGE} requested")
-        active = await queue.active_for_page(pool, "notion", SYNCED_PAGE)
+        active = await one_job.active_for_page(pool, "notion", SYNCED_PAGE)
         assert active is not None and active.priority == queue.RESYNC_PRIORITY
         assert active.scheduled_at <= datetime.now(UTC)
         assert browser.find_element(By.TAG_NAME, "h1").text.startswith(f"Job {active.id}")
@@ -220,7 +296,7 @@ async def test_filter_jobs_open_one_retry_and_resync(
         form.find_element(By.NAME, "page_id").send_keys("C0NEWCHAN1")
         form.find_element(By.TAG_NAME, "button").click()
         wait_flash(browser, "Re-sync of slack/C0NEWCHAN1 requested")
-        assert await queue.active_for_page(pool, "slack", "C0NEWCHAN1") is not None
+        assert await one_job.active_for_page(pool, "slack", "C0NEWCHAN1") is not None
 
 
 async def test_documents_search_and_rendered_markdown(
@@ -231,7 +307,15 @@ async def test_documents_search_and_rendered_markdown(
         sign_in(browser, base)
         wait_for(browser, "#tile-pending")
         browser.find_element(By.LINK_TEXT, "Documents").click()
-        wait_rows(browser, "#documents tbody tr", 2)
+        rows = wait_rows(browser, "#documents tbody tr", 2)
+        # The id a person types into `debounce documents --id` first, the row id labelled.
+        assert [r.find_element(By.CSS_SELECTOR, ".doc-id").text for r in rows] == [
+            f"{SLACK_CHANNEL}/1763682934.000200", SYNCED_PAGE]
+        assert rows[1].find_element(By.CSS_SELECTOR, ".row-id").text == str(seeded.document)
+        headers = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#documents th")]
+        assert headers[0] == "DOCUMENT ID" and headers[-1] == "ID"
+        assert "debounce documents --id <document id>" in browser.find_element(
+            By.TAG_NAME, "main").text
         shoot(browser, "documents")
         browser.find_element(By.ID, "doc-q").send_keys("launch")
         browser.find_element(By.ID, "doc-search").click()
@@ -252,9 +336,20 @@ async def test_documents_search_and_rendered_markdown(
         assert browser.execute_script("return window.__pwned === undefined") is True
         assert "pwned" not in browser.title
         assert "<script>" in browser.find_element(By.ID, "raw").text
+        # The command the page shows prints this document, and so does the numeric id.
+        command = browser.find_element(By.ID, "doc-cli").text
+        assert command == f"debounce documents --id {SYNCED_PAGE}"
+        assert f"(id {seeded.document})" in browser.find_element(By.CSS_SELECTOR, "p.muted").text
+        for args in (command.split()[1:], ["documents", "--id", str(seeded.document)]):
+            printed = await asyncio.to_thread(
+                subprocess.run, [sys.executable, "-m", "debounce", *args],
+                capture_output=True, text=True, timeout=60,
+                env={**os.environ, "DATABASE_URL": database_url})
+            assert printed.returncode == 0, printed.stderr
+            assert printed.stdout.startswith("# Launch plan")
         shoot(browser, "document")
 
         browser.find_element(By.CSS_SELECTOR, "button.resync").click()
         wait_flash(browser, f"Re-sync of notion/{SYNCED_PAGE} requested")
         assert browser.current_url.endswith(f"/admin/documents/{seeded.document}")
-        assert await queue.active_for_page(pool, "notion", SYNCED_PAGE) is not None
+        assert await one_job.active_for_page(pool, "notion", SYNCED_PAGE) is not None

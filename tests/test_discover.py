@@ -1,4 +1,4 @@
-"""Enumeration (``integrations.discovery.Discoverer.discover``) of both integrations, through
+"""Enumeration (``debounce.contract.discovery.Discoverer.discover``) of both integrations, through
 the real ``notion-client`` and ``slack_sdk`` against the stand-ins on loopback: complete
 listings in pages, cursors that resume on another integration object, ordering, what is left
 out, errors, and that a discovered item's payload makes the sync fetch the right thing."""
@@ -12,13 +12,19 @@ from typing import Any
 import psycopg
 import pytest
 
-from debounce.config import Settings
+from debounce.contract import (
+    AuthRevoked,
+    Discovered,
+    Discoverer,
+    DiscoveryPage,
+    PermanentError,
+    RateLimited,
+    SyncContext,
+)
 from debounce.documents import DocumentStore
 from debounce.types import JobStatus, SyncJob
-from integrations.base import AuthRevoked, PermanentError, RateLimited
-from integrations.discovery import Discovered, Discoverer, DiscoveryPage
-from integrations.notion import NotionIntegration
-from integrations.slack import SlackIntegration
+from integrations.notion import NotionSettings, NotionSyncer
+from integrations.slack import SlackSettings, SlackSyncer
 from standins.notion_api import FakeNotion
 from standins.server import BackgroundServer
 from standins.slack_api import FakeSlack
@@ -43,11 +49,17 @@ async def walk(discoverer: Discoverer, cursor: str | None = None, *,
                newest_first: bool = False) -> list[DiscoveryPage]:
     pages: list[DiscoveryPage] = []
     while True:
-        page = await discoverer.discover(cursor, newest_first=newest_first)
+        page = await discoverer.discover(cursor, SyncContext(), newest_first=newest_first)
         pages.append(page)
         cursor = page.cursor
         if cursor is None:
             return pages
+
+
+@pytest.fixture
+def context() -> SyncContext:
+    """What the worker hands a listing page (here no workspace, no meter; no store)."""
+    return SyncContext()
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,13 +81,13 @@ def notion_url(fake: FakeNotion) -> Iterator[str]:
 
 
 @pytest.fixture
-def notion_settings(notion_url: str) -> Settings:
-    return Settings(notion_token=N_TOKEN, notion_base_url=notion_url)
+def notion_settings(notion_url: str) -> NotionSettings:
+    return NotionSettings(notion_token=N_TOKEN, notion_base_url=notion_url)
 
 
 @pytest.fixture
-async def notion(notion_settings: Settings) -> AsyncIterator[NotionIntegration]:
-    integration = NotionIntegration(notion_settings, None, retry_delays=(0.0, 0.0))
+async def notion(notion_settings: NotionSettings) -> AsyncIterator[NotionSyncer]:
+    integration = NotionSyncer(notion_settings, retry_delays=(0.0, 0.0))
     yield integration
     await integration.aclose()
 
@@ -88,16 +100,17 @@ def data_sources(fake: FakeNotion, n: int) -> list[str]:
 
 
 async def test_notion_lists_pages_and_data_sources_in_pages_of_100_resumable_elsewhere(
-        fake: FakeNotion, notion: NotionIntegration, notion_settings: Settings) -> None:
+        fake: FakeNotion, notion: NotionSyncer, notion_settings: NotionSettings, context: SyncContext
+) -> None:
     assert isinstance(notion, Discoverer)
     pages = fake.add_pages(250)
     sources = data_sources(fake, 3)
     fake.add_pages(5, OTHER_WORKSPACE)              # another workspace: never listed
-    first = await notion.discover(None)
+    first = await notion.discover(None, context)
     assert len(first.items) == 100 and first.cursor is not None
     # The enumeration stops; another integration object (another worker) goes on from the
     # stored cursor.
-    other = NotionIntegration(notion_settings, None)
+    other = NotionSyncer(notion_settings)
     try:
         rest = await walk(other, first.cursor)
     finally:
@@ -119,22 +132,22 @@ async def test_notion_lists_pages_and_data_sources_in_pages_of_100_resumable_els
 
 
 async def test_notion_newest_first_follows_silent_edits(
-        fake: FakeNotion, notion: NotionIntegration) -> None:
+        fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
     pages = fake.add_pages(120)
     listing = await walk(notion, newest_first=True)
     ids = [i.source_page_id for p in listing for i in p.items]
     assert ids == pages[::-1]
     stamp = fake.edit_page(pages[3])                 # no webhook: only a sweep can see it
-    head = (await notion.discover(None, newest_first=True)).items
+    head = (await notion.discover(None, context, newest_first=True)).items
     assert head[0].source_page_id == pages[3]
     assert head[0].edited_at == datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     assert head[1].source_page_id == pages[-1]
 
 
 async def test_notion_an_ascending_listing_edited_midway_misses_nothing(
-        fake: FakeNotion, notion: NotionIntegration) -> None:
+        fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
     pages = fake.add_pages(150)
-    first = await notion.discover(None)
+    first = await notion.discover(None, context)
     fake.edit_page(pages[10])                         # already listed: listed again at the end
     fake.edit_page(pages[140])                        # not reached yet: moves to the end
     rest = await walk(notion, first.cursor)
@@ -144,7 +157,7 @@ async def test_notion_an_ascending_listing_edited_midway_misses_nothing(
 
 
 async def test_notion_trashed_and_unshared_pages_are_not_listed(
-        fake: FakeNotion, notion: NotionIntegration) -> None:
+        fake: FakeNotion, notion: NotionSyncer) -> None:
     pages = fake.add_pages(6)
     [source] = data_sources(fake, 1)
     fake.set_trashed(pages[1])
@@ -155,40 +168,42 @@ async def test_notion_trashed_and_unshared_pages_are_not_listed(
 
 
 async def test_notion_a_429_during_discover_is_rate_limited(
-        fake: FakeNotion, notion: NotionIntegration) -> None:
+        fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
     fake.add_pages(3)
     fake.fail("search", 429, retry_after=45)
     with pytest.raises(RateLimited) as caught:
-        await notion.discover(None)
+        await notion.discover(None, context)
     assert caught.value.retry_after == 45.0
     fake.fail("search", 429, retry_after=0)           # short: retried in process
-    assert len((await notion.discover(None)).items) == 3
+    assert len((await notion.discover(None, context)).items) == 3
     assert fake.calls["search"] == 3
 
 
 async def test_notion_a_revoked_token_or_a_bad_request_is_permanent(
-        fake: FakeNotion, notion: NotionIntegration) -> None:
+        fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
     fake.fail("search", 400, code="validation_error")
     with pytest.raises(PermanentError):
-        await notion.discover(None)
+        await notion.discover(None, context)
     fake.revoke(N_TOKEN)
     with pytest.raises(AuthRevoked):
-        await notion.discover(None)
+        await notion.discover(None, context)
 
 
 async def test_notion_a_discovered_item_syncs_the_right_kind(
-        fake: FakeNotion, notion_settings: Settings, conn: psycopg.AsyncConnection[Any]) -> None:
+        fake: FakeNotion, notion_settings: NotionSettings, conn: psycopg.AsyncConnection[Any]
+) -> None:
     [page] = fake.add_pages(1, blocks=2)
     [source] = data_sources(fake, 1)
     store = DocumentStore(conn)
-    integration = NotionIntegration(notion_settings, store)
+    integration = NotionSyncer(notion_settings)
     try:
         items = {i.source_page_id: i for p in await walk(integration) for i in p.items}
         before = dict(fake.calls)
-        assert (await integration.sync(job("notion", items[source]))).written == 1
+        context = SyncContext(store=store)
+        assert (await integration.sync(job("notion", items[source]), context)).written == 1
         assert fake.calls["data_sources.retrieve"] - before.get("data_sources.retrieve", 0) == 1
         assert fake.calls["pages.retrieve"] == before.get("pages.retrieve", 0)  # no probing
-        assert (await integration.sync(job("notion", items[page]))).written == 1
+        assert (await integration.sync(job("notion", items[page]), context)).written == 1
     finally:
         await integration.aclose()
     doc = await store.get("notion", page)
@@ -208,29 +223,30 @@ def slack() -> FakeSlack:
 
 
 @pytest.fixture
-def slack_settings(slack: FakeSlack) -> Iterator[Settings]:
+def slack_settings(slack: FakeSlack) -> Iterator[SlackSettings]:
     with BackgroundServer(slack.app()) as server:
-        yield Settings(slack_bot_token=S_TOKEN, slack_api_url=f"{server.url}/api/")
+        yield SlackSettings(slack_bot_token=S_TOKEN, slack_api_url=f"{server.url}/api/")
 
 
 @pytest.fixture
-async def slack_integration(slack_settings: Settings) -> AsyncIterator[SlackIntegration]:
-    integration = SlackIntegration(slack_settings, None)
-    integration.list_limit = 7
+async def slack_integration(slack_settings: SlackSettings) -> AsyncIterator[SlackSyncer]:
+    integration = SlackSyncer(slack_settings)
+    integration.discoverer.list_limit = 7
     yield integration
     await integration.aclose()
 
 
 async def test_slack_lists_the_bots_conversations_with_limit_paging(
-        slack: FakeSlack, slack_integration: SlackIntegration, slack_settings: Settings) -> None:
+        slack: FakeSlack, slack_integration: SlackSyncer, slack_settings: SlackSettings, context: SyncContext
+) -> None:
     assert isinstance(slack_integration, Discoverer)
     channels = slack.add_channels(20, messages=1)
     outside = slack.add_channels(3, member=False, name="outside")
     slack.add_channels(2, team_id="T0OTHER01", name="other")
-    first = await slack_integration.discover(None)
+    first = await slack_integration.discover(None, context)
     assert len(first.items) == 7 and first.cursor
-    other = SlackIntegration(slack_settings, None)
-    other.list_limit = 7
+    other = SlackSyncer(slack_settings)
+    other.discoverer.list_limit = 7
     try:
         rest = await walk(other, first.cursor)
     finally:
@@ -247,7 +263,7 @@ async def test_slack_lists_the_bots_conversations_with_limit_paging(
 
 
 async def test_slack_archived_and_left_conversations_are_not_listed(
-        slack: FakeSlack, slack_integration: SlackIntegration) -> None:
+        slack: FakeSlack, slack_integration: SlackSyncer) -> None:
     kept = slack.add_channels(2)
     private = slack.add_channels(1, kind="private_channel")
     dm = slack.add_channels(1, kind="im")
@@ -258,31 +274,32 @@ async def test_slack_archived_and_left_conversations_are_not_listed(
 
 
 async def test_slack_errors_during_discover(
-        slack: FakeSlack, slack_integration: SlackIntegration) -> None:
+        slack: FakeSlack, slack_integration: SlackSyncer, context: SyncContext) -> None:
     slack.add_channels(2)
     slack.rate_limit("users.conversations", retry_after=33)
     with pytest.raises(RateLimited) as caught:
-        await slack_integration.discover(None)
+        await slack_integration.discover(None, context)
     assert caught.value.retry_after == 33.0
     assert caught.value.reason == "ratelimited:users.conversations"
     slack.fail("users.conversations", "missing_scope")
     with pytest.raises(PermanentError) as perm:
-        await slack_integration.discover(None)
+        await slack_integration.discover(None, context)
     assert "groups:read" in str(perm.value)
     slack.revoke(S_TOKEN)
     with pytest.raises(AuthRevoked):
-        await slack_integration.discover(None)
+        await slack_integration.discover(None, context)
 
 
 async def test_slack_a_discovered_channel_syncs_without_an_event(
-        slack: FakeSlack, slack_settings: Settings, conn: psycopg.AsyncConnection[Any]) -> None:
+        slack: FakeSlack, slack_settings: SlackSettings, conn: psycopg.AsyncConnection[Any],
+        context: SyncContext) -> None:
     [channel] = slack.add_channels(1, messages=3)
     store = DocumentStore(conn)
-    integration = SlackIntegration(slack_settings, store)
+    integration = SlackSyncer(slack_settings)
     try:
-        [item] = (await integration.discover(None)).items
+        [item] = (await integration.discover(None, context)).items
         assert item.source_page_id == channel
-        result = await integration.sync(job("slack", item))
+        result = await integration.sync(job("slack", item), SyncContext(store=store))
     finally:
         await integration.aclose()
     assert result.written == 3

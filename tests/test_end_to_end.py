@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import one_job
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
@@ -75,7 +76,7 @@ async def stack(
     )
     app = create_app(settings, pool=pool)
     store = DocumentStore(pool)
-    sources = integrations.create_all(settings, store)
+    sources = integrations.create_all(settings)
     worker = Worker(settings, pool, sources, conninfo=database_url)
     task = asyncio.create_task(worker.run())
     async with app.router.lifespan_context(app), httpx.AsyncClient(
@@ -131,7 +132,7 @@ async def test_50_notion_events_sync_the_page_once(stack: Stack) -> None:
     assert len(jobs) == 1 and jobs[0].event_count == 50
     await settled(stack.pool)
     assert stack.notion.calls["pages.retrieve"] == 1
-    docs = await stack.store.list_for_page("notion", PAGE)
+    docs = await one_job.page_documents(stack.store, "notion", PAGE)
     assert len(docs) == 1
     doc = docs[0]
     assert doc["title"] == "Launch plan"
@@ -184,7 +185,7 @@ async def test_slack_message_thread_and_edit_end_to_end(stack: Stack) -> None:
     await send(stack.client, "slack", example("slack", "message.json"))
     await send(stack.client, "slack", example("slack", "thread_reply.json"))
     await settled(stack.pool)
-    docs = {d["document_id"]: d for d in await stack.store.list_for_page("slack", CHANNEL)}
+    docs = {d["document_id"]: d for d in await one_job.page_documents(stack.store, "slack", CHANNEL)}
     assert set(docs) == {f"{CHANNEL}/{root}", f"{CHANNEL}/{lone}"}
     thread = docs[f"{CHANNEL}/{root}"]["content"]
     assert "Hello world" in thread and "Replying in the thread" in thread
@@ -202,7 +203,7 @@ async def test_rate_limited_notion_sync_goes_back_to_queue(stack: Stack) -> None
     await send(stack.client, "notion", example("notion", "page.created.json"))
     deadline = time.monotonic() + 10
     while True:
-        job = await queue.active_for_page(stack.pool, "notion", PAGE)
+        job = await one_job.active_for_page(stack.pool, "notion", PAGE)
         if job is not None and job.status is JobStatus.PENDING and job.last_error:
             break
         assert time.monotonic() < deadline

@@ -10,10 +10,10 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import enumerations, queue, workspaces
+from debounce.contract import Discovered
 from debounce.documents import Document, DocumentStore
 from debounce.secrets import Keyring, new_key
 from debounce.types import JobEvent, JobStatus
-from integrations.discovery import Discovered
 
 T0 = datetime(2027, 1, 1, 12, 0, 0, tzinfo=UTC)   # after the real clock: rows default to now()
 

@@ -15,18 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import one_job
 import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 from test_notion_sync import make_job
 
 from debounce import queue
-from debounce.config import Settings
+from debounce.contract import SyncContext
 from debounce.documents import DocumentStore
 from debounce.metrics import WORKER
 from debounce.types import JobEvent
 from debounce.worker.maintenance import prune_once
-from integrations.notion import NotionIntegration
+from integrations.notion import NotionSettings, NotionSyncer
 from standins.notion_api import DEMO_PAGE_ID, FakeNotion
 from standins.server import BackgroundServer
 
@@ -36,11 +37,11 @@ T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 async def finished_jobs(pool: AsyncConnectionPool[Any], n: int) -> None:
     for i in range(n):
-        result = await queue.enqueue(pool, "noop", f"p{i}", payload={}, event_id=f"e{i}",
+        result = await one_job.enqueue(pool, "noop", f"p{i}", payload={}, event_id=f"e{i}",
                                      debounce_seconds=0, max_wait_seconds=0, now=T0)
         assert result.job is not None
     for job in await queue.claim(pool, "w", limit=n, lease_seconds=60, now=T0):
-        await queue.complete(pool, job, now=T0)
+        await one_job.complete(pool, job, now=T0)
 
 
 async def test_scheduled_prune_runs_on_one_worker_at_a_time_in_short_batches(
@@ -65,15 +66,16 @@ async def test_recent_jobs_are_kept(pool: AsyncConnectionPool[Any]) -> None:
         "jobs": 0, "events": 0}
 
 
-async def test_api_requests_are_counted_at_the_source_client(pool: AsyncConnectionPool[Any]) -> None:
+async def test_api_requests_are_counted_at_the_source_client(
+    pool: AsyncConnectionPool[Any]
+) -> None:
     fake = FakeNotion.demo()
     before = WORKER.registry.get_sample_value(
         "debounce_api_requests_total", {"source": "notion", "status": "200"}) or 0.0
     with BackgroundServer(fake.app()) as server:
-        notion = NotionIntegration(Settings(notion_token=fake.token, notion_base_url=server.url),
-                                   DocumentStore(pool))
+        notion = NotionSyncer(NotionSettings(notion_token=fake.token, notion_base_url=server.url))
         try:
-            await notion.sync(make_job(DEMO_PAGE_ID))
+            await notion.sync(make_job(DEMO_PAGE_ID), SyncContext(store=DocumentStore(pool)))
         finally:
             await notion.aclose()
     after = WORKER.registry.get_sample_value(

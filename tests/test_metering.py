@@ -1,4 +1,4 @@
-"""Budget charging (``integrations.metering``) of both sources — Notion ``NotionClient._call``,
+"""Budget charging (``debounce.contract.metering``) of both sources — Notion ``NotionCall.call``,
 Slack's session trace under ``call_api`` — through the real SDKs against the stand-ins:
 every request sent is charged once (retries of every layer too), a listing is never served from the
 checkpoint, a dry budget stops a sync with :class:`BudgetExhausted`, and the resumed sync with
@@ -15,12 +15,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from debounce.config import Settings
+from debounce.contract import BudgetExhausted, Checkpoint, SyncContext
 from debounce.documents import DocumentStore
 from debounce.types import JobStatus, SyncJob
-from integrations.metering import BudgetExhausted, Checkpoint, metered
-from integrations.notion import NotionIntegration
-from integrations.slack import SlackIntegration
+from integrations.notion import NotionSettings, NotionSyncer
+from integrations.slack import SlackSettings, SlackSyncer
 from standins.notion_api import FakeNotion, paragraph, toggle
 from standins.server import BackgroundServer
 from standins.slack_api import FakeSlack
@@ -33,7 +32,7 @@ Conn = psycopg.AsyncConnection[Any]
 
 
 class CountingMeter:
-    """A :class:`integrations.metering.Meter` that grants ``allowance`` requests (``None``:
+    """A :class:`debounce.contract.metering.Meter` that grants ``allowance`` requests (``None``:
     any number) and counts them."""
 
     def __init__(self, allowance: int | None = None) -> None:
@@ -44,6 +43,14 @@ class CountingMeter:
         if self.allowance is not None and self.taken >= self.allowance:
             raise BudgetExhausted(2.5)
         self.taken += 1
+
+
+def metered(meter: CountingMeter, store: DocumentStore | None = None,
+            checkpoint: Checkpoint | None = None) -> SyncContext:
+    """The context the worker hands a sync or a listing: ``meter`` charging its requests and
+    ``checkpoint`` (default: a new one) recording and serving its responses."""
+    return SyncContext(store=store, meter=meter,
+                       checkpoint=checkpoint if checkpoint is not None else Checkpoint())
 
 
 def job(source_type: str, page: str, payload: dict[str, Any]) -> SyncJob:
@@ -71,9 +78,9 @@ def fake() -> FakeNotion:
 
 
 @pytest.fixture
-def settings(fake: FakeNotion) -> Iterator[Settings]:
+def settings(fake: FakeNotion) -> Iterator[NotionSettings]:
     with BackgroundServer(fake.app()) as server:
-        yield Settings(notion_token=N_TOKEN, notion_base_url=server.url)
+        yield NotionSettings(notion_token=N_TOKEN, notion_base_url=server.url)
 
 
 @pytest.fixture
@@ -81,12 +88,12 @@ def store(conn: Conn) -> DocumentStore:
     return DocumentStore(conn)
 
 
-def new_notion(settings: Settings, store: DocumentStore | None) -> NotionIntegration:
-    return NotionIntegration(settings, store, retry_delays=(0.0, 0.0))
+def new_notion(settings: NotionSettings) -> NotionSyncer:
+    return NotionSyncer(settings, retry_delays=(0.0, 0.0))
 
 
 async def test_a_notion_sync_charges_every_request_sent_retries_included(
-        fake: FakeNotion, settings: Settings, store: DocumentStore) -> None:
+        fake: FakeNotion, settings: NotionSettings, store: DocumentStore) -> None:
     fake.deny_read_content()                           # the block walk: many requests
     page = fake.add_page(title="Walked", blocks=[
         paragraph("one"), toggle("more", paragraph("a"), paragraph("b"), paragraph("c")),
@@ -94,10 +101,11 @@ async def test_a_notion_sync_charges_every_request_sent_retries_included(
     fake.fail("pages.retrieve", 500)                   # retried in process after 0 s
     fake.fail("blocks.children.list", 429, retry_after=0)   # a short Retry-After: retried too
     meter = CountingMeter()
-    integration = new_notion(settings, store)
+    integration = new_notion(settings)
+    context = metered(meter, store)
+    checkpoint = context.checkpoint
     try:
-        with metered(meter) as checkpoint:
-            assert (await integration.sync(page_job(page))).written == 1
+        assert (await integration.sync(page_job(page), context)).written == 1
     finally:
         await integration.aclose()
     sent = sum(fake.calls.values())
@@ -112,15 +120,16 @@ async def test_a_notion_sync_charges_every_request_sent_retries_included(
 
 
 async def test_notion_discover_charges_each_listing_and_never_serves_it_from_the_checkpoint(
-        fake: FakeNotion, settings: Settings) -> None:
+        fake: FakeNotion, settings: NotionSettings) -> None:
     fake.add_pages(150)
     meter = CountingMeter()
-    integration = new_notion(settings, None)
+    integration = new_notion(settings)
+    context = metered(meter)
+    checkpoint = context.checkpoint
     try:
-        with metered(meter) as checkpoint:
-            first = await integration.discover(None)
-            again = await integration.discover(None)
-            await integration.discover(first.cursor)
+        first = await integration.discover(None, context)
+        again = await integration.discover(None, context)
+        await integration.discover(first.cursor, context)
     finally:
         await integration.aclose()
     assert first == again
@@ -129,14 +138,15 @@ async def test_notion_discover_charges_each_listing_and_never_serves_it_from_the
 
 
 async def test_a_dry_budget_stops_a_notion_sync_and_the_resumed_one_sends_only_the_rest(
-        fake: FakeNotion, settings: Settings, store: DocumentStore) -> None:
+        fake: FakeNotion, settings: NotionSettings, store: DocumentStore) -> None:
     fake.markdown_block_limit = 2                      # 6 blocks: the page + 4 unknown blocks
     page = fake.add_page(title="Big", blocks=[paragraph(f"part {i}") for i in range(6)])
-    first = new_notion(settings, store)
+    first = new_notion(settings)
+    context = metered(CountingMeter(allowance=3), store)
+    checkpoint = context.checkpoint
     try:
-        with pytest.raises(BudgetExhausted) as caught, \
-                metered(CountingMeter(allowance=3)) as checkpoint:
-            await first.sync(page_job(page))
+        with pytest.raises(BudgetExhausted) as caught:
+            await first.sync(page_job(page), context)
     finally:
         await first.aclose()
     assert caught.value.retry_after == 2.5
@@ -146,10 +156,9 @@ async def test_a_dry_budget_stops_a_notion_sync_and_the_resumed_one_sends_only_t
     # round-tripped through JSON as the queue stores it.
     saved = Checkpoint.from_json(json.loads(json.dumps(checkpoint.to_json())))
     meter = CountingMeter()
-    second = new_notion(settings, store)
+    second = new_notion(settings)
     try:
-        with metered(meter, saved):
-            assert (await second.sync(page_job(page))).written == 1
+        assert (await second.sync(page_job(page), metered(meter, store, saved))).written == 1
     finally:
         await second.aclose()
     assert meter.taken == 3 and sum(fake.calls.values()) == 6
@@ -174,31 +183,29 @@ def slack() -> FakeSlack:
 
 
 @pytest.fixture
-def slack_settings(slack: FakeSlack) -> Iterator[Settings]:
+def slack_settings(slack: FakeSlack) -> Iterator[SlackSettings]:
     with BackgroundServer(slack.app()) as server:
-        yield Settings(slack_bot_token=S_TOKEN, slack_api_url=f"{server.url}/api/")
+        yield SlackSettings(slack_bot_token=S_TOKEN, slack_api_url=f"{server.url}/api/")
 
 
 @pytest.fixture
-async def slack_integration(slack_settings: Settings,
-                            store: DocumentStore) -> AsyncIterator[SlackIntegration]:
-    integration = SlackIntegration(slack_settings, store, page_limit=2)
+async def slack_integration(slack_settings: SlackSettings) -> AsyncIterator[SlackSyncer]:
+    integration = SlackSyncer(slack_settings, page_limit=2)
     yield integration
     await integration.aclose()
 
 
 async def test_slack_sync_and_discover_charge_every_request(
-        slack: FakeSlack, slack_integration: SlackIntegration) -> None:
+        slack: FakeSlack, slack_integration: SlackSyncer, store: DocumentStore) -> None:
     slack.add_channels(5)
     slack.server_error("conversations.history", 503)   # an error answer is charged too
     meter = CountingMeter()
-    with metered(meter):
-        with pytest.raises(Exception, match="503"):
-            await slack_integration.sync(job("slack", C, {}))
-        result = await slack_integration.sync(job("slack", C, {}))
-        slack_integration.list_limit = 4
-        listed = [await slack_integration.discover(None)]
-        listed.append(await slack_integration.discover(listed[0].cursor))
+    with pytest.raises(Exception, match="503"):
+        await slack_integration.sync(job("slack", C, {}), metered(meter, store))
+    result = await slack_integration.sync(job("slack", C, {}), metered(meter, store))
+    slack_integration.discoverer.list_limit = 4
+    listed = [await slack_integration.discover(None, metered(meter))]
+    listed.append(await slack_integration.discover(listed[0].cursor, metered(meter)))
     assert result.written == 4
     assert sum(len(p.items) for p in listed) == 6 and listed[1].cursor is None
     assert meter.taken == sum(slack.calls.values()) == slack.usage().requests
@@ -206,16 +213,15 @@ async def test_slack_sync_and_discover_charge_every_request(
 
 
 async def test_a_dry_budget_stops_a_slack_sync_and_the_resumed_one_sends_only_the_rest(
-        slack: FakeSlack, slack_settings: Settings, store: DocumentStore) -> None:
-    integration = SlackIntegration(slack_settings, store)   # history in one page
+        slack: FakeSlack, slack_settings: SlackSettings, store: DocumentStore) -> None:
+    integration = SlackSyncer(slack_settings)   # history in one page
     try:
-        with pytest.raises(BudgetExhausted), \
-                metered(CountingMeter(allowance=2)) as checkpoint:
-            await integration.sync(job("slack", C, {}))
+        context = metered(CountingMeter(allowance=2), store)
+        with pytest.raises(BudgetExhausted):
+            await integration.sync(job("slack", C, {}), context)
         assert dict(slack.calls) == {"conversations.history": 1, "conversations.replies": 1}
         meter = CountingMeter()
-        with metered(meter, checkpoint):
-            await integration.sync(job("slack", C, {}))
+        await integration.sync(job("slack", C, {}), metered(meter, store, context.checkpoint))
     finally:
         await integration.aclose()
     # History came from the checkpoint; the thread already written was not asked again.
@@ -264,21 +270,19 @@ async def test_every_retry_below_call_api_is_charged() -> None:
     by slack_sdk's connection-error handler: three attempts, three charges."""
     stub = DroppingServer(drops=1)
     async with stub as url:
-        integration = SlackIntegration(Settings(slack_bot_token=S_TOKEN, slack_api_url=url), None)
+        integration = SlackSyncer(SlackSettings(slack_bot_token=S_TOKEN, slack_api_url=url))
         try:
             meter = CountingMeter()
-            with metered(meter):
-                page = await integration.discover(None)
+            page = await integration.discover(None, metered(meter))
             assert [i.source_page_id for i in page.items] == ["C0ONLY"]
             assert stub.requests == 2 and meter.taken == 2     # aiohttp's silent retry
             stub.drops, stub.requests = 2, 0
             meter = CountingMeter()
-            with metered(meter):
-                await integration.discover(None)
+            await integration.discover(None, metered(meter))
             assert stub.requests == 3 and meter.taken == 3     # and the SDK's retry handler
             stub.drops, stub.requests = 1, 0
-            with pytest.raises(BudgetExhausted), metered(CountingMeter(allowance=1)):
-                await integration.discover(None)
+            with pytest.raises(BudgetExhausted):
+                await integration.discover(None, metered(CountingMeter(allowance=1)))
             assert stub.requests == 1                          # the retry was not sent
         finally:
             await integration.aclose()

@@ -10,11 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from debounce.config import Settings
+from debounce.contract import SyncContext, SyncResult
 from debounce.documents import DocumentStore
-from integrations.base import SyncResult
-from integrations.notion import NotionIntegration
-from integrations.notion.markdown import clean_markdown, splice_unknown
+from integrations.notion import NotionSettings, NotionSyncer
+from integrations.notion.markdown import clean_markdown, page_markdown, splice_unknown
 from standins.notion_api import (
     DEMO_PAGE_ID,
     FakeNotion,
@@ -50,9 +49,15 @@ def store(conn: Conn) -> DocumentStore:
 
 
 @pytest.fixture
-async def notion(server: BackgroundServer, store: DocumentStore) -> AsyncIterator[NotionIntegration]:
-    settings = Settings(notion_token=TOKEN, notion_base_url=server.url)
-    integration = NotionIntegration(settings, store, retry_delays=(0.0, 0.0))
+def context(store: DocumentStore) -> SyncContext:
+    """What the worker hands a sync (here unfenced, no workspace, no meter)."""
+    return SyncContext(store=store)
+
+
+@pytest.fixture
+async def notion(server: BackgroundServer) -> AsyncIterator[NotionSyncer]:
+    settings = NotionSettings(notion_token=TOKEN, notion_base_url=server.url)
+    integration = NotionSyncer(settings, retry_delays=(0.0, 0.0))
     yield integration
     await integration.aclose()
 
@@ -64,7 +69,7 @@ async def content(store: DocumentStore, page_id: str) -> str:
 
 
 async def test_page_syncs_with_two_requests(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     page = fake.add_page(
         title="Plan",
@@ -77,7 +82,7 @@ async def test_page_syncs_with_two_requests(
             callout("Careful", "⚠️"),
         ],
     )
-    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
     assert fake.calls["pages.retrieve"] == 1 and fake.calls["pages.markdown"] == 1
     assert fake.calls["blocks.children.list"] == 0
     assert await content(store, page) == (
@@ -92,12 +97,12 @@ async def test_page_syncs_with_two_requests(
     assert doc is not None and doc["title"] == "Plan"
 
 
-async def test_demo_page_markdown_path_twin(store: DocumentStore) -> None:
+async def test_demo_page_markdown_path_twin(store: DocumentStore, context: SyncContext) -> None:
     fake = FakeNotion.demo()
     with BackgroundServer(fake.app()) as srv:
-        notion = NotionIntegration(Settings(notion_token=fake.token, notion_base_url=srv.url), store)
+        notion = NotionSyncer(NotionSettings(notion_token=fake.token, notion_base_url=srv.url))
         try:
-            await notion.sync(make_job(DEMO_PAGE_ID, example_payload("page.created.json")))
+            await notion.sync(make_job(DEMO_PAGE_ID, example_payload("page.created.json")), context)
         finally:
             await notion.aclose()
     assert (fake.calls["pages.retrieve"], fake.calls["pages.markdown"]) == (1, 1)
@@ -108,20 +113,20 @@ async def test_demo_page_markdown_path_twin(store: DocumentStore) -> None:
 
 
 async def test_truncated_page_fetches_unknown_blocks_and_keeps_every_text(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.markdown_block_limit = 5
     blocks = every_block_type()
     page = fake.add_page(title="Big", blocks=blocks)
-    await notion.sync(make_job(page))
+    await notion.sync(make_job(page), context)
     assert fake.calls["pages.markdown"] > 2 and fake.calls["blocks.children.list"] == 0
     truncated = await content(store, page)
     assert "<unknown" not in truncated
     # the same as one untruncated answer, every block's text in place
     fake.markdown_block_limit = 10_000
-    whole = NotionIntegration(notion.settings, store)
+    whole = NotionSyncer(notion.settings)
     try:
-        full = await whole._page_markdown(whole._api(), page)
+        full = await page_markdown(whole.client.bind(context), page, set())
     finally:
         await whole.aclose()
     assert full == truncated
@@ -130,41 +135,41 @@ async def test_truncated_page_fetches_unknown_blocks_and_keeps_every_text(
 
 
 async def test_403_falls_back_to_the_block_walk_and_is_remembered(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.deny_read_content(token=TOKEN)
     page = fake.add_page(title="Walked", blocks=[bulleted("a", bulleted("b"))])
-    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
     assert await content(store, page) == "- a\n  - b\n"  # the block walk's Markdown
     assert fake.calls["pages.markdown"] == 1 and fake.calls["blocks.children.list"] == 2
     fake.set_blocks(page, [paragraph("changed")])
-    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
     assert fake.calls["pages.markdown"] == 1  # later syncs go straight to the walk
     assert await content(store, page) == "changed\n"
 
 
 @pytest.mark.parametrize("status", [400, 404])
 async def test_endpoint_missing_falls_back_each_time(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore, status: int
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, status: int, context: SyncContext
 ) -> None:
     page = fake.add_page(title="Old API", blocks=[paragraph("walked")])
     fake.fail("pages.markdown", status)
-    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
     assert await content(store, page) == "walked\n"
     assert fake.calls["blocks.children.list"] == 1
 
 
 async def test_transient_error_is_retried_in_process(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     page = fake.add_page(title="Blip", blocks=[paragraph("x")])
     fake.fail("pages.markdown", 503)
-    assert await notion.sync(make_job(page)) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
     assert fake.calls["pages.markdown"] == 2 and fake.calls["blocks.children.list"] == 0
 
 
 async def test_unchanged_page_with_hosted_files_writes_nothing(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     s3 = "https://prod-files-secure.s3.us-west-2.amazonaws.com/ws"
     page = fake.add_page(
@@ -175,8 +180,8 @@ async def test_unchanged_page_with_hosted_files_writes_nothing(
             media("image", "https://img.example/cat.png", "A cat", hosted=False),
         ],
     )
-    assert await notion.sync(make_job(page)) == SyncResult(written=1)
-    assert await notion.sync(make_job(page)) == SyncResult(unchanged=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(unchanged=1)
     stored = await content(store, page)
     link = "https://www.notion.so/" + page.replace("-", "")
     assert stored == (

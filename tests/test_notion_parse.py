@@ -13,8 +13,8 @@ import pytest
 from starlette.datastructures import Headers
 
 from debounce.config import Settings
-from integrations.base import Integration, PageEvent, WebhookError
-from integrations.notion import NotionIntegration, create, normalize_id
+from debounce.contract import Integration, PageEvent, WebhookError
+from integrations.notion import NotionSettings, NotionSyncer, NotionWebhooks, create, normalize_id
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notion"
 SECRET = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl"  # examples/notion/verification.json
@@ -33,8 +33,8 @@ def example(name: str) -> bytes:
 
 
 @pytest.fixture
-def notion() -> NotionIntegration:
-    return NotionIntegration(Settings(notion_webhook_secret=SECRET), None)
+def notion() -> NotionWebhooks:
+    return NotionWebhooks(NotionSettings(notion_webhook_secret=SECRET))
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def notion() -> NotionIntegration:
         ("database.schema_updated.json", DATABASE),
     ],
 )
-def test_examples_map_to_their_page(notion: NotionIntegration, name: str, page_id: str) -> None:
+def test_examples_map_to_their_page(notion: NotionWebhooks, name: str, page_id: str) -> None:
     body = example(name)
     event = json.loads(body)
     result = notion.parse_webhook(sign(body), body)
@@ -72,7 +72,7 @@ def test_every_example_is_covered() -> None:
     }
 
 
-def test_file_upload_is_acknowledged_and_ignored(notion: NotionIntegration) -> None:
+def test_file_upload_is_acknowledged_and_ignored(notion: NotionWebhooks) -> None:
     body = example("file_upload.completed.json")
     result = notion.parse_webhook(sign(body), body)
     assert result.events == []
@@ -80,7 +80,7 @@ def test_file_upload_is_acknowledged_and_ignored(notion: NotionIntegration) -> N
 
 
 def test_verification_request_needs_no_signature_before_a_secret_exists() -> None:
-    notion = NotionIntegration(Settings(notion_webhook_secret=None), None)
+    notion = NotionWebhooks(NotionSettings(notion_webhook_secret=None))
     result = notion.parse_webhook({}, example("verification.json"))
     assert result.verification_token == SECRET
     assert result.note == "verification request"
@@ -88,7 +88,7 @@ def test_verification_request_needs_no_signature_before_a_secret_exists() -> Non
 
 
 def test_unsigned_verification_request_is_refused_once_a_secret_is_set(
-    notion: NotionIntegration,
+    notion: NotionWebhooks,
 ) -> None:
     """Issue 16, case 5: after setup anyone could send a handshake; it must be signed."""
     body = example("verification.json")
@@ -104,14 +104,14 @@ def test_unsigned_verification_request_is_refused_once_a_secret_is_set(
 @pytest.mark.parametrize("token", ["secret_x\nWARNING forged line", "secret_\u0000nul0000000000000",
                                    "not-a-secret-at-all", "secret_" + "a" * 500])
 def test_verification_tokens_that_do_not_look_like_notions_are_400(token: str) -> None:
-    notion = NotionIntegration(Settings(notion_webhook_secret=None), None)
+    notion = NotionWebhooks(NotionSettings(notion_webhook_secret=None))
     body = json.dumps({"verification_token": token}).encode()
     with pytest.raises(WebhookError) as refused:
         notion.parse_webhook({}, body)
     assert refused.value.status == 400
 
 
-def test_signature_header_is_case_insensitive(notion: NotionIntegration) -> None:
+def test_signature_header_is_case_insensitive(notion: NotionWebhooks) -> None:
     body = example("page.created.json")
     digest = sign(body)["x-notion-signature"]
     assert notion.parse_webhook(Headers({"X-Notion-Signature": digest}), body).events
@@ -120,13 +120,13 @@ def test_signature_header_is_case_insensitive(notion: NotionIntegration) -> None
     assert notion.parse_webhook({"x-notion-signature": upper}, body).events
 
 
-def refused(notion: NotionIntegration, headers: dict[str, str], body: bytes) -> WebhookError:
+def refused(notion: NotionWebhooks, headers: dict[str, str], body: bytes) -> WebhookError:
     with pytest.raises(WebhookError) as info:
         notion.parse_webhook(headers, body)
     return info.value
 
 
-def test_forged_signature_is_401(notion: NotionIntegration) -> None:
+def test_forged_signature_is_401(notion: NotionWebhooks) -> None:
     body = example("page.created.json")
     err = refused(notion, sign(body, "secret_not_the_right_one"), body)
     assert (err.status, err.error) == (401, "invalid_signature")
@@ -136,7 +136,7 @@ def test_forged_signature_is_401(notion: NotionIntegration) -> None:
 
 
 @pytest.mark.parametrize("value", ["", "sha256=", "md5=abc", "deadbeef", "sha256=zz\u00e9"])
-def test_missing_or_malformed_signature_is_401(notion: NotionIntegration, value: str) -> None:
+def test_missing_or_malformed_signature_is_401(notion: NotionWebhooks, value: str) -> None:
     body = example("page.created.json")
     headers = {"x-notion-signature": value} if value else {}
     err = refused(notion, headers, body)
@@ -144,14 +144,14 @@ def test_missing_or_malformed_signature_is_401(notion: NotionIntegration, value:
 
 
 def test_unset_secret_is_503_naming_the_variable() -> None:
-    notion = NotionIntegration(Settings(notion_webhook_secret=None), None)
+    notion = NotionWebhooks(NotionSettings(notion_webhook_secret=None))
     body = example("page.created.json")
     err = refused(notion, sign(body), body)
     assert (err.status, err.error) == (503, "not_configured")
     assert "NOTION_WEBHOOK_SECRET" in err.detail
 
 
-def test_signature_is_checked_before_the_body_is_trusted(notion: NotionIntegration) -> None:
+def test_signature_is_checked_before_the_body_is_trusted(notion: NotionWebhooks) -> None:
     err = refused(notion, {}, b"not json")
     assert err.status == 401
 
@@ -168,7 +168,7 @@ def test_signature_is_checked_before_the_body_is_trusted(notion: NotionIntegrati
     ],
 )
 def test_malformed_body_with_valid_signature_is_400(
-    notion: NotionIntegration, body: bytes, needle: str
+    notion: NotionWebhooks, body: bytes, needle: str
 ) -> None:
     err = refused(notion, sign(body), body)
     assert (err.status, err.error) == (400, "malformed_body")
@@ -198,13 +198,13 @@ def mutated(name: str, **changes: Any) -> bytes:
         (mutated("comment.created.json", data={}), "'data.page_id'"),
     ],
 )
-def test_unusable_event_is_400_naming_the_field(notion: NotionIntegration, body: bytes, needle: str) -> None:
+def test_unusable_event_is_400_naming_the_field(notion: NotionWebhooks, body: bytes, needle: str) -> None:
     err = refused(notion, sign(body), body)
     assert (err.status, err.error) == (400, "malformed_body")
     assert needle in err.detail
 
 
-def test_verification_shape_inside_an_event_is_not_a_handshake(notion: NotionIntegration) -> None:
+def test_verification_shape_inside_an_event_is_not_a_handshake(notion: NotionWebhooks) -> None:
     # An event that also carries "verification_token" must still be signed.
     body = mutated("page.created.json", verification_token="secret_x")
     assert refused(notion, {}, body).status == 401
@@ -221,13 +221,13 @@ def test_verification_shape_inside_an_event_is_not_a_handshake(notion: NotionInt
         "database.deleted",
     ],
 )
-def test_other_entity_events_key_on_entity_id(notion: NotionIntegration, event_type: str) -> None:
+def test_other_entity_events_key_on_entity_id(notion: NotionWebhooks, event_type: str) -> None:
     body = mutated("page.created.json", type=event_type)
     [event] = notion.parse_webhook(sign(body), body).events
     assert event.source_page_id == PAGE
 
 
-def test_ids_are_normalized_to_dashed_lower_case(notion: NotionIntegration) -> None:
+def test_ids_are_normalized_to_dashed_lower_case(notion: NotionWebhooks) -> None:
     body = mutated("page.created.json", entity={"id": PAGE.replace("-", "").upper(), "type": "page"})
     [event] = notion.parse_webhook(sign(body), body).events
     assert event.source_page_id == PAGE
@@ -236,10 +236,10 @@ def test_ids_are_normalized_to_dashed_lower_case(notion: NotionIntegration) -> N
 
 
 def test_registry_finds_the_notion_source() -> None:
-    integration = create(Settings(), None)
+    integration = create(NotionSettings())
     assert integration.source_type == "notion"
     assert isinstance(integration, Integration)
     import integrations
 
     assert "notion" in integrations.source_types()
-    assert isinstance(integrations.create("notion", Settings()), NotionIntegration)
+    assert isinstance(integrations.create("notion", Settings()), NotionSyncer)

@@ -15,11 +15,10 @@ import pytest
 from notion_client import APIResponseError
 from notion_client.errors import HTTPResponseError
 
-from debounce.config import Settings
+from debounce.contract import PermanentError, RateLimited, SyncContext, SyncResult
 from debounce.documents import DocumentStore
 from debounce.types import JobStatus, SyncJob
-from integrations.base import PermanentError, RateLimited, SyncResult
-from integrations.notion import NotionIntegration, render_rich_text
+from integrations.notion import NotionSettings, NotionSyncer, render_rich_text
 from standins.notion_api import (
     DEMO_DATABASE_ID,
     DEMO_PAGE_ID,
@@ -124,14 +123,20 @@ def store(conn: Conn) -> DocumentStore:
 
 
 @pytest.fixture
-def settings(server: BackgroundServer) -> Settings:
-    return Settings(notion_token=TOKEN, notion_base_url=server.url)
+def context(store: DocumentStore) -> SyncContext:
+    """What the worker hands a sync (here unfenced, no workspace, no meter)."""
+    return SyncContext(store=store)
 
 
 @pytest.fixture
-async def notion(settings: Settings, store: DocumentStore) -> AsyncIterator[NotionIntegration]:
+def settings(server: BackgroundServer) -> NotionSettings:
+    return NotionSettings(notion_token=TOKEN, notion_base_url=server.url)
+
+
+@pytest.fixture
+async def notion(settings: NotionSettings) -> AsyncIterator[NotionSyncer]:
     # No sleeps in tests: in-process retries happen at once.
-    integration = NotionIntegration(settings, store, retry_delays=(0.0, 0.0))
+    integration = NotionSyncer(settings, retry_delays=(0.0, 0.0))
     yield integration
     await integration.aclose()
 
@@ -261,7 +266,7 @@ Database: [Tasks](https://www.notion.so/1f1e2d3c4b5a49688776655443322110)
 
 
 async def test_representative_page_paginated_and_nested(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.page_size_cap = 2  # every children list spans several pages
     fake.add_page(
@@ -271,7 +276,7 @@ async def test_representative_page_paginated_and_nested(
         last_edited_time="2026-11-21T08:30:00.000Z",
         created_by="11111111-1111-4111-8111-111111111111",
     )
-    result = await notion.sync(make_job(PAGE))
+    result = await notion.sync(make_job(PAGE), context)
     assert result.written == 1 and result.unchanged == 0 and result.deleted == 0
 
     doc = await store.get("notion", PAGE)
@@ -299,10 +304,10 @@ async def test_representative_page_paginated_and_nested(
 
 
 async def test_more_than_one_hundred_blocks(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, title="Long", blocks=[paragraph(f"line {i}") for i in range(250)])
-    await notion.sync(make_job(PAGE))
+    await notion.sync(make_job(PAGE), context)
     doc = await store.get("notion", PAGE)
     assert doc is not None
     assert doc["content"] == "\n\n".join(f"line {i}" for i in range(250)) + "\n"
@@ -311,13 +316,13 @@ async def test_more_than_one_hundred_blocks(
 
 
 async def test_unchanged_second_sync_is_not_rewritten(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, title="Stable", blocks=[paragraph("same")])
-    assert (await notion.sync(make_job(PAGE))).written == 1
+    assert (await notion.sync(make_job(PAGE), context)).written == 1
     first = await store.get("notion", PAGE)
 
-    again = await notion.sync(make_job(PAGE, event_id="evt-2"))
+    again = await notion.sync(make_job(PAGE, event_id="evt-2"), context)
     assert again == SyncResult(unchanged=1)
     second = await store.get("notion", PAGE)
     assert first is not None and second is not None
@@ -326,7 +331,7 @@ async def test_unchanged_second_sync_is_not_rewritten(
 
     fake.set_blocks(PAGE, [paragraph("different")])
     fake.touch(PAGE, "2026-11-22T00:00:00.000Z")
-    assert (await notion.sync(make_job(PAGE))).written == 1
+    assert (await notion.sync(make_job(PAGE), context)).written == 1
     third = await store.get("notion", PAGE)
     assert third is not None and third["content"] == "different\n"
 
@@ -450,10 +455,10 @@ Its child.
 
 
 async def test_every_block_type_of_the_reference_renders(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, title="Everything", blocks=every_block_type())
-    assert (await notion.sync(make_job(PAGE))).written == 1
+    assert (await notion.sync(make_job(PAGE), context)).written == 1
     doc = await store.get("notion", PAGE)
     assert doc is not None
     assert doc["content"] == EVERY_BLOCK_MARKDOWN
@@ -465,7 +470,7 @@ HOSTED = "https://prod-files-secure.s3.us-west-2.amazonaws.com/ws/f1"
 
 
 async def test_hosted_files_resigned_on_every_fetch_leave_the_document_unchanged(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(
         PAGE,
@@ -488,7 +493,7 @@ async def test_hosted_files_resigned_on_every_fetch_leave_the_document_unchanged
         ],
     )
     # The stand-in signs like Notion: a new URL and expiry on every response.
-    api = notion._api()
+    api = notion.client.api(TOKEN)
     image_id = fake.children[PAGE][0]
     one = await api.blocks.retrieve(block_id=image_id)
     two = await api.blocks.retrieve(block_id=image_id)
@@ -496,7 +501,7 @@ async def test_hosted_files_resigned_on_every_fetch_leave_the_document_unchanged
     assert one["image"]["file"]["url"].startswith(f"{HOSTED}/chart.png?X-Amz-")
     assert one["image"]["file"]["expiry_time"] > "2026"
 
-    assert (await notion.sync(make_job(PAGE))).written == 1
+    assert (await notion.sync(make_job(PAGE), context)).written == 1
     before = await store.get("notion", PAGE)
     assert before is not None
     stored = json.dumps({"content": before["content"], "metadata": before["metadata"]})
@@ -508,14 +513,14 @@ async def test_hosted_files_resigned_on_every_fetch_leave_the_document_unchanged
     link = f"https://www.notion.so/{PAGE.replace('-', '')}#"
     assert before["content"].startswith(f"[Image: Chart]({link}{image_id.replace('-', '')})\n")
 
-    again = await notion.sync(make_job(PAGE, event_id="evt-2"))
+    again = await notion.sync(make_job(PAGE, event_id="evt-2"), context)
     assert again == SyncResult(unchanged=1)
     after = await store.get("notion", PAGE)
     assert after is not None and after["updated_at"] == before["updated_at"]
 
 
 async def test_unknown_block_type_leaves_a_placeholder(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(
         PAGE,
@@ -527,7 +532,7 @@ async def test_unknown_block_type_leaves_a_placeholder(
             paragraph("after"),
         ],
     )
-    await notion.sync(make_job(PAGE))
+    await notion.sync(make_job(PAGE), context)
     doc = await store.get("notion", PAGE)
     assert doc is not None
     assert doc["content"] == (
@@ -539,7 +544,7 @@ async def test_unknown_block_type_leaves_a_placeholder(
 
 
 async def test_database_row_page_keeps_its_properties(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(
         PAGE,
@@ -552,7 +557,7 @@ async def test_database_row_page_keeps_its_properties(
             "Owner": people_property(USER),
         },
     )
-    await notion.sync(make_job(PAGE))
+    await notion.sync(make_job(PAGE), context)
     doc = await store.get("notion", PAGE)
     assert doc is not None
     assert doc["title"] == "Ship it"
@@ -570,10 +575,10 @@ async def test_database_row_page_keeps_its_properties(
 
 
 async def test_comment_event_syncs_its_page(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, title="Commented", blocks=[paragraph("text")])
-    await notion.sync(make_job(PAGE, example_payload("comment.created.json")))
+    await notion.sync(make_job(PAGE, example_payload("comment.created.json")), context)
     assert (await store.get("notion", PAGE)) is not None
     assert fake.calls["pages.retrieve"] == 1
 
@@ -584,112 +589,118 @@ async def test_comment_event_syncs_its_page(
 
 
 async def test_rate_limited_with_long_retry_after_returns_promptly(
-    fake: FakeNotion, notion: NotionIntegration
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
 ) -> None:
     fake.add_page(PAGE)
     fake.fail("pages.retrieve", 429, retry_after=30)
     started = time.monotonic()
     with pytest.raises(RateLimited) as info:
-        await notion.sync(make_job(PAGE))
+        await notion.sync(make_job(PAGE), context)
     assert info.value.retry_after == 30
     assert time.monotonic() - started < 5  # not the SDK sleeping 30 s (or 60 s) inside
     assert fake.calls["pages.retrieve"] == 1  # and not hammering the limit again
 
 
-async def test_rate_limited_mid_walk_hands_back_too(fake: FakeNotion, notion: NotionIntegration) -> None:
+async def test_rate_limited_mid_walk_hands_back_too(
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
+) -> None:
     fake.add_page(PAGE, blocks=[paragraph("x")])
     fake.fail("blocks.children.list", 429, retry_after="120")
     with pytest.raises(RateLimited) as info:
-        await notion.sync(make_job(PAGE))
+        await notion.sync(make_job(PAGE), context)
     assert info.value.retry_after == 120
 
 
 async def test_rate_limited_without_retry_after_uses_a_default(
-    fake: FakeNotion, notion: NotionIntegration
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
 ) -> None:
     fake.add_page(PAGE)
     fake.fail("pages.retrieve", 429)
     with pytest.raises(RateLimited) as info:
-        await notion.sync(make_job(PAGE))
+        await notion.sync(make_job(PAGE), context)
     assert info.value.retry_after == 30
 
 
 async def test_short_retry_after_is_waited_in_process(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, blocks=[paragraph("ok")])
     fake.fail("pages.retrieve", 429, retry_after=0)
-    result = await notion.sync(make_job(PAGE))
+    result = await notion.sync(make_job(PAGE), context)
     assert result.written == 1
     assert fake.calls["pages.retrieve"] == 2
 
 
 @pytest.mark.parametrize(("status", "code"), [(401, None), (403, "restricted_resource")])
 async def test_unauthorized_or_restricted_is_permanent(
-    fake: FakeNotion, notion: NotionIntegration, status: int, code: str | None
+    fake: FakeNotion, notion: NotionSyncer, status: int, code: str | None, context: SyncContext
 ) -> None:
     fake.add_page(PAGE)
     fake.fail("pages.retrieve", status, code=code)
     with pytest.raises(PermanentError):
-        await notion.sync(make_job(PAGE))
+        await notion.sync(make_job(PAGE), context)
     assert fake.calls["pages.retrieve"] == 1
 
 
-async def test_wrong_token_is_permanent(server: BackgroundServer, store: DocumentStore) -> None:
-    settings = Settings(notion_token="secret_revoked", notion_base_url=server.url)
-    notion = NotionIntegration(settings, store, retry_delays=(0.0, 0.0))
+async def test_wrong_token_is_permanent(
+    server: BackgroundServer, store: DocumentStore, context: SyncContext
+) -> None:
+    settings = NotionSettings(notion_token="secret_revoked", notion_base_url=server.url)
+    notion = NotionSyncer(settings, retry_delays=(0.0, 0.0))
     try:
         with pytest.raises(PermanentError, match="unauthorized"):
-            await notion.sync(make_job(PAGE))
+            await notion.sync(make_job(PAGE), context)
     finally:
         await notion.aclose()
 
 
-async def test_missing_token_is_permanent_and_says_what_to_set(store: DocumentStore) -> None:
-    notion = NotionIntegration(Settings(notion_token=None), store)
+async def test_missing_token_is_permanent_and_says_what_to_set(
+    store: DocumentStore, context: SyncContext
+) -> None:
+    notion = NotionSyncer(NotionSettings(notion_token=None))
     with pytest.raises(PermanentError, match="NOTION_TOKEN"):
-        await notion.sync(make_job(PAGE))
+        await notion.sync(make_job(PAGE), context)
     await notion.aclose()
 
 
 async def test_not_found_marks_the_document_deleted(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, title="Doomed", blocks=[paragraph("bye")])
-    await notion.sync(make_job(PAGE))
+    await notion.sync(make_job(PAGE), context)
     fake.remove(PAGE)
-    result = await notion.sync(make_job(PAGE, example_payload("page.deleted.json")))
+    result = await notion.sync(make_job(PAGE, example_payload("page.deleted.json")), context)
     assert result.deleted == 1 and result.written == 0
     doc = await store.get("notion", PAGE)
     assert doc is not None and doc["deleted_at"] is not None
     # A 404 for a page never synced is still a success.
     other = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
-    assert (await notion.sync(make_job(other))).deleted == 0
+    assert (await notion.sync(make_job(other), context)).deleted == 0
 
 
 async def test_injected_404_marks_deleted(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(PAGE)
-    await notion.sync(make_job(PAGE))
+    await notion.sync(make_job(PAGE), context)
     fake.fail("pages.retrieve", 404, object_id=PAGE)
-    assert (await notion.sync(make_job(PAGE))).deleted == 1
+    assert (await notion.sync(make_job(PAGE), context)).deleted == 1
 
 
 async def test_trashed_page_is_deleted_and_restored_page_comes_back(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, blocks=[paragraph("content")])
-    await notion.sync(make_job(PAGE))
+    await notion.sync(make_job(PAGE), context)
     fake.set_trashed(PAGE)
-    result = await notion.sync(make_job(PAGE, example_payload("page.deleted.json")))
+    result = await notion.sync(make_job(PAGE, example_payload("page.deleted.json")), context)
     assert result.deleted == 1
     assert fake.calls["blocks.children.list"] == 1  # a trashed page's blocks are not walked
     doc = await store.get("notion", PAGE)
     assert doc is not None and doc["deleted_at"] is not None
 
     fake.set_trashed(PAGE, False)
-    result = await notion.sync(make_job(PAGE, example_payload("page.undeleted.json")))
+    result = await notion.sync(make_job(PAGE, example_payload("page.undeleted.json")), context)
     assert result.written == 1
     doc = await store.get("notion", PAGE)
     assert doc is not None and doc["deleted_at"] is None
@@ -697,54 +708,58 @@ async def test_trashed_page_is_deleted_and_restored_page_comes_back(
 
 @pytest.mark.parametrize("status", [500, 503, 502])
 async def test_server_error_once_is_retried_in_process(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore, status: int
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, status: int, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, blocks=[paragraph("fine")])
     fake.fail("pages.retrieve", status)
-    result = await notion.sync(make_job(PAGE))
+    result = await notion.sync(make_job(PAGE), context)
     assert result.written == 1
     assert fake.calls["pages.retrieve"] == 2
 
 
 async def test_persistent_server_error_propagates_for_the_queue_to_retry(
-    fake: FakeNotion, notion: NotionIntegration
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, blocks=[paragraph("fine")])
     fake.fail("blocks.children.list", 500, times=10)
     with pytest.raises(APIResponseError) as info:
-        await notion.sync(make_job(PAGE))
+        await notion.sync(make_job(PAGE), context)
     assert not isinstance(info.value, (PermanentError, RateLimited))
     assert info.value.status == 500
     assert fake.calls["blocks.children.list"] == 3  # one call + two in-process retries
 
 
-async def test_gateway_page_propagates_as_http_error(fake: FakeNotion, notion: NotionIntegration) -> None:
+async def test_gateway_page_propagates_as_http_error(
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
+) -> None:
     fake.add_page(PAGE)
     fake.fail("pages.retrieve", 502, times=3)
     with pytest.raises(HTTPResponseError):
-        await notion.sync(make_job(PAGE))
+        await notion.sync(make_job(PAGE), context)
 
 
 async def test_nested_block_vanishing_mid_walk_does_not_fail_the_sync(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.add_page(PAGE, blocks=[toggle("Open me", paragraph("inside")), paragraph("after")])
     toggle_id = fake.children[PAGE][0]
     fake.fail("blocks.children.list", 404, object_id=toggle_id)
-    await notion.sync(make_job(PAGE))
+    await notion.sync(make_job(PAGE), context)
     doc = await store.get("notion", PAGE)
     assert doc is not None
     assert doc["content"] == ("<details>\n<summary>Open me</summary>\n\n</details>\n\nafter\n")
 
 
-async def test_client_is_created_once_and_closed(fake: FakeNotion, notion: NotionIntegration) -> None:
+async def test_client_is_created_once_and_closed(
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
+) -> None:
     fake.add_page(PAGE)
-    await notion.sync(make_job(PAGE))
-    client = notion._client
-    await notion.sync(make_job(PAGE))
-    assert notion._client is client is not None
+    await notion.sync(make_job(PAGE), context)
+    client = notion.client._clients[TOKEN]
+    await notion.sync(make_job(PAGE), context)
+    assert notion.client._clients[TOKEN] is client is not None
     await notion.aclose()
-    assert notion._client is None
+    assert notion.client._clients == {}
     await notion.aclose()  # idempotent
 
 
@@ -781,11 +796,11 @@ def add_roadmap(fake: FakeNotion) -> None:
 
 
 async def test_database_event_syncs_title_and_schema(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     add_roadmap(fake)
     job = make_job(DATABASE, example_payload("database.schema_updated.json"))
-    assert (await notion.sync(job)).written == 1
+    assert (await notion.sync(job, context)).written == 1
     doc = await store.get("notion", DATABASE)
     assert doc is not None
     assert doc["title"] == "Roadmap"
@@ -798,11 +813,11 @@ async def test_database_event_syncs_title_and_schema(
     assert fake.calls["data_sources.retrieve"] == 1
 
     fake.set_trashed(DATABASE)
-    assert (await notion.sync(job)).deleted == 1
+    assert (await notion.sync(job, context)).deleted == 1
 
 
 async def test_data_source_event_syncs_its_schema(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     add_roadmap(fake)
     payload = {
@@ -810,7 +825,7 @@ async def test_data_source_event_syncs_its_schema(
         "id": "e1",
         "entity": {"id": DATA_SOURCE, "type": "data_source"},
     }
-    assert (await notion.sync(make_job(DATA_SOURCE, payload))).written == 1
+    assert (await notion.sync(make_job(DATA_SOURCE, payload), context)).written == 1
     doc = await store.get("notion", DATA_SOURCE)
     assert doc is not None
     assert doc["title"] == "Roadmap"
@@ -820,32 +835,33 @@ async def test_data_source_event_syncs_its_schema(
 
 
 async def test_manual_resync_tries_page_then_database(
-    fake: FakeNotion, notion: NotionIntegration, store: DocumentStore
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
 ) -> None:
     add_roadmap(fake)
     fake.add_page(PAGE, title="A page")
     manual = {"type": "manual_resync"}
 
-    assert (await notion.sync(make_job(PAGE, manual))).written == 1
+    assert (await notion.sync(make_job(PAGE, manual), context)).written == 1
     assert fake.calls["databases.retrieve"] == 0
 
-    assert (await notion.sync(make_job(DATABASE, manual))).written == 1
+    assert (await notion.sync(make_job(DATABASE, manual), context)).written == 1
     doc = await store.get("notion", DATABASE)
     assert doc is not None and doc["content"] == DATABASE_MARKDOWN
 
     missing = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
-    result = await notion.sync(make_job(missing, manual))
+    result = await notion.sync(make_job(missing, manual), context)
     assert result.deleted == 0 and result.written == 0
 
 
-async def test_demo_fake_syncs_page_and_database(store: DocumentStore) -> None:
+async def test_demo_fake_syncs_page_and_database(store: DocumentStore, context: SyncContext) -> None:
     fake = FakeNotion.demo()
     fake.deny_read_content()  # the block walk's Markdown (tests/test_notion_markdown.py: twin)
     with BackgroundServer(fake.app()) as srv:
-        notion = NotionIntegration(Settings(notion_token=fake.token, notion_base_url=srv.url), store)
+        notion = NotionSyncer(NotionSettings(notion_token=fake.token, notion_base_url=srv.url))
         try:
-            await notion.sync(make_job(DEMO_PAGE_ID, example_payload("page.created.json")))
-            await notion.sync(make_job(DEMO_DATABASE_ID, example_payload("database.schema_updated.json")))
+            await notion.sync(make_job(DEMO_PAGE_ID, example_payload("page.created.json")), context)
+            await notion.sync(
+                make_job(DEMO_DATABASE_ID, example_payload("database.schema_updated.json")), context)
         finally:
             await notion.aclose()
     page = await store.get("notion", DEMO_PAGE_ID)
@@ -887,16 +903,16 @@ def test_rich_text_rendering_edge_cases() -> None:
 
 
 async def test_service_overload_529_is_a_rate_limit_with_its_reason(
-    fake: FakeNotion, notion: NotionIntegration
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
 ) -> None:
     """Notion's 529 ``service_overload`` means back off too (request-limits reference): it is
     handed to the queue like a 429, with the reason the operator sees."""
     fake.add_page(PAGE)
     fake.fail("pages.retrieve", 529, code="service_overload", retry_after=90)
     with pytest.raises(RateLimited) as info:
-        await notion.sync(make_job(PAGE))
+        await notion.sync(make_job(PAGE), context)
     assert info.value.retry_after == 90 and info.value.reason == "service_overload"
     fake.fail("pages.retrieve", 429, retry_after=90)
     with pytest.raises(RateLimited) as limited:
-        await notion.sync(make_job(PAGE))
+        await notion.sync(make_job(PAGE), context)
     assert limited.value.reason == "rate_limited"

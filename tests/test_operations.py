@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import one_job
 import psycopg
 import pytest
 from conftest import server_url_for_tests
@@ -186,14 +187,13 @@ async def test_documents_by_undashed_notion_id_and_jobs_as_a_table(
 ) -> None:
     import asyncio
 
-    from debounce import queue
     from debounce.cli import main
     from debounce.documents import Document, DocumentStore
 
     page = "153104cd-477e-809d-8dc4-ff2d96ae3090"
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await DocumentStore(conn).upsert(Document("notion", page, page, "Launch plan", "# Hi\n"))
-        await queue.enqueue(conn, "notion", page, payload={"secret": "payload-text"},
+        await one_job.enqueue(conn, "notion", page, payload={"secret": "payload-text"},
                             event_id="e1", debounce_seconds=30, max_wait_seconds=300)
     monkeypatch.setenv("DATABASE_URL", database_url)
     assert await asyncio.to_thread(main, ["documents", "--id", page.replace("-", "")]) == 0

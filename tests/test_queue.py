@@ -7,6 +7,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import one_job
 import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
@@ -33,7 +34,7 @@ async def ev(
     max_wait: float = 300,
     source: str = "notion",
 ) -> Any:
-    return await queue.enqueue(
+    return await one_job.enqueue(
         db,
         source,
         page,
@@ -78,7 +79,7 @@ async def test_burst_is_one_job_with_latest_payload_pushed_back(conn: Conn) -> N
     for i in range(10):
         await ev(conn, "p1", f"e{i}", now=at(i * 5), payload={"n": i})
     assert await count_rows(conn) == 1
-    job = await queue.active_for_page(conn, "notion", "p1")
+    job = await one_job.active_for_page(conn, "notion", "p1")
     assert job is not None
     assert job.event_count == 10
     assert job.payload == {"n": 9} and job.event_id == "e9"
@@ -103,7 +104,7 @@ async def test_duplicate_event_id_changes_nothing(conn: Conn) -> None:
     assert dup.job == first.job
     # Still a duplicate after the job completed: the id is remembered, not the job.
     job = await claim_one(conn, at(40))
-    await queue.complete(conn, job, now=at(41))
+    await one_job.complete(conn, job, now=at(41))
     again = await ev(conn, "p1", "e1", now=at(50))
     assert again.outcome is EnqueueOutcome.DUPLICATE and again.job is None
     assert await count_rows(conn) == 1
@@ -124,7 +125,7 @@ async def test_event_without_id_is_never_a_duplicate(conn: Conn) -> None:
 async def test_failed_page_gets_a_fresh_job(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0)
     job = await claim_one(conn, at(30))
-    failed = await queue.fail(conn, job, "no access", permanent=True, now=at(31))
+    failed = await one_job.fail(conn, job, "no access", permanent=True, now=at(31))
     assert failed is not None and failed.status is JobStatus.FAILED
     r = await ev(conn, "p1", "e2", now=at(40))
     assert r.outcome is EnqueueOutcome.CREATED and r.job.id != job.id
@@ -135,7 +136,7 @@ async def test_failed_page_gets_a_fresh_job(conn: Conn) -> None:
 async def test_event_keeps_the_later_of_backoff_and_debounce(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0)
     job = await claim_one(conn, at(30))
-    retried = await queue.fail(conn, job, "timeout", jitter=0, now=at(31))
+    retried = await one_job.fail(conn, job, "timeout", jitter=0, now=at(31))
     assert retried is not None and retried.scheduled_at == at(61)  # 30 s backoff
     # An event inside the backoff must not pull the retry earlier...
     r = await ev(conn, "p1", "e2", now=at(32), debounce=5)
@@ -153,13 +154,13 @@ async def test_edit_during_processing_produces_follow_up_with_new_payload(conn: 
     assert r.outcome is EnqueueOutcome.REQUEUED_AFTER_RUNNING
     assert r.job.id == job.id and r.job.status is JobStatus.PROCESSING
     assert r.job.scheduled_at == at(65)
-    done = await queue.complete(conn, job, now=at(40))
+    done = await one_job.complete(conn, job, now=at(40))
     assert done is not None
     assert done.status is JobStatus.PENDING and done.attempts == 0
     assert await queue.claim(conn, "w", limit=1, lease_seconds=60, now=at(64)) == []
     follow = await claim_one(conn, at(65))
     assert follow.id == job.id and follow.payload == {"v": 2}
-    final = await queue.complete(conn, follow, now=at(66))
+    final = await one_job.complete(conn, follow, now=at(66))
     assert final is not None and final.status is JobStatus.COMPLETED
     assert await count_rows(conn) == 1
 
@@ -216,7 +217,7 @@ async def test_concurrent_claimers_never_claim_a_job_twice(database_url: str) ->
                     return
                 claimed.extend(j.id for j in jobs)
                 for j in jobs:
-                    await queue.complete(pool, j)
+                    await one_job.complete(pool, j)
 
         await asyncio.gather(*(claimer(n) for n in range(8)))
         assert len(claimed) == 1000
@@ -240,7 +241,7 @@ async def test_200_concurrent_enqueues_on_one_page(database_url: str) -> None:
             commit_order.append(i)
 
         await asyncio.gather(*(one(i) for i in range(200)))
-        job = await queue.active_for_page(pool, "notion", "hot")
+        job = await one_job.active_for_page(pool, "notion", "hot")
         assert job is not None
         assert job.event_count == 200
         async with pool.connection() as c:
@@ -275,7 +276,7 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
                 jobs = await queue.claim(worker, "w", limit=1, lease_seconds=60)
                 if jobs:
                     synced.append(jobs[0].payload["i"])
-                    await queue.complete(worker, jobs[0])
+                    await one_job.complete(worker, jobs[0])
                 elif stop.is_set():
                     return
                 else:
@@ -285,7 +286,7 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
         # Drain what is left (a follow-up may still be pending).
         while jobs := await queue.claim(worker, "w", limit=1, lease_seconds=60):
             synced.append(jobs[0].payload["i"])
-            await queue.complete(worker, jobs[0])
+            await one_job.complete(worker, jobs[0])
         # Every event is covered by a sync that started after it: the last one carries the
         # last event, and syncs never go backwards.
         assert synced[-1] == rounds - 1
@@ -314,7 +315,7 @@ async def test_enqueue_many_merges_events_of_one_page(conn: Conn) -> None:
         EnqueueOutcome.CREATED,
         EnqueueOutcome.DUPLICATE,
     ]
-    p1 = await queue.active_for_page(conn, "notion", "p1")
+    p1 = await one_job.active_for_page(conn, "notion", "p1")
     assert p1 is not None and p1.event_count == 2 and p1.payload == {"v": 2}
     assert p1.event_id == "c"
     again = await queue.enqueue_many(conn, [JobEvent("notion", "p1", {"v": 9}, "d", 30, 300)],
@@ -332,7 +333,7 @@ async def test_backoff_schedule_then_failed_after_max_attempts(conn: Conn) -> No
     for attempt in range(1, 6):
         job = await claim_one(conn, now)
         assert job.attempts == attempt
-        after = await queue.fail(conn, job, f"boom {attempt}", jitter=0, now=now)
+        after = await one_job.fail(conn, job, f"boom {attempt}", jitter=0, now=now)
         assert after is not None
         if attempt < 5:
             assert after.status is JobStatus.PENDING
@@ -355,7 +356,7 @@ def test_backoff_jitter_stays_within_bounds() -> None:
 async def test_rate_limited_reschedules_without_spending_an_attempt(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0)
     job = await claim_one(conn, at(30))
-    after = await queue.fail(conn, job, "429", retry_after=17, now=at(31))
+    after = await one_job.fail(conn, job, "429", retry_after=17, now=at(31))
     assert after is not None and after.status is JobStatus.PENDING
     assert after.attempts == 0 and after.scheduled_at == at(48)
     again = await claim_one(conn, at(48))
@@ -365,7 +366,7 @@ async def test_rate_limited_reschedules_without_spending_an_attempt(conn: Conn) 
 async def test_permanent_fails_at_once(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0)
     job = await claim_one(conn, at(30))
-    after = await queue.fail(conn, job, "token revoked", permanent=True, now=at(31))
+    after = await one_job.fail(conn, job, "token revoked", permanent=True, now=at(31))
     assert after is not None and after.status is JobStatus.FAILED and after.attempts == 1
 
 
@@ -373,7 +374,7 @@ async def test_final_failure_with_edit_during_sync_leaves_follow_up(conn: Conn) 
     await ev(conn, "p1", "e1", now=T0)
     job = await claim_one(conn, at(30))
     await ev(conn, "p1", "e2", now=at(31), payload={"v": "new"})
-    after = await queue.fail(conn, job, "no access", permanent=True, now=at(32))
+    after = await one_job.fail(conn, job, "no access", permanent=True, now=at(32))
     assert after is not None and after.status is JobStatus.PENDING
     assert after.attempts == 0 and after.scheduled_at == at(61)
 
@@ -381,7 +382,7 @@ async def test_final_failure_with_edit_during_sync_leaves_follow_up(conn: Conn) 
 async def test_manual_retry_of_failed_job(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0)
     job = await claim_one(conn, at(30))
-    await queue.fail(conn, job, "x", permanent=True, now=at(31))
+    await one_job.fail(conn, job, "x", permanent=True, now=at(31))
     revived = await queue.retry(conn, job.id, now=at(100))
     assert revived.status is JobStatus.PENDING and revived.attempts == 0
     assert revived.scheduled_at == at(100) and revived.finished_at is None
@@ -394,7 +395,7 @@ async def test_manual_retry_of_failed_job(conn: Conn) -> None:
 async def test_manual_retry_refused_when_page_has_active_job(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0)
     job = await claim_one(conn, at(30))
-    await queue.fail(conn, job, "x", permanent=True, now=at(31))
+    await one_job.fail(conn, job, "x", permanent=True, now=at(31))
     await ev(conn, "p1", "e2", now=at(40))
     with pytest.raises(queue.JobConflict, match="already has an active job"):
         await queue.retry(conn, job.id)
@@ -407,9 +408,9 @@ async def test_stale_claim_cannot_complete(conn: Conn) -> None:
     assert [j.id for j in requeued] == [job.id]
     assert requeued[0].status is JobStatus.PENDING and requeued[0].last_error
     other = await claim_one(conn, at(92), worker="w2")
-    assert await queue.complete(conn, job, now=at(93)) is None  # the old claim lost its lease
-    assert await queue.fail(conn, job, "late", now=at(93)) is None
-    done = await queue.complete(conn, other, now=at(94))
+    assert await one_job.complete(conn, job, now=at(93)) is None  # the old claim lost its lease
+    assert await one_job.fail(conn, job, "late", now=at(93)) is None
+    done = await one_job.complete(conn, other, now=at(94))
     assert done is not None and done.status is JobStatus.COMPLETED
 
 
@@ -420,8 +421,8 @@ async def test_expired_lease_comes_back_and_extension_keeps_it(conn: Conn) -> No
     await ev(conn, "a", "e1", now=T0)
     await ev(conn, "b", "e2", now=T0)
     a, b = await queue.claim(conn, "w", limit=2, lease_seconds=60, now=at(30))
-    extended = await queue.extend_lease(conn, a, 120, now=at(80))
-    assert extended == at(200)
+    extended = await queue.extend_leases(conn, [a], 120, now=at(80))
+    assert extended == {a.id: at(200)}
     assert await queue.requeue_expired(conn, now=at(89)) == []
     back = await queue.requeue_expired(conn, now=at(91))
     assert [j.id for j in back] == [b.id]
@@ -430,7 +431,7 @@ async def test_expired_lease_comes_back_and_extension_keeps_it(conn: Conn) -> No
 
 
 async def test_expired_lease_with_attempts_spent_fails(conn: Conn) -> None:
-    await queue.enqueue(conn, "notion", "p", payload={}, event_id="e", debounce_seconds=0,
+    await one_job.enqueue(conn, "notion", "p", payload={}, event_id="e", debounce_seconds=0,
                         max_wait_seconds=0, max_attempts=1, now=T0)
     await claim_one(conn, at(1))
     (job,) = await queue.requeue_expired(conn, now=at(100))
@@ -451,13 +452,29 @@ async def test_release_gives_job_back_untouched(conn: Conn) -> None:
 async def test_resync_is_due_now_and_revives_failed_page(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0)
     job = await claim_one(conn, at(30))
-    await queue.fail(conn, job, "x", permanent=True, now=at(31))
+    await one_job.fail(conn, job, "x", permanent=True, now=at(31))
     fresh = await queue.resync(conn, "notion", "p1", now=at(40))
     assert fresh.id != job.id and fresh.scheduled_at == at(40)
     assert fresh.priority == queue.RESYNC_PRIORITY
     # A webhook right after a manual re-sync does not delay it.
     r = await ev(conn, "p1", "e2", now=at(41))
     assert r.job.scheduled_at == at(40) and r.job.id == fresh.id
+
+
+async def test_resync_of_a_page_without_a_job_takes_the_workspace_of_its_document(
+        conn: Conn) -> None:
+    # A page another workspace's token synced is re-synced with that token: without a workspace
+    # the job ran with the environment's, which cannot see the page and marked it deleted.
+    wid = (await (await conn.execute(
+        "insert into workspaces (source_type, external_id, name, origin) "
+        "values ('notion', 'ws-b', 'B', 'env') returning id")).fetchone())[0]  # type: ignore[index]
+    await conn.execute(
+        "insert into documents (source_type, document_id, source_page_id, title, content, "
+        "content_sha256, synced_at, workspace_id) values ('notion', 'p9', 'p9', 't', 'c', 'x', "
+        "now(), %s)", (wid,))
+    job = await queue.resync(conn, "notion", "p9", now=at(1))
+    assert job.workspace_id == wid
+    assert (await queue.resync(conn, "notion", "never-synced", now=at(1))).workspace_id is None
 
 
 async def test_resync_of_pending_page_pulls_it_forward(conn: Conn) -> None:
@@ -471,7 +488,7 @@ async def test_list_get_stats_and_prune(conn: Conn) -> None:
     for i in range(5):
         await ev(conn, f"p{i}", f"e{i}", now=T0, source="notion" if i < 3 else "slack")
     done = await claim_one(conn, at(30))
-    await queue.complete(conn, done, now=at(31))
+    await one_job.complete(conn, done, now=at(31))
     page1 = await queue.list_jobs(conn, limit=2)
     assert len(page1.jobs) == 2 and page1.next_cursor is not None
     page2 = await queue.list_jobs(conn, limit=2, cursor=page1.next_cursor)
@@ -486,7 +503,6 @@ async def test_list_get_stats_and_prune(conn: Conn) -> None:
     assert s["totals"] == {"pending": 4, "processing": 0, "completed": 1, "failed": 0}
     assert s["by_source"]["slack"]["pending"] == 2
     assert s["oldest_due_age_seconds"] == pytest.approx(10.0)
-    assert await queue.next_due(conn) == at(30)
     pruned = await queue.prune(conn, 3600, event_older_than=3600, now=at(31 + 3601))
     assert pruned == {"jobs": 1, "events": 5}
     assert await queue.get(conn, done.id) is None
@@ -523,7 +539,7 @@ async def test_bad_arguments_raise_value_error_and_write_nothing(
     source_type = args.pop("source_type")
     page = args.pop("source_page_id")
     with pytest.raises(ValueError, match=message):
-        await queue.enqueue(conn, source_type, page, **args)
+        await one_job.enqueue(conn, source_type, page, **args)
     assert await count_rows(conn) == 0
     cur = await conn.execute("select count(*) from seen_events")
     assert (await cur.fetchone()) == (0,)
@@ -594,7 +610,7 @@ async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
         database_url, min_size=3, max_size=3, kwargs={"autocommit": True}, open=False
     ) as pool:
         for page in reversed(pages):
-            await queue.enqueue(pool, "notion", page, payload={}, event_id=f"seed-{page}",
+            await one_job.enqueue(pool, "notion", page, payload={}, event_id=f"seed-{page}",
                                 debounce_seconds=0, max_wait_seconds=0)
         jobs = await queue.claim(pool, "w", limit=20, lease_seconds=60)
         assert len(jobs) == 20

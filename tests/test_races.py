@@ -7,11 +7,12 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import one_job
 import psycopg
 import pytest
 
 from debounce import queue
-from debounce.documents import Document, DocumentStore, LeaseLost, claim_fence
+from debounce.documents import Document, DocumentStore, LeaseLost
 from debounce.types import JobStatus, SyncJob
 
 T0 = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
@@ -23,7 +24,7 @@ def at(seconds: float) -> datetime:
 
 
 async def event(db: Any, page: str, event_id: str, *, now: datetime, max_attempts: int = 5) -> Any:
-    return await queue.enqueue(db, "notion", page, payload={"event": event_id}, event_id=event_id,
+    return await one_job.enqueue(db, "notion", page, payload={"event": event_id}, event_id=event_id,
                                debounce_seconds=30, max_wait_seconds=300, now=now,
                                max_attempts=max_attempts)
 
@@ -48,7 +49,7 @@ async def test_fail_waiting_on_a_concurrent_enqueue_keeps_the_edit(
     async with await psycopg.AsyncConnection.connect(database_url) as editor:
         # An open transaction holds the job row.
         await event(editor, "p1", "edit-during-sync", now=at(1), max_attempts=max_attempts)
-        failing = asyncio.create_task(queue.fail(conn, job, "boom", permanent=permanent, now=at(2)))
+        failing = asyncio.create_task(one_job.fail(conn, job, "boom", permanent=permanent, now=at(2)))
         await asyncio.sleep(0.3)
         assert not failing.done(), "fail() should wait for the enqueue's row lock"
         await editor.commit()
@@ -57,7 +58,7 @@ async def test_fail_waiting_on_a_concurrent_enqueue_keeps_the_edit(
     assert row.status is JobStatus.PENDING, "the edit accepted during the sync was lost"
     assert row.payload == {"event": "edit-during-sync"}
     assert row.attempts == 0
-    active = await queue.active_for_page(conn, "notion", "p1")
+    active = await one_job.active_for_page(conn, "notion", "p1")
     assert active is not None and active.id == job.id
 
 
@@ -74,16 +75,15 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_a_newer_document(co
     (expired,) = await queue.requeue_expired(conn, now=at(61))
     assert expired.status is JobStatus.PENDING
     (job_b,) = await queue.claim(conn, "B", limit=1, lease_seconds=60, now=at(62))
-    with claim_fence(job_b):
-        assert await store.upsert(doc("v2")) == "inserted"
-    assert await queue.complete(conn, job_b, now=at(63)) is not None
-    with claim_fence(job_a), pytest.raises(LeaseLost):
-        await store.upsert(doc("v1"))
-    with claim_fence(job_a), pytest.raises(LeaseLost):
-        await store.mark_page_deleted("notion", "p1")
-    with claim_fence(job_a), pytest.raises(LeaseLost):
-        await store.set_state("notion", "p1", {"cursor": "stale"})
-    (row,) = await store.list_for_page("notion", "p1")
+    assert await store.fenced(job_b).upsert(doc("v2")) == "inserted"
+    assert await one_job.complete(conn, job_b, now=at(63)) is not None
+    with pytest.raises(LeaseLost):
+        await store.fenced(job_a).upsert(doc("v1"))
+    with pytest.raises(LeaseLost):
+        await store.fenced(job_a).mark_page_deleted("notion", "p1")
+    with pytest.raises(LeaseLost):
+        await store.fenced(job_a).set_state("notion", "p1", {"cursor": "stale"})
+    (row,) = await one_job.page_documents(store, "notion", "p1")
     assert row["title"] == "Page v2" and row["deleted_at"] is None
     assert await store.get_state("notion", "p1") == {}
 
@@ -91,11 +91,11 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_a_newer_document(co
 async def test_a_fenced_write_waits_for_nobody_and_lands_while_the_claim_holds(conn: Conn) -> None:
     store = DocumentStore(conn)
     job = await claimed(conn, "p1", now=T0)
-    with claim_fence(job):
-        assert await store.upsert(doc("v1")) == "inserted"
-        assert await store.upsert(doc("v1")) == "unchanged"
-        await store.set_state("notion", "p1", {"cursor": "c1"})
-        assert await store.mark_page_deleted("notion", "p1") == ["p1"]
+    fenced = store.fenced(job)
+    assert await fenced.upsert(doc("v1")) == "inserted"
+    assert await fenced.upsert(doc("v1")) == "unchanged"
+    await fenced.set_state("notion", "p1", {"cursor": "c1"})
+    assert await fenced.mark_page_deleted("notion", "p1") == ["p1"]
     assert await store.get_state("notion", "p1") == {"cursor": "c1"}
 
 
@@ -108,14 +108,13 @@ async def test_a_lease_revoked_while_the_write_waits_is_seen_by_the_write(
     job = await claimed(conn, "p1", now=T0)
     async with await psycopg.AsyncConnection.connect(database_url) as reaper:
         await queue.requeue_expired(reaper, now=at(61))  # open transaction holds the job row
-        with claim_fence(job):
-            writing = asyncio.create_task(store.upsert(doc("v1")))
-            await asyncio.sleep(0.3)
-            assert not writing.done()
-            await reaper.commit()
-            with pytest.raises(LeaseLost):
-                await asyncio.wait_for(writing, 10)
-    assert await store.list_for_page("notion", "p1") == []
+        writing = asyncio.create_task(store.fenced(job).upsert(doc("v1")))
+        await asyncio.sleep(0.3)
+        assert not writing.done()
+        await reaper.commit()
+        with pytest.raises(LeaseLost):
+            await asyncio.wait_for(writing, 10)
+    assert await one_job.page_documents(store, "notion", "p1") == []
 
 
 # --- the worker ------------------------------------------------------------------------------
@@ -125,8 +124,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
 from debounce.config import Settings  # noqa: E402
+from debounce.contract import SyncContext, SyncResult  # noqa: E402
 from debounce.worker import Worker  # noqa: E402
-from integrations.base import SyncResult  # noqa: E402
 
 
 class PageWriter:
@@ -135,20 +134,19 @@ class PageWriter:
 
     source_type = "notion"
 
-    def __init__(self, store: DocumentStore, versions: dict[str, str],
+    def __init__(self, versions: dict[str, str],
                  gate: Callable[[SyncJob], Awaitable[None]] | None = None) -> None:
-        self.store = store
         self.versions = versions
         self.gate = gate
 
     def parse_webhook(self, headers: Any, body: bytes) -> Any:
         raise NotImplementedError
 
-    async def sync(self, job: SyncJob) -> SyncResult:
+    async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
         version = self.versions[job.source_page_id]  # what the API returns now
         if self.gate is not None:
             await self.gate(job)
-        await self.store.upsert(Document(
+        await context.writer().upsert(Document(
             source_type="notion", document_id=job.source_page_id, source_page_id=job.source_page_id,
             title=version, content=version))
         return SyncResult(written=1)
@@ -188,7 +186,7 @@ async def test_stalled_worker_past_its_lease_writes_nothing_and_the_new_holder_w
         await resume.wait()
 
     worker = Worker(worker_settings(worker_concurrency=1), pool,
-                    {"notion": PageWriter(store, versions, gate)}, conninfo=database_url)
+                    {"notion": PageWriter(versions, gate)}, conninfo=database_url)
     await event(pool, "p1", "e1", now=datetime.now(UTC) - timedelta(seconds=60))
     running = asyncio.create_task(worker.run())
     try:
@@ -197,15 +195,14 @@ async def test_stalled_worker_past_its_lease_writes_nothing_and_the_new_holder_w
         far = datetime.now(UTC) + timedelta(hours=1)
         (requeued,) = await queue.requeue_expired(pool, now=far)  # A's lease ran out
         (job_b,) = await queue.claim(pool, "B", limit=1, lease_seconds=60)
-        with claim_fence(job_b):
-            await PageWriter(store, versions).sync(job_b)
-        assert (await queue.complete(pool, job_b)) is not None
+        await PageWriter(versions).sync(job_b, SyncContext(store=store.fenced(job_b)))
+        assert (await one_job.complete(pool, job_b)) is not None
         resume.set()
         await until(lambda: _logged(caplog, "lease lost during the sync"))
     finally:
         worker.stop()
         await asyncio.wait_for(running, 10)
-    (row,) = await store.list_for_page("notion", "p1")
+    (row,) = await one_job.page_documents(store, "notion", "p1")
     assert row["title"] == "v2"
     assert await job_status(pool, requeued.id) is JobStatus.COMPLETED
 
@@ -220,7 +217,7 @@ async def test_a_sync_being_recorded_is_not_reported_as_a_lost_lease(
     """Case 8: the completion statement has committed (clearing the lease) but the worker has
     not yet resumed the sync's task — a paused process — when the lease keeper renews. A sync
     whose lease is really gone is still reported."""
-    worker = Worker(worker_settings(), pool, {"notion": PageWriter(DocumentStore(pool), {})},
+    worker = Worker(worker_settings(), pool, {"notion": PageWriter({})},
                     conninfo=database_url)
     await event(pool, "p1", "e1", now=datetime.now(UTC) - timedelta(seconds=60))
     await event(pool, "p2", "e2", now=datetime.now(UTC) - timedelta(seconds=60))
@@ -262,9 +259,8 @@ async def test_a_read_only_database_is_waited_out_by_the_worker(
     """Case 4: during a failover every write raises ``ReadOnlySqlTransaction``; the worker
     backs off and goes on, and syncs once the database accepts writes again."""
     ro_pool, flag = switchable_pool
-    store = DocumentStore(pool)
     result = await event(pool, "p1", "e1", now=datetime.now(UTC) - timedelta(seconds=60))
-    worker = Worker(worker_settings(), ro_pool, {"notion": PageWriter(store, {"p1": "v1"})},
+    worker = Worker(worker_settings(), ro_pool, {"notion": PageWriter({"p1": "v1"})},
                     conninfo=database_url)
     running = asyncio.create_task(worker.run())
     try:

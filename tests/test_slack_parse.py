@@ -19,8 +19,8 @@ from starlette.datastructures import Headers
 
 import integrations
 from debounce.config import Settings
-from integrations.base import Integration, WebhookError, WebhookResult
-from integrations.slack import SlackIntegration
+from debounce.contract import Integration, WebhookError, WebhookResult
+from integrations.slack import SlackSettings, SlackSyncer, SlackWebhooks
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "slack"
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -38,17 +38,17 @@ def sign(body: bytes, ts: int | str = NOW, secret: str = SECRET) -> dict[str, st
     }
 
 
-def slack(**settings: Any) -> SlackIntegration:
+def slack(**settings: Any) -> SlackWebhooks:
     values: dict[str, Any] = {"slack_signing_secret": SECRET}
     values.update(settings)
-    return SlackIntegration(Settings(**values), None, clock=lambda: float(NOW))
+    return SlackWebhooks(SlackSettings(**values), clock=lambda: float(NOW))
 
 
 def example(name: str) -> bytes:
     return (EXAMPLES / f"{name}.json").read_bytes()
 
 
-def refused(integ: SlackIntegration, headers: dict[str, str], body: bytes) -> WebhookError:
+def refused(integ: SlackWebhooks, headers: dict[str, str], body: bytes) -> WebhookError:
     with pytest.raises(WebhookError) as info:
         integ.parse_webhook(headers, body)
     return info.value
@@ -183,7 +183,7 @@ def test_an_edit_of_our_own_message_is_ignored() -> None:
 
 def test_unset_secret_is_503_naming_the_variable() -> None:
     body = example("message")
-    integ = SlackIntegration(Settings(), None, clock=lambda: float(NOW))
+    integ = SlackWebhooks(SlackSettings(), clock=lambda: float(NOW))
     err = refused(integ, sign(body), body)
     assert (err.status, err.error) == (503, "not_configured")
     assert "SLACK_SIGNING_SECRET" in err.detail
@@ -288,7 +288,7 @@ def test_unknown_envelope_type_is_acknowledged() -> None:
 
 def test_registry_finds_the_slack_integration() -> None:
     integ = integrations.create("slack", Settings(slack_signing_secret=SECRET))
-    assert isinstance(integ, SlackIntegration)
+    assert isinstance(integ, SlackSyncer)
     assert isinstance(integ, Integration)
     assert integ.source_type == "slack"
     assert "slack" in integrations.source_types()

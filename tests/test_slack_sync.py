@@ -10,16 +10,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import one_job
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from debounce.config import Settings
+from debounce.contract import PermanentError, RateLimited, SyncContext, SyncError
 from debounce.documents import DocumentStore, WriteOutcome
 from debounce.types import JobStatus, SyncJob
-from integrations.base import PermanentError, RateLimited, SyncError
 from integrations.slack import (
     SlackApiFailure,
-    SlackIntegration,
+    SlackSettings,
+    SlackSyncer,
     render_thread,
 )
 from standins.server import BackgroundServer
@@ -30,7 +31,7 @@ TOKEN = "xoxb-test-token"
 C = "C2147483705"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "slack"
 
-Make = Callable[..., SlackIntegration]
+Make = Callable[..., SlackSyncer]
 
 
 def make_job(channel: str = C, payload: dict[str, Any] | None = None) -> SyncJob:
@@ -85,17 +86,17 @@ def store(pool: AsyncConnectionPool[Any]) -> DocumentStore:
 
 
 @pytest.fixture
-async def make(api_url: str, store: DocumentStore) -> AsyncIterator[Make]:
-    made: list[SlackIntegration] = []
+async def make(api_url: str) -> AsyncIterator[Make]:
+    made: list[SlackSyncer] = []
 
-    def factory(**kwargs: Any) -> SlackIntegration:
-        settings = Settings(
+    def factory(**kwargs: Any) -> SlackSyncer:
+        settings = SlackSettings(
             slack_bot_token=kwargs.pop("token", TOKEN),
             slack_api_url=kwargs.pop("api_url", api_url),
             slack_signing_secret="secret",
             slack_bot_user_id=kwargs.pop("bot_user_id", None),
         )
-        integ = SlackIntegration(settings, store, **kwargs)
+        integ = SlackSyncer(settings, **kwargs)
         made.append(integ)
         return integ
 
@@ -104,8 +105,14 @@ async def make(api_url: str, store: DocumentStore) -> AsyncIterator[Make]:
         await integ.aclose()
 
 
+@pytest.fixture
+def context(store: DocumentStore) -> SyncContext:
+    """What the worker hands a sync (here unfenced, no workspace, no meter)."""
+    return SyncContext(store=store)
+
+
 async def docs(store: DocumentStore, channel: str = C) -> dict[str, dict[str, Any]]:
-    return {d["document_id"]: d for d in await store.list_for_page("slack", channel)}
+    return {d["document_id"]: d for d in await one_job.page_documents(store, "slack", channel)}
 
 
 def live(rows: dict[str, dict[str, Any]]) -> set[str]:
@@ -116,11 +123,11 @@ def live(rows: dict[str, dict[str, Any]]) -> set[str]:
 
 
 async def test_a_thousand_messages_in_five_pages_sync_completely(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     posted = [fake.post(C, f"message number {i}", user=f"U{i % 7:07d}") for i in range(1000)]
     slack = make(lookback_seconds=60)
-    result = await slack.sync(make_job())
+    result = await slack.sync(make_job(), context)
     assert fake.calls["conversations.history"] == 5
     assert fake.calls["conversations.replies"] == 0
     assert (result.written, result.unchanged, result.deleted) == (1000, 0, 0)
@@ -139,17 +146,17 @@ async def test_a_thousand_messages_in_five_pages_sync_completely(
 
 
 async def test_a_rate_limit_mid_scan_resumes_where_it_stopped(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     for i in range(1000):
         fake.post(C, f"m{i}")
     fake.rate_limit("conversations.history", retry_after=7, after=2)
     slack = make(lookback_seconds=60)
     with pytest.raises(RateLimited) as info:
-        await slack.sync(make_job())
+        await slack.sync(make_job(), context)
     assert info.value.retry_after == 7
     assert len(live(await docs(store))) == 400  # two pages written before the 429
-    result = await slack.sync(make_job())
+    result = await slack.sync(make_job(), context)
     assert len(live(await docs(store))) == 1000
     # 3 calls for the remaining pages (resumed with latest=<oldest ts written>) + 1 fresh
     assert fake.calls["conversations.history"] == 3 + 3 + 1
@@ -160,7 +167,7 @@ async def test_a_rate_limit_mid_scan_resumes_where_it_stopped(
 
 
 async def test_one_document_per_thread_with_an_exact_transcript(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     fake.post(C, "Hello world", user="U2147483697", ts="1763682934.000200")
     fake.reply(C, "1763682934.000200", "Replying in the thread", ts="1763683000.000300")
@@ -172,7 +179,7 @@ async def test_one_document_per_thread_with_an_exact_transcript(
         ts="1763683100.000400",
     )
     fake.post(C, "A message alone", user="U2147483699", ts="1763683200.000500")
-    result = await make().sync(make_job())
+    result = await make().sync(make_job(), context)
     assert (result.written, result.deleted) == (2, 0)
     assert fake.calls["conversations.replies"] == 1  # only the thread with replies
     rows = await docs(store)
@@ -206,51 +213,51 @@ async def test_one_document_per_thread_with_an_exact_transcript(
 
 
 async def test_a_new_reply_refetches_only_that_thread(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     a = fake.post(C, "thread a")
     fake.reply(C, a, "a1")
     b = fake.post(C, "thread b")
     fake.reply(C, b, "b1")
     slack = make()
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     assert fake.calls["conversations.replies"] == 2
     fake.reply(C, a, "a2")
-    result = await slack.sync(make_job())
+    result = await slack.sync(make_job(), context)
     assert fake.calls["conversations.replies"] == 3
     assert (result.written, result.unchanged) == (1, 1)
     assert (await docs(store))[f"{C}/{a}"]["content"].endswith("a2\n")
 
 
 async def test_a_reply_to_a_thread_older_than_the_window_comes_from_the_event(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     root = fake.post(C, "an old question")
     slack = make(lookback_seconds=60)
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.advance(7200)
     fake.post(C, "much later")  # moves the watermark two hours on
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     reply = fake.reply(C, root, "a late answer")
     event = {"type": "message", "channel": C, "user": "U1", "text": "a late answer",
              "ts": reply, "thread_ts": root}
     before = dict(fake.calls)
-    result = await slack.sync(make_job(payload=envelope(event)))
+    result = await slack.sync(make_job(payload=envelope(event)), context)
     assert result.written == 1
     assert fake.calls["conversations.replies"] - before.get("conversations.replies", 0) == 1
     assert (await docs(store))[f"{C}/{root}"]["content"].endswith("a late answer\n")
     # the same event again (a re-sync of the same job payload) costs no replies call
-    await slack.sync(make_job(payload=envelope(event)))
+    await slack.sync(make_job(payload=envelope(event)), context)
     assert fake.calls["conversations.replies"] - before.get("conversations.replies", 0) == 1
 
 
 async def test_a_broadcast_reply_does_not_become_its_own_document(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     root = fake.post(C, "root")
     fake.advance(7200)
     reply = fake.reply(C, root, "also in channel", broadcast=True)
-    await make(lookback_seconds=60).sync(make_job())
+    await make(lookback_seconds=60).sync(make_job(), context)
     rows = await docs(store)
     assert set(rows) == {f"{C}/{root}"}
     assert rows[f"{C}/{root}"]["content"].endswith("also in channel\n")
@@ -261,13 +268,13 @@ async def test_a_broadcast_reply_does_not_become_its_own_document(
 
 
 async def test_an_edit_updates_the_document_on_the_next_sync(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     ts = fake.post(C, "Hello world", user="U2147483697", ts="1763682934.000200")
     slack = make()
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.edit(C, ts, "Hello world (edited)", edited_ts="1763683100.000000")
-    result = await slack.sync(make_job())
+    result = await slack.sync(make_job(), context)
     assert (result.written, result.unchanged) == (1, 0)
     doc = (await docs(store))[f"{C}/{ts}"]
     assert doc["content"] == (
@@ -280,12 +287,12 @@ async def test_an_edit_updates_the_document_on_the_next_sync(
 
 
 async def test_an_edited_reply_is_seen_through_the_message_changed_event(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     root = fake.post(C, "root")
     reply = fake.reply(C, root, "typo teh")
     slack = make()
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.edit(C, reply, "typo the")
     event = {
         "type": "message",
@@ -295,7 +302,7 @@ async def test_an_edited_reply_is_seen_through_the_message_changed_event(
         "message": {"type": "message", "user": "U2147483698", "text": "typo the", "ts": reply,
                     "thread_ts": root, "edited": {"user": "U2147483698", "ts": "1763690000.0"}},
     }
-    result = await slack.sync(make_job(payload=envelope(event)))
+    result = await slack.sync(make_job(payload=envelope(event)), context)
     assert result.written == 1
     assert (await docs(store))[f"{C}/{root}"]["content"].endswith("typo the\n")
 
@@ -304,14 +311,14 @@ async def test_an_edited_reply_is_seen_through_the_message_changed_event(
 
 
 async def test_a_deleted_root_is_marked_deleted(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     keep = fake.post(C, "keep me")
     gone = fake.post(C, "delete me")
     slack = make()
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.delete(C, gone)
-    result = await slack.sync(make_job())
+    result = await slack.sync(make_job(), context)
     assert result.deleted == 1
     rows = await docs(store)
     assert rows[f"{C}/{gone}"]["deleted_at"] is not None
@@ -320,14 +327,14 @@ async def test_a_deleted_root_is_marked_deleted(
 
 
 async def test_a_deleted_parent_keeps_its_live_replies_under_a_placeholder(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     root = fake.post(C, "root", user="U2147483697", ts="1763682934.000200")
     fake.reply(C, root, "a reply that survives in Slack", ts="1763683000.000300")
     slack = make()
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.delete(C, root)  # Slack leaves a tombstone: its replies remain
-    result = await slack.sync(make_job())
+    result = await slack.sync(make_job(), context)
     assert (result.written, result.deleted) == (1, 0)
     doc = (await docs(store))[f"{C}/{root}"]
     assert doc["deleted_at"] is None
@@ -337,84 +344,84 @@ async def test_a_deleted_parent_keeps_its_live_replies_under_a_placeholder(
     )
     assert doc["title"] == "a reply that survives in Slack"
     calls = dict(fake.calls)
-    assert (await slack.sync(make_job())).written == 0  # the tombstone is fingerprinted too
+    assert (await slack.sync(make_job(), context)).written == 0  # the tombstone is fingerprinted too
     assert fake.calls["conversations.replies"] == calls["conversations.replies"]
     # once its last reply goes, Slack drops the tombstone and the document goes
     fake.delete(C, "1763683000.000300")
     fake.delete(C, root)
-    assert (await slack.sync(make_job())).deleted == 1
+    assert (await slack.sync(make_job(), context)).deleted == 1
     assert (await docs(store))[f"{C}/{root}"]["deleted_at"] is not None
 
 
 async def test_a_first_sync_of_a_tombstone_thread_writes_its_replies(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     root = fake.post(C, "root")
     fake.reply(C, root, "still here")
     fake.delete(C, root)
-    result = await make().sync(make_job())
+    result = await make().sync(make_job(), context)
     assert (result.written, result.deleted) == (1, 0)
     assert (await docs(store))[f"{C}/{root}"]["content"].endswith("still here\n")
 
 
 async def test_a_parent_gone_from_history_while_replies_remain_keeps_them(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     root = fake.post(C, "root")
     fake.reply(C, root, "orphan reply")
     slack = make()
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.delete(C, root, tombstone=False)
-    result = await slack.sync(make_job())
+    result = await slack.sync(make_job(), context)
     assert (result.written, result.deleted) == (1, 0)
     content = (await docs(store))[f"{C}/{root}"]["content"]
     assert "_(message deleted)_" in content and content.endswith("orphan reply\n")
 
 
 async def test_a_deleted_parent_outside_the_window_keeps_its_replies_by_the_event_hint(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     old = fake.post(C, "old question", ts="1763682934.000200")
     fake.reply(C, old, "old answer")
     slack = make(lookback_seconds=60)
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.advance(100_000)
     fake.post(C, "new")
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.delete(C, old, tombstone=False)
     payload = json.loads((EXAMPLES / "message_deleted.json").read_text())
     payload["event"]["previous_message"].update(thread_ts=old, reply_count=1)
-    result = await slack.sync(make_job(payload=payload))
+    result = await slack.sync(make_job(payload=payload), context)
     assert (result.written, result.deleted) == (1, 0)
     assert (await docs(store))[f"{C}/{old}"]["content"].endswith("old answer\n")
 
 
 async def test_a_root_deleted_outside_the_window_is_deleted_by_the_event_hint(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     old = fake.post(C, "old message", ts="1763682934.000200")
     slack = make(lookback_seconds=60)
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.advance(100_000)
     fake.post(C, "new")
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.delete(C, old)
     payload = json.loads((EXAMPLES / "message_deleted.json").read_text())
-    result = await slack.sync(make_job(payload=payload))
+    result = await slack.sync(make_job(payload=payload), context)
     assert result.deleted == 1
     assert (await docs(store))[f"{C}/{old}"]["deleted_at"] is not None
 
 
 async def test_a_deleted_reply_updates_its_thread(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     root = fake.post(C, "root")
     keep = fake.reply(C, root, "first reply")
     drop = fake.reply(C, root, "second reply")
     slack = make()
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.delete(C, drop)
-    result = await slack.sync(make_job())
+    result = await slack.sync(make_job(), context)
     assert (result.written, result.deleted) == (1, 0)
     content = (await docs(store))[f"{C}/{root}"]["content"]
     assert "first reply" in content and "second reply" not in content
@@ -425,7 +432,7 @@ async def test_a_deleted_reply_updates_its_thread(
 
 
 async def test_an_unchanged_resync_writes_nothing_and_makes_one_call(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     for i in range(5):
         root = fake.post(C, f"thread {i}")
@@ -433,11 +440,11 @@ async def test_an_unchanged_resync_writes_nothing_and_makes_one_call(
     for i in range(20):
         fake.post(C, f"single {i}")
     slack = make()
-    first = await slack.sync(make_job())
+    first = await slack.sync(make_job(), context)
     assert first.written == 25
     before_rows = await docs(store)
     calls = dict(fake.calls)
-    again = await slack.sync(make_job())
+    again = await slack.sync(make_job(), context)
     assert (again.written, again.unchanged, again.deleted) == (0, 25, 0)
     assert fake.calls["conversations.history"] == calls["conversations.history"] + 1
     assert fake.calls["conversations.replies"] == calls["conversations.replies"]
@@ -448,14 +455,14 @@ async def test_an_unchanged_resync_writes_nothing_and_makes_one_call(
 
 
 async def test_without_saved_state_an_unchanged_resync_upserts_as_unchanged(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     root = fake.post(C, "root")
     fake.reply(C, root, "reply")
     fake.post(C, "single")
-    await make().sync(make_job())
+    await make().sync(make_job(), context)
     await store.set_state("slack", C, {})  # e.g. state lost: everything is re-rendered
-    result = await make().sync(make_job())
+    result = await make().sync(make_job(), context)
     assert (result.written, result.unchanged) == (0, 2)
     rows = await docs(store)
     doc = rows[f"{C}/{root}"]
@@ -476,20 +483,20 @@ def _thread_as_api(fake: FakeSlack, root: str) -> list[dict[str, Any]]:
 
 
 async def test_429_raises_rate_limited_with_retry_after_promptly(
-    fake: FakeSlack, make: Make
+    fake: FakeSlack, make: Make, context: SyncContext
 ) -> None:
     fake.post(C, "hi")
     fake.rate_limit("conversations.history", retry_after=20)
     start = time.monotonic()
     with pytest.raises(RateLimited) as info:
-        await make().sync(make_job())
+        await make().sync(make_job(), context)
     assert info.value.retry_after == 20
     assert time.monotonic() - start < 2  # no sleeping inside the call
     assert fake.calls["conversations.history"] == 1
 
 
 async def test_429_on_replies_keeps_what_was_written(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     a = fake.post(C, "a")
     fake.reply(C, a, "a1")
@@ -498,9 +505,9 @@ async def test_429_on_replies_keeps_what_was_written(
     fake.rate_limit("conversations.replies", retry_after=3, after=1)
     slack = make()
     with pytest.raises(RateLimited):
-        await slack.sync(make_job())
+        await slack.sync(make_job(), context)
     assert len(live(await docs(store))) == 1
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     assert len(live(await docs(store))) == 2
     assert fake.calls["conversations.replies"] == 3  # the written thread is not fetched again
 
@@ -508,56 +515,58 @@ async def test_429_on_replies_keeps_what_was_written(
 @pytest.mark.parametrize(
     "error", ["invalid_auth", "token_revoked", "account_inactive", "not_in_channel"]
 )
-async def test_permanent_errors(fake: FakeSlack, make: Make, store: DocumentStore, error: str) -> None:
+async def test_permanent_errors(
+    fake: FakeSlack, make: Make, store: DocumentStore, error: str, context: SyncContext
+) -> None:
     fake.post(C, "hi")
     slack = make()
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     fake.fail("conversations.history", error)
     with pytest.raises(PermanentError, match=error):
-        await slack.sync(make_job())
+        await slack.sync(make_job(), context)
     assert live(await docs(store))  # documents are kept: the channel may still exist
 
 
-async def test_a_wrong_token_is_invalid_auth(fake: FakeSlack, make: Make) -> None:
+async def test_a_wrong_token_is_invalid_auth(fake: FakeSlack, make: Make, context: SyncContext) -> None:
     fake.post(C, "hi")
     with pytest.raises(PermanentError, match="invalid_auth"):
-        await make(token="xoxb-wrong").sync(make_job())
+        await make(token="xoxb-wrong").sync(make_job(), context)
 
 
-async def test_no_token_is_permanent_and_names_the_variable(make: Make) -> None:
+async def test_no_token_is_permanent_and_names_the_variable(make: Make, context: SyncContext) -> None:
     with pytest.raises(PermanentError, match="SLACK_BOT_TOKEN"):
-        await make(token=None).sync(make_job())
+        await make(token=None).sync(make_job(), context)
 
 
 async def test_channel_not_found_marks_documents_deleted(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     root = fake.post(C, "root")
     fake.reply(C, root, "reply")
     fake.post(C, "single")
     slack = make()
-    await slack.sync(make_job())
+    await slack.sync(make_job(), context)
     assert len(live(await docs(store))) == 2
     fake.remove_channel(C)
     with pytest.raises(PermanentError, match="channel_not_found"):
-        await slack.sync(make_job())
+        await slack.sync(make_job(), context)
     rows = await docs(store)
     assert len(rows) == 2 and live(rows) == set()
     assert await store.get_state("slack", C) == {}
 
 
-async def test_a_500_is_a_plain_exception_to_retry(fake: FakeSlack, make: Make) -> None:
+async def test_a_500_is_a_plain_exception_to_retry(fake: FakeSlack, make: Make, context: SyncContext) -> None:
     fake.post(C, "hi")
     fake.server_error("conversations.history", 500)
     with pytest.raises(SlackApiFailure) as info:
-        await make().sync(make_job())
+        await make().sync(make_job(), context)
     assert not isinstance(info.value, SyncError)
     assert "500" in str(info.value)
 
 
-async def test_a_network_error_is_a_plain_exception(make: Make) -> None:
+async def test_a_network_error_is_a_plain_exception(make: Make, context: SyncContext) -> None:
     with pytest.raises(Exception) as info:
-        await make(api_url="http://127.0.0.1:9/api/").sync(make_job())
+        await make(api_url="http://127.0.0.1:9/api/").sync(make_job(), context)
     assert not isinstance(info.value, SyncError)
 
 
@@ -565,17 +574,17 @@ async def test_a_network_error_is_a_plain_exception(make: Make) -> None:
 
 
 async def test_own_bot_and_join_messages_are_not_documents(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     human = fake.post(C, "a human")
     fake.post(C, "posted by us", user="U0OURBOT")
     fake.post(C, "<@U9> has joined the channel", user="U9", subtype="channel_join")
-    await make(bot_user_id="U0OURBOT").sync(make_job())
+    await make(bot_user_id="U0OURBOT").sync(make_job(), context)
     assert set(await docs(store)) == {f"{C}/{human}"}
 
 
 async def test_block_kit_attachments_and_files_reach_the_document(
-    fake: FakeSlack, make: Make, store: DocumentStore
+    fake: FakeSlack, make: Make, store: DocumentStore, context: SyncContext
 ) -> None:
     poll = message("poll", "1763683200.000100")
     fake.post(C, poll.pop("text"), user=None, ts=poll.pop("ts"), **poll)
@@ -584,7 +593,7 @@ async def test_block_kit_attachments_and_files_reach_the_document(
     fake.post(C, "", ts="1763683400.000100", files=[{"id": "F1", "name": "plan.pdf"}])
     fake.post(C, "", ts="1763683500.000100")  # nothing at all: no document
     fake.post(C, "", ts="1763683600.000100", files=[{"id": "F2", "mode": "tombstone"}])
-    result = await make().sync(make_job())
+    result = await make().sync(make_job(), context)
     assert result.written == 3
     rows = await docs(store)
     assert set(rows) == {f"{C}/1763683200.000100", f"{C}/1763683300.000100",
@@ -597,12 +606,14 @@ async def test_block_kit_attachments_and_files_reach_the_document(
     assert rows[f"{C}/1763683400.000100"]["content"].endswith("_(file: plan.pdf)_\n")
 
 
-async def test_private_channels_and_the_demo_workspace(store: DocumentStore, make: Make) -> None:
+async def test_private_channels_and_the_demo_workspace(
+    store: DocumentStore, make: Make, context: SyncContext
+) -> None:
     demo = FakeSlack.demo(token=TOKEN)
     with BackgroundServer(demo.app()) as server:
         slack = make(api_url=f"{server.url}/api/")
         payload = json.loads((EXAMPLES / "thread_reply.json").read_text())
-        result = await slack.sync(make_job(C, payload))
+        result = await slack.sync(make_job(C, payload), context)
         assert result.written == 4
         rows = await docs(store)
         thread = rows[f"{C}/1763682934.000200"]
@@ -610,6 +621,6 @@ async def test_private_channels_and_the_demo_workspace(store: DocumentStore, mak
         assert thread["metadata"]["reply_count"] == 2
         bot = rows[f"{C}/1763683300.000600"]
         assert bot["content"].startswith("**B0BOTID01** (deploybot) · ")
-        await slack.sync(make_job("G0PRIVATE1"))
+        await slack.sync(make_job("G0PRIVATE1"), context)
         assert len(live(await docs(store, "G0PRIVATE1"))) == 2
     await slack.aclose()

@@ -14,15 +14,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import one_job
 import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
 from debounce.config import Settings
+from debounce.contract import PermanentError, RateLimited, SyncContext, SyncResult
 from debounce.types import JobEvent, JobStatus, SyncJob
 from debounce.worker import Worker
-from integrations.base import PermanentError, RateLimited, SyncResult
 
 NOOP_WORKER = Path(__file__).resolve().parent / "support" / "noop_worker.py"
 
@@ -39,7 +40,7 @@ class ScriptedIntegration:
     def parse_webhook(self, headers: Any, body: bytes) -> Any:
         raise NotImplementedError
 
-    async def sync(self, job: SyncJob) -> SyncResult:
+    async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
         self.calls.append((job, datetime.now(UTC)))
         outcome = self.behaviour(job)
         if isinstance(outcome, BaseException):
@@ -93,7 +94,7 @@ async def job_state(pool: AsyncConnectionPool[Any], job_id: int) -> SyncJob:
 
 async def test_success_completes(pool: AsyncConnectionPool[Any], run_worker: Any) -> None:
     integration = ScriptedIntegration(lambda job: None)
-    r = await queue.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
+    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
     run_worker(integration)
 
@@ -108,7 +109,7 @@ async def test_rate_limited_is_retried_at_retry_after_without_spending_an_attemp
     pool: AsyncConnectionPool[Any], run_worker: Any
 ) -> None:
     integration = ScriptedIntegration(lambda job: RateLimited(1.5, "429 from source"))
-    r = await queue.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
+    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
     run_worker(integration)
     await wait_for(lambda: len(integration.calls) >= 1)
@@ -123,7 +124,7 @@ async def test_rate_limited_is_retried_at_retry_after_without_spending_an_attemp
 
 async def test_permanent_error_fails_at_once(pool: AsyncConnectionPool[Any], run_worker: Any) -> None:
     integration = ScriptedIntegration(lambda job: PermanentError("token revoked"))
-    r = await queue.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
+    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
     run_worker(integration)
 
@@ -140,7 +141,7 @@ async def test_other_errors_retry_with_backoff_and_record_type(
     pool: AsyncConnectionPool[Any], run_worker: Any
 ) -> None:
     integration = ScriptedIntegration(lambda job: ConnectionResetError("peer went away"))
-    r = await queue.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
+    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
     run_worker(integration, backoff_seconds=(60.0,))
 
@@ -166,7 +167,7 @@ async def test_idle_worker_starts_a_job_soon_after_it_becomes_due(
     integration = ScriptedIntegration(lambda job: None)
     run_worker(integration, poll_interval_seconds=0.5)
     await asyncio.sleep(0.3)  # let the worker go idle
-    r = await queue.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=1.2,
+    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=1.2,
                             max_wait_seconds=10)
     await wait_for(lambda: integration.calls)
     lag = (integration.calls[0][1] - r.job.scheduled_at).total_seconds()
@@ -207,7 +208,7 @@ async def test_per_source_limit_leaves_room_for_other_sources(
     calls: list[str] = []
 
     class Slow(ScriptedIntegration):
-        async def sync(self, job: SyncJob) -> SyncResult:
+        async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
             calls.append(job.source_type)
             if job.source_type == "busy":
                 await release.wait()
@@ -220,7 +221,7 @@ async def test_per_source_limit_leaves_room_for_other_sources(
                     {"busy": slow, "quiet": slow}, conninfo=database_url)
     task = asyncio.create_task(worker.run())
     await wait_for(lambda: calls.count("busy") == 3)
-    await queue.enqueue(pool, "quiet", "q", payload={}, event_id="q", debounce_seconds=0,
+    await one_job.enqueue(pool, "quiet", "q", payload={}, event_id="q", debounce_seconds=0,
                         max_wait_seconds=0)
     await wait_for(lambda: "quiet" in calls)
     assert calls.count("busy") == 3
@@ -406,7 +407,7 @@ async def test_worker_survives_the_database_going_away_and_coming_back() -> None
             worker = Worker(worker_settings(poll_interval_seconds=0.2, lease_seconds=2), pool,
                             {"noop": integration}, conninfo=url)
             task = asyncio.create_task(worker.run())
-            await queue.enqueue(pool, "noop", "before", payload={}, event_id="a",
+            await one_job.enqueue(pool, "noop", "before", payload={}, event_id="a",
                                 debounce_seconds=0, max_wait_seconds=0)
             await wait_for(lambda: len(integration.calls) == 1)
             await asyncio.to_thread(server.cleanup)  # stop Postgres under the worker
@@ -415,7 +416,7 @@ async def test_worker_survives_the_database_going_away_and_coming_back() -> None
             server = pgserver.get_server(data_dir, cleanup_mode="stop")
             for _ in range(50):  # the test's own pool may hand out a dead connection first
                 try:
-                    r = await queue.enqueue(pool, "noop", "after", payload={}, event_id="b",
+                    r = await one_job.enqueue(pool, "noop", "after", payload={}, event_id="b",
                                             debounce_seconds=0, max_wait_seconds=0)
                     break
                 except psycopg.OperationalError:

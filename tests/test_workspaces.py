@@ -227,8 +227,8 @@ async def test_a_429_seen_by_one_worker_stops_every_worker_for_that_workspace_on
     from datetime import UTC, datetime, timedelta
 
     from debounce.config import Settings
+    from debounce.contract import RateLimited, SyncContext, SyncResult
     from debounce.worker import Worker
-    from integrations.base import RateLimited, SyncResult
 
     key = new_key()
     keyring = Keyring(key)
@@ -244,7 +244,7 @@ async def test_a_429_seen_by_one_worker_stops_every_worker_for_that_workspace_on
         def parse_webhook(self, headers: Any, body: bytes) -> Any:
             raise NotImplementedError
 
-        async def sync(self, job: Any) -> SyncResult:
+        async def sync(self, job: Any, context: SyncContext) -> SyncResult:
             calls.append((job.workspace_id, datetime.now(UTC)))
             if job.workspace_id == a["id"] and len([c for c in calls if c[0] == a["id"]]) == 1:
                 raise RateLimited(1.5, "429", reason="rate_limited")

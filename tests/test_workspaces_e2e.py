@@ -19,7 +19,6 @@ from psycopg_pool import AsyncConnectionPool
 import integrations
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
-from debounce.documents import DocumentStore
 from debounce.secrets import new_key
 from debounce.web import create_app
 from debounce.worker import Worker
@@ -130,7 +129,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
         assert resp.status_code == 200 and resp.json()["jobs"][0]["outcome"] == "created", resp.text
 
     settings = world["settings"]
-    worker = Worker(settings, pool, integrations.create_all(settings, DocumentStore(pool)),
+    worker = Worker(settings, pool, integrations.create_all(settings),
                     conninfo=settings.database_url)
     running = asyncio.create_task(worker.run())
     try:
@@ -187,7 +186,7 @@ async def test_operating_workspaces_from_the_cli_and_the_api(
 
     settings, client = world["settings"], world["client"]
     monkeypatch.setenv("DATABASE_URL", database_url)
-    monkeypatch.setenv("SLACK_API_URL", settings.slack_api_url)
+    monkeypatch.setenv("SLACK_API_URL", settings.source_settings("slack").slack_api_url)
     monkeypatch.delenv("DEBOUNCE_SECRET_KEY", raising=False)
     code = await asyncio.to_thread(main, ["workspaces", "add", "slack", "--token", SLACK_SECOND_TOKEN])
     assert code == 2 and "DEBOUNCE_SECRET_KEY is not set" in capsys.readouterr().err
@@ -211,7 +210,7 @@ async def test_operating_workspaces_from_the_cli_and_the_api(
     wid = str(ws["id"])
     assert await asyncio.to_thread(main, ["workspaces", "set-budget", wid, "--per-minute",
                                           "1", "--burst", "1"]) == 0
-    assert "budget 1/min +1*" in capsys.readouterr().out
+    assert "budget 1/min +1 (set for this workspace)" in capsys.readouterr().out
     got = (await client.get(f"/workspaces/{wid}", headers=admin)).json()["workspace"]["budget"]
     assert got == {"per_minute": 1.0, "burst": 1.0, "available": 1.0, "source_default": False}
     assert await asyncio.to_thread(main, ["workspaces", "set-budget", wid, "--burst", "0"]) == 2
@@ -233,6 +232,13 @@ async def test_operating_workspaces_from_the_cli_and_the_api(
     assert await asyncio.to_thread(main, ["backfill", "slack", "--workspace", wid,
                                           "--no-wait"]) == 0
     assert "already running" in capsys.readouterr().out
+    # --workspace takes the source's id of it too (issue 20, item 11); another source's is refused.
+    assert await asyncio.to_thread(main, ["backfill", "slack", "--workspace", DEMO_SECOND_TEAM_ID,
+                                          "--no-wait"]) == 0
+    assert f"backfill of workspace {wid} ({DEMO_SECOND_TEAM_ID}): already running" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["backfill", "notion", "--workspace", DEMO_SECOND_TEAM_ID,
+                                          "--no-wait"]) == 1
+    assert f"no notion workspace {DEMO_SECOND_TEAM_ID}" in capsys.readouterr().err
     assert await asyncio.to_thread(main, ["workspaces", "set-reconcile", wid, "on"]) == 0
     assert "reconciliation on" in capsys.readouterr().out
     assert await asyncio.to_thread(main, ["workspaces", "pause", str(ws["id"])]) == 0
@@ -266,3 +272,5 @@ def test_a_worker_with_stored_tokens_and_no_key_exits_with_one_line(database_url
     assert done.returncode == 2, done.stderr
     assert "configuration error" in done.stderr and "DEBOUNCE_SECRET_KEY is not set" in done.stderr
     assert "Traceback" not in done.stderr
+    # One line names the variable (issue 20, item 2: it was said 4 times).
+    assert sum("DEBOUNCE_SECRET_KEY" in line for line in done.stderr.splitlines()) == 1, done.stderr

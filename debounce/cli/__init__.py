@@ -14,25 +14,27 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-import psycopg
-from psycopg_pool import PoolTimeout
-
+from debounce.cli import workspace_cmds
 from debounce.cli.admin import COMMANDS
 from debounce.cli.demo import EXAMPLES
+from debounce.cli.errors import report
 from debounce.cli.parser import build_parser
-from debounce.cli.processes import database, run_worker, serve, standins
+from debounce.cli.processes import database, require_migrated, run_worker, serve, standins
 from debounce.cli.send import send, sign_request
 from debounce.config import Settings
 from debounce.db import open_pool
 from debounce.logs import configure
 from debounce.migrate import migrate
-from debounce.secrets import SecretKeyError, new_key
 
 __all__ = ["EXAMPLES", "build_parser", "main", "run_worker", "sign_request"]
 
+#: The commands whose log is their output (the service's processes, the stand-ins); the others
+#: log warnings and errors only unless DEBOUNCE_LOG_LEVEL asks for more than INFO.
+_LOGGING_COMMANDS = ("migrate", "worker", "web", "serve", "standins")
+
 
 async def _migrate(settings: Settings) -> int:
-    async with database(settings) as s:
+    async with database(settings, "migrate") as s:
         assert s.database_url
         applied = await migrate(s.database_url)
         print("applied: " + ", ".join(applied) if applied else "schema up to date")
@@ -40,25 +42,22 @@ async def _migrate(settings: Settings) -> int:
 
 
 async def _worker(settings: Settings) -> int:
-    async with database(settings) as s:
+    async with database(settings, "worker") as s:
         return await run_worker(s)
 
 
 async def _admin(args: argparse.Namespace, settings: Settings) -> int:
-    async with database(settings) as s:
+    """A command a person runs by hand: it reads or enqueues, and never migrates (an
+    unmigrated database is one line saying how to migrate)."""
+    async with database(settings, args.command) as s:
         assert s.database_url
-        await migrate(s.database_url)
+        await require_migrated(s, embedded=not settings.database_url)
         pool = open_pool(s.database_url, max_size=2)
         await pool.open(wait=True, timeout=30)
         try:
             return await COMMANDS[args.command](args, s, pool)
         finally:
             await pool.close()
-
-
-async def _new_key() -> int:
-    print(new_key())
-    return 0
 
 
 def _command(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any, int]:
@@ -70,7 +69,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any
         return serve(settings, args.host, args.port, demo=getattr(args, "demo", False),
                      with_worker=args.command == "serve")
     if args.command == "workspaces" and args.workspace_command == "new-key":
-        return _new_key()
+        return workspace_cmds.new_key_command(args)
     if args.command == "send":
         return send(args.source, args.files, args.url, args.secret, settings, demo=args.demo)
     if args.command == "standins":
@@ -79,15 +78,20 @@ def _command(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``debounce``; returns the process exit code. A configuration or
-    database error is one line on stderr and exit code 2 or 1, never a traceback."""
-    args = build_parser().parse_args(argv)
+    """Entry point of ``debounce``; returns the process exit code. Every error is one line on
+    stderr and a non-zero exit, never a traceback (:mod:`.errors`): 2 for a usage or
+    configuration error, 1 for the rest (database unreachable or not migrated, a source
+    refusing a token, a port in use)."""
+    args = build_parser().parse_args(argv)  # a usage error: one line, exit 2 (.parser)
     try:
         settings = Settings.from_env()
     except ValueError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
-    configure(settings.log_format, settings.log_level)
+    level = settings.log_level
+    if args.command not in _LOGGING_COMMANDS and level == "INFO":
+        level = "WARNING"  # a hand-run command prints its answer; libraries' INFO is noise
+    configure(settings.log_format, level)
     if getattr(args, "port", 0) is None:
         args.port = settings.port
     if getattr(args, "url", 0) is None:
@@ -101,13 +105,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(exc.code, file=sys.stderr)
             return 2
         raise
-    except SecretKeyError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
-    except (psycopg.OperationalError, PoolTimeout) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-        print(f"database error: {first}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except Exception as exc:  # the boundary: one line (.errors), never a traceback
+        return report(exc)

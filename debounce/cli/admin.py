@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import integrations
 from debounce import queue
 from debounce.cli import backfill, workspace_cmds
+from debounce.cli.errors import fail
 from debounce.config import Settings
 from debounce.db import fetch_all, fetch_one
 from debounce.sql import queries
@@ -25,16 +25,12 @@ def _print(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
-def _fail(message: str, code: int = 1) -> int:
-    print(message, file=sys.stderr)
-    return code
-
 
 async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Manual re-sync of one page (due now)."""
     source = integrations.sources().get(args.source)
     if source is None:
-        return _fail(f"unknown source {args.source!r} (known: "
+        return fail(f"unknown source {args.source!r} (known: "
                      f"{', '.join(integrations.source_types())})", 2)
     page_id = source.normalize_page_id(args.page_id)
     _print((await queue.resync(pool, args.source, page_id, max_attempts=settings.max_attempts))
@@ -48,7 +44,7 @@ async def jobs(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         page = await queue.list_jobs(pool, status=args.status, source_type=args.source,
                                      limit=args.limit, cursor=args.cursor)
     except ValueError as exc:
-        return _fail(f"error: {exc}", 2)
+        return fail(f"error: {exc}", 2)
     if args.json:
         _print({"jobs": [j.to_json() for j in page.jobs], "next_cursor": page.next_cursor})
         return 0
@@ -75,7 +71,7 @@ async def retry(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         _print((await queue.retry(pool, args.job_id)).to_json())
     except (queue.JobNotFound, queue.JobConflict) as exc:
         reason = f"no job {exc}" if isinstance(exc, queue.JobNotFound) else str(exc)
-        return _fail(f"cannot retry: {reason}")
+        return fail(f"cannot retry: {reason}")
     return 0
 
 
@@ -91,30 +87,56 @@ async def handshake_token(args: argparse.Namespace, settings: Settings, pool: An
     row = await fetch_one(pool, queries("admin")["latest_verification_token"],
                           {"source_type": args.handshake_source})
     if row is None:
-        return _fail(f"no verification request received from {args.handshake_source} yet")
+        return fail(f"no verification request received from {args.handshake_source} yet")
     print(row["token"])
     return 0
 
 
 async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
-    """List documents, or print one as Markdown."""
+    """List documents (with the numeric id the dashboard shows), or print one as Markdown:
+    ``--id`` takes the page id (any spelling of its source) or the numeric id."""
     q = queries("cli")
     if args.id:
-        candidates = {args.id} | {s.normalize_page_id(args.id) for s in integrations.sources().values()}
-        for document_id in sorted(candidates):
-            row = await fetch_one(pool, q["document"], {"document_id": document_id})
-            if row is not None:
-                print(f"# {row['title']}\n<!-- {row['source_type']} {row['document_id']} "
-                      f"{row['url'] or ''} synced {row['synced_at']} -->\n")
-                print(row["content"])
-                return 0
-        return _fail(f"no document {args.id!r}")
+        found = await _find_documents(pool, args.id)
+        if len(found) > 1:
+            listed = ", ".join(f"{r['id']} ({r['source_type']} {r['document_id']})" for r in found)
+            return fail(f"{args.id!r} names more than one document: {listed}; name the one "
+                         "you mean by its other id")
+        if not found:
+            return fail(f"no document {args.id!r} (`debounce documents` lists the ids)")
+        (row,) = found
+        print(f"# {row['title']}\n<!-- {row['source_type']} {row['document_id']} "
+              f"{row['url'] or ''} synced {row['synced_at']} -->\n")
+        print(row["content"])
+        return 0
     rows = await fetch_all(pool, q["documents"], {"source_type": args.source, "limit": args.limit})
+    if rows:
+        print(f"{'id':>6}  {'source':7} {'document id':45} {'size':>12}  title")
     for r in rows:
         flag = " (deleted)" if r["deleted_at"] else ""
-        print(f"{r['source_type']:7} {r['document_id']:45} {r['chars']:6} chars  "
+        print(f"{r['id']:>6}  {r['source_type']:7} {r['document_id']:45} {r['chars']:6} chars  "
               f"{r['title'][:50]}{flag}")
+    if rows:
+        print("`debounce documents --id ID` prints one: ID is the id or the document id")
     return 0
+
+
+async def _find_documents(pool: Any, ref: str) -> list[Any]:
+    """The documents ``ref`` names: by page id (as given or as any source spells it; the
+    newest of each spelling) and, if it is a number, by numeric id — at most one row each."""
+    q = queries("cli")
+    found: dict[int, Any] = {}
+    ref = ref.strip()
+    candidates = {ref} | {s.normalize_page_id(ref) for s in integrations.sources().values()}
+    for document_id in sorted(candidates):
+        row = await fetch_one(pool, q["document"], {"document_id": document_id})
+        if row is not None:
+            found.setdefault(int(row["id"]), row)
+    if ref.isdigit():
+        row = await fetch_one(pool, q["document_by_row_id"], {"id": int(ref)})
+        if row is not None:
+            found.setdefault(int(row["id"]), row)
+    return [found[k] for k in sorted(found)]
 
 
 def handshake_commands() -> dict[str, str]:

@@ -5,7 +5,10 @@ same) and, unless ``--no-wait``, shows its progress until every page is synced: 
 synced / remaining, with an ETA from the workspace's API budget. The work itself is done by
 the running workers (the enumeration, then bulk jobs through the fair claim), so stopping
 this command (Ctrl-C) stops nothing; running it again shows the same backfill (it is
-idempotent).
+idempotent). A workspace whose stored token the workers cannot decrypt (its
+``credentials_error``, see ``debounce.workspaces``) blocks its backfill: the command says so
+in one line and exits 1 (the backfill stays requested and goes on once a worker with the
+right ``DEBOUNCE_SECRET_KEY`` starts).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from tqdm import tqdm
 
 import integrations
 from debounce import enumerations, workspaces
+from debounce.cli.errors import fail
+from debounce.cli.workspace_cmds import Refused, resolve_workspace
 from debounce.config import Settings
 
 __all__ = ["add_parser", "run"]
@@ -36,27 +41,27 @@ def add_parser(sub: Any) -> None:
             "missing or stale, in the bulk lane (the workers do it); shows the progress")
     sp = sub.add_parser("backfill", help=text, description=text)
     sp.add_argument("source", choices=integrations.source_types())
-    sp.add_argument("--workspace", type=int, metavar="ID",
-                    help="only this workspace (default: every active one of SOURCE)")
+    sp.add_argument("--workspace", metavar="ID",
+                    help="only this workspace: its id or the source's id of it (default: every "
+                         "active one of SOURCE)")
     sp.add_argument("--no-wait", action="store_true", help="request it and return")
 
-
-def _fail(message: str, code: int = 1) -> int:
-    print(message, file=sys.stderr)
-    return code
 
 
 async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Run ``debounce backfill``; returns the exit code (1: no such workspace, or one
-    failed)."""
-    rows = [r for r in await workspaces.list_workspaces(pool, args.workspace,
-                                                        budgets=settings.source_budgets())
-            if r["source_type"] == args.source]
-    if args.workspace is not None and not rows:
-        return _fail(f"no {args.source} workspace {args.workspace}")
+    failed or is blocked by its credentials error)."""
+    if args.workspace is not None:
+        try:
+            rows = [await resolve_workspace(pool, settings, args.workspace, args.source)]
+        except Refused as exc:
+            return fail(str(exc), exc.code)
+    else:
+        rows = [r for r in await workspaces.list_workspaces(pool, budgets=settings.source_budgets())
+                if r["source_type"] == args.source]
     rows = [r for r in rows if r["status"] == "active"]
     if not rows:
-        return _fail(f"no active {args.source} workspace: connect one first "
+        return fail(f"no active {args.source} workspace: connect one first "
                      "(debounce workspaces add, or an install flow)")
     source = integrations.get(args.source)
     for row in rows:
@@ -65,15 +70,30 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
                 else f"already running ({started['kind'] if started else 'backfill'})")
         print(f"backfill of workspace {row['id']} ({row['external_id'] or row['name']}): {verb}")
     if args.no_wait:
-        return 0
+        blocked = [b for row in rows if (b := await _blocked(pool, row)) is not None]
+        for line in blocked:
+            print(line, file=sys.stderr)
+        return 1 if blocked else 0
     failed = 0
     for row in rows:
         failed += await _watch(pool, row, source.requests_per_page)
     return 1 if failed else 0
 
 
+async def _blocked(pool: Any, row: dict[str, Any]) -> str | None:
+    """The line saying what blocks ``row``'s backfill (its credentials error), or ``None``."""
+    error = await workspaces.credentials_error(pool, row["id"])
+    if error is None:
+        return None
+    reason, since = error
+    return (f"backfill of workspace {row['id']} ({row['source_type']} "
+            f"{row['external_id'] or row['name']}) blocked since "
+            f"{since.isoformat(timespec='seconds')}: {reason}; it goes on once a worker with the "
+            "right key starts")
+
+
 async def _watch(pool: Any, row: dict[str, Any], requests_per_page: float) -> int:
-    """Show one workspace's backfill until it is done; 1 if it failed."""
+    """Show one workspace's backfill until it is done; 1 if it failed or is blocked."""
     per_minute = float(row["budget"]["per_minute"] or 0)
     bar = tqdm(total=0, unit="page", desc=f"workspace {row['id']}", dynamic_ncols=True,
                file=sys.stdout, disable=None)
@@ -103,6 +123,10 @@ async def _watch(pool: Any, row: dict[str, Any], requests_per_page: float) -> in
                 bar.write(f"workspace {row['id']}: {p.discovered} listed, {p.synced} synced, "
                           f"{p.current} already current")
                 return 0
+            blocked = await _blocked(pool, row)
+            if blocked is not None:
+                bar.write(blocked, file=sys.stderr)
+                return 1
             await asyncio.sleep(POLL_SECONDS)
     finally:
         bar.close()

@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 import integrations
 from debounce.cli import backfill, workspace_cmds
 from debounce.cli.admin import handshake_commands
 
-__all__ = ["build_parser"]
+__all__ = ["OneLineParser", "build_parser"]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (what is wrong and where
+    the help is) and exit code 2, not the usage block; its subcommands' parsers are too."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``debounce COMMAND: MESSAGE (see `debounce COMMAND --help`)`` and exit 2."""
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``debounce`` command."""
     names = integrations.source_types()
     listed = ", ".join(names)
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="debounce",
         description=f"Webhook-ingesting debounce sync service: webhooks of {listed} in, one "
         "debounced sync job per page in Postgres, Markdown documents out. Configured by "
@@ -29,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     command("migrate", "apply pending schema migrations (Procfile: release)")
     for name, text in (("web", "run the HTTP service only (Procfile: web)"),
                        ("serve", "web and worker in one process, migrating first; with no "
-                                 "DATABASE_URL an embedded Postgres under .debounce/")):
+                                 "DATABASE_URL an embedded Postgres under .debounce/ (which "
+                                 "the commands you run by hand then use too)")):
         sp = command(name, text)
         sp.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
         sp.add_argument("--port", type=int, default=None, help="port (default $PORT or 8000)")

@@ -15,7 +15,7 @@ __all__ = ["secret_for", "send", "sign_request"]
 
 
 def sign_request(source: str, body: bytes, secret: str, *, timestamp: int | None = None) -> dict[str, str]:
-    """Headers that sign ``body`` the way ``source`` does (its :class:`~integrations.base.Source`
+    """Headers that sign ``body`` the way ``source`` does (its :class:`~debounce.contract.Source`
     ``sign``); ``timestamp`` in Unix seconds, default now, for sources that sign one.
 
     Raises:

@@ -2,7 +2,7 @@
 
 Rooms: :mod:`.checks` (what is accepted), :mod:`.lifecycle` (a job's life: enqueue, claim,
 leases, outcomes), :mod:`.operations` (re-sync, retry, inspection, prune). Callers use this
-package's names: ``from debounce import queue; await queue.enqueue(...)``.
+package's names: ``from debounce import queue; await queue.enqueue_many(...)``.
 
 Functions take ``db`` (an ``AsyncConnection`` in autocommit mode, or an
 ``AsyncConnectionPool``) and run one statement from ``sql/queue.sql`` each: one round trip,
@@ -12,10 +12,11 @@ one transaction. Semantics (docs/design.md, "Job states"):
   by the partial unique index ``sync_jobs_active_page``;
 - an event pushes its page's pending job to ``now + debounce_seconds``, never past
   ``first_event_at + max_wait_seconds``; the job keeps the latest payload and counts events;
-- an event for a ``processing`` job bumps its ``revision``; :func:`complete` then turns the row
-  back to ``pending`` (a follow-up sync) instead of ``completed``, so no edit is lost however the
-  event interleaves with :func:`claim` and :func:`complete` (row locks serialise them; the
-  follow-up is decided inside the completing UPDATE, on the latest row version);
+- an event for a ``processing`` job bumps its ``revision``; :func:`complete_many` then turns
+  the row back to ``pending`` (a follow-up sync) instead of ``completed``, so no edit is lost
+  however the event interleaves with :func:`claim` and :func:`complete_many` (row locks
+  serialise them; the follow-up is decided inside the completing UPDATE, on the latest row
+  version);
 - an event id already seen for its source changes nothing (idempotency, ``seen_events``).
 
 Every function accepts ``now`` (timezone-aware datetime, default: the database's ``now()``) so
@@ -36,14 +37,11 @@ from debounce.queue.checks import (
 from debounce.queue.lifecycle import (
     Failure,
     claim,
-    complete,
     complete_many,
-    enqueue,
     enqueue_many,
-    extend_lease,
     extend_leases,
-    fail,
     fail_many,
+    refresh_ready,
     release,
     requeue_expired,
 )
@@ -52,10 +50,8 @@ from debounce.queue.operations import (
     JobConflict,
     JobNotFound,
     JobPage,
-    active_for_page,
     get,
     list_jobs,
-    next_due,
     prune,
     resync,
     retry,
@@ -77,22 +73,17 @@ __all__ = [
     "JobConflict",
     "JobNotFound",
     "JobPage",
-    "active_for_page",
     "backoff_delay",
     "check_payload",
     "claim",
-    "complete",
     "complete_many",
-    "enqueue",
     "enqueue_many",
-    "extend_lease",
     "extend_leases",
-    "fail",
     "fail_many",
     "get",
     "list_jobs",
-    "next_due",
     "prune",
+    "refresh_ready",
     "release",
     "requeue_expired",
     "resync",

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from debounce.budgets import UNLIMITED, budget_params
-from debounce.db import Db, fetch_all
+from debounce.db import Db, fetch_all, fetch_one
 from debounce.queue.checks import (
     MAX_ERROR_CHARS,
     check_int,
@@ -21,21 +20,17 @@ from debounce.queue.checks import (
     check_text,
     validate_event,
 )
-from debounce.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
 from debounce.sql import queries
 from debounce.types import ApiBudget, EnqueueOutcome, EnqueueResult, JobEvent, SyncJob
 
 __all__ = [
     "Failure",
     "claim",
-    "complete",
     "complete_many",
-    "enqueue",
     "enqueue_many",
-    "extend_lease",
     "extend_leases",
-    "fail",
     "fail_many",
+    "refresh_ready",
     "release",
     "requeue_expired",
 ]
@@ -48,41 +43,6 @@ def job_of(row: Mapping[str, Any] | None) -> SyncJob | None:
     if row is None or row.get("id") is None:
         return None
     return SyncJob.from_row(dict(row))
-
-
-async def enqueue(
-    db: Db,
-    source_type: str,
-    source_page_id: str,
-    *,
-    payload: Mapping[str, Any],
-    event_id: str | None,
-    debounce_seconds: float,
-    max_wait_seconds: float,
-    priority: int = 0,
-    max_attempts: int = 5,
-    now: datetime | None = None,
-) -> EnqueueResult:
-    """Debounce one event into its page's active job (one statement).
-
-    Returns the :class:`EnqueueOutcome` (``created``, ``debounced``, ``duplicate``,
-    ``requeued_after_running``) and the page's job after the change.
-
-    Raises:
-        ValueError: empty source or page id, negative or non-finite window, payload not a dict.
-    """
-    event = JobEvent(
-        source_type=source_type,
-        source_page_id=source_page_id,
-        payload=dict(payload) if isinstance(payload, Mapping) else payload,
-        event_id=event_id,
-        debounce_seconds=debounce_seconds,
-        max_wait_seconds=max_wait_seconds,
-        priority=priority,
-        max_attempts=max_attempts,
-    )
-    (result,) = await enqueue_many(db, [event], now=now)
-    return result
 
 
 async def enqueue_many(
@@ -99,7 +59,8 @@ async def enqueue_many(
     caller already ran :func:`validate_event` on each (the web does, before batching).
 
     Raises:
-        ValueError: an event is invalid (see :func:`enqueue`).
+        ValueError: an event is invalid (:func:`~debounce.queue.checks.validate_event`: empty
+            source or page id, negative or non-finite window, payload not a dict).
     """
     check_now(now)
     if not events:
@@ -205,21 +166,14 @@ def _lease_token(job: SyncJob) -> str:
     return job.lease_token
 
 
-async def complete(db: Db, job: SyncJob, *, now: datetime | None = None) -> SyncJob | None:
-    """Record a successful sync of a claimed ``job``.
-
-    The row becomes ``completed``, or ``pending`` again (a follow-up sync with fresh attempts)
-    when events arrived since the claim. Returns the row after the change, or ``None`` when
-    this claim no longer holds the job (its lease expired and it was requeued or re-claimed).
-    """
-    return (await complete_many(db, [job], now=now)).get(job.id)
-
-
 async def complete_many(
     db: Db, jobs: Sequence[SyncJob], *, now: datetime | None = None
 ) -> dict[int, SyncJob]:
-    """:func:`complete` for a batch of claimed jobs in one statement (the worker buffers
-    finished syncs). Returns ``{job_id: row after the change}`` for the claims still held."""
+    """Record the successful syncs of claimed ``jobs`` in one statement (the worker buffers
+    finished syncs). Each row becomes ``completed``, or ``pending`` again (a follow-up sync with
+    fresh attempts) when events arrived since the claim. Returns ``{job_id: row after the
+    change}`` for the claims still held (a job whose lease expired and was requeued or
+    re-claimed is missing)."""
     check_now(now)
     if not jobs:
         return {}
@@ -238,12 +192,12 @@ class Failure:
     - ``permanent``: ``failed`` at once;
     - ``retry_after`` (seconds, the source's ``Retry-After``): ``pending`` at ``now +
       retry_after`` without spending an attempt;
-    - otherwise: ``pending`` after ``backoff_seconds`` (seconds; default: the default
-      schedule's delay for the job's attempt, see :func:`debounce.retry.backoff_delay`), or
+    - otherwise: ``pending`` after ``backoff_seconds`` (seconds, decided by the worker from
+      its backoff schedule, :func:`debounce.retry.backoff_delay`; ``None``: due at once), or
       ``failed`` once ``attempts >= max_attempts``.
 
     ``error`` is stored in ``last_error`` (truncated to 2000 characters). ``checkpoint`` (a
-    JSON object: what the sync had fetched when it yielded, ``integrations.metering``) is kept
+    JSON object: what the sync had fetched when it yielded, ``debounce.contract.metering``) is kept
     with a job that goes back to ``pending`` and served to its next sync; ``None`` clears it.
     ``keep_place`` (with ``retry_after``: a sync that yielded to its workspace's budget) keeps
     the job's due time, so it stays ahead of jobs due later; the claim's budget check, not the
@@ -268,37 +222,12 @@ class Failure:
             check_seconds("backoff_seconds", self.backoff_seconds)
 
 
-async def fail(
-    db: Db,
-    job: SyncJob,
-    error: str,
-    *,
-    retry_after: float | None = None,
-    permanent: bool = False,
-    backoff_seconds: Sequence[float] = DEFAULT_BACKOFF_SECONDS,
-    jitter: float = 0.2,
-    rng: random.Random | None = None,
-    now: datetime | None = None,
-) -> SyncJob | None:
-    """Record a failed sync of a claimed ``job`` (see :class:`Failure`; ``backoff_seconds`` is
-    the schedule, jittered by ``jitter``). An event that arrived during the sync still gets
-    its follow-up (see ``sql/queue.sql``). Returns the row, or ``None`` if this claim no longer
-    holds the job.
-
-    Raises:
-        ValueError: ``retry_after`` negative or not finite.
-    """
-    delay = backoff_delay(job.attempts, backoff_seconds, jitter=jitter, rng=rng)
-    failure = Failure(job, error, retry_after=retry_after, permanent=permanent,
-                      backoff_seconds=delay)
-    return (await fail_many(db, [failure], now=now)).get(job.id)
-
-
 async def fail_many(
     db: Db, failures: Sequence[Failure], *, now: datetime | None = None
 ) -> dict[int, SyncJob]:
-    """:func:`fail` for a batch of claimed jobs in one statement (the worker buffers
-    outcomes). Returns ``{job_id: row after the change}`` for the claims still held."""
+    """Record the failed syncs of claimed jobs in one statement (the worker buffers outcomes;
+    see :class:`Failure`). An event that arrived during a sync still gets its follow-up (see
+    ``sql/queue.sql``). Returns ``{job_id: row after the change}`` for the claims still held."""
     check_now(now)
     if not failures:
         return {}
@@ -311,8 +240,7 @@ async def fail_many(
             "errors": [(f.error or "error")[:MAX_ERROR_CHARS] for f in failures],
             "retry_afters": [f.retry_after for f in failures],
             "permanents": [bool(f.permanent) for f in failures],
-            "backoffs": [backoff_delay(f.job.attempts) if f.backoff_seconds is None
-                         else f.backoff_seconds for f in failures],
+            "backoffs": [f.backoff_seconds or 0.0 for f in failures],
             "checkpoints": [Jsonb(f.checkpoint) if f.checkpoint is not None else None
                             for f in failures],
             "keep_places": [bool(f.keep_place and f.retry_after is not None) for f in failures],
@@ -341,13 +269,6 @@ async def extend_leases(
     return {r["id"]: r["lease_expires_at"] for r in rows}
 
 
-async def extend_lease(
-    db: Db, job: SyncJob, seconds: float, *, now: datetime | None = None
-) -> datetime | None:
-    """Extend one job's lease to ``now + seconds``; the new expiry, or ``None`` if lost."""
-    return (await extend_leases(db, [job], seconds, now=now)).get(job.id)
-
-
 async def release(
     db: Db, jobs: SyncJob | Iterable[SyncJob], *, now: datetime | None = None
 ) -> list[SyncJob]:
@@ -373,3 +294,26 @@ async def requeue_expired(
     return [SyncJob.from_row(dict(r)) for r in rows]
 
 
+async def refresh_ready(db: Db, *, workspace_limit: int = UNLIMITED, batch: int = 1000) -> int:
+    """Recompute every workspace's place in the claim's line from its jobs (``sql/claim.sql``,
+    ``refresh_ready``), ``batch`` workspaces per statement; returns how many rows changed.
+
+    The triggers of migration 011 keep the lines exact at the commit of every transaction that
+    changes a job; this is the self-healing path for rows written with triggers disabled (a
+    restore with ``session_replication_role = replica``). The worker's pruner runs it after
+    each prune. ``workspace_limit`` (K) ends the hold of a workspace held at K whose jobs in
+    flight are fewer than K.
+
+    Raises:
+        ValueError: ``batch < 1`` or ``workspace_limit < 1``.
+    """
+    check_int("batch", batch, minimum=1)
+    check_int("workspace_limit", workspace_limit, minimum=1)
+    changed, after = 0, 0
+    while True:
+        row = await fetch_one(db, _CLAIM["refresh_ready"],
+                              {"after": after, "batch": batch, "workspace_limit": workspace_limit})
+        if row is None or row["last_id"] is None:
+            return changed
+        changed += int(row["changed"] or 0)
+        after = int(row["last_id"])

@@ -11,7 +11,7 @@ from typing import Any
 from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
-from debounce.budgets import UNLIMITED, budget_params
+from debounce.budgets import UNLIMITED
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.queue.checks import (
     MAX_BIGINT,
@@ -31,10 +31,8 @@ __all__ = [
     "JobConflict",
     "JobNotFound",
     "JobPage",
-    "active_for_page",
     "get",
     "list_jobs",
-    "next_due",
     "prune",
     "resync",
     "retry",
@@ -137,15 +135,6 @@ async def get(db: Db, job_id: int) -> SyncJob | None:
     return job_of(await fetch_one(db, _Q["get"], {"id": job_id}))
 
 
-async def active_for_page(db: Db, source_type: str, source_page_id: str) -> SyncJob | None:
-    """The page's active (``pending``/``processing``) job, or ``None``."""
-    return job_of(
-        await fetch_one(
-            db, _Q["active_for_page"], {"source_type": source_type, "source_page_id": source_page_id}
-        )
-    )
-
-
 async def list_jobs(
     db: Db,
     *,
@@ -213,12 +202,6 @@ async def stats(db: Db, *, now: datetime | None = None) -> dict[str, Any]:
     return {"by_source": by_source, "totals": totals, "oldest_due_age_seconds": oldest}
 
 
-async def next_due(db: Db) -> datetime | None:
-    """Due time of the earliest pending job (possibly in the past), or ``None``."""
-    row = await fetch_one(db, _Q["next_due"], {})
-    return row["next_due"] if row else None
-
-
 #: Advisory lock of the scheduled prune (one worker at a time): "prune" in ASCII.
 PRUNE_LOCK_ID = 0x7072756E65
 
@@ -268,15 +251,19 @@ async def seconds_until_due(
     costs: Mapping[str, float] | None = None,
 ) -> float | None:
     """Seconds until the claim could take a job (of ``source_types``, default any) by the
-    database's clock (negative when overdue), or ``None`` when nothing is pending. A
-    workspace's jobs count from when it can take one (429 block over, a request in its
-    bucket for a whole sync); a workspace with ``workspace_limit`` jobs in flight is not
-    counted (``budgets``, ``workspace_limit`` and ``costs`` as for
-    :func:`~debounce.queue.claim`)."""
+    database's clock (zero or negative when one is claimable now), or ``None`` when nothing
+    is pending. Constant cost: it reads the head of each workspace line (migration 011).
+    A workspace's jobs count from when it can take one (429 block over, its bucket able to pay
+    for a whole sync, as the last claim that looked at it found); a workspace whose last claim
+    left it with K jobs in flight is not counted until one of them ends. ``budgets``,
+    ``workspace_limit`` and ``costs`` are the claim's (:func:`~debounce.queue.claim`), which
+    applies them when it looks; they are accepted here for the callers' symmetry and unused: a
+    bucket drained since the last look costs one empty claim, which then holds the workspace
+    until its refill."""
+    del budgets, workspace_limit, costs
     row = await fetch_one(
         db,
         _CLAIM["seconds_until_due"],
-        {"source_types": list(source_types) if source_types is not None else None,
-         **budget_params(budgets, costs), "workspace_limit": workspace_limit},
+        {"source_types": list(source_types) if source_types is not None else None},
     )
     return float(row["seconds"]) if row and row["seconds"] is not None else None

@@ -97,7 +97,9 @@ async def overview(request: Request) -> Response:
 
 async def sources(request: Request) -> Response:
     """``GET /admin/sources``: each registered source, whether its signing secret is set, and
-    per workspace (today one, "default") its jobs by state, last sync and last error."""
+    per connected workspace (or "default", the environment's, when it has none) its ids, state,
+    jobs by state (completed: within the job retention), last sync, last error, rate budget and
+    backfill."""
     state = signed_in(request)
     registered = integrations.sources()
     configured: dict[str, tuple[bool, str | None]] = {}
@@ -107,8 +109,10 @@ async def sources(request: Request) -> Response:
             configured[name] = (True, None)
         else:
             configured[name] = (source.signing_secret(state.settings) is not None, source.secret_env())
+    retention = state.settings.job_retention_seconds
     views = await data.source_views(state.db, configured,
-                                    budgets=state.settings.source_budgets())
+                                    budgets=state.settings.source_budgets(),
+                                    completed_window_seconds=retention)
     return page(request, "sources.html", {"nav": "sources", "sources": views})
 
 
@@ -200,17 +204,19 @@ async def backfill(request: Request) -> Response:
     rows = await workspaces.list_workspaces(state.db, workspace_id)
     if not rows:
         raise ApiError(404, "not_found", f"no workspace {workspace_id}")
+    named = f"{workspace_id} ({rows[0]['external_id'] or 'source id not learned yet'})"
     if rows[0]["status"] != "active":
-        flash(request, "error", f"Workspace {workspace_id} is {rows[0]['status']}: resume it "
-                                "first.")
+        flash(request, "error", f"Workspace {named} is {rows[0]['status']}: resume it first.")
     else:
         started = await enumerations.request(state.db, workspace_id, "backfill")
         fresh = bool(started and started.get("inserted"))
         log.info("backfill of workspace %d %s (dashboard)", workspace_id,
                  "requested" if fresh else "already running")
-        flash(request, "ok", f"Backfill of workspace {workspace_id} "
-                             f"{'started' if fresh else 'already running'}: a worker lists "
-                             "the workspace and syncs what is missing.")
+        blocked = rows[0].get("credentials_error")
+        flash(request, "error" if blocked else "ok",
+              f"Backfill of workspace {named} {'started' if fresh else 'already running'}: "
+              + (f"it waits, as the workspace's jobs do, because {blocked}." if blocked else
+                 "a worker lists the workspace and syncs what is missing."))
     return RedirectResponse(f"{base_path(request)}/sources", status_code=303)
 
 

@@ -110,10 +110,18 @@ async def overview(db: Db, source_types: list[str], *, now: datetime | None = No
 @dataclass(frozen=True)
 class WorkspaceView:
     """One workspace of a source: a connected workspace (``status`` active, paused or
-    revoked, its ``last_auth_error``), or — when the source has none — "default", configured
-    by its environment; ``rate_budget`` describes its API budget (``None``: no workspace, so
-    none), ``backfill`` its latest backfill or sweep, ``workspace_id`` its id (``None`` for
-    "default")."""
+    revoked, its ``last_auth_error``, ``credentials_error`` since ``credentials_error_at`` when
+    a worker cannot decrypt its stored token: its jobs and backfills wait), or — when the
+    source has none — "default", configured by its environment.
+
+    ``workspace_id`` is its numeric id (``None`` for "default"), ``source_id`` the source's
+    own id of it (Notion workspace id, Slack team id; ``None`` while not learned, and for
+    "default"); the ``debounce workspaces`` commands take either. ``jobs``: pending,
+    processing and failed jobs now, and the jobs completed within
+    :attr:`SourceView.completed_window_seconds`.
+    ``last_error``: the newest job carrying an error (its id, status and when). ``rate_budget``
+    describes its API budget (``None``: no workspace, so none), ``backfill`` its latest
+    backfill or sweep."""
 
     name: str
     configured: bool
@@ -128,13 +136,17 @@ class WorkspaceView:
     last_auth_error: str | None = None
     workspace_id: int | None = None
     backfill: str | None = None
+    source_id: str | None = None
+    origin: str | None = None
+    credentials_error: str | None = None
+    credentials_error_at: datetime | None = None
 
 
 @dataclass(frozen=True)
 class SourceView:
     """One registered source: ``secret_env`` is the variable of its signing secret (``None``
-    when it has none), ``configured`` whether that secret is set, and its documents (live and
-    marked deleted) and workspaces."""
+    when it has none), ``configured`` whether that secret is set, its documents (live and
+    marked deleted) and workspaces, and the window of their "completed" figures."""
 
     source_type: str
     configured: bool
@@ -142,6 +154,8 @@ class SourceView:
     documents: int
     deleted_documents: int
     workspaces: list[WorkspaceView] = field(default_factory=list)
+    #: The window of the "completed" figures, seconds.
+    completed_window_seconds: float = 0.0
 
 
 def _budget_text(budget: dict[str, Any]) -> str:
@@ -166,39 +180,36 @@ def _backfill_text(p: enumerations.Progress | None) -> str | None:
 
 async def source_views(
     db: Db, configured: dict[str, tuple[bool, str | None]], *, now: datetime | None = None,
-    budgets: dict[str, ApiBudget] | None = None,
+    budgets: dict[str, ApiBudget] | None = None, completed_window_seconds: float,
 ) -> list[SourceView]:
     """The sources screen: one :class:`SourceView` per source of ``configured``
     (``{source_type: (secret set, secret's variable)}``), sorted by name; ``budgets``: the
-    sources' default API budgets."""
+    sources' default API budgets; ``completed_window_seconds``: the window of the completed
+    figures (the dashboard passes the job retention, how long finished jobs are kept)."""
     names = sorted(configured)
+    window = {"now": now, "window_seconds": completed_window_seconds}
     stats = await queue.stats(db, now=now)
     all_workspaces = await workspaces.list_workspaces(db, budgets=budgets)
+    activity = {int(r["workspace_id"]): _row(r)
+                for r in await fetch_all(db, _Q["workspace_activity"], window)}
     sources = integrations.sources()
     progress = {w["id"]: await enumerations.latest(
         db, w["id"], per_minute=float(w["budget"]["per_minute"] or 0),
         requests_per_page=(sources[w["source_type"]].requests_per_page
                            if w["source_type"] in sources else 1.0))
         for w in all_workspaces}
-    rows = {r["source_type"]: _row(r)
-            for r in await fetch_all(db, _Q["source_activity"], {"source_types": names})}
+    rows = {r["source_type"]: _row(r) for r in await fetch_all(
+        db, _Q["source_activity"], {"source_types": names, **window})}
     views: list[SourceView] = []
     for name in names:
         row = rows.get(name, {})
-        jobs = {s.value: int(stats["by_source"].get(name, {}).get(s.value, 0)) for s in JobStatus}
         is_set, env = configured[name]
-        connected = [w for w in all_workspaces if w["source_type"] == name]
-        shown = [WorkspaceView(
-            name=f"{w['name']} ({w['external_id'] or 'environment, id not learned yet'})",
-            configured=w["status"] == "active",
-            jobs={"pending": int(w["pending_jobs"]), "processing": int(w["processing_jobs"]),
-                  "completed": 0, "failed": int(w["failed_jobs"])},
-            last_sync_at=w["last_synced_at"], last_error=w["last_error"], last_error_job_id=None,
-            last_error_at=None, last_error_status=None, status=w["status"],
-            last_auth_error=w["last_auth_error"], rate_budget=_budget_text(w["budget"]),
-            workspace_id=w["id"], backfill=_backfill_text(progress[w["id"]]))
-            for w in connected]
+        shown = [_workspace_view(w, activity.get(int(w["id"]), {}), progress[w["id"]])
+                 for w in all_workspaces if w["source_type"] == name]
         if not shown:
+            jobs = {s.value: int(stats["by_source"].get(name, {}).get(s.value, 0))
+                    for s in JobStatus}
+            jobs["completed"] = int(row.get("completed") or 0)
             shown = [WorkspaceView(
                 name="default", configured=is_set, jobs=jobs, last_sync_at=row.get("last_sync_at"),
                 last_error=row.get("last_error"), last_error_job_id=row.get("last_error_job_id"),
@@ -207,8 +218,30 @@ async def source_views(
         views.append(SourceView(source_type=name, configured=is_set, secret_env=env,
                                 documents=int(row.get("documents") or 0),
                                 deleted_documents=int(row.get("deleted_documents") or 0),
-                                workspaces=shown))
+                                workspaces=shown,
+                                completed_window_seconds=completed_window_seconds))
     return views
+
+
+def _workspace_view(w: dict[str, Any], activity: dict[str, Any],
+                    progress: enumerations.Progress | None) -> WorkspaceView:
+    """A connected workspace's row: ``w`` from ``workspaces.list_workspaces``, ``activity``
+    its row of ``workspace_activity`` (empty when it has none)."""
+    return WorkspaceView(
+        name=w["name"] or "(unnamed)", source_id=w["external_id"], origin=w["origin"],
+        configured=w["status"] == "active",
+        jobs={"pending": int(w["pending_jobs"]), "processing": int(w["processing_jobs"]),
+              "completed": int(activity.get("completed") or 0), "failed": int(w["failed_jobs"])},
+        last_sync_at=max((t for t in (w["last_synced_at"], activity.get("last_completed_at"))
+                          if t is not None), default=None),
+        last_error=activity.get("last_error"),
+        last_error_job_id=activity.get("last_error_job_id"),
+        last_error_at=activity.get("last_error_at"),
+        last_error_status=activity.get("last_error_status"), status=w["status"],
+        last_auth_error=w["last_auth_error"], credentials_error=w["credentials_error"],
+        credentials_error_at=w["credentials_error_at"],
+        rate_budget=_budget_text(w["budget"]), workspace_id=int(w["id"]),
+        backfill=_backfill_text(progress))
 
 
 @dataclass(frozen=True)

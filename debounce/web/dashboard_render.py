@@ -71,6 +71,16 @@ def _seconds(value: float | None) -> str:
     return f"{int(value // 86400)} d {int(value % 86400 // 3600)} h"
 
 
+def _window(seconds: float) -> str:
+    """A window length for a heading: ``7 days``, ``1 day``, ``6 h``, else as :func:`_seconds`."""
+    if seconds >= 86400 and seconds % 86400 == 0:
+        days = int(seconds // 86400)
+        return f"{days} day{'s' if days != 1 else ''}"
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)} h"
+    return _seconds(seconds)
+
+
 def _ago(value: datetime | None) -> str:
     """How long ago ``value`` was (``in …`` for a future time), or an em dash."""
     if value is None:
@@ -91,7 +101,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, pretty_json=_pretty_json)
+    env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, window=_window,
+                       pretty_json=_pretty_json)
     return env
 
 

@@ -68,6 +68,15 @@ def db_unavailable(exc: BaseException) -> ApiError:
                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
+def error_code(exc: BaseException) -> str | None:
+    """The ``error`` code the boundary answers ``exc`` with when it is an expected one: an
+    :class:`ApiError`'s code, ``database_unavailable`` for a transient database state (see
+    :func:`server_error`); ``None`` for anything else. For counting answers by code."""
+    if isinstance(exc, ApiError):
+        return exc.code
+    return "database_unavailable" if is_transient(exc) else None
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     """Exception handler for every ``HTTPException`` (ours and Starlette's 404/405)."""
     assert isinstance(exc, HTTPException)

@@ -20,12 +20,12 @@ from starlette.routing import Route
 import integrations
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
+from debounce.contract import WebhookParser
 from debounce.db import open_pool
 from debounce.web import admin_api, dashboard, health, oauth, webhooks, workspace_api
 from debounce.web.errors import ErrorBoundary, http_error, server_error
 from debounce.web.state import WebState
 from debounce.workspaces import Directory, env_tokens
-from integrations.base import Integration
 
 __all__ = ["create_app"]
 
@@ -55,14 +55,14 @@ def create_app(
     settings: Settings,
     *,
     pool: AsyncConnectionPool[Any] | None = None,
-    sources: dict[str, Integration] | None = None,
+    sources: dict[str, WebhookParser] | None = None,
 ) -> Starlette:
     """Build the web app.
 
     ``pool``: an open pool to use (the caller closes it); by default the lifespan opens one on
     ``settings.database_url`` (its statements limited to the webhook deadline) and closes it.
-    ``sources``: integrations by source type; by default every registered one (parse half
-    only: no document store in the web process).
+    ``sources``: webhook parsers by source type; by default every registered source's
+    (``integrations.parsers``: the web builds no syncer).
 
     Raises:
         ValueError: no pool given and ``settings.database_url`` is unset.
@@ -70,7 +70,7 @@ def create_app(
     if pool is None and not settings.database_url:
         raise ValueError("DATABASE_URL is not set (debounce serve starts an embedded Postgres)")
     state = WebState(settings=settings,
-                     sources=sources if sources is not None else integrations.create_all(settings),
+                     sources=sources if sources is not None else integrations.parsers(settings),
                      pool=pool)
 
     @asynccontextmanager

@@ -2,7 +2,7 @@
 with a single-use ``state``; ``GET /{source}/oauth_redirect`` checks the state, lets the
 source exchange the code and store the workspace (credentials encrypted), and shows a page.
 A bad, reused or expired state, or an error from the source, shows a clear page and stores
-nothing. Each source's flow is its :class:`~integrations.base.Installer`.
+nothing. Each source's flow is its :class:`~debounce.contract.Installer`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 import integrations
 from debounce import workspaces
+from debounce.contract import Installer, InstallError
 from debounce.secrets import Keyring, SecretKeyError
 from debounce.web.state import WebState, web_state
-from integrations.base import Installer, InstallError
 
 __all__ = ["install", "oauth_redirect"]
 
@@ -39,7 +39,7 @@ def _installer(state: WebState, source: str) -> Installer | HTMLResponse:
     if spec is None or spec.installer is None:
         return _page(404, "Unknown source", f"debounce has no install flow for {source!r}.")
     try:
-        return spec.installer(state.settings)
+        return spec.installer(spec.configure(state.settings))
     except InstallError as exc:
         return _page(503, "Install flow not configured", exc.reason)
 

@@ -10,21 +10,21 @@ from starlette.requests import Request
 
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
+from debounce.contract import WebhookParser
 from debounce.metrics import WebMetrics
 from debounce.workspaces import Directory
-from integrations.base import Integration
 
 __all__ = ["WebState", "web_state"]
 
 
 @dataclass
 class WebState:
-    """The web process's services: ``settings``; ``sources`` (integrations by source type,
-    parse half only); ``metrics``; and, while the lifespan runs, the database ``pool``, the
-    enqueue ``batcher`` and the workspace ``directory``."""
+    """The web process's services: ``settings``; ``sources`` (the sources' webhook parsers
+    by source type: the web builds no syncer); ``metrics``; and, while the lifespan runs, the
+    database ``pool``, the enqueue ``batcher`` and the workspace ``directory``."""
 
     settings: Settings
-    sources: dict[str, Integration]
+    sources: dict[str, WebhookParser]
     metrics: WebMetrics = field(default_factory=WebMetrics)
     pool: AsyncConnectionPool[Any] | None = None
     batcher: EnqueueBatcher | None = None

@@ -21,12 +21,12 @@ from starlette.responses import JSONResponse, Response
 
 import integrations
 from debounce import queue, workspaces
-from debounce.db import fetch_one, is_transient
+from debounce.contract import WebhookError, WebhookResult
+from debounce.db import fetch_one
 from debounce.sql import queries
 from debounce.types import JobEvent
-from debounce.web.errors import ApiError, db_unavailable
+from debounce.web.errors import ApiError, error_code
 from debounce.web.state import WebState, web_state
-from integrations.base import WebhookError, WebhookResult
 
 __all__ = ["VERIFICATION_TOKENS_KEPT", "webhook"]
 
@@ -87,8 +87,12 @@ async def webhook(request: Request) -> Response:
         if result.revoked_workspace:
             return await _revoked(state, source, result.revoked_workspace)
         return await _enqueue(state, source, result)
-    except ApiError as exc:
-        state.metrics.webhooks.labels(source, exc.code).inc()
+    except Exception as exc:
+        # Counted by the code the error boundary answers with (debounce.web.errors): a
+        # transient database state becomes its 503 there, and nowhere else.
+        code = error_code(exc)
+        if code is not None:
+            state.metrics.webhooks.labels(source, code).inc()
         raise
 
 
@@ -111,14 +115,9 @@ async def _handshake(state: WebState, source: str, token: str) -> Response:
     problem = queue.unstorable(token)
     if problem:
         raise ApiError(400, "malformed_body", f"verification_token {problem}")
-    try:
-        async with asyncio.timeout(state.settings.webhook_deadline_seconds):
-            await fetch_one(state.db, _Q["save_verification_token"],
-                            {"source_type": source, "token": token, "keep": VERIFICATION_TOKENS_KEPT})
-    except Exception as exc:
-        if is_transient(exc):
-            raise db_unavailable(exc) from None
-        raise
+    async with asyncio.timeout(state.settings.webhook_deadline_seconds):
+        await fetch_one(state.db, _Q["save_verification_token"],
+                        {"source_type": source, "token": token, "keep": VERIFICATION_TOKENS_KEPT})
     spec = integrations.sources().get(source)
     log.warning(
         "%s verification token received: %r — paste it into the source's webhook settings to "
@@ -132,17 +131,12 @@ async def _handshake(state: WebState, source: str, token: str) -> Response:
 
 async def _revoked(state: WebState, source: str, external_id: str) -> Response:
     """The source says a workspace's token is gone: mark it revoked (its jobs wait)."""
-    try:
-        async with asyncio.timeout(state.settings.webhook_deadline_seconds):
-            changed = await workspaces.revoke_by_external_id(
-                state.db, source, external_id, "the source reported the app uninstalled or "
-                "its token revoked")
-            if state.directory is not None:
-                await state.directory.refresh(force=True)
-    except Exception as exc:
-        if is_transient(exc):
-            raise db_unavailable(exc) from None
-        raise
+    async with asyncio.timeout(state.settings.webhook_deadline_seconds):
+        changed = await workspaces.revoke_by_external_id(
+            state.db, source, external_id, "the source reported the app uninstalled or "
+            "its token revoked")
+        if state.directory is not None:
+            await state.directory.refresh(force=True)
     state.metrics.webhooks.labels(source, "workspace_revoked").inc()
     return JSONResponse({"ok": True, "detail": f"workspace {external_id} marked revoked"
                          if changed else f"workspace {external_id} is not connected"})
@@ -153,14 +147,9 @@ async def _routed(state: WebState, source: str, result: WebhookResult) -> list[t
     not connected (or revoked) are dropped and counted."""
     if state.directory is None:
         return [(e, None) for e in result.events]
-    try:
-        async with asyncio.timeout(state.settings.webhook_deadline_seconds):
-            routes = [await state.directory.route(source, e.workspace, e.enterprise)
-                      for e in result.events]
-    except Exception as exc:
-        if is_transient(exc):
-            raise db_unavailable(exc) from None
-        raise
+    async with asyncio.timeout(state.settings.webhook_deadline_seconds):
+        routes = [await state.directory.route(source, e.workspace, e.enterprise)
+                  for e in result.events]
     kept = []
     for event, route in zip(result.events, routes, strict=True):
         if route.accept:
@@ -209,10 +198,8 @@ async def _enqueue(state: WebState, source: str, result: WebhookResult) -> Respo
         # carries the same event id.
         async with asyncio.timeout(settings.webhook_deadline_seconds):
             outcomes = await state.batcher.submit(events)
-    except Exception as exc:
-        if is_transient(exc):
-            raise db_unavailable(exc) from None
-        if isinstance(exc, psycopg.Error) and _unstorable(exc):
+    except psycopg.Error as exc:
+        if _unstorable(exc):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise ApiError(400, "unstorable_event",
                            f"the database cannot store this event: {first}") from None

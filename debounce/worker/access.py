@@ -1,8 +1,13 @@
 """The worker's side of workspaces: the credentials each job syncs with, a revoked token
-marking its workspace, and the environment's workspace learning its id on first use."""
+marking its workspace, a token this worker cannot decrypt marking its workspace
+(``credentials_error``: said once per workspace and condition, the workspace parked until a
+worker whose key decrypts it clears the mark), and the environment's workspace learning its
+id on first use."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -12,13 +17,18 @@ from psycopg_pool import AsyncConnectionPool
 import integrations
 from debounce import workspaces
 from debounce.config import Settings
+from debounce.contract import BudgetExhausted, Meter
 from debounce.secrets import Keyring
 from debounce.types import SyncJob
-from integrations.metering import BudgetExhausted, Meter
+from debounce.worker.errors import log_db_error
 
-__all__ = ["WorkspaceAccess"]
+__all__ = ["RECHECK_SECONDS", "WorkspaceAccess"]
 
 log = logging.getLogger("debounce.worker")
+
+#: How often a worker with a key re-checks the workspaces marked with a credentials error
+#: (another worker, with another key, may have marked them), seconds.
+RECHECK_SECONDS = 30.0
 
 
 class WorkspaceAccess:
@@ -33,9 +43,13 @@ class WorkspaceAccess:
         self.pool = pool
         self.keyring = Keyring(settings.secret_key) if settings.secret_key else None
         self._learned: set[int] = set()
+        #: What this process last said of each workspace's credentials (``None``: readable).
+        self._said: dict[int, str | None] = {}
 
     async def prepare(self) -> None:
-        """At start: the environment's workspaces exist; stored credentials have a key.
+        """At start: the environment's workspaces exist; stored credentials have a key, and
+        each stored token is tried with it: one this key cannot decrypt marks its workspace
+        (:meth:`unreadable`), one it decrypts clears an earlier mark (:meth:`readable`).
 
         Raises:
             SecretKeyError: credentials are stored and ``DEBOUNCE_SECRET_KEY`` is unset.
@@ -50,13 +64,65 @@ class WorkspaceAccess:
                 raise SecretKeyError(f"credentials of {stored} workspace(s) are stored but "
                                      "DEBOUNCE_SECRET_KEY is not set: set the key they were "
                                      "encrypted with")
+        await self.check_stored()
+
+    async def check_stored(self, *, only_flagged: bool = False) -> None:
+        """Try every stored token (``only_flagged``: those marked with a credentials error)
+        with this worker's key; mark those it cannot decrypt (unless ``only_flagged``: another
+        worker's mark stays as it is) and clear the marks of those it can."""
+        for row in await workspaces.credentials_to_check(self.pool, only_flagged=only_flagged):
+            reason = workspaces.unreadable_reason(self.keyring, row["credentials"])
+            if reason is None:
+                if row["credentials_error"] is not None:
+                    await self.readable(int(row["id"]))
+            elif not only_flagged:
+                await self.unreadable(int(row["id"]), reason)
+
+    async def watch(self, stopping: asyncio.Event) -> None:
+        """Every :data:`RECHECK_SECONDS` until ``stopping`` is set: clear the marks of the
+        workspaces whose token this worker's key decrypts (:meth:`check_stored`). A worker
+        without a key has nothing to check."""
+        if self.keyring is None:
+            return
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), timeout=RECHECK_SECONDS)
+                return
+            try:
+                await self.check_stored(only_flagged=True)
+            except Exception as exc:
+                log_db_error("re-checking the workspaces' stored tokens", exc)
+
+    async def unreadable(self, workspace_id: int, reason: str) -> None:
+        """This worker cannot decrypt ``workspace_id``'s stored token (``reason``): mark the
+        workspace (its jobs and enumerations wait, nothing is spent) and say so in one line,
+        once per workspace and reason in this process."""
+        row = await workspaces.set_credentials_error(self.pool, workspace_id, reason)
+        if row is None or self._said.get(workspace_id) == reason:
+            return
+        self._said[workspace_id] = reason
+        log.warning("workspace %d (%s %s): %s; its jobs and backfills wait, no attempt spent, "
+                    "until a worker with the right key starts",
+                    workspace_id, row["source_type"], row["external_id"] or row["name"], reason)
+
+    async def readable(self, workspace_id: int) -> None:
+        """This worker decrypts ``workspace_id``'s stored token: clear its credentials error
+        (its jobs are claimed again), saying so once."""
+        row = await workspaces.set_credentials_error(self.pool, workspace_id, None)
+        if row is None or row["previous_error"] is None or (
+                workspace_id in self._said and self._said[workspace_id] is None):
+            return
+        self._said[workspace_id] = None
+        log.info("workspace %d (%s %s): DEBOUNCE_SECRET_KEY decrypts its stored token; "
+                 "credentials error cleared, its jobs are claimed again", workspace_id,
+                 row["source_type"], row["external_id"] or row["name"])
 
     async def credentials(self, job: SyncJob) -> Mapping[str, Any] | None:
         """What ``job`` syncs with: its workspace's decrypted credentials (``None``: no
         workspace, or the environment's: the source's settings give the token).
 
         Raises:
-            SecretKeyError: stored credentials that no key decrypts.
+            CredentialsUnreadable: stored credentials that no key of this worker decrypts.
         """
         if job.workspace_id is None:
             return None
@@ -64,12 +130,17 @@ class WorkspaceAccess:
 
     async def for_workspace(self, workspace_id: int) -> Mapping[str, Any] | None:
         """The decrypted credentials of ``workspace_id`` (``None``: the environment's, or
-        gone).
+        gone). Stored credentials this worker cannot decrypt mark the workspace
+        (:meth:`unreadable`) before the error is raised.
 
         Raises:
-            SecretKeyError: stored credentials that no key decrypts.
+            CredentialsUnreadable: stored credentials that no key of this worker decrypts.
         """
-        return await workspaces.credentials(self.pool, self.keyring, workspace_id)
+        try:
+            return await workspaces.credentials(self.pool, self.keyring, workspace_id)
+        except workspaces.CredentialsUnreadable as exc:
+            await self.unreadable(workspace_id, exc.reason)
+            raise
 
     async def block(self, workspace_id: int, seconds: float, reason: str) -> bool:
         """The source rate-limited ``workspace_id``: block it for every worker for
@@ -119,13 +190,13 @@ class WorkspaceAccess:
             return
         self._learned.add(job.workspace_id)
         source = integrations.sources().get(job.source_type)
-        token = getattr(self.settings, source.token_setting) if source and source.token_setting else None
+        token = source.token(self.settings) if source else None
         if source is None or source.identify is None or not token:
             return
         try:
             if meter is not None:
                 await meter.take()
-            identity = await source.identify(self.settings, str(token))
+            identity = await source.identify(source.configure(self.settings), str(token))
         except BudgetExhausted:
             self._learned.discard(job.workspace_id)   # ask again after a later sync
             return

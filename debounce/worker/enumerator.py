@@ -14,7 +14,8 @@ Beside the claim loop, each worker process runs one :class:`Enumerator`. Every r
 The listing's requests are charged to the workspace's budget like a sync's
 (:class:`~debounce.budgets.WorkspaceMeter`): a dry bucket or a 429 defers the enumeration
 (lease freed, ``not_before`` set) instead of sleeping; a revoked token marks the workspace
-revoked. The syncs themselves are ordinary jobs in the bulk lane of the fair claim.
+revoked; a stored token this worker cannot decrypt defers it until the workspace's
+``credentials_error`` is cleared. The syncs themselves are ordinary jobs in the bulk lane of the fair claim.
 """
 
 from __future__ import annotations
@@ -27,15 +28,20 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+import integrations
 from debounce import enumerations
 from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
+from debounce.contract import (
+    Discoverer,
+    SyncContext,
+    Syncer,
+)
 from debounce.types import ApiBudget
 from debounce.worker.access import WorkspaceAccess
 from debounce.worker.errors import log_db_error
-from integrations.base import AuthRevoked, Integration, PermanentError, RateLimited, sync_credentials
-from integrations.discovery import Discoverer
-from integrations.metering import BudgetExhausted, metered
+from debounce.worker.verdict import VerdictKind, verdict
+from debounce.workspaces import CredentialsUnreadable
 
 __all__ = ["Enumerator"]
 
@@ -47,11 +53,11 @@ RETRY_SECONDS = 30.0
 
 class Enumerator:
     """One worker process's enumeration loop (module docstring). ``sources``: the worker's
-    integrations; only those that are a :class:`~integrations.discovery.Discoverer` take
+    integrations; only those that are a :class:`~debounce.contract.discovery.Discoverer` take
     part. ``owner`` is the worker id (the lease holder)."""
 
     def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any],
-                 sources: Mapping[str, Integration], access: WorkspaceAccess, owner: str,
+                 sources: Mapping[str, Syncer], access: WorkspaceAccess, owner: str,
                  budgets: Mapping[str, ApiBudget]) -> None:
         self.settings = settings
         self.pool = pool
@@ -65,8 +71,6 @@ class Enumerator:
         self.lease_seconds = settings.lease_seconds
 
     def _default_on(self) -> list[str]:
-        import integrations
-
         known = integrations.sources()
         return [s for s in self.integrations if s in known and known[s].reconcile_by_default]
 
@@ -107,38 +111,53 @@ class Enumerator:
         await self.walk(leased)
         return True
 
+    async def _failed(self, row: Mapping[str, Any], exc: Exception) -> None:
+        """Record what ``exc`` (raised by a listing page of enumeration ``row``) means for it
+        (:func:`~debounce.worker.verdict.verdict`, the one mapping the sync's outcomes use
+        too): a dry budget or a 429 defers it, a revoked token revokes the workspace and
+        fails it, a permanent error fails it, anything else is retried in
+        :data:`RETRY_SECONDS` from its cursor."""
+        eid, workspace_id, kind = int(row["id"]), int(row["workspace_id"]), str(row["kind"])
+        v = verdict(exc)
+        if v.kind is VerdictKind.BUDGET:
+            assert v.retry_after is not None
+            await enumerations.defer(self.pool, eid, self.owner, v.retry_after, "")
+        elif v.kind is VerdictKind.RATE_LIMITED:
+            assert v.retry_after is not None and v.reason is not None
+            await self.access.block(workspace_id, v.retry_after, v.reason)
+            await enumerations.defer(self.pool, eid, self.owner, v.retry_after, v.error)
+        elif v.kind is VerdictKind.REVOKED:
+            await self.access.revoke_workspace(workspace_id, str(exc))
+            await enumerations.fail(self.pool, eid, self.owner, v.error)
+        elif v.kind is VerdictKind.PERMANENT:
+            log.error("%s %d of workspace %d failed: %s", kind, eid, workspace_id, exc)
+            await enumerations.fail(self.pool, eid, self.owner, v.error)
+        else:
+            log.warning("%s %d of workspace %d: listing failed (%s); again in %.0f s",
+                        kind, eid, workspace_id, v.error, RETRY_SECONDS)
+            await enumerations.defer(self.pool, eid, self.owner, RETRY_SECONDS, v.error)
+
     async def walk(self, row: Mapping[str, Any]) -> None:
         """Walk enumeration ``row`` from its cursor (see the module docstring)."""
         eid, workspace_id, kind = int(row["id"]), int(row["workspace_id"]), str(row["kind"])
         integration = self.integrations[row["source_type"]]
         watermark = row["watermark"] if kind == "reconcile" else None
         cursor: str | None = row["cursor"]
-        credentials = await self.access.for_workspace(workspace_id)
+        try:
+            credentials = await self.access.for_workspace(workspace_id)
+        except CredentialsUnreadable as exc:
+            # Marked on the workspace and said once (WorkspaceAccess); the lease skips the
+            # workspace until the mark is cleared, then the walk goes on from its cursor.
+            await enumerations.defer(self.pool, eid, self.owner, 0.0,
+                                     f"credentials error: {exc.reason}")
+            return
         meter = WorkspaceMeter(self.pool, workspace_id, self.budgets.get(row["source_type"]))
         while True:
             try:
-                with sync_credentials(credentials), metered(meter):
-                    page = await integration.discover(cursor, newest_first=True)
-            except BudgetExhausted as exc:
-                await enumerations.defer(self.pool, eid, self.owner, exc.retry_after, "")
-                return
-            except RateLimited as exc:
-                await self.access.block(workspace_id, exc.retry_after, exc.reason)
-                await enumerations.defer(self.pool, eid, self.owner, exc.retry_after, str(exc))
-                return
-            except AuthRevoked as exc:
-                await self.access.revoke_workspace(workspace_id, str(exc))
-                await enumerations.fail(self.pool, eid, self.owner, f"AuthRevoked: {exc}")
-                return
-            except PermanentError as exc:
-                log.error("%s %d of workspace %d failed: %s", kind, eid, workspace_id, exc)
-                await enumerations.fail(self.pool, eid, self.owner, f"PermanentError: {exc}")
-                return
+                context = SyncContext(credentials=credentials, meter=meter)
+                page = await integration.discover(cursor, context, newest_first=True)
             except Exception as exc:
-                log.warning("%s %d of workspace %d: listing failed (%s: %s); again in %.0f s",
-                            kind, eid, workspace_id, exc.__class__.__name__, exc, RETRY_SECONDS)
-                await enumerations.defer(self.pool, eid, self.owner, RETRY_SECONDS,
-                                         f"{exc.__class__.__name__}: {exc}")
+                await self._failed(row, exc)
                 return
             items, done = page.items, page.cursor is None
             if watermark is not None:

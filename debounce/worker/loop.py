@@ -20,7 +20,13 @@ import integrations
 from debounce import queue
 from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
-from debounce.documents import LeaseLost, claim_fence
+from debounce.contract import (
+    Checkpoint,
+    PermanentError,
+    SyncContext,
+    Syncer,
+)
+from debounce.documents import DocumentStore
 from debounce.metrics import WORKER
 from debounce.migrate import schema_status
 from debounce.retry import Backoff, backoff_delay
@@ -32,14 +38,7 @@ from debounce.worker.enumerator import Enumerator
 from debounce.worker.errors import log_db_error
 from debounce.worker.notifier import listen
 from debounce.worker.outcomes import Outcomes
-from integrations.base import (
-    AuthRevoked,
-    Integration,
-    PermanentError,
-    RateLimited,
-    sync_credentials,
-)
-from integrations.metering import BudgetExhausted, Checkpoint, metered
+from debounce.worker.verdict import VerdictKind, verdict
 
 __all__ = ["MIN_RECHECK_SECONDS", "Worker", "default_worker_id"]
 
@@ -58,7 +57,9 @@ class Worker:
     """The claim loop of one process (see the package docstring).
 
     ``pool``: an open ``AsyncConnectionPool`` (autocommit connections); ``sources``: the
-    integrations by source type (with a document store); ``conninfo``: the database URL used
+    sources' syncers by source type (``integrations.create_all``); each sync gets a
+    :class:`~debounce.contract.SyncContext` with the store fenced by its claim, the
+    workspace's credentials, its meter and its checkpoint. ``conninfo``: the database URL used
     for the ``LISTEN`` connection (default: the pool's).
 
     Raises (construction):
@@ -69,7 +70,7 @@ class Worker:
         self,
         settings: Settings,
         pool: AsyncConnectionPool[Any],
-        sources: Mapping[str, Integration],
+        sources: Mapping[str, Syncer],
         *,
         worker_id: str | None = None,
         conninfo: str | None = None,
@@ -77,6 +78,7 @@ class Worker:
         self.settings = settings
         self.pool = pool
         self.sources = dict(sources)
+        self.store = DocumentStore(pool)
         self.worker_id = worker_id or default_worker_id()
         if conninfo is None:
             if not isinstance(pool.conninfo, str):
@@ -142,7 +144,8 @@ class Worker:
                      self.completed, self.failed)
 
     def _start_helpers(self) -> list[asyncio.Task[None]]:
-        """The loops beside the claim loop: LISTEN, lease keeper, reaper, pruner."""
+        """The loops beside the claim loop: LISTEN, lease keeper, reaper, the re-check of
+        stored tokens, the enumerator, pruner."""
         lease = self.settings.lease_seconds
         helpers = [
             asyncio.create_task(listen(self.conninfo, self.wake), name="listen"),
@@ -150,6 +153,8 @@ class Worker:
                                                          lease), name="lease-keeper"),
             asyncio.create_task(maintenance.reaper(self.pool, lease, self.wake), name="reaper"),
         ]
+        helpers.append(asyncio.create_task(self.access.watch(self._stopping),
+                                           name="credentials"))
         enumerator = Enumerator(self.settings, self.pool, self.sources, self.access,
                                 self.worker_id, self.budgets)
         helpers.append(asyncio.create_task(enumerator.run(self._stopping), name="enumerator"))
@@ -173,13 +178,13 @@ class Worker:
                 if status.ok:
                     if said:
                         log.info("database schema is current (version %d): starting", status.current)
-                    try:
-                        await self.access.prepare()
-                    except SecretKeyError as exc:
-                        log.error("configuration error: %s", exc)
-                        raise
+                    # A SecretKeyError is a configuration error: the process stops with it, and
+                    # the CLI's boundary says it in one line (logging it too would say it twice).
+                    await self.access.prepare()
                     return True
-                if status.problem() != said:
+                if not said:
+                    # Once: a migration in progress shows intermediate versions, which are
+                    # the same problem, not news.
                     said = status.problem()
                     log.error("%s; waiting", said)
                 delay = backoff.next()
@@ -271,61 +276,18 @@ class Worker:
         integration = self.sources.get(job.source_type)
         started = time.monotonic()
         credentials: Mapping[str, Any] | None = None
-        checkpoint = Checkpoint()
+        checkpoint = self._resumed(job)
         try:
             if integration is None:
                 raise PermanentError(f"no integration for source {job.source_type!r}")
             credentials = await self.access.credentials(job)
-            with (claim_fence(job), sync_credentials(credentials),
-                  metered(self._meter(job), self._resumed(job)) as checkpoint):
-                result = await integration.sync(job)
+            context = SyncContext(store=self.store.fenced(job), credentials=credentials,
+                                  meter=self._meter(job), checkpoint=checkpoint)
+            result = await integration.sync(job, context)
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job
-        except BudgetExhausted as exc:
-            # The workspace's bucket ran dry mid-sync: hand the slot back, keeping the job's
-            # place in line (the claim takes it again when the bucket can pay) and what was
-            # fetched (the resumed sync does not pay twice).
-            self._observe(job, started, "budget")
-            WORKER.budget_yields.labels(job.source_type).inc()
-            log.info("budget exhausted after %d requests; yielding for %.2f s",
-                     len(checkpoint.responses), exc.retry_after, extra=job.log_fields())
-            await self._record_failure(queue.Failure(
-                job, str(exc), retry_after=exc.retry_after, keep_place=True,
-                checkpoint=self._checkpoint_of(job, checkpoint)))
-        except LeaseLost as exc:
-            # Stalled past the lease; another worker holds the job now and syncs the page.
-            self._observe(job, started, "lease_lost")
-            log.warning("lease lost during the sync, nothing written (%s)", exc,
-                        extra=job.log_fields())
-        except RateLimited as exc:
-            self._observe(job, started, "rate_limited")
-            WORKER.rate_limits.labels(job.source_type, exc.reason).inc()
-            if not await self.access.rate_limited(job, exc.retry_after, exc.reason):
-                # No workspace to block (the source's settings): pause the source here.
-                self._paused_until[job.source_type] = time.monotonic() + exc.retry_after
-            log.warning("rate limited (%s); retry in %.0f s", exc.reason, exc.retry_after,
-                        extra=job.log_fields())
-            await self._record_failure(queue.Failure(
-                job, str(exc), retry_after=exc.retry_after,
-                checkpoint=self._checkpoint_of(job, checkpoint)))
-        except PermanentError as exc:
-            if isinstance(exc, AuthRevoked) and await self.access.revoked(job, str(exc)):
-                # Parked: pending again, the attempt given back; the claim skips the jobs of a
-                # revoked workspace, so nothing retries in a loop, and a re-install resumes it.
-                self._observe(job, started, "revoked")
-                await self._record_failure(queue.Failure(job, f"AuthRevoked: {exc}", retry_after=0))
-            else:
-                self._observe(job, started, "permanent")
-                self.failed += 1
-                log.error("permanent failure: %s", exc, extra=job.log_fields())
-                await self._record_failure(queue.Failure(job, f"PermanentError: {exc}",
-                                                         permanent=True))
         except Exception as exc:
-            self._observe(job, started, "retry")
-            log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())
-            delay = backoff_delay(job.attempts, self.settings.backoff_seconds)
-            await self._record_failure(queue.Failure(job, f"{exc.__class__.__name__}: {exc}",
-                                                     backoff_seconds=delay))
+            await self._failed(job, started, checkpoint, exc)
         else:
             self._observe(job, started, "completed")
             self.completed += 1
@@ -340,6 +302,65 @@ class Worker:
                 self._tasks.pop(job.id, None)
                 self.finishing.discard(job.id)
                 self._wake.set()
+
+    async def _failed(self, job: SyncJob, started: float, checkpoint: Checkpoint,
+                      exc: Exception) -> None:
+        """Record what ``exc`` (raised by ``job``'s sync) means for the job
+        (:func:`~debounce.worker.verdict.verdict`, the one mapping)."""
+        v = verdict(exc)
+        kind = v.kind
+        if kind is VerdictKind.BUDGET:
+            # The workspace's bucket ran dry mid-sync: hand the slot back, keeping the job's
+            # place in line (the claim takes it again when the bucket can pay) and what was
+            # fetched (the resumed sync does not pay twice).
+            assert v.retry_after is not None
+            self._observe(job, started, kind)
+            WORKER.budget_yields.labels(job.source_type).inc()
+            log.info("budget exhausted after %d requests; yielding for %.2f s",
+                     len(checkpoint.responses), v.retry_after, extra=job.log_fields())
+            await self._record_failure(queue.Failure(
+                job, v.error, retry_after=v.retry_after, keep_place=True,
+                checkpoint=self._checkpoint_of(job, checkpoint)))
+        elif kind is VerdictKind.CREDENTIALS:
+            # Its workspace's token does not decrypt here (no key, another key): a
+            # configuration problem, said once and marked on the workspace by
+            # ``WorkspaceAccess``. The attempt is given back and the job keeps its place;
+            # the claim skips the workspace until a worker whose key decrypts it clears the mark.
+            self._observe(job, started, kind)
+            await self._record_failure(queue.Failure(job, v.error, retry_after=0, keep_place=True))
+        elif kind is VerdictKind.LEASE_LOST:
+            # Stalled past the lease; another worker holds the job now and syncs the page.
+            self._observe(job, started, kind)
+            log.warning("lease lost during the sync, nothing written (%s)", exc,
+                        extra=job.log_fields())
+        elif kind is VerdictKind.RATE_LIMITED:
+            assert v.retry_after is not None and v.reason is not None
+            self._observe(job, started, kind)
+            WORKER.rate_limits.labels(job.source_type, v.reason).inc()
+            if not await self.access.rate_limited(job, v.retry_after, v.reason):
+                # No workspace to block (the source's settings): pause the source here.
+                self._paused_until[job.source_type] = time.monotonic() + v.retry_after
+            log.warning("rate limited (%s); retry in %.0f s", v.reason, v.retry_after,
+                        extra=job.log_fields())
+            await self._record_failure(queue.Failure(
+                job, v.error, retry_after=v.retry_after,
+                checkpoint=self._checkpoint_of(job, checkpoint)))
+        elif kind is VerdictKind.REVOKED and await self.access.revoked(job, str(exc)):
+            # Parked: pending again, the attempt given back; the claim skips the jobs of a
+            # revoked workspace, so nothing retries in a loop, and a re-install resumes it.
+            self._observe(job, started, kind)
+            await self._record_failure(queue.Failure(job, v.error, retry_after=0))
+        elif kind in (VerdictKind.REVOKED, VerdictKind.PERMANENT):
+            self._observe(job, started, VerdictKind.PERMANENT)
+            self.failed += 1
+            log.error("permanent failure: %s", exc, extra=job.log_fields())
+            await self._record_failure(queue.Failure(job, f"PermanentError: {exc}",
+                                                     permanent=True))
+        else:
+            self._observe(job, started, kind)
+            log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())
+            delay = backoff_delay(job.attempts, self.settings.backoff_seconds)
+            await self._record_failure(queue.Failure(job, v.error, backoff_seconds=delay))
 
     def _meter(self, job: SyncJob) -> WorkspaceMeter | None:
         """The budget meter of ``job``'s workspace (``None``: a job of no workspace)."""

@@ -103,7 +103,8 @@ async def pruner(
     pool: AsyncConnectionPool[Any], interval: float, job_retention: float, event_retention: float
 ) -> None:
     """Run forever: :func:`prune_once` every ``interval`` seconds (the first soon after
-    start, so a deployment that restarts often still prunes)."""
+    start, so a deployment that restarts often still prunes); the worker that pruned then
+    repairs the claim's workspace lines (``queue.refresh_ready``: the self-healing path)."""
     await asyncio.sleep(min(interval, 30.0))
     while True:
         try:
@@ -111,6 +112,10 @@ async def pruner(
             if done and (done["jobs"] or done["events"]):
                 log.info("pruned %d finished jobs and %d event ids past retention",
                          done["jobs"], done["events"])
+            if done is not None:
+                repaired = await queue.refresh_ready(pool)
+                if repaired:
+                    log.info("recomputed the claim's line of %d workspaces", repaired)
         except Exception as exc:
             log_db_error("pruning", exc)
         await asyncio.sleep(interval)

@@ -71,7 +71,7 @@ class Outcomes:
         await self.failures.stop()
 
     async def complete(self, job: SyncJob) -> SyncJob | None:
-        """Record a successful sync (see ``queue.complete``)."""
+        """Record a successful sync (see ``queue.complete_many``)."""
         (row,) = await self.completions.submit([job])
         return row
 

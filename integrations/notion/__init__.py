@@ -1,9 +1,10 @@
 """Notion: verify and map webhook events (web process), sync one page or database (worker).
 
-The package's rooms: ``webhook.py`` (verify, parse, id spelling), ``client.py`` (the SDK client,
-retries, error codes), ``render.py`` (blocks → Markdown), ``richtext.py`` (rich text and
-Markdown escaping), ``properties.py`` (page properties and schemas),
-``sync.py`` (:class:`NotionIntegration`: the sync paths, writing ``documents``),
+The package's rooms: ``settings.py`` (:class:`NotionSettings`), ``webhook.py``
+(:class:`NotionWebhooks`: verify, parse, id spelling), ``client.py`` (the SDK clients, retries,
+error codes, budget charging), ``render.py`` (blocks → Markdown), ``richtext.py`` (rich text and
+Markdown escaping), ``properties.py`` (page properties and schemas), ``markdown.py`` (the
+markdown endpoint), ``sync.py`` (:class:`NotionSyncer`: the sync paths, writing ``documents``),
 ``discover.py`` (``search``: what the connection can see, for backfill and reconciliation),
 ``source.py`` (:data:`SOURCE`, what the registry in ``integrations/__init__.py`` lists).
 
@@ -26,24 +27,28 @@ tree through ``blocks.children.list`` (https://developers.notion.com/reference/g
 ``render.py``; or ``databases.retrieve`` + ``data_sources.retrieve``
 (https://developers.notion.com/reference/database, .../data-source) for a database.
 
-Retries (see :class:`NotionIntegration`): the SDK's own retry loop is switched off; ``client.py``
-retries 5xx answers twice after short sleeps and a 429 only when its ``Retry-After`` is short,
-and hands a long ``Retry-After`` back to the queue as :class:`~integrations.base.RateLimited`.
+Retries (see :class:`~integrations.notion.client.NotionClient`): the SDK's own retry loop is
+switched off; ``client.py`` retries 5xx answers twice after short sleeps and a 429 only when
+its ``Retry-After`` is short, and hands a long ``Retry-After`` back to the queue as
+:class:`~debounce.contract.RateLimited`.
 """
 
 from integrations.notion.client import NOTION_VERSION
 from integrations.notion.render import BlockNode, render_blocks
 from integrations.notion.richtext import render_rich_text
+from integrations.notion.settings import NotionSettings
 from integrations.notion.source import SOURCE
-from integrations.notion.sync import SOURCE_TYPE, NotionIntegration, create
-from integrations.notion.webhook import normalize_id
+from integrations.notion.sync import SOURCE_TYPE, NotionSyncer, create
+from integrations.notion.webhook import NotionWebhooks, normalize_id
 
 __all__ = [
     "NOTION_VERSION",
     "SOURCE",
     "SOURCE_TYPE",
     "BlockNode",
-    "NotionIntegration",
+    "NotionSettings",
+    "NotionSyncer",
+    "NotionWebhooks",
     "create",
     "normalize_id",
     "render_blocks",

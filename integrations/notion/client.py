@@ -2,11 +2,11 @@
 budget charging.
 
 Through ``notion-client``'s ``AsyncClient`` (Notion-Version 2025-09-03). The SDK's own retry
-loop is switched off; :meth:`NotionClient._call` retries 5xx answers twice after short sleeps
+loop is switched off; :meth:`NotionCall.call` retries 5xx answers twice after short sleeps
 and a 429 only when its ``Retry-After`` is short, and hands a long ``Retry-After`` back to the
-queue as :class:`~integrations.base.RateLimited` (the policy is spelled out on
-:class:`~integrations.notion.NotionIntegration`). It is also the one place that charges the
-workspace's budget (:mod:`integrations.metering`): one request per attempt sent, retries
+queue as :class:`~debounce.contract.RateLimited` (the policy is spelled out on
+:class:`NotionClient`). It is also the one place that charges the workspace's budget (the
+sync's :class:`~debounce.contract.SyncContext`): one request per attempt sent, retries
 included, and serves a read the current sync already received from its checkpoint.
 """
 
@@ -15,20 +15,26 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from notion_client import AsyncClient
 from notion_client.client import ClientOptions
 from notion_client.errors import APIErrorCode, APIResponseError, HTTPResponseError
 
-from debounce.config import Settings
-from debounce.metrics import count_api_request
-from debounce.retry import parse_retry_after
-from integrations.base import AuthRevoked, PermanentError, RateLimited, current_token
-from integrations.metering import charge, recall, remember, request_key
+from debounce.contract import (
+    AuthRevoked,
+    PermanentError,
+    RateLimited,
+    SyncContext,
+    count_api_request,
+    parse_retry_after,
+    request_key,
+)
+from integrations.notion.settings import NotionSettings
 
-__all__ = ["DEFAULT_RETRY_AFTER", "NOTION_VERSION", "NotionClient", "api_error", "endpoint_name"]
+__all__ = ["DEFAULT_RETRY_AFTER", "NOTION_VERSION", "NotionCall", "NotionClient", "api_error",
+           "endpoint_name"]
 
 #: The Notion API version we speak (notion-client 3.1's default; pinned so an SDK upgrade
 #: cannot change the response shapes under us). 2025-09-03 splits databases into data sources.
@@ -118,30 +124,45 @@ def endpoint_name(fn: Callable[..., Any]) -> str:
 
 
 class NotionClient:
-    """The SDK half of :class:`~integrations.notion.NotionIntegration` (a mixin): the lazily
-    created ``AsyncClient`` and every request through :meth:`_call`'s retry policy."""
+    """The SDK clients of the Notion source (one ``AsyncClient`` per token, created on first
+    use, shared by every sync and listing of this worker) and the retry policy; a sync or a
+    listing sends its requests through :meth:`bind` with its context.
 
-    settings: Settings
-    retry_delays: tuple[float, ...]
-    max_inline_wait: float
-    timeout_seconds: float
-    _client: AsyncClient | None
-    _clients: dict[str, AsyncClient]
+    Retry policy (a deliberate choice). notion-client 3.x retries 429 and GET 500/503 inside
+    the call, sleeping ``Retry-After`` (capped at 60 s) — a worker slot asleep for up to a
+    minute, twice, and the sleep repeats the call the rate limit just refused. So the SDK's
+    loop is off (``ClientOptions(retry=False)``) and :meth:`NotionCall.call` decides per answer:
 
-    def _api(self) -> AsyncClient:
-        """The SDK client of the current sync's workspace token (else ``NOTION_TOKEN``), one
-        per token, created on first use.
+    - 5xx (``internal_server_error``, ``service_unavailable``, ``gateway_timeout``, a gateway's
+      non-JSON 502) and ``conflict_error``: retried in process after ``retry_delays`` seconds
+      (default 0.5 s then 2 s: a blip should not cost the page a 30 s queue backoff); when
+      they are spent the SDK's exception propagates and the queue backs off;
+    - 429 ``rate_limited``: retried in process only if ``Retry-After`` ≤ ``max_inline_wait``
+      (default 1 s, within the same retry budget); a longer wait raises
+      :class:`RateLimited` at once so the slot is freed and the queue reschedules at
+      ``Retry-After`` without spending an attempt (Notion allows ~3 requests/s per
+      integration, shared by every worker: https://developers.notion.com/reference/request-limits);
+    - timeouts (``timeout_seconds``, default 30 s) and connection errors propagate (retry);
+    - ``unauthorized``/``restricted_resource`` and 400-class request errors:
+      :class:`PermanentError` (:func:`api_error`).
+    """
 
-        Raises:
-            PermanentError: no token at all.
-        """
-        token = current_token(self.settings.notion_token)
-        if not token:
-            raise PermanentError(
-                "NOTION_TOKEN is not set: set NOTION_TOKEN to the Notion integration's "
-                "token (Settings → Connections → Develop or manage integrations) and "
-                "share the pages with it, then re-sync"
-            )
+    def __init__(
+        self,
+        settings: NotionSettings,
+        *,
+        retry_delays: Sequence[float] = (0.5, 2.0),
+        max_inline_wait: float = 1.0,
+        timeout_seconds: float = 30.0,
+    ) -> None:
+        self.settings = settings
+        self.retry_delays = tuple(retry_delays)
+        self.max_inline_wait = max_inline_wait
+        self.timeout_seconds = timeout_seconds
+        self._clients: dict[str, AsyncClient] = {}
+
+    def api(self, token: str) -> AsyncClient:
+        """The SDK client of ``token`` (one per token, created on first use)."""
         client = self._clients.get(token)
         if client is None:
             client = self._clients[token] = AsyncClient(
@@ -155,53 +176,77 @@ class NotionClient:
                     log_level=logging.WARNING,
                 )
             )
-        self._client = client
         return client
+
+    def bind(self, context: SyncContext) -> NotionCall:
+        """The requests of one sync or listing: its workspace's token, meter and checkpoint.
+
+        Raises:
+            PermanentError: no token at all (neither the workspace's nor ``NOTION_TOKEN``).
+        """
+        token = context.token(self.settings.notion_token)
+        if not token:
+            raise PermanentError(
+                "NOTION_TOKEN is not set: set NOTION_TOKEN to the Notion integration's "
+                "token (Settings → Connections → Develop or manage integrations) and "
+                "share the pages with it, then re-sync"
+            )
+        return NotionCall(self, context, token)
 
     async def aclose(self) -> None:
         """Close the SDK clients' HTTP connection pools (idempotent)."""
-        clients = list(self._clients.values())
-        if self._client is not None and self._client not in clients:
-            clients.append(self._client)
-        self._client, self._clients = None, {}
+        clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.aclose()
 
-    async def _call(self, fn: Callable[..., Any], /, *, cache: bool = True, **kwargs: Any) -> Any:
-        """``await fn(**kwargs)`` with this integration's retry policy (class docstring),
-        charged to the current sync's budget (:mod:`integrations.metering`).
+
+class NotionCall:
+    """The requests of one sync or listing (:meth:`NotionClient.bind`): ``api`` is the SDK
+    client of its token, :meth:`call` sends one request with the retry policy, charged to the
+    context's budget."""
+
+    def __init__(self, client: NotionClient, context: SyncContext, token: str) -> None:
+        self.client = client
+        self.context = context
+        self.token = token
+        self.api = client.api(token)
+
+    async def call(self, fn: Callable[..., Any], /, *, cache: bool = True, **kwargs: Any) -> Any:
+        """``await fn(**kwargs)`` with the retry policy (:class:`NotionClient`), charged to
+        the context's budget (:mod:`debounce.contract.metering`).
 
         Every attempt sent — the first and each in-process retry — is charged first
-        (``charge()``: one request). With ``cache`` (reads a sync may repeat after it yielded:
-        every request of a page sync) an answer the current sync's checkpoint already holds
-        is returned without sending or charging anything, and a successful answer is recorded
-        in it, keyed by ``request_key(<endpoint name>, kwargs)``; ``cache=False`` for answers
-        that must be fresh (``search``: a listing).
+        (``context.charge()``: one request). With ``cache`` (reads a sync may repeat after it
+        yielded: every request of a page sync) an answer the context's checkpoint already
+        holds is returned without sending or charging anything, and a successful answer is
+        recorded in it, keyed by ``request_key(<endpoint name>, kwargs)``; ``cache=False``
+        for answers that must be fresh (``search``: a listing).
 
         Raises:
             BudgetExhausted: the budget has no request left (nothing sent).
             RateLimited: a 429 whose ``Retry-After`` (seconds) is too long to wait here.
             HTTPResponseError: any other error answer once in-process retries are spent.
         """
+        context, policy = self.context, self.client
         key = request_key(endpoint_name(fn), kwargs) if cache else None
         if key is not None:
-            cached = recall(key)
+            cached = context.recall(key)
             if cached is not None:
                 return cached
         attempt = 0
         while True:
-            await charge()
+            await context.charge()
             try:
                 call: Awaitable[Any] = fn(**kwargs)
                 result = await call
             except HTTPResponseError as exc:
                 count_api_request("notion", exc.status)
                 code = _code(exc)
-                can_retry = attempt < len(self.retry_delays)
+                can_retry = attempt < len(policy.retry_delays)
                 overloaded = exc.status == 529 or code == "service_overload"
                 if exc.status == 429 or code == APIErrorCode.RateLimited.value or overloaded:
                     wait = parse_retry_after(exc.headers)
-                    if wait is not None and wait <= self.max_inline_wait and can_retry:
+                    if wait is not None and wait <= policy.max_inline_wait and can_retry:
                         log.info("notion: rate limited, waiting %.1f s in process", wait)
                         await asyncio.sleep(wait)
                         attempt += 1
@@ -213,7 +258,7 @@ class NotionClient:
                     ) from exc
                 transient = exc.status >= 500 or code == APIErrorCode.ConflictError.value
                 if transient and can_retry:
-                    delay = self.retry_delays[attempt]
+                    delay = policy.retry_delays[attempt]
                     log.info("notion: %s (%s), retrying in %.1f s", exc.status, code, delay)
                     await asyncio.sleep(delay)
                     attempt += 1
@@ -224,22 +269,22 @@ class NotionClient:
                 raise
             count_api_request("notion", 200)
             if key is not None:
-                remember(key, result)
+                context.remember(key, result)
             return result
 
-    async def _fetch(self, fn: Callable[..., Any], /, **kwargs: Any) -> dict[str, Any] | None:
-        """One object via :meth:`_call`; ``None`` if Notion answers ``object_not_found``."""
+    async def fetch(self, fn: Callable[..., Any], /, **kwargs: Any) -> dict[str, Any] | None:
+        """One object via :meth:`call`; ``None`` if Notion answers ``object_not_found``."""
         try:
-            result = await self._call(fn, **kwargs)
+            result = await self.call(fn, **kwargs)
         except APIResponseError as exc:
             if _code(exc) == APIErrorCode.ObjectNotFound.value:
                 return None
             raise
         return result if isinstance(result, dict) else None
 
-
-    def _bound(self, fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    def bound(self, fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        """``fn`` sent through :meth:`call` (for the SDK's pagination helpers)."""
         async def call(**kwargs: Any) -> Any:
-            return await self._call(fn, **kwargs)
+            return await self.call(fn, **kwargs)
 
         return call

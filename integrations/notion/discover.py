@@ -1,5 +1,5 @@
 """What a Notion connection can see: one page of ``POST /v1/search`` per :meth:`discover`
-call (:class:`integrations.discovery.Discoverer`, for backfill and reconciliation).
+call (:class:`debounce.contract.Discoverer`, for backfill and reconciliation).
 
 Search (https://developers.notion.com/reference/post-search, "Search by title") lists the
 pages and data sources shared with the integration — with Notion-Version 2025-09-03, data
@@ -14,7 +14,7 @@ Each call sends one request: no query, no filter (pages and data sources togethe
 page (the maximum), sorted by ``last_edited_time`` — descending for ``newest_first`` (a
 reconciliation sweep stops at its watermark), ascending otherwise, so a page edited while an
 enumeration runs moves *ahead* of the cursor and is listed again rather than skipped. The
-request goes through :meth:`~integrations.notion.client.NotionClient._call` (retried, charged
+request goes through :meth:`~integrations.notion.client.NotionCall.call` (retried, charged
 to the workspace's budget like a sync's) with ``cache=False``: a listing must be fresh.
 
 Search is not an exact enumeration: "Search is not guaranteed to return everything, and the
@@ -28,18 +28,17 @@ Webhooks, the next sweep and the deletion re-checks of a whole listing
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from notion_client import AsyncClient
 from notion_client.errors import APIResponseError
 
-from integrations.discovery import Discovered, DiscoveryPage
-from integrations.notion.client import api_error
+from debounce.contract import Discovered, DiscoveryPage, SyncContext
+from integrations.notion.client import NotionClient, api_error
 from integrations.notion.properties import parse_time, title_of
 from integrations.notion.richtext import plain_text
 from integrations.notion.webhook import normalize_id
 
-__all__ = ["SEARCH_PAGE_SIZE", "NotionDiscovery", "discovered"]
+__all__ = ["SEARCH_PAGE_SIZE", "NotionDiscoverer", "discovered"]
 
 #: Results per ``search`` request: Notion's maximum (the reference: "page_size ... Maximum: 100").
 SEARCH_PAGE_SIZE = 100
@@ -70,18 +69,16 @@ def discovered(result: Mapping[str, Any]) -> Discovered | None:
     )
 
 
-class NotionDiscovery:
-    """The enumeration half of :class:`~integrations.notion.NotionIntegration` (a mixin;
-    needs ``_api`` and ``_call`` of :class:`~integrations.notion.client.NotionClient`)."""
+class NotionDiscoverer:
+    """What a Notion connection can see (:class:`debounce.contract.Discoverer`), through the
+    source's shared :class:`~integrations.notion.client.NotionClient`."""
 
-    if TYPE_CHECKING:
+    def __init__(self, client: NotionClient) -> None:
+        self.client = client
 
-        def _api(self) -> AsyncClient: ...
-
-        async def _call(self, fn: Any, /, *, cache: bool = True, **kwargs: Any) -> Any: ...
-
-    async def discover(self, cursor: str | None, *, newest_first: bool = False) -> DiscoveryPage:
-        """One page (up to 100) of what the current workspace's token can see, from
+    async def discover(self, cursor: str | None, context: SyncContext, *,
+                       newest_first: bool = False) -> DiscoveryPage:
+        """One page (up to 100) of what the context's workspace token can see, from
         ``cursor`` (Notion's ``next_cursor``; ``None``: the first page), sorted by
         ``last_edited_time`` (``newest_first``: descending; else ascending). Trashed objects
         are not listed (search leaves them out).
@@ -93,7 +90,7 @@ class NotionDiscovery:
             PermanentError: no token; ``restricted_resource`` or an invalid request.
             Exception: 5xx after the in-process retries, timeouts (transient).
         """
-        api = self._api()
+        call = self.client.bind(context)
         params: dict[str, Any] = {
             "page_size": SEARCH_PAGE_SIZE,
             "sort": {"direction": "descending" if newest_first else "ascending",
@@ -102,7 +99,7 @@ class NotionDiscovery:
         if cursor:
             params["start_cursor"] = cursor
         try:
-            answer = await self._call(api.search, cache=False, **params)
+            answer = await call.call(call.api.search, cache=False, **params)
         except APIResponseError as exc:
             mapped = api_error(exc)
             if mapped is not None:

@@ -7,18 +7,16 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from notion_client import AsyncClient
 from notion_client.client import ClientOptions
 from notion_client.errors import HTTPResponseError
 
-from integrations.base import Installed, InstallError
+from debounce.contract import Installed, InstallError
 from integrations.notion.client import NOTION_VERSION
-
-if TYPE_CHECKING:
-    from debounce.config import Settings
+from integrations.notion.settings import NotionSettings
 
 __all__ = ["NotionInstaller", "installer"]
 
@@ -30,17 +28,19 @@ class NotionInstaller:
     """The install flow of one deployment's public Notion integration (``NOTION_CLIENT_ID``,
     ``NOTION_CLIENT_SECRET``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: NotionSettings) -> None:
         if not settings.notion_client_id or not settings.notion_client_secret:
             raise InstallError("the Notion install flow is not configured: set NOTION_CLIENT_ID "
                                "and NOTION_CLIENT_SECRET (the public integration's OAuth "
                                "client)")
         self.settings = settings
+        self.client_id: str = settings.notion_client_id
+        self.client_secret: str = settings.notion_client_secret
 
     def authorize_url(self, state: str, redirect_uri: str) -> str:
         """``<NOTION_BASE_URL>/v1/oauth/authorize?client_id=…&response_type=code&owner=user
         &redirect_uri=…&state=…``."""
-        query = urlencode({"client_id": self.settings.notion_client_id, "response_type": "code",
+        query = urlencode({"client_id": self.client_id, "response_type": "code",
                            "owner": "user", "redirect_uri": redirect_uri, "state": state})
         return f"{self.settings.notion_base_url.rstrip('/')}/v1/oauth/authorize?{query}"
 
@@ -56,8 +56,7 @@ class NotionInstaller:
             retry=False))
         try:
             resp: Any = await client.oauth.token(
-                client_id=self.settings.notion_client_id,
-                client_secret=self.settings.notion_client_secret,
+                client_id=self.client_id, client_secret=self.client_secret,
                 grant_type="authorization_code", code=code, redirect_uri=redirect_uri)
         except HTTPResponseError as exc:
             # OAuth errors come back as {"error": …} (not Notion's API error shape), which
@@ -90,6 +89,6 @@ class NotionInstaller:
                             body=html.escape(reason) + " Nothing was stored.")
 
 
-def installer(settings: Settings) -> NotionInstaller:
+def installer(settings: NotionSettings) -> NotionInstaller:
     """The Notion install flow (see :class:`NotionInstaller`)."""
     return NotionInstaller(settings)

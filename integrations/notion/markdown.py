@@ -27,17 +27,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
-from notion_client import AsyncClient
 from notion_client.errors import APIResponseError
 
-from debounce.config import Settings
-from integrations.base import current_token
+from integrations.notion.client import NotionCall
 from integrations.notion.richtext import NOTION_BASE_URL, notion_url
 
-__all__ = ["MAX_MARKDOWN_REQUESTS", "NotionMarkdownPath", "clean_markdown", "is_signed_url",
+__all__ = ["MAX_MARKDOWN_REQUESTS", "clean_markdown", "is_signed_url", "page_markdown",
            "splice_unknown"]
 
 log = logging.getLogger("integrations.notion")
@@ -106,65 +102,50 @@ def splice_unknown(markdown: str, block_id: str, subtree: str) -> str:
     return markdown[: match.start()] + "\n".join(lines) + markdown[match.end():]
 
 
-class NotionMarkdownPath:
-    """The markdown half of :class:`~integrations.notion.NotionIntegration` (a mixin; needs
-    ``_call`` and ``settings`` from :class:`~integrations.notion.client.NotionClient`)."""
+async def page_markdown(call: NotionCall, page_id: str, refused: set[str]) -> str | None:
+    """Page ``page_id``'s content as stored Markdown (:func:`clean_markdown`) through the
+    markdown endpoint, unknown blocks fetched and spliced in; ``None`` when the endpoint does
+    not serve and the block walk must be used: 403 (no read-content capability: the token is
+    added to ``refused``, so later syncs skip the endpoint; logged once), 404/400 or any other
+    non-transient 4xx, a malformed answer, or more than :data:`MAX_MARKDOWN_REQUESTS` requests.
 
-    settings: Settings
-    #: Tokens whose workspace answered 403 to the markdown endpoint (this instance): later
-    #: syncs go straight to the block walk.
-    _no_read_content: set[str]
-
-    if TYPE_CHECKING:
-
-        async def _call(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any: ...
-
-    async def _page_markdown(self, api: AsyncClient, page_id: str) -> str | None:
-        """Page ``page_id``'s content as stored Markdown (:func:`clean_markdown`) through the
-        markdown endpoint, unknown blocks fetched and spliced in; ``None`` when the endpoint
-        does not serve and the block walk must be used: 403 (no read-content capability:
-        remembered per token, so later syncs skip the endpoint; logged once), 404/400 or any
-        other non-transient 4xx, a malformed answer, or more than
-        :data:`MAX_MARKDOWN_REQUESTS` requests.
-
-        Raises:
-            RateLimited: a 429 with a long ``Retry-After`` (as every request).
-            HTTPResponseError: 5xx once the in-process retries are spent (the queue retries).
-        """
-        token = current_token(self.settings.notion_token) or ""
-        refused = self._no_read_content
-        if token in refused:
+    Raises:
+        RateLimited: a 429 with a long ``Retry-After`` (as every request).
+        HTTPResponseError: 5xx once the in-process retries are spent (the queue retries).
+    """
+    token = call.token
+    if token in refused:
+        return None
+    pending = [page_id]
+    seen = {page_id}
+    markdown: str | None = None
+    requests = 0
+    while pending:
+        object_id = pending.pop(0)
+        requests += 1
+        if requests > MAX_MARKDOWN_REQUESTS:
+            log.warning("notion: page %s needs over %d markdown requests; block walk",
+                        page_id, MAX_MARKDOWN_REQUESTS)
             return None
-        pending = [page_id]
-        seen = {page_id}
-        markdown: str | None = None
-        requests = 0
-        while pending:
-            object_id = pending.pop(0)
-            requests += 1
-            if requests > MAX_MARKDOWN_REQUESTS:
-                log.warning("notion: page %s needs over %d markdown requests; block walk",
-                            page_id, MAX_MARKDOWN_REQUESTS)
-                return None
-            try:
-                answer = await self._call(api.pages.retrieve_markdown, page_id=object_id)
-            except APIResponseError as exc:
-                if exc.status >= 500 or exc.status in (401, 429):
-                    raise
-                if exc.status == 403:
-                    refused.add(token)
-                    log.info("notion: the markdown endpoint answered 403 (no read-content "
-                             "capability); this workspace's pages use the block walk")
-                else:
-                    log.info("notion: the markdown endpoint answered %s for %s; block walk",
-                             exc.status, object_id)
-                return None
-            if not isinstance(answer, dict) or not isinstance(answer.get("markdown"), str):
-                return None
-            text = str(answer["markdown"])
-            markdown = text if markdown is None else splice_unknown(markdown, object_id, text)
-            for unknown in answer.get("unknown_block_ids") or []:
-                if isinstance(unknown, str) and unknown not in seen:
-                    seen.add(unknown)
-                    pending.append(unknown)
-        return clean_markdown(markdown or "", page_id)
+        try:
+            answer = await call.call(call.api.pages.retrieve_markdown, page_id=object_id)
+        except APIResponseError as exc:
+            if exc.status >= 500 or exc.status in (401, 429):
+                raise
+            if exc.status == 403:
+                refused.add(token)
+                log.info("notion: the markdown endpoint answered 403 (no read-content "
+                         "capability); this workspace's pages use the block walk")
+            else:
+                log.info("notion: the markdown endpoint answered %s for %s; block walk",
+                         exc.status, object_id)
+            return None
+        if not isinstance(answer, dict) or not isinstance(answer.get("markdown"), str):
+            return None
+        text = str(answer["markdown"])
+        markdown = text if markdown is None else splice_unknown(markdown, object_id, text)
+        for unknown in answer.get("unknown_block_ids") or []:
+            if isinstance(unknown, str) and unknown not in seen:
+                seen.add(unknown)
+                pending.append(unknown)
+    return clean_markdown(markdown or "", page_id)

@@ -1,47 +1,26 @@
-"""The Notion source as the service sees it (:class:`~integrations.base.Source`): settings,
-window, signing, id spelling, the demo stand-in, and the factory of its integration."""
+"""The Notion source as the service sees it (:class:`~debounce.contract.Source`): settings,
+window, signing, id spelling, and the factories of its webhook parser and its syncer. Its
+local stand-in for ``serve --demo`` lives with the stand-ins (``standins/demos.py``), not
+here."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import Any
 
-from debounce.types import ApiBudget
-from integrations.base import (
-    AuthRevoked,
-    DemoSetup,
-    DemoWorkspace,
-    Identity,
-    Source,
-    SourceSetting,
-    SourceWindow,
-)
-from integrations.notion.sync import SOURCE_TYPE, create
-from integrations.notion.webhook import SIGNATURE_HEADER, normalize_id
-
-if TYPE_CHECKING:
-    from debounce.config import Settings
-
+from debounce.contract import ApiBudget, AuthRevoked, Identity, Source, SourceWindow
 from integrations.notion.install import installer
+from integrations.notion.settings import NotionSettings
+from integrations.notion.sync import SOURCE_TYPE, create
+from integrations.notion.webhook import SIGNATURE_HEADER, NotionWebhooks, normalize_id
 
 __all__ = ["DEMO_SECRET", "SOURCE", "identify", "sign"]
 
 #: The signing secret of ``serve --demo``: the token in ``examples/notion/verification.json``
 #: (Notion signs every event with the subscription's verification token).
 DEMO_SECRET = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl"
-
-SETTINGS = (
-    SourceSetting("notion_client_id", "NOTION_CLIENT_ID", None, "str",
-                  "public integration's OAuth client id (install flow)"),
-    SourceSetting("notion_client_secret", "NOTION_CLIENT_SECRET", None, "secret",
-                  "public integration's OAuth client secret"),
-    SourceSetting("notion_token", "NOTION_TOKEN", None, "secret", "Notion integration token"),
-    SourceSetting("notion_base_url", "NOTION_BASE_URL", "https://api.notion.com", "str",
-                  "Notion API base URL"),
-    SourceSetting("notion_webhook_secret", "NOTION_WEBHOOK_SECRET", None, "secret",
-                  "the verification token Notion sent (signs every event)"),
-)
 
 
 def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, str]:
@@ -52,36 +31,9 @@ def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, st
     return {"Content-Type": "application/json", SIGNATURE_HEADER: f"sha256={digest}"}
 
 
-def demo() -> DemoSetup:
-    """Start the local Notion API stand-in with demo content (``standins.notion_api``)."""
-    from standins.notion_api import (
-        DEMO_SECOND_PAGE_ID,
-        DEMO_SECOND_TOKEN,
-        DEMO_SECOND_WORKSPACE_ID,
-        DEMO_SECOND_WORKSPACE_NAME,
-        FakeNotion,
-    )
-    from standins.server import BackgroundServer
-
-    fake = FakeNotion.demo()
-    server = BackgroundServer(fake.app())
-    server.start()
-    second = DemoWorkspace(
-        external_id=DEMO_SECOND_WORKSPACE_ID, name=DEMO_SECOND_WORKSPACE_NAME,
-        token=DEMO_SECOND_TOKEN,
-        event={"id": "demo-second-workspace-1", "timestamp": "2026-11-20T10:00:00.000Z",
-               "workspace_id": DEMO_SECOND_WORKSPACE_ID,
-               "workspace_name": DEMO_SECOND_WORKSPACE_NAME, "subscription_id": "demo",
-               "integration_id": "demo", "type": "page.content_updated",
-               "authors": [{"id": "demo-user", "type": "person"}], "attempt_number": 1,
-               "entity": {"id": DEMO_SECOND_PAGE_ID, "type": "page"},
-               "data": {"parent": {"id": DEMO_SECOND_WORKSPACE_ID, "type": "space"}}})
-    return DemoSetup(settings={"notion_base_url": server.url, "notion_token": fake.token},
-                     window=SourceWindow(3.0, 20.0), examples=("page.*.json",),
-                     url=server.url, stop=server.stop, workspaces=(second,))
 
 
-async def identify(settings: Settings, token: str) -> Identity:
+async def identify(settings: NotionSettings, token: str) -> Identity:
     """Who ``token`` is: its bot user (``GET /v1/users/me``,
     https://developers.notion.com/reference/get-self) — the workspace's id (``bot.workspace_id``
     when the API gives it) and name.
@@ -96,13 +48,18 @@ async def identify(settings: Settings, token: str) -> Identity:
 
     from integrations.notion.client import NOTION_VERSION
 
+    # The SDK's own warning on an error answer would repeat what the raised error says (and
+    # its default logger adds a console handler per client): a logger that keeps errors only.
     client = AsyncClient(options=ClientOptions(auth=token, base_url=settings.notion_base_url.rstrip("/"),
-                                               notion_version=NOTION_VERSION, retry=False))
+                                               notion_version=NOTION_VERSION, retry=False,
+                                               logger=logging.getLogger("integrations.notion.identify"),
+                                               log_level=logging.ERROR))
     try:
         me: Any = await client.users.me()
     except APIResponseError as exc:
         if exc.status == 401:
-            raise AuthRevoked(f"Notion refused the token: {exc.code}") from exc
+            code = getattr(exc.code, "value", exc.code)
+            raise AuthRevoked(f"Notion refused the token: {code} ({exc})") from exc
         raise
     finally:
         await client.aclose()
@@ -124,7 +81,8 @@ BUDGET = ApiBudget(per_minute=150.0, burst=20.0)
 SOURCE = Source(
     source_type=SOURCE_TYPE,
     create=create,
-    settings=SETTINGS,
+    webhooks=NotionWebhooks,
+    settings_type=NotionSettings,
     env_prefix="NOTION",
     window=SourceWindow(300.0, 3600.0),
     secret_setting="notion_webhook_secret",
@@ -132,7 +90,6 @@ SOURCE = Source(
     sign=sign,
     normalize_page_id=normalize_id,
     handshake_command="notion-token",
-    demo=demo,
     token_setting="notion_token",
     identify=identify,
     installer=installer,

@@ -1,4 +1,4 @@
-"""The Notion integration: sync one page, database or data source into ``documents``.
+"""The Notion syncer: sync one page, database or data source into ``documents``.
 
 One ``pages.retrieve`` (https://developers.notion.com/reference/retrieve-a-page), then the
 content through ``pages.retrieve_markdown`` (:mod:`.markdown`: one request, plus one per
@@ -15,17 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from notion_client import AsyncClient
 from notion_client.errors import APIErrorCode, APIResponseError
 from notion_client.helpers import async_collect_paginated_api
 
-from debounce.config import Settings
-from debounce.documents import Document, DocumentStore, WriteOutcome
-from debounce.types import SyncJob
-from integrations.base import SyncResult
-from integrations.notion.client import _WRONG_KIND_CODES, NotionClient, _code, api_error
-from integrations.notion.discover import NotionDiscovery
-from integrations.notion.markdown import NotionMarkdownPath
+from debounce.contract import DiscoveryPage, Document, SyncContext, SyncJob, SyncResult, WriteOutcome
+from integrations.notion.client import _WRONG_KIND_CODES, NotionCall, NotionClient, _code, api_error
+from integrations.notion.discover import NotionDiscoverer
+from integrations.notion.markdown import page_markdown
 from integrations.notion.properties import (
     parent_summary,
     parse_time,
@@ -37,49 +33,36 @@ from integrations.notion.properties import (
 )
 from integrations.notion.render import _NO_RECURSE, BlockNode, render_blocks
 from integrations.notion.richtext import plain_text, render_rich_text
-from integrations.notion.webhook import _COMMENT_PREFIX, _ENTITY_PREFIXES, NotionWebhooks
+from integrations.notion.settings import NotionSettings
+from integrations.notion.webhook import _COMMENT_PREFIX, _ENTITY_PREFIXES
 
-__all__ = ["SOURCE_TYPE", "NotionIntegration", "create"]
+__all__ = ["SOURCE_TYPE", "NotionSyncer", "create"]
 
 SOURCE_TYPE = "notion"
 
 
-class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, NotionClient):
-    """Both halves of the Notion source.
+class NotionSyncer:
+    """The Notion syncer (worker): sync one page, database or data source into the context's
+    store; also the source's :class:`~debounce.contract.Discoverer` (``search``).
 
-    Retry policy (a deliberate choice). notion-client 3.x retries 429 and GET 500/503 inside
-    the call, sleeping ``Retry-After`` (capped at 60 s) — a worker slot asleep for up to a
-    minute, twice, and the sleep repeats the call the rate limit just refused. So the SDK's
-    loop is off (``ClientOptions(retry=False)``) and :meth:`_call` decides per answer:
+    Built from its typed settings, it composes what it needs: the SDK clients and the retry
+    policy (:class:`~integrations.notion.client.NotionClient`: ``retry_delays``,
+    ``max_inline_wait``, ``timeout_seconds``), the listing
+    (:class:`~integrations.notion.discover.NotionDiscoverer`) and the markdown path
+    (:func:`~integrations.notion.markdown.page_markdown`). ``page_size`` is the block-children
+    page size (Notion's maximum, 100).
 
-    - 5xx (``internal_server_error``, ``service_unavailable``, ``gateway_timeout``, a gateway's
-      non-JSON 502) and ``conflict_error``: retried in process after ``retry_delays`` seconds
-      (default 0.5 s then 2 s: a blip should not cost the page a 30 s queue backoff); when
-      they are spent the SDK's exception propagates and the queue backs off;
-    - 429 ``rate_limited``: retried in process only if ``Retry-After`` ≤ ``max_inline_wait``
-      (default 1 s, within the same retry budget); a longer wait raises
-      :class:`RateLimited` at once so the slot is freed and the queue reschedules at
-      ``Retry-After`` without spending an attempt (Notion allows ~3 requests/s per
-      integration, shared by every worker: https://developers.notion.com/reference/request-limits);
-    - timeouts (``timeout_seconds``, default 30 s) and connection errors propagate (retry);
-    - ``unauthorized``/``restricted_resource`` and 400-class request errors:
-      :class:`PermanentError`;
-    - ``object_not_found`` for the page/database itself, or ``in_trash``: success, the
-      document is marked deleted.
-
-    ``page_size`` is the block-children page size (Notion's maximum, 100).
-
-    Every request, the in-process retries included, is charged to the workspace's budget and
-    every read is kept in the sync's checkpoint (:meth:`_call`, :mod:`integrations.metering`);
-    :meth:`discover` lists what the token can see (:mod:`integrations.notion.discover`).
+    ``object_not_found`` for the page/database itself, or ``in_trash``: success, the document
+    is marked deleted. Every request, the in-process retries included, is charged to the
+    workspace's budget and every read is kept in the sync's checkpoint (its
+    :class:`~debounce.contract.SyncContext`).
     """
 
     source_type = SOURCE_TYPE
 
     def __init__(
         self,
-        settings: Settings,
-        store: DocumentStore | None,
+        settings: NotionSettings,
         *,
         retry_delays: Sequence[float] = (0.5, 2.0),
         max_inline_wait: float = 1.0,
@@ -87,21 +70,30 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, Not
         page_size: int = 100,
     ) -> None:
         self.settings = settings
-        self.store = store
-        self.retry_delays = tuple(retry_delays)
-        self.max_inline_wait = max_inline_wait
-        self.timeout_seconds = timeout_seconds
+        self.client = NotionClient(settings, retry_delays=retry_delays,
+                                   max_inline_wait=max_inline_wait,
+                                   timeout_seconds=timeout_seconds)
+        self.discoverer = NotionDiscoverer(self.client)
         self.page_size = page_size
-        self._client: AsyncClient | None = None
-        self._clients: dict[str, AsyncClient] = {}
+        #: Tokens whose workspace answered 403 to the markdown endpoint: later syncs go
+        #: straight to the block walk.
         self._no_read_content: set[str] = set()
 
+    async def discover(self, cursor: str | None, context: SyncContext, *,
+                       newest_first: bool = False) -> DiscoveryPage:
+        """One page of what the context's token can see
+        (:meth:`~integrations.notion.discover.NotionDiscoverer.discover`)."""
+        return await self.discoverer.discover(cursor, context, newest_first=newest_first)
 
-    async def _walk(self, api: AsyncClient, block_id: str, depth: int = 0) -> list[BlockNode]:
+    async def aclose(self) -> None:
+        """Close the SDK clients' HTTP connection pools (idempotent)."""
+        await self.client.aclose()
+
+    async def _walk(self, call: NotionCall, block_id: str, depth: int = 0) -> list[BlockNode]:
         """All children of ``block_id``, recursively (``has_children``), in order; the pages
         are collected with ``async_collect_paginated_api``. A nested block that vanished
         mid-walk (404) becomes a childless node rather than failing the sync."""
-        bound = self._bound(api.blocks.children.list)
+        bound = call.bound(call.api.blocks.children.list)
         try:
             results = await async_collect_paginated_api(
                 bound, block_id=block_id, page_size=self.page_size
@@ -116,14 +108,15 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, Not
                 continue
             node = BlockNode(item)
             if item.get("has_children") and node.type not in _NO_RECURSE and depth < 64:
-                node.children = await self._walk(api, str(item["id"]), depth + 1)
+                node.children = await self._walk(call, str(item["id"]), depth + 1)
             nodes.append(node)
         return nodes
 
     # -- sync ----------------------------------------------------------------------------
 
-    async def sync(self, job: SyncJob) -> SyncResult:
-        """Fetch the job's page (or database / data source) and write its document.
+    async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
+        """Fetch the job's page (or database / data source) and write its document to
+        ``context.store``, with the context's token, meter and checkpoint.
 
         The kind comes from the payload's ``entity.type`` (``comment.*`` events → page); a
         payload without one (a manual re-sync) tries the page, then the database, then the
@@ -135,30 +128,31 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, Not
                 the request itself is invalid.
             Exception: 5xx after in-process retries, timeouts, connection errors (retry).
         """
-        if self.store is None:
-            raise RuntimeError("NotionIntegration.sync needs a DocumentStore (worker only)")
-        api = self._api()
+        context.writer()  # a sync needs a store (RuntimeError otherwise)
+        call = self.client.bind(context)
+        api = call.api
         object_id = job.source_page_id
         kind = _entity_kind(job.payload)
         try:
             if kind == "page":
-                page = await self._fetch(api.pages.retrieve, page_id=object_id)
-                return await self._sync_page(api, job, page)
+                page = await call.fetch(api.pages.retrieve, page_id=object_id)
+                return await self._sync_page(call, job, page)
             if kind == "database":
-                db = await self._fetch(api.databases.retrieve, database_id=object_id)
-                return await self._sync_database(api, job, db)
+                db = await call.fetch(api.databases.retrieve, database_id=object_id)
+                return await self._sync_database(call, job, db)
             if kind == "data_source":
-                ds = await self._fetch(api.data_sources.retrieve, data_source_id=object_id)
-                return await self._sync_data_source(job, ds)
-            return await self._sync_unknown(api, job)
+                ds = await call.fetch(api.data_sources.retrieve, data_source_id=object_id)
+                return await self._sync_data_source(call, job, ds)
+            return await self._sync_unknown(call, job)
         except APIResponseError as exc:
             mapped = api_error(exc)
             if mapped is not None:
                 raise mapped from exc
             raise
 
-    async def _sync_unknown(self, api: AsyncClient, job: SyncJob) -> SyncResult:
+    async def _sync_unknown(self, call: NotionCall, job: SyncJob) -> SyncResult:
         """Manual re-sync of an id of unknown kind: page, else database, else data source."""
+        api = call.api
         object_id = job.source_page_id
         attempts: list[tuple[str, Callable[..., Any], str]] = [
             ("page", api.pages.retrieve, "page_id"),
@@ -167,41 +161,42 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, Not
         ]
         for kind, fn, arg in attempts:
             try:
-                found = await self._call(fn, **{arg: object_id})
+                params: dict[str, Any] = {arg: object_id}
+                found = await call.call(fn, **params)
             except APIResponseError as exc:
                 if _code(exc) in _WRONG_KIND_CODES:
                     continue
                 raise
             if kind == "page":
-                return await self._sync_page(api, job, found)
+                return await self._sync_page(call, job, found)
             if kind == "database":
-                return await self._sync_database(api, job, found)
-            return await self._sync_data_source(job, found)
-        return await self._deleted(job)  # not found as a page, database or data source
+                return await self._sync_database(call, job, found)
+            return await self._sync_data_source(call, job, found)
+        return await self._deleted(call, job)  # not found as a page, database or data source
 
-    async def _deleted(self, job: SyncJob) -> SyncResult:
-        assert self.store is not None
-        marked = await self.store.mark_page_deleted(SOURCE_TYPE, job.source_page_id)
+    @staticmethod
+    async def _deleted(call: NotionCall, job: SyncJob) -> SyncResult:
+        marked = await call.context.writer().mark_page_deleted(SOURCE_TYPE, job.source_page_id)
         return SyncResult(deleted=len(marked))
 
-    async def _write(self, doc: Document) -> SyncResult:
-        assert self.store is not None
-        outcome = await self.store.upsert(doc)
+    @staticmethod
+    async def _write(call: NotionCall, doc: Document) -> SyncResult:
+        outcome = await call.context.writer().upsert(doc)
         if outcome is WriteOutcome.UNCHANGED:
             return SyncResult(unchanged=1)
         return SyncResult(written=1)
 
     async def _sync_page(
-        self, api: AsyncClient, job: SyncJob, page: dict[str, Any] | None
+        self, call: NotionCall, job: SyncJob, page: dict[str, Any] | None
     ) -> SyncResult:
         if page is None:
-            return await self._deleted(job)  # page not found (deleted or no longer shared)
+            return await self._deleted(call, job)  # page not found (deleted or no longer shared)
         if page.get("in_trash") or page.get("archived"):
-            return await self._deleted(job)  # page is in the trash
+            return await self._deleted(call, job)  # page is in the trash
         page_id = str(page.get("id") or job.source_page_id)
-        content = await self._page_markdown(api, page_id)
+        content = await page_markdown(call, page_id, self._no_read_content)
         if content is None:  # the markdown endpoint does not serve: the block walk
-            content = render_blocks(await self._walk(api, page_id), page_id=page_id)
+            content = render_blocks(await self._walk(call, page_id), page_id=page_id)
         raw_props = page.get("properties")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         created_by = user_id(page.get("created_by"))
@@ -229,15 +224,15 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, Not
             metadata=metadata,
             source_updated_at=parse_time(page.get("last_edited_time")),
         )
-        return await self._write(doc)
+        return await self._write(call, doc)
 
     async def _sync_database(
-        self, api: AsyncClient, job: SyncJob, db: dict[str, Any] | None
+        self, call: NotionCall, job: SyncJob, db: dict[str, Any] | None
     ) -> SyncResult:
         if db is None:
-            return await self._deleted(job)  # database not found (deleted or no longer shared)
+            return await self._deleted(call, job)  # database not found (deleted or no longer shared)
         if db.get("in_trash") or db.get("archived"):
-            return await self._deleted(job)  # database is in the trash
+            return await self._deleted(call, job)  # database is in the trash
         db_id = str(db.get("id") or job.source_page_id)
         title = plain_text(db.get("title")).strip() or "Untitled database"
         lines: list[str] = []
@@ -247,7 +242,7 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, Not
         refs = [r for r in db.get("data_sources") or [] if isinstance(r, dict) and r.get("id")]
         schemas: dict[str, dict[str, str]] = {}
         for ref in refs:
-            ds = await self._fetch(api.data_sources.retrieve, data_source_id=str(ref["id"]))
+            ds = await call.fetch(call.api.data_sources.retrieve, data_source_id=str(ref["id"]))
             name = str(ref.get("name") or (plain_text(ds.get("title")) if ds else "") or ref["id"])
             lines += [f"## {name}", ""]
             if ds is None:
@@ -276,13 +271,15 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, Not
             metadata=metadata,
             source_updated_at=parse_time(db.get("last_edited_time")),
         )
-        return await self._write(doc)
+        return await self._write(call, doc)
 
-    async def _sync_data_source(self, job: SyncJob, ds: dict[str, Any] | None) -> SyncResult:
+    async def _sync_data_source(
+        self, call: NotionCall, job: SyncJob, ds: dict[str, Any] | None
+    ) -> SyncResult:
         if ds is None:
-            return await self._deleted(job)  # data source not found
+            return await self._deleted(call, job)  # data source not found
         if ds.get("in_trash") or ds.get("archived"):
-            return await self._deleted(job)  # data source is in the trash
+            return await self._deleted(call, job)  # data source is in the trash
         ds_id = str(ds.get("id") or job.source_page_id)
         lines: list[str] = []
         description = render_rich_text(ds.get("description"))
@@ -306,7 +303,7 @@ class NotionIntegration(NotionWebhooks, NotionMarkdownPath, NotionDiscovery, Not
             metadata=metadata,
             source_updated_at=parse_time(ds.get("last_edited_time")),
         )
-        return await self._write(doc)
+        return await self._write(call, doc)
 
 
 def _entity_kind(payload: Mapping[str, Any]) -> str | None:
@@ -325,6 +322,6 @@ def _entity_kind(payload: Mapping[str, Any]) -> str | None:
     return None
 
 
-def create(settings: Settings, store: DocumentStore | None) -> NotionIntegration:
-    """The registry's factory (see ``integrations/__init__.py``)."""
-    return NotionIntegration(settings, store)
+def create(settings: NotionSettings) -> NotionSyncer:
+    """The source's syncer factory (``Source.create``)."""
+    return NotionSyncer(settings)

@@ -25,8 +25,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from debounce.config import Settings
-from integrations.base import PageEvent, WebhookError, WebhookResult, header
+from debounce.contract import PageEvent, WebhookError, WebhookResult, header
+from integrations.notion.settings import NotionSettings
 
 __all__ = ["SIGNATURE_HEADER", "NotionWebhooks", "normalize_id"]
 
@@ -78,10 +78,13 @@ def _required_str(obj: Mapping[str, Any], key: str, where: str) -> str:
 
 
 class NotionWebhooks:
-    """The parse half of :class:`~integrations.notion.NotionIntegration` (a mixin): reads
-    ``settings.notion_webhook_secret``."""
+    """The Notion source's webhook parser (:class:`debounce.contract.WebhookParser`, web
+    process, no I/O): reads ``settings.notion_webhook_secret``."""
 
-    settings: Settings
+    source_type = "notion"
+
+    def __init__(self, settings: NotionSettings) -> None:
+        self.settings = settings
 
     def parse_webhook(self, headers: Mapping[str, str], body: bytes) -> WebhookResult:
         """Verify and map one Notion delivery (no I/O).

@@ -3,7 +3,7 @@
 The package's rooms: ``webhook.py`` (verify, parse), ``client.py`` (the Web API client, 429s and
 error codes), ``render.py`` (thread documents, which of a message's text/blocks/attachments to
 show, fingerprints), ``mrkdwn.py`` (Slack text, escaping, references, titles), ``blocks.py``
-(Block Kit, attachments, files), ``sync.py`` (:class:`SlackIntegration` and the channel sync),
+(Block Kit, attachments, files), ``sync.py`` (:class:`SlackSyncer` and the channel sync),
 ``discover.py`` (``users.conversations``: the conversations the bot is in, for backfill),
 ``source.py`` (:data:`SOURCE`, what the registry in ``integrations/__init__.py`` lists).
 
@@ -33,14 +33,18 @@ it is written only after the documents it describes. See ``docs/slack.md`` for t
 
 from integrations.slack.client import SlackApiFailure
 from integrations.slack.render import SOURCE_TYPE, mrkdwn_to_markdown, render_thread
+from integrations.slack.settings import SlackSettings
 from integrations.slack.source import SOURCE
-from integrations.slack.sync import SlackIntegration, create
+from integrations.slack.sync import SlackSyncer, create
+from integrations.slack.webhook import SlackWebhooks
 
 __all__ = [
     "SOURCE",
     "SOURCE_TYPE",
     "SlackApiFailure",
-    "SlackIntegration",
+    "SlackSettings",
+    "SlackSyncer",
+    "SlackWebhooks",
     "create",
     "mrkdwn_to_markdown",
     "render_thread",

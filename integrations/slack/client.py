@@ -2,14 +2,15 @@
 budget charging.
 
 Through ``slack_sdk``'s ``AsyncWebClient`` on an ``aiohttp`` session. Its default retry
-handlers cover connection errors only; a 429 becomes :class:`~integrations.base.RateLimited`
-at its ``Retry-After``, a token or access error :class:`~integrations.base.PermanentError`,
+handlers cover connection errors only; a 429 becomes :class:`~debounce.contract.RateLimited`
+at its ``Retry-After``, a token or access error :class:`~debounce.contract.PermanentError`,
 anything else :class:`SlackApiFailure` (retried by the queue). :func:`call_api` is the one
-request wrapper of the source (syncs and listings alike); it serves the history a sync already
-read from its checkpoint (:mod:`integrations.metering`).
+request wrapper of the source (syncs and listings alike, each with its
+:class:`~debounce.contract.SyncContext`); it serves the history a sync already read from its
+checkpoint (:mod:`debounce.contract.metering`).
 
-**Charging.** Every HTTP attempt is charged to the workspace's budget (``charge()``) when it
-takes a connection — the session's :func:`charging_trace`, on aiohttp's
+**Charging.** Every HTTP attempt is charged to the sync's budget (its context's ``charge()``)
+when it takes a connection — the session's :func:`charging_trace`, on aiohttp's
 ``on_connection_create_start`` / ``on_connection_reuseconn`` signals
 (https://docs.aiohttp.org/en/stable/tracing_reference.html), exactly one of which fires per
 attempt, before anything is sent. Charging in :func:`call_api` alone would miss two retries
@@ -20,12 +21,13 @@ re-sends an idempotent request (GET, which ``slack_sdk`` uses for ``conversation
 ``users.conversations``) once after ``ServerDisconnectedError``/``ClientOSError``
 (``aiohttp/client.py``, "retry_persistent_connection", RFC 9112 §9.3.1), invisibly to the SDK's
 handlers. At the connection, every attempt of every layer is charged once, and a
-:class:`~integrations.metering.BudgetExhausted` raised there stops the attempt before it is
+:class:`~debounce.contract.BudgetExhausted` raised there stops the attempt before it is
 sent and propagates out of the SDK call.
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -34,11 +36,17 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from debounce.config import Settings
-from debounce.metrics import count_api_request
-from debounce.retry import parse_retry_after
-from integrations.base import AuthRevoked, PermanentError, RateLimited, current_token
-from integrations.metering import BudgetExhausted, charge, recall, remember, request_key
+from debounce.contract import (
+    AuthRevoked,
+    BudgetExhausted,
+    PermanentError,
+    RateLimited,
+    SyncContext,
+    count_api_request,
+    parse_retry_after,
+    request_key,
+)
+from integrations.slack.settings import SlackSettings
 
 __all__ = [
     "CACHED_METHODS",
@@ -47,6 +55,7 @@ __all__ = [
     "HTTP_TIMEOUT_SECONDS",
     "PERMANENT_ERRORS",
     "SlackApiFailure",
+    "SlackCall",
     "SlackClient",
     "call_api",
     "charging_trace",
@@ -108,31 +117,42 @@ def _retry_after(response: Any) -> float:
     return DEFAULT_RETRY_AFTER_SECONDS if wait is None else wait
 
 
+#: The context of the Web API call in progress in this task (set by :func:`call_api` around
+#: the SDK call): the session's trace, shared by every sync, charges its meter. Private to the
+#: source: the service hands each sync its context as an argument.
+_CALLING: contextvars.ContextVar[SyncContext | None] = contextvars.ContextVar(
+    "slack_calling", default=None)
+
+
 async def _charge_attempt(session: aiohttp.ClientSession, context: SimpleNamespace,
                           params: object) -> None:
-    await charge()
+    calling = _CALLING.get()
+    if calling is not None:
+        await calling.charge()
 
 
 def charging_trace() -> aiohttp.TraceConfig:
-    """The aiohttp trace that charges one request to the current sync's budget for every
-    HTTP attempt, before it is sent (module docstring)."""
+    """The aiohttp trace that charges one request to the budget of the call in progress
+    (:func:`call_api`'s context) for every HTTP attempt, before it is sent (module
+    docstring)."""
     trace = aiohttp.TraceConfig()
     trace.on_connection_create_start.append(_charge_attempt)
     trace.on_connection_reuseconn.append(_charge_attempt)
     return trace
 
 
-async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dict[str, Any] | None:
+async def call_api(client: AsyncWebClient, context: SyncContext, method: str, /,
+                   **params: Any) -> dict[str, Any] | None:
     """One Web API call of ``method`` (one of :data:`METHODS`: ``conversations.history``,
     ``conversations.replies``, ``users.conversations``, ``conversations.list``) with
     ``params``; the response body, or ``None`` when the thread asked for (``replies``) is
     gone.
 
-    Charged per HTTP attempt by the session's :func:`charging_trace` (a client made by
-    :meth:`SlackClient._client`). The answers of :data:`CACHED_METHODS` are kept in the sync's
-    checkpoint under ``request_key(method, params)`` and served from it, with no request and
-    no charge, when the same request is made again after the sync yielded; listings are
-    always sent.
+    Charged to ``context``'s budget per HTTP attempt by the session's :func:`charging_trace` (a
+    client made by :meth:`SlackClient.web`). The answers of :data:`CACHED_METHODS` are kept in
+    the context's checkpoint under ``request_key(method, params)`` and served from it, with no
+    request and no charge, when the same request is made again after the sync yielded;
+    listings are always sent.
 
     Raises:
         BudgetExhausted: the budget has no request left (nothing sent).
@@ -148,11 +168,12 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
         raise ValueError(f"call_api does not send {method!r}; one of {sorted(METHODS)}")
     key = request_key(method, params) if method in CACHED_METHODS else None
     if key is not None:
-        cached = recall(key)
+        cached = context.recall(key)
         if isinstance(cached, dict):
             return cached
     channel = params.get("channel")
     where = f" on {channel}" if channel else ""
+    calling = _CALLING.set(context)
     try:
         resp = await getattr(client, sender)(**params)
     except SlackApiError as e:
@@ -188,38 +209,38 @@ async def call_api(client: AsyncWebClient, method: str, /, **params: Any) -> dic
     except Exception:
         count_api_request("slack", "error")
         raise
+    finally:
+        _CALLING.reset(calling)
     count_api_request("slack", resp.status_code)
     data = resp.data
     if not isinstance(data, dict):
         raise SlackApiFailure(f"Slack {method} answered a non-JSON body")
     if key is not None:
-        remember(key, data)
+        context.remember(key, data)
     return data
 
 
 class SlackClient:
-    """The Web API half of :class:`~integrations.slack.SlackIntegration` (a mixin): the
-    lazily created client and its ``aiohttp`` session."""
+    """The Web API clients of the Slack source: one ``aiohttp`` session (whose
+    :func:`charging_trace` charges every attempt) shared by one ``AsyncWebClient`` per token,
+    created on first use; a sync or a listing sends through :meth:`bind` with its context."""
 
-    settings: Settings
-    _session: aiohttp.ClientSession | None
-    _web: AsyncWebClient | None
-    _webs: dict[str, AsyncWebClient]
+    def __init__(self, settings: SlackSettings) -> None:
+        self.settings = settings
+        self._session: aiohttp.ClientSession | None = None
+        self._webs: dict[str, AsyncWebClient] = {}
 
-    def _token(self) -> str | None:
-        """The current sync's workspace token, else ``SLACK_BOT_TOKEN``."""
-        return current_token(self.settings.slack_bot_token)
+    def token(self, context: SyncContext) -> str | None:
+        """The context's workspace token, else ``SLACK_BOT_TOKEN``."""
+        return context.token(self.settings.slack_bot_token)
 
-    def _client(self) -> AsyncWebClient:
-        """The Web API client of the current sync's workspace token (one per token, sharing
-        one ``aiohttp`` session, whose :func:`charging_trace` charges every attempt; the
-        SDK's default retry handlers)."""
+    def web(self, token: str) -> AsyncWebClient:
+        """The Web API client of ``token`` (the SDK's default retry handlers)."""
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS),
                 trace_configs=[charging_trace()],  # every attempt charged (module docstring)
             )
-        token = self._token() or ""
         client = self._webs.get(token)
         if client is None:
             client = self._webs[token] = AsyncWebClient(
@@ -228,13 +249,27 @@ class SlackClient:
                 session=self._session,
                 timeout=int(HTTP_TIMEOUT_SECONDS),
             )
-        self._web = client
         return client
+
+    def bind(self, context: SyncContext) -> SlackCall:
+        """The requests of one sync or listing: its workspace's token, meter and checkpoint."""
+        return SlackCall(self.web(self.token(context) or ""), context)
 
     async def aclose(self) -> None:
         """Close the HTTP session of the Web API clients (if one was opened)."""
-        session, self._session, self._web = self._session, None, None
-        self._webs = {}
+        session, self._session, self._webs = self._session, None, {}
         if session is not None and not session.closed:
             await session.close()
 
+
+class SlackCall:
+    """The requests of one sync or listing (:meth:`SlackClient.bind`): the Web API client of
+    its token (``web``) and :meth:`call`, charged to the context's budget."""
+
+    def __init__(self, web: AsyncWebClient, context: SyncContext) -> None:
+        self.web = web
+        self.context = context
+
+    async def call(self, method: str, /, **params: Any) -> dict[str, Any] | None:
+        """:func:`call_api` with this call's client and context."""
+        return await call_api(self.web, self.context, method, **params)

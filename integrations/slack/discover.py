@@ -1,5 +1,5 @@
 """What the Slack app can see: one page of ``users.conversations`` per :meth:`discover` call
-(:class:`integrations.discovery.Discoverer`, for backfill).
+(:class:`debounce.contract.Discoverer`, for backfill).
 
 ``users.conversations`` (https://docs.slack.dev/reference/methods/users.conversations) lists
 "the channels and conversations your bot is party to" with a bot token — exactly the
@@ -13,7 +13,7 @@ a time") and ``cursor``; the conversation objects omit ``is_member`` and ``num_m
 ``channels:read`` (public channels), ``groups:read`` (private channels), ``mpim:read`` (group
 DMs), ``im:read`` (DMs). The install asks for all four
 (``integrations.slack.install.DEFAULT_SCOPES``); a token lacking one answers ``missing_scope``:
-a :class:`~integrations.base.PermanentError` naming the scopes. The answer is ``{"ok": true,
+a :class:`~debounce.contract.PermanentError` naming the scopes. The answer is ``{"ok": true,
 "channels": [...], "response_metadata": {"next_cursor": "..."}}``, ``""`` on the last page
 (https://docs.slack.dev/apis/web-api/pagination). Each page is one request, charged to the
 team's budget like a sync's (:mod:`integrations.slack.client`).
@@ -27,15 +27,12 @@ conversation's history (:mod:`integrations.slack.sync`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from slack_sdk.web.async_client import AsyncWebClient
+from debounce.contract import Discovered, DiscoveryPage, PermanentError, SyncContext
+from integrations.slack.client import SlackClient
 
-from integrations.base import PermanentError
-from integrations.discovery import Discovered, DiscoveryPage
-from integrations.slack.client import call_api
-
-__all__ = ["CONVERSATION_TYPES", "LIST_LIMIT", "SlackDiscovery", "discovered"]
+__all__ = ["CONVERSATION_TYPES", "LIST_LIMIT", "SlackDiscoverer", "discovered"]
 
 #: Every kind of conversation the sync handles.
 CONVERSATION_TYPES = "public_channel,private_channel,mpim,im"
@@ -57,20 +54,17 @@ def discovered(channel: Mapping[str, Any]) -> Discovered | None:
     return Discovered(source_page_id=channel_id, edited_at=None, payload={}, title=title)
 
 
-class SlackDiscovery:
-    """The enumeration half of :class:`~integrations.slack.SlackIntegration` (a mixin; needs
-    ``_token`` and ``_client`` of :class:`~integrations.slack.client.SlackClient`)."""
+class SlackDiscoverer:
+    """The conversations the bot is in (:class:`debounce.contract.Discoverer`), through the
+    source's shared :class:`~integrations.slack.client.SlackClient`."""
 
-    #: Conversations asked per request (``limit``; tests page with fewer).
-    list_limit: int = LIST_LIMIT
+    def __init__(self, client: SlackClient, list_limit: int = LIST_LIMIT) -> None:
+        self.client = client
+        #: Conversations asked per request (``limit``; tests page with fewer).
+        self.list_limit = list_limit
 
-    if TYPE_CHECKING:
-
-        def _token(self) -> str | None: ...
-
-        def _client(self) -> AsyncWebClient: ...
-
-    async def discover(self, cursor: str | None, *, newest_first: bool = False) -> DiscoveryPage:
+    async def discover(self, cursor: str | None, context: SyncContext, *,
+                       newest_first: bool = False) -> DiscoveryPage:
         """One page (up to :attr:`list_limit`) of the conversations the bot is a member of,
         archived ones left out, from ``cursor`` (``response_metadata.next_cursor``; ``None``:
         the first page). ``newest_first`` is ignored: the listing cannot be sorted.
@@ -82,12 +76,13 @@ class SlackDiscovery:
             PermanentError: no token; ``missing_scope`` and other permanent errors.
             SlackApiFailure: 5xx or another error worth retrying.
         """
-        if not self._token():
+        if not self.client.token(context):
             raise PermanentError(
                 "SLACK_BOT_TOKEN is not set: set it to the app's Bot User OAuth Token (xoxb-…) "
                 "to list Slack conversations")
-        data = await call_api(self._client(), "users.conversations", types=CONVERSATION_TYPES,
-                              exclude_archived=True, limit=self.list_limit, cursor=cursor or None)
+        data = await self.client.bind(context).call(
+            "users.conversations", types=CONVERSATION_TYPES, exclude_archived=True,
+            limit=self.list_limit, cursor=cursor or None)
         assert data is not None  # only conversations.replies answers None
         items = [d for c in data.get("channels") or [] if isinstance(c, dict)
                  if (d := discovered(c)) is not None]

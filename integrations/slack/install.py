@@ -7,7 +7,7 @@ https://docs.slack.dev/authentication/installing-with-oauth
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.oauth import AuthorizeUrlGenerator, RedirectUriPageRenderer
@@ -15,10 +15,8 @@ from slack_sdk.oauth.installation_store import Bot, Installation
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.web.async_client import AsyncWebClient
 
-from integrations.base import Installed, InstallError
-
-if TYPE_CHECKING:
-    from debounce.config import Settings
+from debounce.contract import Installed, InstallError
+from integrations.slack.settings import SlackSettings
 
 __all__ = ["DEFAULT_SCOPES", "SlackInstaller", "WorkspaceInstallationStore", "installer"]
 
@@ -65,11 +63,13 @@ class SlackInstaller:
     """The install flow of one deployment's Slack app (``SLACK_CLIENT_ID``,
     ``SLACK_CLIENT_SECRET``, ``SLACK_SCOPES``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: SlackSettings) -> None:
         if not settings.slack_client_id or not settings.slack_client_secret:
             raise InstallError("the Slack install flow is not configured: set SLACK_CLIENT_ID "
                                "and SLACK_CLIENT_SECRET (the app's Basic Information page)")
         self.settings = settings
+        self.client_id: str = settings.slack_client_id
+        self.client_secret: str = settings.slack_client_secret
         scopes = [s.strip() for s in (settings.slack_scopes or "").split(",") if s.strip()]
         self.scopes = scopes or list(DEFAULT_SCOPES)
         self.pages = RedirectUriPageRenderer(install_path="/slack/install",
@@ -79,7 +79,7 @@ class SlackInstaller:
         """Slack's authorize URL for ``state`` (``settings.slack_authorize_url`` points it at
         a stand-in in tests)."""
         return AuthorizeUrlGenerator(
-            client_id=self.settings.slack_client_id, redirect_uri=redirect_uri, scopes=self.scopes,
+            client_id=self.client_id, redirect_uri=redirect_uri, scopes=self.scopes,
             authorization_url=self.settings.slack_authorize_url).generate(state)
 
     async def complete(self, code: str, redirect_uri: str,
@@ -92,8 +92,7 @@ class SlackInstaller:
         client = AsyncWebClient(base_url=self.settings.slack_api_url)
         try:
             resp: Any = (await client.oauth_v2_access(
-                client_id=self.settings.slack_client_id,
-                client_secret=self.settings.slack_client_secret,
+                client_id=self.client_id, client_secret=self.client_secret,
                 code=code, redirect_uri=redirect_uri)).data
         except SlackApiError as exc:
             error = exc.response.get("error") if exc.response is not None else None
@@ -127,6 +126,6 @@ class SlackInstaller:
         return self.pages.render_failure_page(reason)
 
 
-def installer(settings: Settings) -> SlackInstaller:
+def installer(settings: SlackSettings) -> SlackInstaller:
     """The Slack install flow (see :class:`SlackInstaller`)."""
     return SlackInstaller(settings)

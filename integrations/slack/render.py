@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from debounce.documents import Document
+from debounce.contract import Document
 from integrations.slack.blocks import _join, _trim, attachment, block, file_line
 from integrations.slack.mrkdwn import (
     Piece,

@@ -1,56 +1,25 @@
-"""The Slack source as the service sees it (:class:`~integrations.base.Source`): settings,
-window, signing, the demo stand-in, and the factory of its integration."""
+"""The Slack source as the service sees it (:class:`~debounce.contract.Source`): settings,
+window, signing, and the factories of its webhook parser and its syncer. Its local stand-in
+for ``serve --demo`` lives with the stand-ins (``standins/demos.py``), not here."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_sdk.signature import SignatureVerifier
 
-from debounce.types import ApiBudget
-from integrations.base import (
-    AuthRevoked,
-    DemoSetup,
-    DemoWorkspace,
-    Identity,
-    Source,
-    SourceSetting,
-    SourceWindow,
-)
-from integrations.slack.render import SOURCE_TYPE
-from integrations.slack.sync import create
-
-if TYPE_CHECKING:
-    from debounce.config import Settings
-
+from debounce.contract import ApiBudget, AuthRevoked, Identity, Source, SourceWindow
 from integrations.slack.install import installer
+from integrations.slack.render import SOURCE_TYPE
+from integrations.slack.settings import SlackSettings
+from integrations.slack.sync import create
+from integrations.slack.webhook import SlackWebhooks
 
 __all__ = ["DEMO_SECRET", "SOURCE", "identify", "sign"]
 
 #: The signing secret of ``serve --demo``.
 DEMO_SECRET = "demo-slack-signing-secret"
-DEMO_TOKEN = "xoxb-debounce-demo"
-
-SETTINGS = (
-    SourceSetting("slack_client_id", "SLACK_CLIENT_ID", None, "str",
-                  "the app's client id (\"Add to Slack\" install flow)"),
-    SourceSetting("slack_client_secret", "SLACK_CLIENT_SECRET", None, "secret",
-                  "the app's client secret"),
-    SourceSetting("slack_scopes", "SLACK_SCOPES", None, "str",
-                  "bot scopes asked at install, comma-separated (default: what the sync needs)"),
-    SourceSetting("slack_authorize_url", "SLACK_AUTHORIZE_URL",
-                  "https://slack.com/oauth/v2/authorize", "str", "Slack's authorize page"),
-    SourceSetting("slack_bot_token", "SLACK_BOT_TOKEN", None, "secret", "Slack bot token"),
-    SourceSetting("slack_api_url", "SLACK_API_URL", "https://slack.com/api/", "str",
-                  "Slack Web API base URL"),
-    SourceSetting("slack_signing_secret", "SLACK_SIGNING_SECRET", None, "secret",
-                  "Slack app signing secret"),
-    SourceSetting("slack_bot_user_id", "SLACK_BOT_USER_ID", None, "str",
-                  "our own bot's user id (U…) or bot id (B…): its messages are not synced"),
-    SourceSetting("slack_lookback_seconds", "SLACK_LOOKBACK_SECONDS", 3600.0, "seconds",
-                  "history re-read before the watermark (edits, deletions)"),
-)
 
 
 def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, str]:
@@ -65,33 +34,9 @@ def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, st
             "X-Slack-Signature": signature}
 
 
-def demo() -> DemoSetup:
-    """Start the local Slack Web API stand-in with demo content (``standins.slack_api``)."""
-    from standins.server import BackgroundServer
-    from standins.slack_api import (
-        DEMO_SECOND_CHANNEL,
-        DEMO_SECOND_TEAM_ID,
-        DEMO_SECOND_TEAM_NAME,
-        FakeSlack,
-    )
-    from standins.slack_api import DEMO_SECOND_TOKEN as SECOND_TOKEN
-
-    fake = FakeSlack.demo(token=DEMO_TOKEN)
-    server = BackgroundServer(fake.app())
-    server.start()
-    second = DemoWorkspace(
-        external_id=DEMO_SECOND_TEAM_ID, name=DEMO_SECOND_TEAM_NAME, token=SECOND_TOKEN,
-        event={"token": "demo", "team_id": DEMO_SECOND_TEAM_ID, "api_app_id": "A0DEBOUNCE1",
-               "type": "event_callback", "event_id": "EvDemoSecondTeam1", "event_time": 1763690000,
-               "event": {"type": "message", "channel": DEMO_SECOND_CHANNEL, "user": "U07LABS01",
-                         "text": "demo", "ts": "1763690000.000100", "channel_type": "channel"}})
-    return DemoSetup(settings={"slack_api_url": server.url + "/api/", "slack_bot_token": fake.token},
-                     window=SourceWindow(2.0, 20.0),
-                     examples=("message.json", "thread_reply.json", "message_changed.json"),
-                     url=server.url + "/api/", stop=server.stop, workspaces=(second,))
 
 
-async def identify(settings: Settings, token: str) -> Identity:
+async def identify(settings: SlackSettings, token: str) -> Identity:
     """Who ``token`` is: ``auth.test`` (https://docs.slack.dev/reference/methods/auth.test) —
     the team's id and name, our bot's user id, the Grid org.
 
@@ -131,13 +76,13 @@ BUDGET = ApiBudget(per_minute=45.0, burst=5.0)
 SOURCE = Source(
     source_type=SOURCE_TYPE,
     create=create,
-    settings=SETTINGS,
+    webhooks=SlackWebhooks,
+    settings_type=SlackSettings,
     env_prefix="SLACK",
     window=SourceWindow(30.0, 300.0),
     secret_setting="slack_signing_secret",
     demo_secret=DEMO_SECRET,
     sign=sign,
-    demo=demo,
     token_setting="slack_bot_token",
     identify=identify,
     installer=installer,

@@ -1,4 +1,4 @@
-"""The Slack integration: sync one conversation into one document per thread.
+"""The Slack syncer: sync one conversation into one document per thread.
 
 The job key is a conversation. The sync reads ``conversations.history``
 (https://docs.slack.dev/reference/methods/conversations.history) from the conversation's
@@ -16,19 +16,20 @@ it is written only after the documents it describes. See ``docs/slack.md`` for t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import aiohttp
-from slack_sdk.signature import Clock, SignatureVerifier
-from slack_sdk.web.async_client import AsyncWebClient
-
-from debounce.config import Settings
-from debounce.documents import DocumentStore, WriteOutcome
-from debounce.types import SyncJob
-from integrations.base import PermanentError, SyncResult
-from integrations.slack.client import SlackClient, _ChannelGone, call_api
-from integrations.slack.discover import SlackDiscovery
+from debounce.contract import (
+    DiscoveryPage,
+    DocumentWriter,
+    PermanentError,
+    SyncContext,
+    SyncJob,
+    SyncResult,
+    WriteOutcome,
+)
+from integrations.slack.client import SlackCall, SlackClient, _ChannelGone
+from integrations.slack.discover import SlackDiscoverer
 from integrations.slack.render import (
     NO_CONTENT_SUBTYPES,
     SOURCE_TYPE,
@@ -41,9 +42,10 @@ from integrations.slack.render import (
     has_content,
     render_thread,
 )
-from integrations.slack.webhook import SlackWebhooks, _FnClock
+from integrations.slack.settings import SlackSettings
+from integrations.slack.webhook import own_ids
 
-__all__ = ["DEFAULT_LOOKBACK_SECONDS", "DEFAULT_PAGE_LIMIT", "SlackIntegration", "create"]
+__all__ = ["DEFAULT_LOOKBACK_SECONDS", "DEFAULT_PAGE_LIMIT", "SlackSyncer", "create"]
 
 #: One logger for the whole source, named as before the split into modules.
 log = logging.getLogger("integrations.slack")
@@ -60,47 +62,48 @@ SKIPPED_SUBTYPES = NO_CONTENT_SUBTYPES
 _STATE_VERSION = 1
 
 
-class SlackIntegration(SlackWebhooks, SlackDiscovery, SlackClient):
-    """The Slack source (see the module docstring).
+class SlackSyncer:
+    """The Slack syncer (worker; see the module docstring), also the source's
+    :class:`~debounce.contract.Discoverer` (``users.conversations``).
 
-    ``clock``: seconds since the epoch, for the signature's 5-minute window (tests inject it).
+    Built from its typed settings, it composes what it needs: the Web API clients
+    (:class:`~integrations.slack.client.SlackClient`) and the listing
+    (:class:`~integrations.slack.discover.SlackDiscoverer`).
     ``lookback_seconds``: how far below the watermark each sync re-reads history (default
-    ``settings.slack_lookback_seconds`` if the settings have it, else 3600).
-    ``page_limit``: messages per history/replies call (default 200).
+    ``settings.slack_lookback_seconds``, 3600). ``page_limit``: messages per history/replies
+    call (default 200).
     """
 
     source_type = SOURCE_TYPE
 
     def __init__(
         self,
-        settings: Settings,
-        store: DocumentStore | None,
+        settings: SlackSettings,
         *,
-        clock: Callable[[], float] | None = None,
         lookback_seconds: float | None = None,
         page_limit: int = DEFAULT_PAGE_LIMIT,
     ) -> None:
         self.settings = settings
-        self.store = store
-        self._clock: Clock = _FnClock(clock) if clock is not None else Clock()
-        configured = getattr(settings, "slack_lookback_seconds", None)
         if lookback_seconds is None:
-            lookback_seconds = (
-                float(configured) if configured is not None else DEFAULT_LOOKBACK_SECONDS
-            )
+            lookback_seconds = settings.slack_lookback_seconds
         self.lookback_seconds = max(0.0, lookback_seconds)
         self.page_limit = max(1, min(page_limit, 999))
-        self._verifier = (
-            SignatureVerifier(settings.slack_signing_secret, clock=self._clock)
-            if settings.slack_signing_secret and settings.slack_signing_secret.strip()
-            else None
-        )
-        self._session: aiohttp.ClientSession | None = None
-        self._web: AsyncWebClient | None = None
-        self._webs: dict[str, AsyncWebClient] = {}
+        self.client = SlackClient(settings)
+        self.discoverer = SlackDiscoverer(self.client)
 
-    async def sync(self, job: SyncJob) -> SyncResult:
-        """Sync one conversation (``job.source_page_id``) into per-thread documents.
+    async def discover(self, cursor: str | None, context: SyncContext, *,
+                       newest_first: bool = False) -> DiscoveryPage:
+        """One page of the conversations the bot is in
+        (:meth:`~integrations.slack.discover.SlackDiscoverer.discover`)."""
+        return await self.discoverer.discover(cursor, context, newest_first=newest_first)
+
+    async def aclose(self) -> None:
+        """Close the HTTP session of the Web API clients (if one was opened)."""
+        await self.client.aclose()
+
+    async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
+        """Sync one conversation (``job.source_page_id``) into per-thread documents in
+        ``context.store``, with the context's token, meter and checkpoint.
 
         Raises:
             RateLimited: Slack answered 429 (``Retry-After`` seconds).
@@ -110,14 +113,13 @@ class SlackIntegration(SlackWebhooks, SlackDiscovery, SlackClient):
             SlackApiFailure: 5xx or another Slack error worth retrying.
             aiohttp.ClientError, TimeoutError: network trouble (retried by the queue).
         """
-        if self.store is None:
-            raise RuntimeError("SlackIntegration.sync needs a DocumentStore (worker process)")
-        if not self._token():
+        store = context.writer()
+        if not self.client.token(context):
             raise PermanentError(
                 "SLACK_BOT_TOKEN is not set: set it to the app's Bot User OAuth Token (xoxb-…) "
                 "to sync Slack conversations"
             )
-        run = _ChannelSync(self, self.store, self._client(), job)
+        run = _ChannelSync(self, store, self.client.bind(context), job)
         return await run.run()
 
 
@@ -126,17 +128,18 @@ class _ChannelSync:
 
     def __init__(
         self,
-        integ: SlackIntegration,
-        store: DocumentStore,
-        client: AsyncWebClient,
+        integ: SlackSyncer,
+        store: DocumentWriter,
+        call: SlackCall,
         job: SyncJob,
     ) -> None:
         self.integ = integ
         self.store = store
-        self.client = client
+        self.call = call
         self.job = job
         self.channel = job.source_page_id
-        self.own_ids = integ._own_ids(job.payload if isinstance(job.payload, dict) else None)
+        self.own_ids = own_ids(integ.settings,
+                               job.payload if isinstance(job.payload, dict) else None)
         self.state: dict[str, Any] = {}
         self.written = 0
         self.unchanged = 0
@@ -204,7 +207,7 @@ class _ChannelSync:
     async def _call(self, method: str, **params: Any) -> dict[str, Any] | None:
         """One Web API call (:func:`~integrations.slack.client.call_api`); ``None`` when the
         thread asked for is gone."""
-        return await call_api(self.client, method, **params)
+        return await self.call.call(method, **params)
 
     async def _replies(self, thread_ts: str) -> list[dict[str, Any]] | None:
         """The whole thread (parent first), or ``None`` when Slack no longer has it."""
@@ -470,6 +473,6 @@ class _ChannelSync:
             self.state["last_hint"] = event_id
 
 
-def create(settings: Settings, store: DocumentStore | None) -> SlackIntegration:
-    """The Slack integration (registry entry point; ``store`` is ``None`` in the web process)."""
-    return SlackIntegration(settings, store)
+def create(settings: SlackSettings) -> SlackSyncer:
+    """The source's syncer factory (``Source.create``)."""
+    return SlackSyncer(settings)

@@ -23,15 +23,29 @@ from typing import Any
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from debounce.config import Settings
-from integrations.base import PageEvent, WebhookError, WebhookResult
+from debounce.contract import PageEvent, WebhookError, WebhookResult
 from integrations.slack.render import NO_CONTENT_SUBTYPES, _str
+from integrations.slack.settings import SlackSettings
 
-__all__ = ["SIGNATURE_MAX_AGE_SECONDS", "SlackWebhooks"]
+__all__ = ["SIGNATURE_MAX_AGE_SECONDS", "SlackWebhooks", "own_ids"]
 
 #: Slack refuses requests whose timestamp is more than 5 minutes from now (replay protection);
 #: https://docs.slack.dev/authentication/verifying-requests-from-slack
 SIGNATURE_MAX_AGE_SECONDS = 300
+
+
+def own_ids(settings: SlackSettings, envelope: Mapping[str, Any] | None = None) -> set[str]:
+    """Our own bot's ids: ``SLACK_BOT_USER_ID`` and the bot authorizations of an event
+    ``envelope`` (its messages are not synced)."""
+    ids: set[str] = set()
+    if settings.slack_bot_user_id:
+        ids.add(settings.slack_bot_user_id)
+    for auth in (envelope or {}).get("authorizations") or []:
+        if isinstance(auth, Mapping) and auth.get("is_bot") is True:
+            uid = _str(auth.get("user_id"))
+            if uid:
+                ids.add(uid)
+    return ids
 
 
 class _FnClock(Clock):
@@ -43,13 +57,21 @@ class _FnClock(Clock):
 
 
 class SlackWebhooks:
-    """The parse half of :class:`~integrations.slack.SlackIntegration` (a mixin): reads
-    ``settings`` (``slack_bot_user_id``), the request clock and the signature verifier
-    (``None`` when ``SLACK_SIGNING_SECRET`` is unset)."""
+    """The Slack source's webhook parser (:class:`debounce.contract.WebhookParser`, web
+    process, no I/O): reads ``settings`` (``slack_signing_secret``, ``slack_bot_user_id``).
 
-    settings: Settings
-    _clock: Clock
-    _verifier: SignatureVerifier | None
+    ``clock``: seconds since the epoch, for the signature's 5-minute window (tests inject it).
+    """
+
+    source_type = "slack"
+
+    def __init__(self, settings: SlackSettings, *,
+                 clock: Callable[[], float] | None = None) -> None:
+        self.settings = settings
+        self._clock: Clock = _FnClock(clock) if clock is not None else Clock()
+        secret = settings.slack_signing_secret
+        self._verifier = (SignatureVerifier(secret, clock=self._clock)
+                          if secret and secret.strip() else None)
 
     def parse_webhook(self, headers: Mapping[str, str], body: bytes) -> WebhookResult:
         """Verify and map one Events API delivery (no I/O).
@@ -180,15 +202,7 @@ class SlackWebhooks:
                                                enterprise=enterprise)])
 
     def _own_ids(self, envelope: Mapping[str, Any] | None = None) -> set[str]:
-        ids: set[str] = set()
-        if self.settings.slack_bot_user_id:
-            ids.add(self.settings.slack_bot_user_id)
-        for auth in (envelope or {}).get("authorizations") or []:
-            if isinstance(auth, Mapping) and auth.get("is_bot") is True:
-                uid = _str(auth.get("user_id"))
-                if uid:
-                    ids.add(uid)
-        return ids
+        return own_ids(self.settings, envelope)
 
     def _own_author(self, envelope: Mapping[str, Any], event: Mapping[str, Any]) -> str | None:
         """The id of our own bot if it authored the message the event is about."""

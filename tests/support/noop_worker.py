@@ -36,7 +36,7 @@ async def record(store: DocumentStore, job: SyncJob) -> int:
 def main() -> int:
     integrations.register(
         "noop",
-        lambda settings, store: NoopIntegration(store, record=record, sleep_first_only=True),
+        lambda settings: NoopIntegration(record=record, sleep_first_only=True),
     )
     settings = Settings.from_env()
     configure(settings.log_format, "INFO")

@@ -13,16 +13,15 @@ import asyncio
 import os
 import random
 import sys
-from typing import Any
 
 import integrations
 from debounce.cli import run_worker
 from debounce.config import Settings
+from debounce.contract import SyncContext, SyncResult
 from debounce.db import fetch_one
 from debounce.documents import Document, DocumentStore, LeaseLost
 from debounce.logs import configure
 from debounce.types import SyncJob
-from integrations.base import SyncResult
 
 FAIL_RATE = float(os.environ.get("FAIL_RATE", "0.1"))
 
@@ -30,37 +29,34 @@ FAIL_RATE = float(os.environ.get("FAIL_RATE", "0.1"))
 class VersionedIntegration:
     source_type = "versioned"
 
-    def __init__(self, store: DocumentStore | None) -> None:
-        assert store is not None
-        self.store = store
+    def __init__(self) -> None:
         self.rng = random.Random(os.getpid())
 
-    def parse_webhook(self, headers: Any, body: bytes) -> Any:
-        raise NotImplementedError
-
-    async def _log(self, job: SyncJob, version: int, landed: bool) -> None:
-        await fetch_one(self.store.db,
+    async def _log(self, store: DocumentStore, job: SyncJob, version: int, landed: bool) -> None:
+        await fetch_one(store.db,
                         "insert into sync_log (job_id, page, version, landed, started_revision) "
                         "values (%(job)s, %(page)s, %(version)s, %(landed)s, %(rev)s)",
                         {"job": job.id, "page": job.source_page_id, "version": version,
                          "landed": landed, "rev": job.claimed_revision})
 
-    async def sync(self, job: SyncJob) -> SyncResult:
-        row = await fetch_one(self.store.db, "select version from api_pages where page = %(p)s",
+    async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
+        store = context.store
+        assert isinstance(store, DocumentStore)  # the worker's, fenced by the claim
+        row = await fetch_one(store.db, "select version from api_pages where page = %(p)s",
                               {"p": job.source_page_id})
         version = int(row["version"]) if row else 0
         await asyncio.sleep(self.rng.uniform(0, 0.02))  # the API's latency
         if self.rng.random() < FAIL_RATE:
             raise ConnectionError("simulated transient API failure")
         try:
-            await self.store.upsert(Document(
+            await store.upsert(Document(
                 source_type="versioned", document_id=job.source_page_id,
                 source_page_id=job.source_page_id, title=job.source_page_id,
                 content=f"v{version}"))
         except LeaseLost:
-            await self._log(job, version, False)
+            await self._log(store, job, version, False)
             raise
-        await self._log(job, version, True)
+        await self._log(store, job, version, True)
         return SyncResult(written=1)
 
     async def aclose(self) -> None:
@@ -68,7 +64,7 @@ class VersionedIntegration:
 
 
 def main() -> int:
-    integrations.register("versioned", lambda settings, store: VersionedIntegration(store))
+    integrations.register("versioned", lambda settings: VersionedIntegration())
     settings = Settings.from_env()
     configure(settings.log_format, "WARNING")
     return asyncio.run(run_worker(settings))

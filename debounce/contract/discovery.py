@@ -8,8 +8,8 @@ call and an interrupted enumeration resumes where it stopped. The SDKs' paginati
 hide the cursor between pages, which is exactly what a resumable enumeration must keep, so
 the integrations page with the documented cursor parameters themselves.
 
-Every request of an enumeration goes through the integration's request wrapper and is
-charged to the workspace's budget like a sync's (:mod:`integrations.metering`).
+Every request of an enumeration goes through the source's request wrapper and is charged
+to the workspace's budget like a sync's (:mod:`debounce.contract.metering`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
+
+from debounce.contract.sync import SyncContext
 
 __all__ = ["Discovered", "DiscoveryPage", "Discoverer"]
 
@@ -49,10 +51,11 @@ class DiscoveryPage:
 
 @runtime_checkable
 class Discoverer(Protocol):
-    """An integration that can enumerate what it sees (for the current workspace's token,
-    :func:`integrations.base.current_token`)."""
+    """A syncer that can enumerate what it sees (with the workspace's token and meter of the
+    ``context``, :class:`~debounce.contract.sync.SyncContext`)."""
 
-    async def discover(self, cursor: str | None, *, newest_first: bool = False) -> DiscoveryPage:
+    async def discover(self, cursor: str | None, context: SyncContext, *,
+                       newest_first: bool = False) -> DiscoveryPage:
         """One page of the enumeration, from ``cursor`` (``None``: the first page).
 
         ``newest_first``: order by last edit, newest first, where the source can (Notion

@@ -1,0 +1,77 @@
+"""The CLI's error boundary: every error a command ends with becomes one line on stderr and a
+non-zero exit code, never a traceback (see :func:`one_line`)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import httpx
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from debounce.contract import SyncError
+from debounce.secrets import SecretKeyError
+
+__all__ = ["CliError", "fail", "one_line", "report"]
+
+log = logging.getLogger("debounce.cli")
+
+
+class CliError(Exception):
+    """An expected failure of a command: ``message`` (one line, said as is) and the exit
+    ``code`` (2: configuration or usage, 1: anything else)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def fail(message: str, code: int = 1) -> int:
+    """Say ``message`` (one line) on stderr; returns the exit ``code`` (2: configuration or
+    usage, 1: anything else) for the command to return."""
+    print(message, file=sys.stderr)
+    return code
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+def one_line(exc: Exception) -> tuple[str, int]:
+    """The line to print for ``exc`` and the exit code: 2 for a configuration error, 1 for
+    the rest (the database unreachable, a source refusing a token or unreachable, a port in
+    use, an unexpected error — named by its type, the traceback only at
+    ``DEBOUNCE_LOG_LEVEL=DEBUG``)."""
+    if isinstance(exc, CliError):
+        return exc.message, exc.code
+    if isinstance(exc, SecretKeyError):
+        return f"configuration error: {exc}", 2
+    if isinstance(exc, (psycopg.OperationalError, PoolTimeout)):
+        return f"database error: {_first_line(exc)}", 1
+    if isinstance(exc, psycopg.Error):
+        return f"database error: {exc.__class__.__name__}: {_first_line(exc)}", 1
+    if isinstance(exc, SyncError):  # AuthRevoked: a source refused the token
+        return f"error: {_first_line(exc)}", 1
+    if isinstance(exc, httpx.HTTPError):
+        try:
+            where = f" {exc.request.url}"
+        except RuntimeError:  # no request attached
+            where = ""
+        return f"error: cannot reach{where}: {_first_line(exc)}", 1
+    if isinstance(exc, OSError):
+        return f"error: {_first_line(exc)}", 1
+    return (f"error: {exc.__class__.__name__}: {_first_line(exc)} "
+            "(DEBOUNCE_LOG_LEVEL=DEBUG shows where)"), 1
+
+
+def report(exc: Exception) -> int:
+    """Print ``exc`` as one line on stderr (its traceback too when the log level is DEBUG);
+    returns the exit code."""
+    message, code = one_line(exc)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("the error's traceback", exc_info=exc)
+    print(message, file=sys.stderr)
+    return code

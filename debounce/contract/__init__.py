@@ -1,0 +1,86 @@
+"""The contract between the service and its sources — everything a source implements and
+receives, and nothing else of the project: this package imports no other module of
+``debounce`` or ``integrations`` (checked by ``lint-imports``, see ``pyproject.toml``).
+
+- :mod:`.source`: the :class:`Source` spec the registry lists;
+- :mod:`.settings`: a source's typed settings and the one parser of environment values;
+- :mod:`.webhooks`: what a webhook delivery amounts to (:class:`WebhookResult`,
+  :class:`PageEvent`);
+- :mod:`.sync`: the :class:`WebhookParser` and the :class:`Syncer` the service drives, the
+  :class:`SyncContext` a sync receives and the :class:`SyncResult` it returns;
+- :mod:`.jobs`: the :class:`SyncJob` a sync receives, a source's window and API budget;
+- :mod:`.documents`: the :class:`Document` a sync writes and the :class:`DocumentWriter` it
+  writes through;
+- :mod:`.metering`: the budget meter and the checkpoint of a yielded sync;
+- :mod:`.discovery`: one page of what a source can see (backfill, reconciliation);
+- :mod:`.install`: OAuth install flows and who a token is;
+- :mod:`.errors`: what parsers, syncs and install flows raise to steer the service;
+- :mod:`.http`: ``Retry-After`` parsing and counting each API request.
+
+A source (``integrations/<source>/``) imports only this package, its own modules and its SDK.
+"""
+
+from debounce.contract.discovery import Discovered, Discoverer, DiscoveryPage
+from debounce.contract.documents import Document, DocumentWriter, WriteOutcome
+from debounce.contract.errors import (
+    AuthRevoked,
+    BudgetExhausted,
+    InstallError,
+    LeaseLost,
+    PermanentError,
+    RateLimited,
+    SyncError,
+    WebhookError,
+)
+from debounce.contract.http import count_api_request, parse_retry_after
+from debounce.contract.install import Identity, Installed, Installer
+from debounce.contract.jobs import ApiBudget, JobStatus, SourceWindow, SyncJob
+from debounce.contract.metering import Checkpoint, Meter, request_key
+from debounce.contract.settings import NoSettings, SourceSetting, setting
+from debounce.contract.source import DEFAULT_WINDOW, Factory, HasSourceValues, Source
+from debounce.contract.sync import Integration, SyncContext, Syncer, SyncResult, WebhookParser
+from debounce.contract.webhooks import PageEvent, WebhookResult, header
+
+__all__ = [
+    "DEFAULT_WINDOW",
+    "ApiBudget",
+    "AuthRevoked",
+    "BudgetExhausted",
+    "Checkpoint",
+    "Discovered",
+    "Discoverer",
+    "DiscoveryPage",
+    "Document",
+    "DocumentWriter",
+    "Factory",
+    "HasSourceValues",
+    "Identity",
+    "InstallError",
+    "Installed",
+    "Installer",
+    "Integration",
+    "JobStatus",
+    "LeaseLost",
+    "Meter",
+    "NoSettings",
+    "PageEvent",
+    "PermanentError",
+    "RateLimited",
+    "Source",
+    "SourceSetting",
+    "SourceWindow",
+    "SyncError",
+    "SyncContext",
+    "SyncJob",
+    "SyncResult",
+    "Syncer",
+    "WebhookError",
+    "WebhookParser",
+    "WebhookResult",
+    "WriteOutcome",
+    "count_api_request",
+    "header",
+    "parse_retry_after",
+    "request_key",
+    "setting",
+]

@@ -1,0 +1,68 @@
+"""The document a sync writes and the writer it writes through: part of the contract
+(:mod:`debounce.contract`). The service's implementation is
+:class:`debounce.documents.DocumentStore`, which fences every write by the job's claim."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+__all__ = ["Document", "DocumentWriter", "WriteOutcome"]
+
+
+class WriteOutcome(enum.StrEnum):
+    """What :meth:`DocumentStore.upsert` did."""
+
+    INSERTED = "inserted"
+    UPDATED = "updated"
+    #: Same content, title, url and metadata: only ``synced_at`` moved.
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document as an integration renders it.
+
+    ``document_id`` is unique within ``source_type`` (the page's id, or the id of a part of
+    the page such as a thread, ``"<channel>/<thread_ts>"``). ``content`` is Markdown.
+    ``source_updated_at`` is the source's own last-edit time, timezone-aware UTC, or ``None``
+    if unknown.
+    """
+
+    source_type: str
+    document_id: str
+    source_page_id: str
+    title: str
+    content: str
+    url: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source_updated_at: datetime | None = None
+
+
+class DocumentWriter(Protocol):
+    """Where a sync writes its documents and keeps its per-page state (``documents`` and
+    ``sync_state``). Inside a claim every write raises
+    :class:`~debounce.contract.errors.LeaseLost` once the claim no longer holds the job."""
+
+    async def upsert(self, doc: Document) -> WriteOutcome:
+        """Insert or update ``doc`` (an unchanged document is not rewritten)."""
+        ...
+
+    async def mark_deleted(self, source_type: str, document_ids: Sequence[str]) -> list[str]:
+        """Mark these documents deleted; returns the ids that were not deleted before."""
+        ...
+
+    async def mark_page_deleted(self, source_type: str, source_page_id: str) -> list[str]:
+        """Mark every document of job key ``source_page_id`` deleted; returns the ids marked."""
+        ...
+
+    async def get_state(self, source_type: str, source_page_id: str) -> dict[str, Any]:
+        """The source's saved state for one job key (``{}`` if none)."""
+        ...
+
+    async def set_state(self, source_type: str, source_page_id: str, state: dict[str, Any]) -> None:
+        """Replace the source's saved state for one job key."""
+        ...

@@ -1,0 +1,106 @@
+"""The stand-ins of ``debounce serve --demo`` and ``debounce standins``, by source type: the one
+place that starts them for the service (the sources themselves know nothing of their fakes).
+
+:data:`DEMOS` maps a ``source_type`` to a function that starts that source's local API
+stand-in with demo content and says how to use it (:class:`DemoSetup`). Only the demo
+(``debounce.cli.demo``) imports this module; the import contract in ``pyproject.toml`` keeps
+every other production module away from ``standins``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from debounce.contract import SourceWindow
+from standins.notion_api import (
+    DEMO_SECOND_PAGE_ID,
+    DEMO_SECOND_TOKEN,
+    DEMO_SECOND_WORKSPACE_ID,
+    DEMO_SECOND_WORKSPACE_NAME,
+    FakeNotion,
+)
+from standins.server import BackgroundServer
+from standins.slack_api import (
+    DEMO_SECOND_CHANNEL,
+    DEMO_SECOND_TEAM_ID,
+    DEMO_SECOND_TEAM_NAME,
+    FakeSlack,
+)
+from standins.slack_api import DEMO_SECOND_TOKEN as SECOND_TOKEN
+
+__all__ = ["DEMOS", "DemoSetup", "DemoWorkspace", "notion_demo", "slack_demo"]
+
+#: The bot token of the Slack stand-in's default team in the demo.
+DEMO_TOKEN = "xoxb-debounce-demo"
+
+
+@dataclass(frozen=True)
+class DemoWorkspace:
+    """A further workspace of a source's stand-in that ``serve --demo`` connects (besides the
+    one its settings' token defines), and one webhook body of that workspace the tour posts."""
+
+    external_id: str
+    name: str
+    token: str
+    event: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DemoSetup:
+    """What a source's stand-in for ``debounce serve --demo`` gives the service: settings to
+    apply (fields of the source's settings: its API base URL and token), the demo window, the
+    example webhook files (names in ``examples/<source_type>/``, glob patterns allowed) the
+    tour posts, where the stand-in listens (``url``, for the log), and ``stop`` to call at
+    exit."""
+
+    settings: dict[str, Any]
+    window: SourceWindow
+    examples: tuple[str, ...]
+    url: str
+    stop: Callable[[], None]
+    workspaces: tuple[DemoWorkspace, ...] = ()
+
+
+def notion_demo() -> DemoSetup:
+    """Start the local Notion API stand-in with demo content (``standins.notion_api``); the
+    ``notion`` source's settings point at it."""
+    fake = FakeNotion.demo()
+    server = BackgroundServer(fake.app())
+    server.start()
+    second = DemoWorkspace(
+        external_id=DEMO_SECOND_WORKSPACE_ID, name=DEMO_SECOND_WORKSPACE_NAME,
+        token=DEMO_SECOND_TOKEN,
+        event={"id": "demo-second-workspace-1", "timestamp": "2026-11-20T10:00:00.000Z",
+               "workspace_id": DEMO_SECOND_WORKSPACE_ID,
+               "workspace_name": DEMO_SECOND_WORKSPACE_NAME, "subscription_id": "demo",
+               "integration_id": "demo", "type": "page.content_updated",
+               "authors": [{"id": "demo-user", "type": "person"}], "attempt_number": 1,
+               "entity": {"id": DEMO_SECOND_PAGE_ID, "type": "page"},
+               "data": {"parent": {"id": DEMO_SECOND_WORKSPACE_ID, "type": "space"}}})
+    return DemoSetup(settings={"notion_base_url": server.url, "notion_token": fake.token},
+                     window=SourceWindow(3.0, 20.0), examples=("page.*.json",),
+                     url=server.url, stop=server.stop, workspaces=(second,))
+
+
+def slack_demo() -> DemoSetup:
+    """Start the local Slack Web API stand-in with demo content (``standins.slack_api``); the
+    ``slack`` source's settings point at it."""
+    fake = FakeSlack.demo(token=DEMO_TOKEN)
+    server = BackgroundServer(fake.app())
+    server.start()
+    second = DemoWorkspace(
+        external_id=DEMO_SECOND_TEAM_ID, name=DEMO_SECOND_TEAM_NAME, token=SECOND_TOKEN,
+        event={"token": "demo", "team_id": DEMO_SECOND_TEAM_ID, "api_app_id": "A0DEBOUNCE1",
+               "type": "event_callback", "event_id": "EvDemoSecondTeam1", "event_time": 1763690000,
+               "event": {"type": "message", "channel": DEMO_SECOND_CHANNEL, "user": "U07LABS01",
+                         "text": "demo", "ts": "1763690000.000100", "channel_type": "channel"}})
+    return DemoSetup(settings={"slack_api_url": server.url + "/api/", "slack_bot_token": fake.token},
+                     window=SourceWindow(2.0, 20.0),
+                     examples=("message.json", "thread_reply.json", "message_changed.json"),
+                     url=server.url + "/api/", stop=server.stop, workspaces=(second,))
+
+
+#: The demo of each source that has one, by source type.
+DEMOS: dict[str, Callable[[], DemoSetup]] = {"notion": notion_demo, "slack": slack_demo}

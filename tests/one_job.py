@@ -1,0 +1,72 @@
+"""One-job forms of the queue's batch statements, for tests: the product enqueues, completes and
+fails in batches (``queue.enqueue_many``, ``complete_many``, ``fail_many``) and finds a page's
+job with ``list_jobs``; these call exactly those with one item. And the documents of one page,
+as a test inspects them."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from debounce import queue
+from debounce.db import Db, fetch_all
+from debounce.documents import DocumentStore
+from debounce.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
+from debounce.types import EnqueueResult, JobEvent, JobStatus, SyncJob
+
+
+async def enqueue(
+    db: Db, source_type: str, source_page_id: str, *, payload: Mapping[str, Any],
+    event_id: str | None, debounce_seconds: float, max_wait_seconds: float, priority: int = 0,
+    max_attempts: int = 5, now: datetime | None = None,
+) -> EnqueueResult:
+    """``queue.enqueue_many`` with one event."""
+    event = JobEvent(
+        source_type=source_type,
+        source_page_id=source_page_id,
+        payload=dict(payload) if isinstance(payload, Mapping) else payload,
+        event_id=event_id,
+        debounce_seconds=debounce_seconds,
+        max_wait_seconds=max_wait_seconds,
+        priority=priority,
+        max_attempts=max_attempts,
+    )
+    (result,) = await queue.enqueue_many(db, [event], now=now)
+    return result
+
+
+async def complete(db: Db, job: SyncJob, *, now: datetime | None = None) -> SyncJob | None:
+    """``queue.complete_many`` with one job: the row after the change, ``None`` if lost."""
+    return (await queue.complete_many(db, [job], now=now)).get(job.id)
+
+
+async def fail(
+    db: Db, job: SyncJob, error: str, *, retry_after: float | None = None,
+    permanent: bool = False, backoff_seconds: Sequence[float] = DEFAULT_BACKOFF_SECONDS,
+    jitter: float = 0.2, rng: random.Random | None = None, now: datetime | None = None,
+) -> SyncJob | None:
+    """``queue.fail_many`` with one failure, its backoff from ``backoff_seconds`` (the
+    schedule, jittered) as the worker decides it."""
+    delay = backoff_delay(job.attempts, backoff_seconds, jitter=jitter, rng=rng)
+    failure = queue.Failure(job, error, retry_after=retry_after, permanent=permanent,
+                            backoff_seconds=delay)
+    return (await queue.fail_many(db, [failure], now=now)).get(job.id)
+
+
+async def active_for_page(db: Db, source_type: str, source_page_id: str) -> SyncJob | None:
+    """The page's active (pending or processing) job, or ``None`` (``queue.list_jobs``)."""
+    page = await queue.list_jobs(db, source_type=source_type, source_page_id=source_page_id)
+    active = [j for j in page.jobs if j.status in (JobStatus.PENDING, JobStatus.PROCESSING)]
+    return active[0] if active else None
+
+
+async def page_documents(store: DocumentStore, source_type: str,
+                         source_page_id: str) -> list[dict[str, Any]]:
+    """Every document of one job key (deleted ones too), by ``document_id``."""
+    rows = await fetch_all(
+        store.db,  # test-only SQL: the product reads documents one by one or by listing
+        "select * from documents where source_type = %(s)s and source_page_id = %(p)s "
+        "order by document_id", {"s": source_type, "p": source_page_id})
+    return [dict(r) for r in rows]

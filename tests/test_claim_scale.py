@@ -1,0 +1,334 @@
+"""The claim at scale (issue 22, migration 011): workspaces come from an indexed line, so a
+claim touches O(limit) workspaces, concurrent claimers take different workspaces, and the line
+never loses work (a trigger keeps it exact; staleness costs a look; ``refresh_ready`` repairs).
+Real Postgres, time controlled through ``now=``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import one_job
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from debounce import budgets, queue, workspaces
+from debounce.secrets import Keyring, new_key
+from debounce.sql import queries
+from debounce.types import ApiBudget, JobEvent, SyncJob
+
+T0 = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
+KEYS = Keyring(new_key())
+
+# The lines' due times as stored, and as the jobs say they should be.
+LINES = """
+select w.id, w.live_due_at, w.bulk_due_at,
+       (select min(j.scheduled_at) from sync_jobs j where j.workspace_id = w.id
+           and j.status = 'pending' and j.priority >= 0) as live_truth,
+       (select min(j.scheduled_at) from sync_jobs j where j.workspace_id = w.id
+           and j.status = 'pending' and j.priority < 0) as bulk_truth
+  from workspaces w order by w.id
+"""
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+async def add_workspaces(pool: AsyncConnectionPool[Any], n: int, prefix: str = "W",
+                         source_type: str = "notion") -> list[int]:
+    ids = []
+    for i in range(n):
+        row = await workspaces.save(pool, KEYS, source_type=source_type,
+                                    external_id=f"{prefix}{i}", name=f"{prefix}{i}",
+                                    credentials={"access_token": f"tok-{prefix}{i}"})
+        ids.append(int(row["id"]))
+    return ids
+
+
+def events(workspace_id: int, n: int, *, prefix: str, priority: int = 0,
+           window: float = 0.0) -> list[JobEvent]:
+    return [JobEvent("notion", f"{prefix}-{workspace_id}-{i}", {"n": i},
+                     event_id=f"{prefix}-{workspace_id}-e{i}", debounce_seconds=window,
+                     max_wait_seconds=3600.0, priority=priority, workspace_id=workspace_id)
+            for i in range(n)]
+
+
+async def assert_lines_exact(pool: AsyncConnectionPool[Any]) -> None:
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(LINES)).fetchall()
+    wrong = [r for r in rows if (r[1], r[2]) != (r[3], r[4])]
+    assert not wrong, f"stored lanes differ from the jobs: {wrong}"
+
+
+async def test_two_concurrent_claimers_take_disjoint_workspaces_and_both_get_jobs(
+        pool: AsyncConnectionPool[Any]) -> None:
+    """Claimer A holds its workspaces (its transaction is still open) while B claims: B takes
+    the next workspaces in line instead of skipping A's locks and coming back empty."""
+    ids = await add_workspaces(pool, 12)
+    for ws in ids:
+        await queue.enqueue_many(pool, events(ws, 3, prefix="p"), now=T0)
+    async with pool.connection() as conn_a, conn_a.transaction():
+        a = await queue.claim(conn_a, "A", limit=4, lease_seconds=60, now=at(1))
+        b = await queue.claim(pool, "B", limit=4, lease_seconds=60, now=at(1))
+    assert len(a) == 4 and len(b) == 4
+    a_ws = {j.workspace_id for j in a}
+    b_ws = {j.workspace_id for j in b}
+    assert len(a_ws) == 4 and len(b_ws) == 4         # one job per workspace: served in turn
+    assert not a_ws & b_ws
+    await assert_lines_exact(pool)
+
+
+async def test_four_concurrent_claim_loops_drain_every_job_exactly_once(
+        pool: AsyncConnectionPool[Any]) -> None:
+    ids = await add_workspaces(pool, 30)
+    for ws in ids:
+        await queue.enqueue_many(pool, events(ws, 4, prefix="p"), now=T0)
+    claimed: list[list[SyncJob]] = [[], [], [], []]
+
+    async def loop(i: int) -> None:
+        while True:
+            jobs = await queue.claim(pool, f"w{i}", limit=8, lease_seconds=60, now=at(1))
+            if not jobs:
+                return
+            claimed[i] += jobs
+            await queue.complete_many(pool, jobs, now=at(1))
+
+    await asyncio.gather(*(loop(i) for i in range(4)))
+    every = [j.id for batch in claimed for j in batch]
+    assert len(every) == len(set(every)) == 120
+    await assert_lines_exact(pool)
+
+
+async def test_served_workspaces_go_to_the_back_of_the_line(
+        pool: AsyncConnectionPool[Any]) -> None:
+    """Six workspaces of three due jobs, claims of two: every workspace's first job is taken
+    before any workspace's second, in the order they joined the line."""
+    ids = await add_workspaces(pool, 6)
+    for k, ws in enumerate(ids):
+        await queue.enqueue_many(pool, events(ws, 3, prefix="p"), now=at(k))
+    order: list[int | None] = []
+    for step in range(9):
+        jobs = await queue.claim(pool, "w", limit=2, lease_seconds=60, now=at(10 + step))
+        assert len(jobs) == 2
+        order += [j.workspace_id for j in sorted(jobs, key=lambda j: j.scheduled_at)]
+        await queue.complete_many(pool, jobs, now=at(10 + step))
+    assert order == ids * 3
+
+
+async def test_the_lines_stay_exact_through_every_statement_on_jobs(
+        pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
+    a, b = await add_workspaces(pool, 2)
+    await queue.enqueue_many(pool, events(a, 3, prefix="live", window=30), now=T0)
+    await queue.enqueue_many(pool, events(a, 2, prefix="bulk", priority=-10), now=T0)
+    await queue.enqueue_many(pool, events(b, 1, prefix="live"), now=T0)
+    await assert_lines_exact(pool)
+    # a debounced event pushes a's earliest live job later
+    await queue.enqueue_many(pool, events(a, 1, prefix="live", window=60), now=at(10))
+    await assert_lines_exact(pool)
+    jobs = await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(40))
+    await assert_lines_exact(pool)
+    by_prefix = {j.source_page_id: j for j in jobs}
+    # an edit during a sync, then complete: a follow-up; a retry; a permanent failure; release
+    live_1 = by_prefix[f"live-{a}-1"]
+    await queue.enqueue_many(pool, events(a, 2, prefix="live", window=5), now=at(41))
+    await one_job.complete(pool, live_1, now=at(42))
+    await assert_lines_exact(pool)
+    bulk = [j for j in jobs if j.priority < 0]
+    await one_job.fail(pool, bulk[0], "boom", backoff_seconds=[30.0], jitter=0.0, now=at(43))
+    await one_job.fail(pool, bulk[1], "gone", permanent=True, now=at(43))
+    await assert_lines_exact(pool)
+    rest = [j for j in jobs if j.id not in {live_1.id, bulk[0].id, bulk[1].id}]
+    await queue.release(pool, rest[:1], now=at(44))
+    await assert_lines_exact(pool)
+    # leases of the others expire: requeued
+    await queue.requeue_expired(pool, now=at(500))
+    await assert_lines_exact(pool)
+    # manual re-sync, manual retry of the failed job, a hand-written move and delete
+    await queue.resync(pool, "notion", f"live-{b}-0", now=at(501))
+    failed = await queue.get(pool, bulk[1].id)
+    assert failed is not None
+    await queue.retry(pool, failed.id, now=at(502))
+    await assert_lines_exact(pool)
+    await conn.execute("update sync_jobs set workspace_id = %s where workspace_id = %s "
+                       "and status = 'pending' and priority < 0", (b, a))
+    await assert_lines_exact(pool)
+    await conn.execute("delete from sync_jobs where workspace_id = %s", (b,))
+    await assert_lines_exact(pool)
+    assert await queue.refresh_ready(pool) == 0      # nothing for the repair to do
+
+
+async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
+        pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
+    """Rows written with the trigger off: a workspace missing from its line is repaired by
+    ``refresh_ready`` (the pruner runs it); one in line without work costs one look, then
+    goes to the back, and the next claim serves the real work."""
+    a, b = await add_workspaces(pool, 2)
+    await queue.enqueue_many(pool, events(a, 1, prefix="p"), now=T0)
+    await conn.execute("update workspaces set live_due_at = null")          # lost from line
+    assert await queue.claim(pool, "w", limit=1, lease_seconds=60, now=at(1)) == []
+    assert await queue.seconds_until_due(pool) is None
+    assert await queue.refresh_ready(pool) == 1
+    assert (await queue.seconds_until_due(pool) or 0.0) < 0
+    # b is put at the head of the line with nothing to claim
+    await conn.execute("update workspaces set live_due_at = %s, last_served_at = null "
+                       "where id = %s", (T0 - timedelta(hours=1), b))
+    assert await queue.claim(pool, "w", limit=1, lease_seconds=60, now=at(2)) == []
+    (job,) = await queue.claim(pool, "w", limit=1, lease_seconds=60, now=at(3))
+    assert job.workspace_id == a
+    assert await queue.refresh_ready(pool) == 1
+    await assert_lines_exact(pool)
+
+
+async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwhile(
+        pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
+    budget = ApiBudget(per_minute=60.0, burst=2.0)        # one request a second
+    (a,) = await add_workspaces(pool, 1)
+    await queue.enqueue_many(pool, events(a, 5, prefix="p"), now=T0)
+    jobs = await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1),
+                             budgets={"notion": budget})
+    assert len(jobs) == 2                                 # the burst pays for two syncs
+    row = await (await conn.execute("select held_until from workspaces where id = %s",
+                                    (a,))).fetchone()
+    assert row is not None and row[0] == at(2)            # one request refilled a second later
+    assert await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1.5),
+                             budgets={"notion": budget}) == []
+    assert len(await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(2),
+                                 budgets={"notion": budget})) == 1
+
+
+async def test_the_idle_workers_due_time_reads_the_head_of_the_lines(
+        pool: AsyncConnectionPool[Any]) -> None:
+    a, b = await add_workspaces(pool, 2)
+    await queue.enqueue_many(pool, events(a, 2, prefix="p", window=3600), now=None)
+    until = await queue.seconds_until_due(pool)
+    assert until is not None and 3590 < until <= 3600
+    await queue.enqueue_many(pool, events(b, 1, prefix="q", window=600), now=None)
+    until = await queue.seconds_until_due(pool)
+    assert until is not None and 590 < until <= 600
+    await workspaces.block(pool, b, 1200.0, "workspace_rate_limit")
+    until = await queue.seconds_until_due(pool)
+    assert until is not None and 1190 < until <= 1200
+    assert await queue.seconds_until_due(pool, ["slack"]) is None
+
+
+async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
+        pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
+    """2 000 workspaces with due work: the claim's plan reads O(limit) workspace rows."""
+    await conn.execute(
+        "insert into workspaces (source_type, external_id, name, origin, credentials) "
+        "select 'notion', 'X' || g, 'X' || g, 'cli', '\\x00' from generate_series(1, 2000) g")
+    await conn.execute(
+        "insert into sync_jobs (source_type, source_page_id, scheduled_at, first_event_at, "
+        "max_wait_until, workspace_id) select 'notion', 'p' || w.id || '-' || k, %s, %s, %s, "
+        "w.id from workspaces w, generate_series(1, 3) k", (T0, T0, at(3600)))
+    await conn.execute("analyze workspaces")
+    await conn.execute("analyze sync_jobs")
+    claim = queries("claim")["claim"]
+    params = {"now": at(1), "worker_id": "w", "limit": 8, "lease_seconds": 60.0,
+              "sources": ["notion"], "rooms": [8], "budget_sources": [],
+              "budget_per_minutes": [], "budget_bursts": [], "budget_costs": [],
+              "workspace_limit": 4}
+    async with conn.transaction(force_rollback=True):
+        cur = await conn.execute("explain (analyze, format json) " + claim, params)  # type: ignore[operator]
+        row = await cur.fetchone()
+    assert row is not None
+    plan = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    read: list[tuple[str, int]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if node.get("Relation Name") == "workspaces" and "Scan" in node["Node Type"]:
+            read.append((node.get("Index Name", node["Node Type"]),
+                         int(node["Actual Rows"]) * int(node.get("Actual Loops", 1))))
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    assert read and all(rows <= 16 for _, rows in read), read
+    assert not any(name == "Seq Scan" for name, _ in read), read
+
+
+async def test_concurrent_enqueues_claims_and_completions_leave_the_lines_exact(
+        pool: AsyncConnectionPool[Any]) -> None:
+    """Three enqueuers (events due now and debounced ones, over 12 workspaces) race three
+    claim-and-complete loops: afterwards every workspace's lanes equal what its jobs say, and
+    draining leaves no job behind — the line never hides due work."""
+    ids = await add_workspaces(pool, 12)
+    stop = asyncio.Event()
+
+    async def enqueuer(k: int) -> None:
+        n = 0
+        while not stop.is_set():
+            batch = [JobEvent("notion", f"page-{(n * 7 + i + k) % 60}", {"n": n},
+                              event_id=f"e{k}-{n}-{i}", debounce_seconds=0.0 if i % 2 else 0.2,
+                              max_wait_seconds=0.5, workspace_id=ids[(n + i + k) % 12])
+                     for i in range(4)]
+            await queue.enqueue_many(pool, batch)
+            n += 1
+
+    async def claimer(k: int) -> None:
+        while not stop.is_set():
+            jobs = await queue.claim(pool, f"w{k}", limit=4, lease_seconds=60)
+            if jobs:
+                await queue.complete_many(pool, jobs)
+            else:
+                await asyncio.sleep(0.005)
+
+    tasks = [asyncio.create_task(enqueuer(k)) for k in range(3)]
+    tasks += [asyncio.create_task(claimer(k)) for k in range(3)]
+    await asyncio.sleep(2.0)
+    stop.set()
+    await asyncio.gather(*tasks)
+    await assert_lines_exact(pool)
+    await asyncio.sleep(0.6)                         # every debounced job is due by now
+    while True:
+        jobs = await queue.claim(pool, "drain", limit=50, lease_seconds=60)
+        if not jobs:
+            break
+        await queue.complete_many(pool, jobs)
+    async with pool.connection() as conn:
+        row = await (await conn.execute(
+            "select count(*) from sync_jobs where status <> 'completed'")).fetchone()
+    assert row is not None and row[0] == 0
+    assert await queue.seconds_until_due(pool) is None
+    await assert_lines_exact(pool)
+
+
+async def test_a_bucket_drained_since_the_last_look_costs_one_empty_claim(
+        pool: AsyncConnectionPool[Any]) -> None:
+    """Charges do not touch the line: the due-time query still says "due" after a running
+    sync drained the bucket; the next claim finds it empty and holds the workspace until the
+    refill, which the due-time query then reports (database clock)."""
+    budget = ApiBudget(per_minute=60.0, burst=2.0)                    # one request a second
+    (a,) = await add_workspaces(pool, 1)
+    await queue.enqueue_many(pool, events(a, 3, prefix="p"))
+    assert [await budgets.take(pool, a, budget) for _ in range(2)] == [0.0, 0.0]
+    stale = await queue.seconds_until_due(pool)
+    assert stale is not None and stale <= 0
+    assert await queue.claim(pool, "w", limit=8, lease_seconds=60,
+                             budgets={"notion": budget}) == []
+    until = await queue.seconds_until_due(pool)
+    assert until is not None and 0 < until <= 1.0
+
+
+async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
+        pool: AsyncConnectionPool[Any]) -> None:
+    """A finishing sync locks its job, then (at commit, the line's upkeep) its workspace row;
+    the removal locks the workspace's jobs before its row. Locking the row first (its foreign
+    key then setting the running jobs' workspace to NULL) deadlocked about one round in four."""
+    for r in range(12):
+        (ws,) = await add_workspaces(pool, 1, prefix=f"R{r}-")
+        await queue.enqueue_many(pool, events(ws, 200, prefix="p"), now=T0)
+        jobs = await queue.claim(pool, "w", limit=200, lease_seconds=60, now=at(1))
+
+        async def finish(jobs: list[SyncJob] = jobs) -> None:
+            for k in range(0, len(jobs), 2):
+                await queue.complete_many(pool, jobs[k:k + 2], now=at(2))
+
+        async def remove(ws: int = ws) -> None:
+            await asyncio.sleep(0.02)
+            await workspaces.remove(pool, ws)
+
+        await asyncio.gather(finish(), remove())      # DeadlockDetected would raise here
