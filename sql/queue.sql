@@ -329,9 +329,10 @@ select r.*, (select count(*) from notify) as notified from requeued r
 
 -- resync --
 -- Manual re-sync: the page's active job becomes due now with at least %(priority)s; a page
--- without one (never seen, completed, or failed) gets a fresh job, of the workspace its
--- document was written by (its token can read the page; no document: no workspace, the
--- environment's token). A processing job gets a follow-up due now (revision bumped).
+-- without one (never seen, completed, or failed) gets a fresh job, of workspace
+-- %(workspace_id)s when given, else of the workspace its document was written by (its token
+-- can read the page; no document: no workspace, the environment's token). An active job keeps
+-- its workspace. A processing job gets a follow-up due now (revision bumped).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), up as (
@@ -342,10 +343,12 @@ with clock as (
     select %(source_type)s, %(source_page_id)s, 'pending', %(payload)s::jsonb, null, 0,
            %(priority)s, %(max_attempts)s, clock.now, clock.now, clock.now, 1,
            clock.now, clock.now,
-           (select d.workspace_id from documents d
-             where d.source_type = %(source_type)s and d.source_page_id = %(source_page_id)s
-               and d.workspace_id is not null
-             order by d.synced_at desc limit 1)
+           coalesce(%(workspace_id)s::bigint,
+                    (select d.workspace_id from documents d
+                      where d.source_type = %(source_type)s
+                        and d.source_page_id = %(source_page_id)s
+                        and d.workspace_id is not null
+                      order by d.synced_at desc limit 1))
       from clock
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
     do update set

@@ -353,3 +353,21 @@ def test_documents_id_takes_the_page_id_or_the_numeric_id(database_url: str) -> 
                     f"{other} (slack {row_id}); name the one you mean by its other id")
     assert one_line_error(debounce("documents", "--id", "999999", env=env), 1) == (
         "no document '999999' (`debounce documents` lists the ids)")
+
+
+def test_resync_of_a_page_never_synced_takes_the_workspace_named(database_url: str) -> None:
+    """A page debounce has no document of: ``--workspace`` (the source's id) names whose token
+    reads it; without it the job has no workspace (the environment's token)."""
+    key = new_key()
+    slack_id = save(database_url, key, "slack", slack_demo.DEMO_SECOND_TEAM_ID, "Labs")
+    env = clean_env(DATABASE_URL=database_url)
+    done = debounce("resync", "slack", "C0NEVERSEEN", "--workspace",
+                    slack_demo.DEMO_SECOND_TEAM_ID, env=env)
+    assert done.returncode == 0, done.stderr
+    assert '"workspace_id": ' + str(slack_id) in done.stdout
+    done = debounce("resync", "slack", "C0OTHER", env=env)
+    assert done.returncode == 0 and '"workspace_id": null' in done.stdout, done.stderr
+    assert one_line_error(debounce("resync", "notion", "abc", "--workspace",
+                                   slack_demo.DEMO_SECOND_TEAM_ID, env=env), 1) == (
+        f"no notion workspace {slack_demo.DEMO_SECOND_TEAM_ID} (`debounce workspaces list` shows "
+        "the id and the workspace column)")

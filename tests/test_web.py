@@ -17,9 +17,11 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 
+from debounce import workspaces
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
 from debounce.migrate import migrate
+from debounce.secrets import Keyring, new_key
 from debounce.web import create_app
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -308,6 +310,27 @@ async def test_resync_by_undashed_notion_id_hits_the_webhook_job(
                              headers={"Authorization": f"Bearer {ADMIN}"})
     assert resp.status_code == 202 and resp.json()["job"]["source_page_id"] == NOTION_PAGE
     assert await rows(pool) == [("notion", NOTION_PAGE, 1, "pending")]
+
+
+async def test_resync_names_the_workspace_whose_token_reads_a_new_page(
+    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
+) -> None:
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    ws = await workspaces.save(pool, Keyring(new_key()), source_type="slack",
+                               external_id="T0RESYNC", name="Resync",
+                               credentials={"access_token": "xoxb-resync"})
+    resp = await client.post(f"/resync/slack/C0NEW?workspace_id={ws['id']}", headers=auth)
+    assert resp.status_code == 202 and resp.json()["job"]["workspace_id"] == ws["id"]
+    # An active job keeps its workspace; a workspace of another source, an unknown one or a
+    # malformed id is refused before anything is written.
+    again = await client.post("/resync/slack/C0NEW", headers=auth)
+    assert again.json()["job"]["workspace_id"] == ws["id"]
+    for query, detail in ((f"workspace_id={ws['id']}", "is not a notion workspace"),
+                          ("workspace_id=999999", "is not a notion workspace"),
+                          ("workspace_id=x", "workspace_id must be a whole number")):
+        refused = await client.post(f"/resync/notion/{NOTION_PAGE}?{query}", headers=auth)
+        assert refused.status_code == 400 and detail in refused.json()["detail"], refused.text
+    assert await rows(pool) == [("slack", "C0NEW", 0, "pending")]
 
 
 async def test_jobs_cursor_paging(client: httpx.AsyncClient) -> None:

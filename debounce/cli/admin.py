@@ -27,14 +27,22 @@ def _print(obj: Any) -> None:
 
 
 async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
-    """Manual re-sync of one page (due now)."""
+    """Manual re-sync of one page (due now); ``--workspace`` (id or the source's id): the
+    workspace whose token reads a page debounce has not synced yet."""
     source = integrations.sources().get(args.source)
     if source is None:
         return fail(f"unknown source {args.source!r} (known: "
                      f"{', '.join(integrations.source_types())})", 2)
     page_id = source.normalize_page_id(args.page_id)
-    _print((await queue.resync(pool, args.source, page_id, max_attempts=settings.max_attempts))
-           .to_json())
+    workspace_id = None
+    if args.workspace is not None:
+        try:
+            workspace_id = int((await workspace_cmds.resolve_workspace(
+                pool, settings, args.workspace, args.source))["id"])
+        except workspace_cmds.Refused as exc:
+            return fail(str(exc), 1)
+    _print((await queue.resync(pool, args.source, page_id, max_attempts=settings.max_attempts,
+                               workspace_id=workspace_id)).to_json())
     return 0
 
 

@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp = command("resync", "sync one page now (manual re-sync, revives failed pages)")
     sp.add_argument("source", help=f"source type: {listed}")
     sp.add_argument("page_id", help="the page's id in its source (page, database, channel)")
+    sp.add_argument("--workspace", metavar="ID",
+                    help="the workspace whose token reads the page (its id or the source's id "
+                         "of it; default: the workspace of its document, else the environment's)")
     sp = command("jobs", "list jobs, newest first (a table; --json for every field)")
     sp.add_argument("--status", choices=["pending", "processing", "completed", "failed"])
     sp.add_argument("--source", help=f"only this source ({listed})")

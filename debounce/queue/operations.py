@@ -71,12 +71,15 @@ async def resync(
     priority: int = RESYNC_PRIORITY,
     max_attempts: int = 5,
     payload: Mapping[str, Any] | None = None,
+    workspace_id: int | None = None,
     now: datetime | None = None,
 ) -> SyncJob:
     """Manual re-sync: the page's job due now with at least ``priority``.
 
-    Creates a job when the page has no active one (including a page whose last job failed);
-    a ``processing`` job gets a follow-up due now. Wakes idle workers (NOTIFY).
+    Creates a job when the page has no active one (including a page whose last job failed),
+    of workspace ``workspace_id`` when given (a page never synced: whose token reads it), else
+    of the workspace whose token wrote its document; an active job keeps its workspace. A
+    ``processing`` job gets a follow-up due now. Wakes idle workers (NOTIFY).
 
     Raises:
         ValueError: empty source or page id.
@@ -95,6 +98,7 @@ async def resync(
             "priority": priority,
             "max_attempts": max_attempts,
             "payload": Jsonb(dict(payload or {"type": "manual_resync"})),
+            "workspace_id": workspace_id,
             "now": now,
         },
     )

@@ -75,14 +75,25 @@ def _job_id(request: Request) -> int:
 
 
 async def resync(request: Request) -> Response:
-    """``POST /resync/{source}/{page_id}``: the page's job due now (202 with the job)."""
+    """``POST /resync/{source}/{page_id}[?workspace_id=N]``: the page's job due now (202 with
+    the job). ``workspace_id``: the workspace whose token reads a page not synced yet (default:
+    the workspace of its document, else the environment's); 400 if it is not one of the
+    source's workspaces."""
     state = require_admin(request)
     source = request.path_params["source"]
     if source not in state.sources:
         raise ApiError(404, "unknown_source", f"no integration named {source!r}")
     page_id = integrations.normalize_page_id(source, request.path_params["page_id"])
+    workspace_id = int_param(request.query_params.get("workspace_id"), "workspace_id")
+    if workspace_id is not None:
+        row = await fetch_one(state.db, _Q["workspace_source"], {"id": workspace_id})
+        if row is None or row["source_type"] != source:
+            raise ApiError(400, "bad_request",
+                           f"workspace_id {workspace_id} is not a {source} workspace "
+                           "(GET /workspaces lists them)")
     try:
-        job = await queue.resync(state.db, source, page_id, max_attempts=state.settings.max_attempts)
+        job = await queue.resync(state.db, source, page_id, max_attempts=state.settings.max_attempts,
+                                 workspace_id=workspace_id)
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
     log.info("manual re-sync requested", extra=job.log_fields())
