@@ -24,7 +24,8 @@ from debounce.contract.jobs import SyncJob
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.sql import queries
 
-__all__ = ["MAX_PAGE", "AudienceStore", "audience_json", "audience_of", "list_visible"]
+__all__ = ["MAX_PAGE", "AudienceStore", "audience_json", "audience_of", "describe",
+           "list_visible", "short"]
 
 _Q = queries("audiences")
 
@@ -41,6 +42,50 @@ def audience_json(row: Mapping[str, Any]) -> dict[str, Any] | None:
     """The audience of a ``documents`` row as the read API answers it (``None``: unknown)."""
     audience = audience_of(row)
     return audience.to_json() if audience is not None else None
+
+
+#: How each kind reads to a person.
+_KIND_TEXT = {"public_channel": "Slack public channel", "private_channel": "Slack private channel",
+              "mpim": "Slack group DM", "im": "Slack DM", "workspace": "Notion workspace"}
+#: Ids shown before "…" in :func:`describe`.
+_SHOWN = 12
+
+
+def _ids(ids: Sequence[str]) -> str:
+    more = f", … ({len(ids) - _SHOWN} more)" if len(ids) > _SHOWN else ""
+    return ", ".join(ids[:_SHOWN]) + more
+
+
+def describe(row: Mapping[str, Any]) -> str:
+    """One line saying who may read a ``documents`` row, for the dashboard and the CLI, e.g.
+    ``Slack private channel: 3 members (U1, U2, U3)``, ``Slack public channel: the whole
+    team``, ``Notion workspace: accessible by 2 (…)``, or ``unknown`` for a document synced
+    before audiences were recorded."""
+    audience = audience_of(row)
+    if audience is None:
+        return "unknown (synced before audiences were recorded; its next sync records it)"
+    text = _KIND_TEXT[audience.kind]
+    if audience.kind == "public_channel":
+        return f"{text}: the whole team"
+    if audience.members is not None:
+        n = len(audience.members)
+        return f"{text}: {n} member{'s' if n != 1 else ''} ({_ids(audience.members)})"
+    if audience.accessible_by:
+        return (f"{text}: accessible by {len(audience.accessible_by)} "
+                f"({_ids(audience.accessible_by)}), as its latest event said")
+    return f"{text}: whoever the page is shared with there (Notion does not say)"
+
+
+def short(row: Mapping[str, Any]) -> str:
+    """A few characters of the audience for a listing: ``public``, ``private:3``, ``mpim:4``,
+    ``im:2``, ``workspace`` (``workspace:2`` with an accessible_by list), ``-`` unknown."""
+    audience = audience_of(row)
+    if audience is None:
+        return "-"
+    name = {"public_channel": "public", "private_channel": "private"}.get(audience.kind,
+                                                                          audience.kind)
+    listed = audience.members if audience.members is not None else audience.accessible_by
+    return f"{name}:{len(listed)}" if listed else name
 
 
 class AudienceStore:

@@ -200,3 +200,31 @@ async def test_the_cache_records_a_conversation_and_sets_its_documents(
         "public_channel", None)
     with pytest.raises(ValueError, match="audience kind is one of"):
         await cache.put("G1", Audience("workspace"))
+
+
+def test_the_cli_lists_and_prints_each_document_s_audience(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from debounce.cli import main
+
+    async def seed() -> None:
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
+            store = DocumentStore(c)
+            await store.upsert(Document("slack", "G1/1.1", "G1", "Leads", "budget",
+                                        audience=Audience("private_channel", ("U2", "U1", "U3"))))
+            await store.upsert(Document("slack", "C1/1.1", "C1", "General", "hello",
+                                        audience=Audience("public_channel")))
+            await store.upsert(Document("notion", "p-1", "p-1", "Archive", "text"))
+
+    asyncio.run(seed())
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    assert main(["documents"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-2:] == ["audience", "title"]
+    by_title = {ln.split()[-1]: ln.split()[-2] for ln in lines[1:4]}
+    assert by_title == {"Leads": "private:3", "General": "public", "Archive": "-"}
+    assert main(["documents", "--id", "G1/1.1"]) == 0
+    assert ("<!-- audience: Slack private channel: 3 members (U1, U2, U3) -->"
+            in capsys.readouterr().out.splitlines())
