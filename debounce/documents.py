@@ -22,6 +22,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from debounce.contract.audience import Audience
 from debounce.contract.documents import Document, WriteOutcome
 from debounce.contract.errors import LeaseLost
 from debounce.contract.jobs import SyncJob
@@ -33,6 +34,7 @@ __all__ = [
     "DocumentStore",
     "LeaseLost",
     "WriteOutcome",
+    "audience_params",
     "content_sha256",
 ]
 
@@ -41,6 +43,19 @@ _Q = queries("documents")
 def content_sha256(content: str) -> str:
     """Hex SHA-256 of the UTF-8 Markdown ``content``."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def audience_params(audience: Audience | None) -> dict[str, Any]:
+    """The ``audience_kind``/``audience_members``/``audience_accessible_by`` parameters of a
+    write (all ``None``: unknown, the stored audience is kept)."""
+    if audience is None:
+        return {"audience_kind": None, "audience_members": None, "audience_accessible_by": None}
+    return {
+        "audience_kind": audience.kind,
+        "audience_members": list(audience.members) if audience.members is not None else None,
+        "audience_accessible_by": (list(audience.accessible_by)
+                                   if audience.accessible_by is not None else None),
+    }
 
 
 class DocumentStore:
@@ -94,6 +109,7 @@ class DocumentStore:
                 "content_sha256": content_sha256(doc.content),
                 "metadata": Jsonb(doc.metadata),
                 "source_updated_at": doc.source_updated_at,
+                **audience_params(doc.audience),
                 **self._fence_params(),
             },
         )

@@ -15,18 +15,23 @@ fence as (
 )
 
 -- upsert_document --
--- Write one synced document. A document whose content hash, title, url and metadata are all
--- unchanged (and which is not marked deleted) is not rewritten: only synced_at and
--- source_updated_at move. Fenced by %(fence_job_id)s/%(fence_lease_token)s (NULL: unfenced).
+-- Write one synced document. A document whose content hash, title, url, metadata and audience
+-- are all unchanged (and which is not marked deleted) is not rewritten: only synced_at and
+-- source_updated_at move. The audience (migration 012): %(audience_kind)s NULL keeps the
+-- stored one; otherwise kind and members are replaced, and accessible_by is replaced unless
+-- NULL (a Notion event without accessible_by says nothing new). Fenced by
+-- %(fence_job_id)s/%(fence_lease_token)s (NULL: unfenced).
 -- Returns one row: outcome = inserted | updated | unchanged | lease_lost.
 with {{_fence}}, up as (
     -- The document belongs to the workspace of the job that wrote it.
     insert into documents as d (source_type, document_id, source_page_id, title, url, content,
                                 content_sha256, metadata, source_updated_at, synced_at,
-                                workspace_id)
+                                workspace_id, audience_kind, audience_members,
+                                audience_accessible_by)
     select %(source_type)s, %(document_id)s, %(source_page_id)s, %(title)s, %(url)s, %(content)s,
            %(content_sha256)s, %(metadata)s, %(source_updated_at)s, now(),
-           (select workspace_id from fence)
+           (select workspace_id from fence), %(audience_kind)s, %(audience_members)s::text[],
+           %(audience_accessible_by)s::text[]
       from allowed where allowed.ok
     on conflict (source_type, document_id) do update set
         workspace_id      = coalesce(excluded.workspace_id, d.workspace_id),
@@ -39,12 +44,21 @@ with {{_fence}}, up as (
         source_updated_at = excluded.source_updated_at,
         synced_at         = now(),
         deleted_at        = null,
-        updated_at        = now()
+        updated_at        = now(),
+        audience_kind     = coalesce(excluded.audience_kind, d.audience_kind),
+        audience_members  = case when excluded.audience_kind is null then d.audience_members
+                                 else excluded.audience_members end,
+        audience_accessible_by = coalesce(excluded.audience_accessible_by,
+                                          d.audience_accessible_by)
     where (d.content_sha256, d.title, d.url, d.metadata, d.source_page_id, d.deleted_at is null,
-           d.workspace_id)
+           d.workspace_id, d.audience_kind, d.audience_members, d.audience_accessible_by)
           is distinct from
           (excluded.content_sha256, excluded.title, excluded.url, excluded.metadata,
-           excluded.source_page_id, true, coalesce(excluded.workspace_id, d.workspace_id))
+           excluded.source_page_id, true, coalesce(excluded.workspace_id, d.workspace_id),
+           coalesce(excluded.audience_kind, d.audience_kind),
+           case when excluded.audience_kind is null then d.audience_members
+                else excluded.audience_members end,
+           coalesce(excluded.audience_accessible_by, d.audience_accessible_by))
     returning (xmax = 0) as inserted
 ), touched as (
     update documents

@@ -12,7 +12,9 @@ It speaks the documented shapes of
 - ``auth.test`` and ``oauth.v2.access``, and several teams (workspaces) with their own tokens
   and conversations: :mod:`standins.slack_teams`;
 - ``users.conversations`` and ``conversations.list``, the bot's membership and bulk fixtures
-  (``add_channels``): :mod:`standins.slack_conversations`.
+  (``add_channels``): :mod:`standins.slack_conversations`;
+- ``conversations.members`` and ``conversations.info``, a conversation's members
+  (``set_members``, ``add_member``, ``remove_member``): :mod:`standins.slack_members`.
 
 Errors are HTTP 200 with ``{"ok": false, "error": "<code>"}`` as Slack answers them
 (https://docs.slack.dev/apis/web-api/#responses); rate limiting is HTTP 429 with a
@@ -62,6 +64,7 @@ from standins.slack_demo import (
     seed_demo,
 )
 from standins.slack_faults import Fault, SlackFaults
+from standins.slack_members import MEMBER_METHODS, SlackMembers
 from standins.slack_teams import SlackTeams, token_of
 
 __all__ = [
@@ -80,7 +83,7 @@ TOMBSTONE_TEXT = "This message was deleted."
 
 #: Methods this fake answers (others: ``unknown_method``, as Slack does).
 METHODS = ("conversations.history", "conversations.replies", "auth.test", "oauth.v2.access",
-           *LISTING_METHODS)
+           *LISTING_METHODS, *MEMBER_METHODS)
 
 
 def ts_key(ts: str) -> tuple[int, int]:
@@ -105,7 +108,7 @@ def _decode_cursor(cursor: str) -> str | None:
         return None
 
 
-class FakeSlack(SlackConversations, SlackBudgets, SlackFaults, SlackTeams):
+class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, SlackTeams):
     """In-memory Slack workspaces behind a Starlette app speaking the Web API.
 
     ``token``: the bot token of the default team (``None``: any token not of another team is
@@ -134,6 +137,7 @@ class FakeSlack(SlackConversations, SlackBudgets, SlackFaults, SlackTeams):
         self._init_teams(token)
         self._init_budgets(clock)
         self._init_conversations()
+        self._init_members()
 
     # ------------------------------------------------------------------ workspace mutation
 
@@ -440,6 +444,8 @@ class FakeSlack(SlackConversations, SlackBudgets, SlackFaults, SlackTeams):
             refused = self._membership_error(method, team, params)
             if method.startswith("conversations.") and not self._can_see(team, params.get("channel", "")):
                 body = {"ok": False, "error": "channel_not_found"}
+            elif method in MEMBER_METHODS:
+                body = self._member_method(method, team, params)
             elif method in LISTING_METHODS or refused is not None:
                 body = refused or self._list_conversations(method, team, params)
             elif method == "conversations.history":

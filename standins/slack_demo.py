@@ -2,7 +2,9 @@
 ``debounce serve --demo``, ``debounce standins`` and the tests that use it.
 
 Two teams: the default one (the constructor's token) with the conversation of
-``examples/slack`` and a private channel, and a second one, :data:`DEMO_SECOND_TEAM_ID` (bot
+``examples/slack`` (a public channel), a private channel of three members
+(:data:`DEMO_PRIVATE_MEMBERS`) and a DM between the bot and a person
+(:data:`DEMO_DM`), and a second one, :data:`DEMO_SECOND_TEAM_ID` (bot
 token :data:`DEMO_SECOND_TOKEN`), with :data:`DEMO_SECOND_CHANNEL`, so a multi-workspace
 deployment can connect both.
 """
@@ -15,6 +17,10 @@ if TYPE_CHECKING:
     from standins.slack_api import FakeSlack
 
 __all__ = [
+    "DEMO_DM",
+    "DEMO_DM_USER",
+    "DEMO_PRIVATE",
+    "DEMO_PRIVATE_MEMBERS",
     "DEMO_SECOND_BOT_USER_ID",
     "DEMO_SECOND_CHANNEL",
     "DEMO_SECOND_TEAM_ID",
@@ -29,6 +35,12 @@ DEMO_SECOND_TEAM_NAME = "Debounce Labs"
 DEMO_SECOND_TOKEN = "xoxb-debounce-demo-second-team"
 DEMO_SECOND_BOT_USER_ID = "U07LABSBOT"
 DEMO_SECOND_CHANNEL = "C07LABS001"
+#: The default team's private channel and its members (the default team's bot among them).
+DEMO_PRIVATE = "G0PRIVATE1"
+DEMO_PRIVATE_MEMBERS = ("U0BOTUSER", "U2147483697", "U2147483698")
+#: The default team's DM between its bot and a person.
+DEMO_DM = "D0DEMODM01"
+DEMO_DM_USER = "U2147483699"
 
 
 def seed_demo(fake: FakeSlack) -> None:
@@ -66,9 +78,13 @@ def seed_demo(fake: FakeSlack) -> None:
               ts="1763683350.000650")
     fake.reply(c, "1763683350.000650", "I'll take the Android pass", user="U2147483698",
                ts="1763683360.000660")
-    g = "G0PRIVATE1"
+    g = DEMO_PRIVATE
     fake.post(g, "In a private channel", user="U2147483697", ts="1763683400.000700")
     fake.post(g, "Budget review moved to Friday", user="U2147483698", ts="1763683450.000750")
+    fake.set_members(g, list(DEMO_PRIVATE_MEMBERS))
+    fake.describe_channel(DEMO_DM, kind="im", user=DEMO_DM_USER)
+    fake.post(DEMO_DM, "Can you send me the Q3 numbers?", user=DEMO_DM_USER,
+              ts="1763683500.000800")
     _seed_second(fake)
     fake._clock = 1_763_684_000
 

@@ -12,6 +12,7 @@ from typing import Any
 import one_job
 
 from debounce import queue, workspaces
+from debounce.contract import Audience
 from debounce.db import Db, fetch_one
 from debounce.documents import Document, DocumentStore
 from debounce.secrets import Keyring, new_key
@@ -124,11 +125,14 @@ async def seed(db: Db) -> Seeded:
         title="Launch plan", content=HOSTILE_MARKDOWN,
         url=f"https://www.notion.so/{SYNCED_PAGE.replace('-', '')}",
         metadata={"created_by": "c7c11cca", "last_edited_time": "2026-11-20T23:55:34Z"},
+        audience=Audience("workspace", None, ("556a1abf-4f08-40c6-878a-75890d2a88ba",
+                                              "1edc05f6-2702-81b5-8408-00279347f034")),
     ))
     await store.upsert(Document(
         source_type="slack", document_id=f"{SLACK_CHANNEL}/1763682934.000200",
         source_page_id=SLACK_CHANNEL, title="#general: Hello world",
         content="**U2147483697** (2026-11-20 23:55): Hello world\n",
+        audience=Audience("public_channel"),
     ))
     row = await fetch_one(db, "select id from documents where document_id = %(d)s",  # test-only
                           {"d": SYNCED_PAGE})

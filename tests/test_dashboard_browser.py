@@ -340,6 +340,9 @@ async def test_documents_search_and_rendered_markdown(
         command = browser.find_element(By.ID, "doc-cli").text
         assert command == f"debounce documents --id {SYNCED_PAGE}"
         assert f"(id {seeded.document})" in browser.find_element(By.CSS_SELECTOR, "p.muted").text
+        assert browser.find_element(By.ID, "audience").text == (
+            "Notion workspace: accessible by 2 (1edc05f6-2702-81b5-8408-00279347f034, "
+            "556a1abf-4f08-40c6-878a-75890d2a88ba), as its latest event said")
         for args in (command.split()[1:], ["documents", "--id", str(seeded.document)]):
             printed = await asyncio.to_thread(
                 subprocess.run, [sys.executable, "-m", "debounce", *args],

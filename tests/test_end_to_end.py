@@ -197,6 +197,26 @@ async def test_slack_message_thread_and_edit_end_to_end(stack: Stack) -> None:
     assert edited is not None and "Another topic (edited)" in edited["content"]
 
 
+async def test_a_member_leaving_a_private_channel_leaves_its_documents_audience(
+        stack: Stack) -> None:
+    private = "G0PRIVATE1"  # the channel of examples/slack/private_channel_message.json
+    stack.slack.post(private, "In a private channel", user="U2147483697")
+    stack.slack.set_members(private, ["U0BOTUSER", "U2147483697", "U2147483698"])
+    await send(stack.client, "slack", example("slack", "private_channel_message.json"))
+    await settled(stack.pool)
+    (doc,) = await one_job.page_documents(stack.store, "slack", private)
+    assert (doc["audience_kind"], doc["audience_members"]) == (
+        "private_channel", ["U0BOTUSER", "U2147483697", "U2147483698"])
+    # U2147483698 leaves (examples/slack/member_left_channel.json): webhook → job → worker.
+    stack.slack.remove_member(private, "U2147483698")
+    await send(stack.client, "slack", example("slack", "member_left_channel.json"))
+    await settled(stack.pool)
+    (doc,) = await one_job.page_documents(stack.store, "slack", private)
+    assert doc["audience_members"] == ["U0BOTUSER", "U2147483697"]
+    assert stack.slack.calls["conversations.members"] == 2
+    assert stack.slack.calls["conversations.history"] == 1  # the member job reads no history
+
+
 async def test_rate_limited_notion_sync_goes_back_to_queue(stack: Stack) -> None:
     stack.notion.add_page(PAGE, title="Busy", blocks=[n.paragraph("x")])
     stack.notion.fail("pages.retrieve", 429, retry_after=30)

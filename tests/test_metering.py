@@ -216,17 +216,20 @@ async def test_a_dry_budget_stops_a_slack_sync_and_the_resumed_one_sends_only_th
         slack: FakeSlack, slack_settings: SlackSettings, store: DocumentStore) -> None:
     integration = SlackSyncer(slack_settings)   # history in one page
     try:
-        context = metered(CountingMeter(allowance=2), store)
+        # The first request learns the channel's audience (kind: conversations.info).
+        context = metered(CountingMeter(allowance=3), store)
         with pytest.raises(BudgetExhausted):
             await integration.sync(job("slack", C, {}), context)
-        assert dict(slack.calls) == {"conversations.history": 1, "conversations.replies": 1}
+        assert dict(slack.calls) == {"conversations.info": 1, "conversations.history": 1,
+                                     "conversations.replies": 1}
         meter = CountingMeter()
         await integration.sync(job("slack", C, {}), metered(meter, store, context.checkpoint))
     finally:
         await integration.aclose()
-    # History came from the checkpoint; the thread already written was not asked again.
+    # Info and history came from the checkpoint; the thread already written was not asked again.
     assert meter.taken == 2
-    assert dict(slack.calls) == {"conversations.history": 1, "conversations.replies": 3}
+    assert dict(slack.calls) == {"conversations.info": 1, "conversations.history": 1,
+                                 "conversations.replies": 3}
     assert len({p["ts"] for m, p in slack.requests if m == "conversations.replies"}) == 3
 
 

@@ -583,6 +583,30 @@ async def test_comment_event_syncs_its_page(
     assert fake.calls["pages.retrieve"] == 1
 
 
+async def test_documents_carry_their_workspace_and_the_event_s_accessible_by(
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
+) -> None:
+    fake.add_page(PAGE, title="Shared", blocks=[paragraph("text")])
+    event = example_payload("page.content_updated.json")  # a public integration's event
+    await notion.sync(make_job(PAGE, event), context)
+    row = await store.get("notion", PAGE)
+    assert row is not None
+    assert (row["audience_kind"], row["audience_members"], row["audience_accessible_by"]) == (
+        "workspace", None, ["1edc05f6-2702-81b5-8408-00279347f034",
+                            "556a1abf-4f08-40c6-878a-75890d2a88ba"])
+    # A manual re-sync (no event, so no accessible_by) keeps what the event said.
+    await notion.sync(make_job(PAGE, {}), context)
+    row = await store.get("notion", PAGE)
+    assert row is not None and row["audience_accessible_by"] == [
+        "1edc05f6-2702-81b5-8408-00279347f034", "556a1abf-4f08-40c6-878a-75890d2a88ba"]
+    # An event listing other people replaces the list.
+    event["accessible_by"] = [{"id": "0c9f5a6e-0000-4000-8000-00000000beef", "type": "person"}]
+    await notion.sync(make_job(PAGE, event), context)
+    row = await store.get("notion", PAGE)
+    assert row is not None and row["audience_accessible_by"] == [
+        "0c9f5a6e-0000-4000-8000-00000000beef"]
+
+
 # --------------------------------------------------------------------------------------------
 # Errors and retries
 # --------------------------------------------------------------------------------------------

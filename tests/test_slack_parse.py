@@ -68,7 +68,8 @@ MESSAGE_EXAMPLES = {
 
 def test_every_example_is_covered() -> None:
     names = {p.stem for p in EXAMPLES.glob("*.json")}
-    assert names == set(MESSAGE_EXAMPLES) | {"url_verification", "reaction_added", "app_rate_limited"}
+    assert names == set(MESSAGE_EXAMPLES) | {"url_verification", "reaction_added", "app_rate_limited",
+                                             "member_joined_channel", "member_left_channel"}
 
 
 @pytest.mark.parametrize("name", sorted(MESSAGE_EXAMPLES))

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import integrations
-from debounce import queue
+from debounce import audiences, queue
 from debounce.cli import backfill, workspace_cmds
 from debounce.cli.errors import fail
 from debounce.config import Settings
@@ -114,16 +114,17 @@ async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> 
             return fail(f"no document {args.id!r} (`debounce documents` lists the ids)")
         (row,) = found
         print(f"# {row['title']}\n<!-- {row['source_type']} {row['document_id']} "
-              f"{row['url'] or ''} synced {row['synced_at']} -->\n")
+              f"{row['url'] or ''} synced {row['synced_at']} -->\n"
+              f"<!-- audience: {audiences.describe(row)} -->\n")
         print(row["content"])
         return 0
     rows = await fetch_all(pool, q["documents"], {"source_type": args.source, "limit": args.limit})
     if rows:
-        print(f"{'id':>6}  {'source':7} {'document id':45} {'size':>12}  title")
+        print(f"{'id':>6}  {'source':7} {'document id':45} {'size':>12}  {'audience':11} title")
     for r in rows:
         flag = " (deleted)" if r["deleted_at"] else ""
         print(f"{r['id']:>6}  {r['source_type']:7} {r['document_id']:45} {r['chars']:6} chars  "
-              f"{r['title'][:50]}{flag}")
+              f"{audiences.short(r):11} {r['title'][:50]}{flag}")
     if rows:
         print("`debounce documents --id ID` prints one: ID is the id or the document id")
     return 0

@@ -9,6 +9,8 @@ receives, and nothing else of the project: this package imports no other module 
 - :mod:`.sync`: the :class:`WebhookParser` and the :class:`Syncer` the service drives, the
   :class:`SyncContext` a sync receives and the :class:`SyncResult` it returns;
 - :mod:`.jobs`: the :class:`SyncJob` a sync receives, a source's window and API budget;
+- :mod:`.audience`: who may read a document (:class:`Audience`) and the cache of
+  conversation audiences a sync reaches (:class:`AudienceCache`);
 - :mod:`.documents`: the :class:`Document` a sync writes and the :class:`DocumentWriter` it
   writes through;
 - :mod:`.metering`: the budget meter and the checkpoint of a yielded sync;
@@ -20,6 +22,13 @@ receives, and nothing else of the project: this package imports no other module 
 A source (``integrations/<source>/``) imports only this package, its own modules and its SDK.
 """
 
+from debounce.contract.audience import (
+    AUDIENCE_KINDS,
+    CONVERSATION_KINDS,
+    Audience,
+    AudienceCache,
+    CachedAudience,
+)
 from debounce.contract.discovery import Discovered, Discoverer, DiscoveryPage
 from debounce.contract.documents import Document, DocumentWriter, WriteOutcome
 from debounce.contract.errors import (
@@ -42,10 +51,15 @@ from debounce.contract.sync import Integration, SyncContext, Syncer, SyncResult,
 from debounce.contract.webhooks import PageEvent, WebhookResult, header
 
 __all__ = [
+    "AUDIENCE_KINDS",
+    "CONVERSATION_KINDS",
     "DEFAULT_WINDOW",
     "ApiBudget",
+    "Audience",
+    "AudienceCache",
     "AuthRevoked",
     "BudgetExhausted",
+    "CachedAudience",
     "Checkpoint",
     "Discovered",
     "Discoverer",

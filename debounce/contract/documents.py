@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from debounce.contract.audience import Audience
+
 __all__ = ["Document", "DocumentWriter", "WriteOutcome"]
 
 
@@ -29,7 +31,8 @@ class Document:
     ``document_id`` is unique within ``source_type`` (the page's id, or the id of a part of
     the page such as a thread, ``"<channel>/<thread_ts>"``). ``content`` is Markdown.
     ``source_updated_at`` is the source's own last-edit time, timezone-aware UTC, or ``None``
-    if unknown.
+    if unknown. ``audience``: who may read it (:class:`~debounce.contract.audience.Audience`),
+    ``None``: unknown (the stored audience is left as it is).
     """
 
     source_type: str
@@ -40,6 +43,7 @@ class Document:
     url: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     source_updated_at: datetime | None = None
+    audience: Audience | None = None
 
 
 class DocumentWriter(Protocol):

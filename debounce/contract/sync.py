@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from debounce.contract.audience import AudienceCache
 from debounce.contract.documents import DocumentWriter
 from debounce.contract.jobs import SyncJob
 from debounce.contract.metering import Checkpoint, Meter
@@ -40,7 +41,10 @@ class SyncContext:
     - ``meter``: charges each request sent to the workspace's budget (``None``: unmetered);
     - ``checkpoint``: the responses this sync received, served back free when a yielded sync
       resumes (:meth:`recall`, :meth:`remember`); ``None``: nothing kept or served (the
-      worker always gives one).
+      worker always gives one);
+    - ``audiences``: the cache of the workspace's conversation audiences
+      (:class:`~debounce.contract.audience.AudienceCache`; fenced like the store in a sync);
+      ``None``: no cache (the source learns the audience afresh, or leaves it unknown).
 
     A source's one request wrapper does, before each attempt it sends (retries included):
     ``cached = context.recall(key)`` (free), else ``await context.charge()`` (one request, or
@@ -52,6 +56,7 @@ class SyncContext:
     credentials: Mapping[str, Any] | None = None
     meter: Meter | None = None
     checkpoint: Checkpoint | None = None
+    audiences: AudienceCache | None = None
 
     def token(self, default: str | None) -> str | None:
         """The access token of the workspace this sync runs for, else ``default`` (the

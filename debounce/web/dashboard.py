@@ -24,7 +24,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 import integrations
-from debounce import enumerations, queue, workspaces
+from debounce import audiences, enumerations, queue, workspaces
 from debounce.config import Settings
 from debounce.queue.checks import check_text
 from debounce.types import JobStatus
@@ -248,6 +248,7 @@ async def document(request: Request) -> Response:
         raise ApiError(404, "not_found", f"no document {doc_id}")
     rendered = Markup(data.render_markdown(doc["content"]))  # html disabled: safe
     return page(request, "document.html", {"nav": "documents", "doc": doc, "rendered": rendered,
+                                            "audience": audiences.describe(doc),
                                             "here": request.url.path})
 
 

@@ -30,6 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 
 import integrations
 from debounce import enumerations
+from debounce.audiences import AudienceStore
 from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
 from debounce.contract import (
@@ -152,9 +153,10 @@ class Enumerator:
                                      f"credentials error: {exc.reason}")
             return
         meter = WorkspaceMeter(self.pool, workspace_id, self.budgets.get(row["source_type"]))
+        audiences = AudienceStore(self.pool, str(row["source_type"]), workspace_id)
         while True:
             try:
-                context = SyncContext(credentials=credentials, meter=meter)
+                context = SyncContext(credentials=credentials, meter=meter, audiences=audiences)
                 page = await integration.discover(cursor, context, newest_first=True)
             except Exception as exc:
                 await self._failed(row, exc)

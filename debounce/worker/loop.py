@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 import integrations
 from debounce import queue
+from debounce.audiences import AudienceStore
 from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
 from debounce.contract import (
@@ -282,7 +283,8 @@ class Worker:
                 raise PermanentError(f"no integration for source {job.source_type!r}")
             credentials = await self.access.credentials(job)
             context = SyncContext(store=self.store.fenced(job), credentials=credentials,
-                                  meter=self._meter(job), checkpoint=checkpoint)
+                                  meter=self._meter(job), checkpoint=checkpoint,
+                                  audiences=AudienceStore.fenced(self.store.db, job))
             result = await integration.sync(job, context)
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job

@@ -12,6 +12,7 @@ SDK's ``async_collect_paginated_api``), rendered to Markdown by :mod:`.render`; 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from notion_client.errors import APIErrorCode, APIResponseError
 from notion_client.helpers import async_collect_paginated_api
 
 from debounce.contract import DiscoveryPage, Document, SyncContext, SyncJob, SyncResult, WriteOutcome
+from integrations.notion.audience import audience_of_event
 from integrations.notion.client import _WRONG_KIND_CODES, NotionCall, NotionClient, _code, api_error
 from integrations.notion.discover import NotionDiscoverer
 from integrations.notion.markdown import page_markdown
@@ -180,7 +182,10 @@ class NotionSyncer:
         return SyncResult(deleted=len(marked))
 
     @staticmethod
-    async def _write(call: NotionCall, doc: Document) -> SyncResult:
+    async def _write(call: NotionCall, job: SyncJob, doc: Document) -> SyncResult:
+        """Write ``doc`` with its audience: the workspace, and the ``accessible_by`` of the
+        job's latest event (:mod:`integrations.notion.audience`)."""
+        doc = dataclasses.replace(doc, audience=audience_of_event(job.payload))
         outcome = await call.context.writer().upsert(doc)
         if outcome is WriteOutcome.UNCHANGED:
             return SyncResult(unchanged=1)
@@ -224,7 +229,7 @@ class NotionSyncer:
             metadata=metadata,
             source_updated_at=parse_time(page.get("last_edited_time")),
         )
-        return await self._write(call, doc)
+        return await self._write(call, job, doc)
 
     async def _sync_database(
         self, call: NotionCall, job: SyncJob, db: dict[str, Any] | None
@@ -271,7 +276,7 @@ class NotionSyncer:
             metadata=metadata,
             source_updated_at=parse_time(db.get("last_edited_time")),
         )
-        return await self._write(call, doc)
+        return await self._write(call, job, doc)
 
     async def _sync_data_source(
         self, call: NotionCall, job: SyncJob, ds: dict[str, Any] | None
@@ -303,7 +308,7 @@ class NotionSyncer:
             metadata=metadata,
             source_updated_at=parse_time(ds.get("last_edited_time")),
         )
-        return await self._write(call, doc)
+        return await self._write(call, job, doc)
 
 
 def _entity_kind(payload: Mapping[str, Any]) -> str | None:

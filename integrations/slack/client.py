@@ -92,10 +92,14 @@ METHODS: Mapping[str, str] = {
     "conversations.replies": "conversations_replies",
     "users.conversations": "users_conversations",
     "conversations.list": "conversations_list",
+    "conversations.info": "conversations_info",
+    "conversations.members": "conversations_members",
 }
 #: The methods whose answers a sync keeps in its checkpoint (a resumed sync reads them
-#: again for free); listings are always asked afresh.
-CACHED_METHODS = frozenset({"conversations.history", "conversations.replies"})
+#: again for free; a sync that yielded between a conversation's info and its member pages
+#: does not pay for them twice); listings are always asked afresh.
+CACHED_METHODS = frozenset({"conversations.history", "conversations.replies",
+                            "conversations.info", "conversations.members"})
 
 #: A thread that no longer exists (``conversations.replies``).
 _THREAD_GONE = frozenset({"thread_not_found", "message_not_found"})
@@ -144,7 +148,8 @@ def charging_trace() -> aiohttp.TraceConfig:
 async def call_api(client: AsyncWebClient, context: SyncContext, method: str, /,
                    **params: Any) -> dict[str, Any] | None:
     """One Web API call of ``method`` (one of :data:`METHODS`: ``conversations.history``,
-    ``conversations.replies``, ``users.conversations``, ``conversations.list``) with
+    ``conversations.replies``, ``users.conversations``, ``conversations.list``,
+    ``conversations.info``, ``conversations.members``) with
     ``params``; the response body, or ``None`` when the thread asked for (``replies``) is
     gone.
 
@@ -172,38 +177,14 @@ async def call_api(client: AsyncWebClient, context: SyncContext, method: str, /,
         if isinstance(cached, dict):
             return cached
     channel = params.get("channel")
-    where = f" on {channel}" if channel else ""
     calling = _CALLING.set(context)
     try:
         resp = await getattr(client, sender)(**params)
     except SlackApiError as e:
-        response = e.response
-        status = getattr(response, "status_code", None)
-        count_api_request("slack", status if isinstance(status, int) else "error")
-        data = getattr(response, "data", None)
-        code = data.get("error") if isinstance(data, dict) else None
-        if status == 429 or code == "ratelimited":
-            raise RateLimited(
-                _retry_after(response),
-                f"Slack {method} rate limited",
-                reason=f"ratelimited:{method}",
-            ) from None
-        if code == "channel_not_found" and channel:
-            raise _ChannelGone(method) from None
-        if code in _THREAD_GONE and method == "conversations.replies":
+        failure = _failure(e, method, channel)
+        if failure is None:
             return None
-        if isinstance(code, str) and code in AUTH_ERRORS:
-            raise AuthRevoked(
-                f"Slack {method}: {code} ({PERMANENT_ERRORS[code]})"
-            ) from None
-        if isinstance(code, str) and code in PERMANENT_ERRORS:
-            raise PermanentError(
-                f"Slack {method}{where}: {code} ({PERMANENT_ERRORS[code]})"
-            ) from None
-        raise SlackApiFailure(
-            f"Slack {method}{where} failed: HTTP {status}, "
-            f"error {code or '(none)'}"
-        ) from e
+        raise failure from (e if isinstance(failure, SlackApiFailure) else None)
     except BudgetExhausted:
         raise  # refused before it was sent: not an API request
     except Exception:
@@ -211,13 +192,42 @@ async def call_api(client: AsyncWebClient, context: SyncContext, method: str, /,
         raise
     finally:
         _CALLING.reset(calling)
+    data = _answer(method, resp)
+    if key is not None:
+        context.remember(key, data)
+    return data
+
+
+def _answer(method: str, resp: Any) -> dict[str, Any]:
     count_api_request("slack", resp.status_code)
     data = resp.data
     if not isinstance(data, dict):
         raise SlackApiFailure(f"Slack {method} answered a non-JSON body")
-    if key is not None:
-        context.remember(key, data)
     return data
+
+
+def _failure(e: SlackApiError, method: str, channel: Any) -> Exception | None:
+    """What a ``SlackApiError`` of ``method`` means to the queue (:func:`call_api`'s
+    ``Raises``); ``None``: the thread asked for is gone."""
+    where = f" on {channel}" if channel else ""
+    response = e.response
+    status = getattr(response, "status_code", None)
+    count_api_request("slack", status if isinstance(status, int) else "error")
+    data = getattr(response, "data", None)
+    code = data.get("error") if isinstance(data, dict) else None
+    if status == 429 or code == "ratelimited":
+        return RateLimited(_retry_after(response), f"Slack {method} rate limited",
+                           reason=f"ratelimited:{method}")
+    if code == "channel_not_found" and channel:
+        return _ChannelGone(method)
+    if code in _THREAD_GONE and method == "conversations.replies":
+        return None
+    if isinstance(code, str) and code in AUTH_ERRORS:
+        return AuthRevoked(f"Slack {method}: {code} ({PERMANENT_ERRORS[code]})")
+    if isinstance(code, str) and code in PERMANENT_ERRORS:
+        return PermanentError(f"Slack {method}{where}: {code} ({PERMANENT_ERRORS[code]})")
+    return SlackApiFailure(f"Slack {method}{where} failed: HTTP {status}, "
+                           f"error {code or '(none)'}")
 
 
 class SlackClient:
@@ -273,3 +283,5 @@ class SlackCall:
     async def call(self, method: str, /, **params: Any) -> dict[str, Any] | None:
         """:func:`call_api` with this call's client and context."""
         return await call_api(self.web, self.context, method, **params)
+
+

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from debounce.contract import Discovered, DiscoveryPage, PermanentError, SyncContext
+from integrations.slack.audience import AudienceKeeper
 from integrations.slack.client import SlackClient
 
 __all__ = ["CONVERSATION_TYPES", "LIST_LIMIT", "SlackDiscoverer", "discovered"]
@@ -58,8 +59,11 @@ class SlackDiscoverer:
     """The conversations the bot is in (:class:`debounce.contract.Discoverer`), through the
     source's shared :class:`~integrations.slack.client.SlackClient`."""
 
-    def __init__(self, client: SlackClient, list_limit: int = LIST_LIMIT) -> None:
+    def __init__(self, client: SlackClient, list_limit: int = LIST_LIMIT, *,
+                 audiences: AudienceKeeper | None = None) -> None:
         self.client = client
+        #: Refreshes the audiences a listing page shows changed or aged (``None``: never).
+        self.audiences = audiences
         #: Conversations asked per request (``limit``; tests page with fewer).
         self.list_limit = list_limit
 
@@ -67,7 +71,11 @@ class SlackDiscoverer:
                        newest_first: bool = False) -> DiscoveryPage:
         """One page (up to :attr:`list_limit`) of the conversations the bot is a member of,
         archived ones left out, from ``cursor`` (``response_metadata.next_cursor``; ``None``:
-        the first page). ``newest_first`` is ignored: the listing cannot be sorted.
+        the first page). ``newest_first`` is ignored: the listing cannot be sorted. With an
+        audience keeper and ``context.audiences``, the audiences of listed conversations whose
+        kind changed or whose cache aged are refreshed first
+        (:meth:`~integrations.slack.audience.AudienceKeeper.refresh_listed`: a
+        ``conversations.members`` listing each, charged to the budget).
 
         Raises:
             BudgetExhausted: the workspace's budget is empty (nothing sent).
@@ -80,10 +88,14 @@ class SlackDiscoverer:
             raise PermanentError(
                 "SLACK_BOT_TOKEN is not set: set it to the app's Bot User OAuth Token (xoxb-…) "
                 "to list Slack conversations")
-        data = await self.client.bind(context).call(
+        call = self.client.bind(context)
+        data = await call.call(
             "users.conversations", types=CONVERSATION_TYPES, exclude_archived=True,
             limit=self.list_limit, cursor=cursor or None)
         assert data is not None  # only conversations.replies answers None
+        if self.audiences is not None:
+            await self.audiences.refresh_listed(
+                call, [c for c in data.get("channels") or [] if isinstance(c, dict)])
         items = [d for c in data.get("channels") or [] if isinstance(c, dict)
                  if (d := discovered(c)) is not None]
         meta = data.get("response_metadata")

@@ -35,3 +35,7 @@ class SlackSettings:
     slack_lookback_seconds: float = setting(
         "SLACK_LOOKBACK_SECONDS", 3600.0, kind="seconds",
         help="history re-read before the watermark (edits, deletions)")
+    slack_audience_max_age_seconds: float = setting(
+        "SLACK_AUDIENCE_MAX_AGE_SECONDS", 86400.0, kind="seconds",
+        help="a conversation's cached kind and members older than this are listed again by "
+             "the next sync (member events refresh them sooner)")

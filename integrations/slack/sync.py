@@ -15,11 +15,13 @@ it is written only after the documents it describes. See ``docs/slack.md`` for t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from debounce.contract import (
+    Audience,
     DiscoveryPage,
     DocumentWriter,
     PermanentError,
@@ -28,6 +30,7 @@ from debounce.contract import (
     SyncResult,
     WriteOutcome,
 )
+from integrations.slack.audience import MEMBERS_KEY_PREFIX, AudienceKeeper
 from integrations.slack.client import SlackCall, SlackClient, _ChannelGone
 from integrations.slack.discover import SlackDiscoverer
 from integrations.slack.render import (
@@ -89,7 +92,8 @@ class SlackSyncer:
         self.lookback_seconds = max(0.0, lookback_seconds)
         self.page_limit = max(1, min(page_limit, 999))
         self.client = SlackClient(settings)
-        self.discoverer = SlackDiscoverer(self.client)
+        self.audiences = AudienceKeeper(self.client, settings.slack_audience_max_age_seconds)
+        self.discoverer = SlackDiscoverer(self.client, audiences=self.audiences)
 
     async def discover(self, cursor: str | None, context: SyncContext, *,
                        newest_first: bool = False) -> DiscoveryPage:
@@ -103,7 +107,10 @@ class SlackSyncer:
 
     async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
         """Sync one conversation (``job.source_page_id``) into per-thread documents in
-        ``context.store``, with the context's token, meter and checkpoint.
+        ``context.store``, with the context's token, meter and checkpoint; every document
+        carries the conversation's audience (:mod:`integrations.slack.audience`, cached in
+        ``context.audiences``). A job keyed ``members:<conversation>`` (a member joined or
+        left) only refreshes that conversation's audience and its documents'.
 
         Raises:
             RateLimited: Slack answered 429 (``Retry-After`` seconds).
@@ -119,8 +126,20 @@ class SlackSyncer:
                 "SLACK_BOT_TOKEN is not set: set it to the app's Bot User OAuth Token (xoxb-…) "
                 "to sync Slack conversations"
             )
+        if job.source_page_id.startswith(MEMBERS_KEY_PREFIX):
+            return await self._refresh_members(job, context)
         run = _ChannelSync(self, store, self.client.bind(context), job)
         return await run.run()
+
+    async def _refresh_members(self, job: SyncJob, context: SyncContext) -> SyncResult:
+        channel = job.source_page_id.removeprefix(MEMBERS_KEY_PREFIX)
+        try:
+            await self.audiences.learn(self.client.bind(context), channel, context.audiences)
+        except _ChannelGone as gone:
+            raise PermanentError(
+                f"Slack {gone.method}: channel_not_found for {channel} (deleted, or the app is "
+                "not in it): its member list was not refreshed") from None
+        return SyncResult()
 
 
 class _ChannelSync:
@@ -141,6 +160,8 @@ class _ChannelSync:
         self.own_ids = own_ids(integ.settings,
                                job.payload if isinstance(job.payload, dict) else None)
         self.state: dict[str, Any] = {}
+        #: The conversation's audience, set on every document this run writes.
+        self.audience: Audience | None = None
         self.written = 0
         self.unchanged = 0
         self.deleted = 0
@@ -176,6 +197,7 @@ class _ChannelSync:
     async def run(self) -> SyncResult:
         await self._load()
         try:
+            self.audience = await self.integ.audiences.for_sync(self.call, self.channel)
             if self.state["scan"] is not None:
                 await self._scan(resume=True)
             await self._scan(resume=False)
@@ -240,7 +262,8 @@ class _ChannelSync:
         return msg.get("subtype") in SKIPPED_SUBTYPES or self._is_own(msg)
 
     async def _write(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        outcome = await self.store.upsert(render_thread(self.channel, messages))
+        doc = dataclasses.replace(render_thread(self.channel, messages), audience=self.audience)
+        outcome = await self.store.upsert(doc)
         if outcome is WriteOutcome.UNCHANGED:
             self.unchanged += 1
         else:

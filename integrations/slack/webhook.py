@@ -12,7 +12,9 @@ DMs; https://docs.slack.dev/reference/events/message) becomes one job keyed by t
 conversation id, deduplicated by the envelope's ``event_id`` (stable across Slack's retries,
 which carry ``X-Slack-Retry-Num``), except the system notices of
 :data:`~integrations.slack.render.NO_CONTENT_SUBTYPES` (joins, leaves, pins…), which change no
-document. Other event types are acknowledged and ignored.
+document. ``member_joined_channel`` / ``member_left_channel`` become a job keyed
+``members:<channel>`` that refreshes the conversation's audience
+(:mod:`integrations.slack.audience`). Other event types are acknowledged and ignored.
 """
 
 from __future__ import annotations
@@ -24,10 +26,14 @@ from typing import Any
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from debounce.contract import PageEvent, WebhookError, WebhookResult
+from integrations.slack.audience import members_key
 from integrations.slack.render import NO_CONTENT_SUBTYPES, _str
 from integrations.slack.settings import SlackSettings
 
-__all__ = ["SIGNATURE_MAX_AGE_SECONDS", "SlackWebhooks", "own_ids"]
+__all__ = ["MEMBER_EVENTS", "SIGNATURE_MAX_AGE_SECONDS", "SlackWebhooks", "own_ids"]
+
+#: Events that change who is in a conversation: its members' job refreshes the audience.
+MEMBER_EVENTS = frozenset({"member_joined_channel", "member_left_channel"})
 
 #: Slack refuses requests whose timestamp is more than 5 minutes from now (replay protection);
 #: https://docs.slack.dev/authentication/verifying-requests-from-slack
@@ -186,6 +192,8 @@ class SlackWebhooks:
             return WebhookResult(note=f"{event_type} for team {team}", revoked_workspace=team,
                                  warning=f"Slack says the app lost team {team} ({event_type}): "
                                          "the workspace is marked revoked until re-installed")
+        if event_type in MEMBER_EVENTS:
+            return self._member_event(envelope, event, event_id, team, enterprise)
         if event_type != "message":
             return WebhookResult(note=f"ignored event type {event_type}")
         channel = event.get("channel")
@@ -200,6 +208,26 @@ class SlackWebhooks:
             return WebhookResult(note=f"ignored message posted by our own bot {own}")
         return WebhookResult(events=[PageEvent(channel, event_id, envelope, workspace=team,
                                                enterprise=enterprise)])
+
+    def _member_event(self, envelope: dict[str, Any], event: Mapping[str, Any], event_id: str,
+                      team: str | None, enterprise: str | None) -> WebhookResult:
+        """``member_joined_channel`` / ``member_left_channel``
+        (https://docs.slack.dev/reference/events/member_joined_channel, ``…/member_left_channel``:
+        ``user``, ``channel``, ``channel_type`` — one letter, not the kind —, ``team``): a job
+        keyed ``members:<channel>`` that refreshes the conversation's member list and its
+        documents' audience; when the member who joined is our own bot, also a job for the
+        conversation itself (its history is new to us; event id ``<event_id>/history``)."""
+        channel = event.get("channel")
+        if not isinstance(channel, str) or not channel:
+            raise WebhookError(400, "malformed_body",
+                               f"{event.get('type')} event without 'event.channel'")
+        events = [PageEvent(members_key(channel), event_id, envelope, workspace=team,
+                            enterprise=enterprise)]
+        user = _str(event.get("user"))
+        if event.get("type") == "member_joined_channel" and user in self._own_ids(envelope):
+            events.append(PageEvent(channel, f"{event_id}/history", envelope, workspace=team,
+                                    enterprise=enterprise))
+        return WebhookResult(events=events)
 
     def _own_ids(self, envelope: Mapping[str, Any] | None = None) -> set[str]:
         return own_ids(self.settings, envelope)
