@@ -293,3 +293,24 @@ def test_a_sync_that_keeps_a_tag_warns_once_per_page(caplog: pytest.LogCaptureFi
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [f"notion: page {PAGE}: its Markdown keeps enhanced-Markdown tags "
                         "<details>, <summary> (stored as is; see docs/notion.md, One Markdown)"]
+
+
+@pytest.mark.parametrize(
+    ("enhanced", "expected"),
+    [
+        ('<callout icon="💡">\n\tNever closed', "> 💡 Never closed\n"),
+        ("</details>\nstray closer", "stray closer\n"),
+        ("<table>\n</table>", ""),
+        ("```python\nunclosed fence", "```python\nunclosed fence\n```\n"),
+        ('Hi <mention-user url="user://1">Ada', "Hi @Ada\n"),
+        (":::\nnot a div\n:::", ":::\n\nnot a div\n\n:::\n"),  # each line is a block
+        ("\t\t\tdeep without a parent", "deep without a parent\n"),
+        ("<custom-thing a=\"1\">words</custom-thing>", "words\n"),
+        ("<br>", ""),
+        ("", ""),
+    ],
+)
+def test_malformed_enhanced_markdown_still_converts(enhanced: str, expected: str) -> None:
+    converted = enhanced_to_markdown(enhanced, PAGE)
+    assert converted == expected
+    assert enhanced_tags(converted) == []

@@ -10,7 +10,7 @@ endpoint for that id answers the block's subtree. We fetch each (one request eac
 unknown ids too) and **splice** its Markdown in place of its tag, indented like the tag (the
 format indents children with tabs); a subtree whose tag is not found is appended at the end.
 
-What is stored differs from Notion's answer in three ways only (see ``docs/notion.md``):
+Before it is stored it is completed and cleaned (see ``docs/notion.md``, "Markdown path"):
 
 - **Notion-hosted files** (signed URLs that expire after about an hour and change on every
   answer) are rewritten to the stable link of the page, ``https://www.notion.so/<page>``
@@ -20,7 +20,10 @@ What is stored differs from Notion's answer in three ways only (see ``docs/notio
   an unchanged page renders byte for byte the same.
 - **Relative links** (``](/…)``, ``url="/…"``, ``src="/…"``) are made absolute on
   ``https://www.notion.so``.
-- Leading and trailing blank lines are dropped and the text ends with one newline.
+
+and then **converted** to the block walk's CommonMark/GFM by
+:func:`integrations.notion.enhanced.enhanced_to_markdown` (the dialect itself is never
+stored; "One Markdown" in ``docs/notion.md`` lists what still differs between the paths).
 """
 
 from __future__ import annotations
