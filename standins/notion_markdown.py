@@ -222,15 +222,19 @@ class NotionMarkdown:
                 out += self._render(kid, depth + extra, state)
             return out
 
+        color = str(body.get("color") or "default")
+        # Block colours as the format's attribute list (``{color="…"}`` after the text).
+        attrs = f' {{color="{_attr(color.replace("_background", "_bg"))}"}}' if color != "default" else ""
         if btype == "paragraph":
-            return [tab + (text or "<empty-block/>"), *children()]
+            return [tab + (text + attrs if text else "<empty-block/>"), *children()]
         if btype.startswith("heading_"):
             level = min(int(btype[-1]), 4)
-            return [f"{tab}{'#' * level} {text}", *children()]
+            toggle = ' {toggle="true"}' if body.get("is_toggleable") else ""
+            return [f"{tab}{'#' * level} {text}{toggle}{attrs}", *children()]
         if btype in _LIST_PREFIX:
-            return [tab + _LIST_PREFIX[btype] + text, *children()]
+            return [tab + _LIST_PREFIX[btype] + text + attrs, *children()]
         if btype == "to_do":
-            return [f"{tab}- [{'x' if body.get('checked') else ' '}] {text}", *children()]
+            return [f"{tab}- [{'x' if body.get('checked') else ' '}] {text}{attrs}", *children()]
         if btype == "toggle":
             return [f"{tab}<details>", f"{tab}<summary>{text}</summary>", *children(),
                     f"{tab}</details>"]

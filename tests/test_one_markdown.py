@@ -26,6 +26,7 @@ from standins.notion_api import (
     DEMO_SECOND_PAGE_ID,
     DEMO_SECOND_TOKEN,
     FakeNotion,
+    block,
     bookmark,
     bulleted,
     callout,
@@ -60,11 +61,20 @@ PAGE = "0f1e2d3c-4b5a-4968-8776-655443322110"
 Conn = psycopg.AsyncConnection[Any]
 
 
+def colored(item: dict[str, Any], color: str) -> dict[str, Any]:
+    return {**item, "annotations": {**item["annotations"], "color": color}}
+
+
 def every_rich_text() -> list[dict[str, Any]]:
-    """Blocks exercising rich text (every annotation, links, mentions, equations, escaping,
-    line breaks), nesting of every container, and the block variants ``every_block_type``
-    leaves out (external media without caption, tables with a row header, empty blocks)."""
+    """Blocks exercising rich text (every annotation, colours, links, mentions, equations,
+    escaping, line breaks), block colours, nesting of every container, and the block variants
+    ``every_block_type`` leaves out (external media without caption, tables with a row header,
+    empty blocks)."""
     return [
+        block("paragraph", {"rich_text": [text("A "), colored(text("red", bold=True), "red"),
+                                          colored(text(" marked"), "yellow_background")],
+                            "color": "blue_background"}),
+        block("bulleted_list_item", {"rich_text": [text("gray item")], "color": "gray"}),
         paragraph([text("Mixed "), text("bold italic", bold=True, italic=True), text(" and "),
                    text("gone", strikethrough=True), text(" with "), text("code_span()", code=True),
                    text(", "), text("under", underline=True), text(" line, "),

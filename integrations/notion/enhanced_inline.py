@@ -33,6 +33,8 @@ __all__ = ["notion_id", "parse_attrs", "parse_rich_text"]
 _UNDERSCORE = "\ue05f"
 _TAG = re.compile(r"^<(/?)([A-Za-z][A-Za-z0-9_-]*)((?:\s[^>]*?)?)\s*(/?)>$", re.DOTALL)
 _ATTR = re.compile(r"([A-Za-z_:][-\w:.]*)\s*=\s*\"([^\"]*)\"")
+#: A line without any of these is plain text: no parse needed.
+_MARKUP = re.compile(r"[\\*~`$\[<]")
 _CITATION = re.compile(r"\[\^([^\]\s]+)\]")
 _ID = re.compile(r"([0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12})")
 #: Mentions whose ``plain_text`` on the block walk is ``@`` + the name.
@@ -243,6 +245,10 @@ def parse_rich_text(source: str) -> list[dict[str, Any]]:
     Unknown tags are dropped, their text kept. Never raises; ``""`` gives ``[]``."""
     if not source.strip():
         return []
+    if not _MARKUP.search(source):  # plain words (most lines): one text item, no parse
+        out = _Items()
+        out.text(source)
+        return out.items
     tokens = _MD.parseInline(source.replace("_", _UNDERSCORE))
     out = _Items()
     for tok in tokens:
