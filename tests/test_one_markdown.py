@@ -317,6 +317,7 @@ def test_a_sync_that_keeps_a_tag_warns_once_per_page(caplog: pytest.LogCaptureFi
         ("\t\t\tdeep without a parent", "deep without a parent\n"),
         ("<custom-thing a=\"1\">words</custom-thing>", "words\n"),
         ("<br>", ""),
+        ("+ Notion's bullets are -", "\\+ Notion's bullets are -\n"),
         ("", ""),
     ],
 )
