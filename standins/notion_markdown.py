@@ -75,19 +75,30 @@ def render_rich_text_enhanced(items: Any) -> str:
                 out.append(f'<mention-user url="user://{value.get("id", "")}">{name}</mention-user>')
                 continue
             if mtype == "date":
-                out.append(f'<mention-date start="{_attr(str(value.get("start", "")))}"/>')
+                end = value.get("end")
+                tail = f' end="{_attr(str(end))}"' if end else ""
+                out.append(f'<mention-date start="{_attr(str(value.get("start", "")))}"{tail}/>')
                 continue
         notes = item.get("annotations") or {}
         if notes.get("code"):
             piece = f"`{plain}`"
         else:
-            piece = _escape(plain).replace("\n", "<br>")
-            if notes.get("bold"):
+            core = plain.strip()
+            lead = plain[: len(plain) - len(plain.lstrip())]
+            trail = plain[len(plain.rstrip()):] if core else ""
+            piece = _escape(core).replace("\n", "<br>")
+            if core and notes.get("bold"):
                 piece = f"**{piece}**"
-            if notes.get("italic"):
+            if core and notes.get("italic"):
                 piece = f"*{piece}*"
-            if notes.get("strikethrough"):
+            if core and notes.get("strikethrough"):
                 piece = f"~~{piece}~~"
+            if notes.get("underline") and core:
+                piece = f'<span underline="true">{piece}</span>'
+            color = str(notes.get("color") or "default")
+            if color != "default" and core:
+                piece = f'<span color="{_attr(color.replace("_background", "_bg"))}">{piece}</span>'
+            piece = (lead + piece + trail).replace("\n", "<br>")
         out.append(f"[{piece}]({href})" if href else piece)
     return "".join(out)
 
@@ -211,15 +222,19 @@ class NotionMarkdown:
                 out += self._render(kid, depth + extra, state)
             return out
 
+        color = str(body.get("color") or "default")
+        # Block colours as the format's attribute list (``{color="…"}`` after the text).
+        attrs = f' {{color="{_attr(color.replace("_background", "_bg"))}"}}' if color != "default" else ""
         if btype == "paragraph":
-            return [tab + (text or "<empty-block/>"), *children()]
+            return [tab + (text + attrs if text else "<empty-block/>"), *children()]
         if btype.startswith("heading_"):
             level = min(int(btype[-1]), 4)
-            return [f"{tab}{'#' * level} {text}", *children()]
+            toggle = ' {toggle="true"}' if body.get("is_toggleable") else ""
+            return [f"{tab}{'#' * level} {text}{toggle}{attrs}", *children()]
         if btype in _LIST_PREFIX:
-            return [tab + _LIST_PREFIX[btype] + text, *children()]
+            return [tab + _LIST_PREFIX[btype] + text + attrs, *children()]
         if btype == "to_do":
-            return [f"{tab}- [{'x' if body.get('checked') else ' '}] {text}", *children()]
+            return [f"{tab}- [{'x' if body.get('checked') else ' '}] {text}{attrs}", *children()]
         if btype == "toggle":
             return [f"{tab}<details>", f"{tab}<summary>{text}</summary>", *children(),
                     f"{tab}</details>"]
@@ -237,13 +252,15 @@ class NotionMarkdown:
             return [f"{tab}---"]
         if btype == "table":
             head = "true" if body.get("has_column_header") else "false"
+            side = "true" if body.get("has_row_header") else "false"
             rows: list[str] = []
             for rid in kids:
                 state["left"] -= 1
                 cells = (self.blocks.get(rid, {}).get("table_row") or {}).get("cells") or []
                 tds = "".join(f"<td>{render_rich_text_enhanced(c)}</td>" for c in cells)
                 rows.append(f"{tab}\t<tr>{tds}</tr>")
-            return [f'{tab}<table header-row="{head}">', *rows, f"{tab}</table>"]
+            return [f'{tab}<table header-row="{head}" header-column="{side}">', *rows,
+                    f"{tab}</table>"]
         if btype == "image":
             return [f"{tab}![{_caption(body)}]({_file_url(body)})"]
         if btype in _FILE_TAGS:
@@ -259,12 +276,25 @@ class NotionMarkdown:
             return [f'{tab}<{tag} url="{url}">{_escape(str(body.get("title", "")))}</{tag}>']
         if btype == "link_to_page":
             target = str(body.get(str(body.get("type"))) or "")
-            return [f'{tab}<mention-page url="https://www.notion.so/{compact(target)}"/>']
+            tag = "mention-database" if body.get("type") == "database_id" else "mention-page"
+            return [f'{tab}<{tag} url="https://www.notion.so/{compact(target)}"/>']
         if btype == "column_list":
             return [f"{tab}<columns>", *children(), f"{tab}</columns>"]
         if btype == "column":
             return [f"{tab}<column>", *children(), f"{tab}</column>"]
-        if btype in ("synced_block", "tab", "template"):
+        if btype == "synced_block":
+            synced = body.get("synced_from") or {}
+            original = str(synced.get("block_id") or block_id)
+            tag = "synced_block_reference" if synced else "synced_block"
+            url = f"https://www.notion.so/{compact(state['page'])}#{compact(original)}"
+            return [f'{tab}<{tag} url="{url}">', *children(), f"{tab}</{tag}>"]
+        if btype == "tab":
+            return [f"{tab}<tabs>", *self._tabs(kids, depth + 1, state), f"{tab}</tabs>"]
+        if btype == "meeting_notes":
+            title = render_rich_text_enhanced(body.get("title"))
+            return [f"{tab}<meeting-notes>", *([f"{tab}\t{title}"] if title else []), *children(),
+                    f"{tab}</meeting-notes>"]
+        if btype == "template":
             return [*([tab + text] if text else []), *children(0)]
         if btype in ("table_of_contents", "breadcrumb"):
             return [f"{tab}<{btype}/>"]
@@ -273,4 +303,21 @@ class NotionMarkdown:
         if not words and isinstance(body.get("title"), str):
             words = _escape(body["title"])
         kind = str(body.get("block_type") or btype)
-        return [tab + (words or f'<unsupported type="{_attr(kind)}"/>'), *children()]
+        url = f"https://www.notion.so/{compact(state['page'])}#{compact(block_id)}"
+        return [tab + (words or f'<unknown url="{url}" alt="{_attr(kind)}"/>'), *children()]
+
+    def _tabs(self, kids: list[str], depth: int, state: dict[str, Any]) -> list[str]:
+        """The paragraphs under a ``tab`` block as ``<tab title="…" icon="…">`` elements."""
+        tab = "\t" * depth
+        out: list[str] = []
+        for kid in kids:
+            para = (self.blocks.get(kid) or {}).get("paragraph") or {}
+            title = "".join(str(i.get("plain_text", "")) for i in para.get("rich_text") or [])
+            icon = (para.get("icon") or {}).get("emoji")
+            attrs = f' title="{_attr(title)}"' + (f' icon="{_attr(str(icon))}"' if icon else "")
+            state["left"] -= 1
+            body: list[str] = []
+            for grandchild in self.children.get(kid, []):
+                body += self._render(grandchild, depth + 1, state)
+            out += [f"{tab}<tab{attrs}>", *body, f"{tab}</tab>"]
+        return out

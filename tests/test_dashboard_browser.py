@@ -43,9 +43,14 @@ from selenium.webdriver.support.wait import WebDriverWait
 
 from debounce import queue, workspaces
 from debounce.config import Settings
+from debounce.contract import SyncContext
+from debounce.documents import DocumentStore
 from debounce.types import JobStatus
 from debounce.web import create_app
+from integrations.notion import NotionSettings, NotionSyncer
+from standins.notion_api import DEMO_PAGE_ID, FakeNotion
 from standins.server import BackgroundServer
+from tests.test_notion_sync import make_job
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -356,3 +361,53 @@ async def test_documents_search_and_rendered_markdown(
         wait_flash(browser, f"Re-sync of notion/{SYNCED_PAGE} requested")
         assert browser.current_url.endswith(f"/admin/documents/{seeded.document}")
         assert await one_job.active_for_page(pool, "notion", SYNCED_PAGE) is not None
+
+
+async def test_demo_launch_plan_renders_its_callout_and_table_as_elements(
+    browser: WebDriver, database_url: str, pool: AsyncConnectionPool[Any]
+) -> None:
+    """The demo's "Launch plan" read by the markdown endpoint (Notion's enhanced Markdown,
+    converted; issue 23) shows as HTML elements, not as literal tags, and the CLI prints the
+    same GFM."""
+    fake = FakeNotion.demo()
+    with BackgroundServer(fake.app()) as srv:
+        notion = NotionSyncer(NotionSettings(notion_token=fake.token, notion_base_url=srv.url))
+        try:
+            await notion.sync(make_job(DEMO_PAGE_ID), SyncContext(store=DocumentStore(pool)))
+        finally:
+            await notion.aclose()
+    assert fake.calls["pages.markdown"] == 1 and fake.calls["blocks.children.list"] == 0
+    doc = await DocumentStore(pool).get("notion", DEMO_PAGE_ID)
+    assert doc is not None
+    with served(database_url) as base:
+        sign_in(browser, base)
+        wait_for(browser, "#tile-pending")
+        browser.get(f"{base}/admin/documents/{doc['id']}")
+        rendered = wait_for(browser, "#rendered")
+        callout = rendered.find_element(By.TAG_NAME, "blockquote")
+        assert callout.text == "💡 This page is served by debounce's local Notion stand-in."
+        cells = [[c.get_attribute("textContent") for c in row.find_elements(By.CSS_SELECTOR, "th, td")]
+                 for row in rendered.find_elements(By.CSS_SELECTOR, "table tr")]
+        assert cells == [["Source", "Debounce", "Max wait"], ["Notion", "300 s", "3600 s"],
+                         ["Slack", "30 s", "300 s"]]
+        boxes = rendered.find_elements(By.CSS_SELECTOR, "li.task-list-item input[type=checkbox]")
+        assert [b.is_selected() for b in boxes] == [True, True, False]
+        assert [c.text for c in rendered.find_elements(By.CSS_SELECTOR, "p code")] == [
+            "debounce_seconds"]
+        assert [h.text for h in rendered.find_elements(By.TAG_NAME, "h2")] == [
+            "Checklist", "How a sync works"]
+        text = rendered.text
+        for literal in ("<callout", "<table", "<details", "<tr>", "<td>", "<database", "</"):
+            assert literal not in text, literal
+        assert "Details\nRetries back off exponentially with jitter." in text
+        printed = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "debounce", "documents", "--id", DEMO_PAGE_ID],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "DATABASE_URL": database_url})
+        assert printed.returncode == 0, printed.stderr
+        assert printed.stdout.startswith("# Launch plan\n")
+        assert "> 💡 This page is served by debounce's local Notion stand-in.\n" in printed.stdout
+        assert "| Notion | 300 s | 3600 s |\n" in printed.stdout
+        assert "- [x] Verify the webhook signature\n" in printed.stdout
+        assert "<callout" not in printed.stdout and "<table" not in printed.stdout
+        shoot(browser, "document-demo")

@@ -85,13 +85,14 @@ async def test_page_syncs_with_two_requests(
     assert await notion.sync(make_job(page), context) == SyncResult(written=1)
     assert fake.calls["pages.retrieve"] == 1 and fake.calls["pages.markdown"] == 1
     assert fake.calls["blocks.children.list"] == 0
+    # Notion's enhanced Markdown converted to the block walk's CommonMark/GFM (issue 23)
     assert await content(store, page) == (
-        "# Goals\n"
+        "# Goals\n\n"
         "**Once** per burst, see "
-        "[the page](https://www.notion.so/0f1e2d3c4b5a49688776655443322110)\n"
-        "- a\n\t- b\n"
-        "<details>\n<summary>More</summary>\n\tinside\n</details>\n"
-        '<callout icon="⚠️">\n\tCareful\n</callout>\n'
+        "[the page](https://www.notion.so/0f1e2d3c4b5a49688776655443322110)\n\n"
+        "- a\n  - b\n\n"
+        "More\n\ninside\n\n"
+        "> ⚠️ Careful\n"
     )
     doc = await store.get("notion", page)
     assert doc is not None and doc["title"] == "Plan"
@@ -109,7 +110,8 @@ async def test_demo_page_markdown_path_twin(store: DocumentStore, context: SyncC
     assert fake.calls["blocks.children.list"] == 0
     page = await store.get("notion", DEMO_PAGE_ID)
     assert page is not None and page["title"] == "Launch plan"
-    assert "# Goals" in page["content"] and "<td>Notion</td>" in page["content"]
+    assert "# Goals" in page["content"] and "| Notion | 300 s | 3600 s |" in page["content"]
+    assert "<td>" not in page["content"]
 
 
 async def test_truncated_page_fetches_unknown_blocks_and_keeps_every_text(
@@ -185,8 +187,8 @@ async def test_unchanged_page_with_hosted_files_writes_nothing(
     stored = await content(store, page)
     link = "https://www.notion.so/" + page.replace("-", "")
     assert stored == (
-        f"[Image: A dog]({link})\n"
-        f'<file src="{link}">report.pdf</file>\n'
+        f"[Image: A dog]({link})\n\n"
+        f"[report.pdf]({link})\n\n"
         "![A cat](https://img.example/cat.png)\n"
     )
     assert "X-Amz" not in stored and "amazonaws" not in stored

@@ -222,12 +222,9 @@ A paragraph ends the list.
 
 ### Everything else
 
-<details>
-<summary>More details</summary>
+More details
 
 Hidden until opened.
-
-</details>
 
 > Latest payload wins.
 
@@ -360,12 +357,9 @@ Under the toggle heading.
 - [x] Done
 - [ ] Open
 
-<details>
-<summary>A toggle</summary>
+A toggle
 
 Toggle body.
-
-</details>
 
 > A quote\\
 > on two lines
@@ -771,7 +765,7 @@ async def test_nested_block_vanishing_mid_walk_does_not_fail_the_sync(
     await notion.sync(make_job(PAGE), context)
     doc = await store.get("notion", PAGE)
     assert doc is not None
-    assert doc["content"] == ("<details>\n<summary>Open me</summary>\n\n</details>\n\nafter\n")
+    assert doc["content"] == "Open me\n\nafter\n"
 
 
 async def test_client_is_created_once_and_closed(

@@ -17,7 +17,9 @@ receives, and nothing else of the project: this package imports no other module 
 - :mod:`.discovery`: one page of what a source can see (backfill, reconciliation);
 - :mod:`.install`: OAuth install flows and who a token is;
 - :mod:`.errors`: what parsers, syncs and install flows raise to steer the service;
-- :mod:`.http`: ``Retry-After`` parsing and counting each API request.
+- :mod:`.http`: ``Retry-After`` parsing and counting each API request;
+- :mod:`.markdown`: the one Markdown a document's ``content`` is written in (CommonMark + GFM,
+  as markdown-it-py parses it) and the check that no tag of Notion's enhanced Markdown survives.
 
 A source (``integrations/<source>/``) imports only this package, its own modules and its SDK.
 """

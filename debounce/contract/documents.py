@@ -29,7 +29,9 @@ class Document:
     """One document as an integration renders it.
 
     ``document_id`` is unique within ``source_type`` (the page's id, or the id of a part of
-    the page such as a thread, ``"<channel>/<thread_ts>"``). ``content`` is Markdown.
+    the page such as a thread, ``"<channel>/<thread_ts>"``). ``content`` is Markdown in the
+    one dialect of :mod:`debounce.contract.markdown` (CommonMark + GFM; no raw HTML of a
+    source's own dialect).
     ``source_updated_at`` is the source's own last-edit time, timezone-aware UTC, or ``None``
     if unknown. ``audience``: who may read it (:class:`~debounce.contract.audience.Audience`),
     ``None``: unknown (the stored audience is left as it is).

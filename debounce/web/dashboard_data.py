@@ -6,15 +6,13 @@ Every datetime returned is timezone-aware UTC; durations are seconds (float).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from markdown_it import MarkdownIt
-
 import integrations
 from debounce import enumerations, queue, workspaces
+from debounce.contract.markdown import gfm_parser
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.sql import queries
 from debounce.types import ApiBudget, JobStatus
@@ -284,16 +282,13 @@ async def page_documents(
     return [_row(r) for r in rows]
 
 
-@functools.cache
-def _markdown() -> MarkdownIt:
-    # "html": False — raw HTML in the stored text is shown as text, never passed through;
-    # markdown-it's link validation already refuses javascript:, vbscript:, file: and most data:.
-    return MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
-
-
 def render_markdown(text: str) -> str:
-    """``text`` (CommonMark, with tables and strikethrough) as HTML. Raw HTML in ``text`` is
-    escaped, not rendered, so stored content cannot inject markup; the result is safe to mark
+    """``text`` (the documents' Markdown: CommonMark + GFM tables, task lists, strikethrough
+    and autolinks, :func:`debounce.contract.markdown.gfm_parser` — the configuration the
+    stored content is checked with) as HTML. Raw HTML in ``text`` is escaped, not rendered
+    (``html=False``), so stored content cannot inject markup and what the page shows is what
+    a consumer parsing the Markdown gets; markdown-it's link validation refuses
+    ``javascript:``, ``vbscript:``, ``file:`` and most ``data:``. The result is safe to mark
     as such in a template."""
-    html: str = _markdown().render(text)
+    html: str = gfm_parser(html=False).render(text)
     return html

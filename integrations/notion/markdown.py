@@ -10,7 +10,7 @@ endpoint for that id answers the block's subtree. We fetch each (one request eac
 unknown ids too) and **splice** its Markdown in place of its tag, indented like the tag (the
 format indents children with tabs); a subtree whose tag is not found is appended at the end.
 
-What is stored differs from Notion's answer in three ways only (see ``docs/notion.md``):
+Before it is stored it is completed and cleaned (see ``docs/notion.md``, "Markdown path"):
 
 - **Notion-hosted files** (signed URLs that expire after about an hour and change on every
   answer) are rewritten to the stable link of the page, ``https://www.notion.so/<page>``
@@ -20,7 +20,10 @@ What is stored differs from Notion's answer in three ways only (see ``docs/notio
   an unchanged page renders byte for byte the same.
 - **Relative links** (``](/…)``, ``url="/…"``, ``src="/…"``) are made absolute on
   ``https://www.notion.so``.
-- Leading and trailing blank lines are dropped and the text ends with one newline.
+
+and then **converted** to the block walk's CommonMark/GFM by
+:func:`integrations.notion.enhanced.enhanced_to_markdown` (the dialect itself is never
+stored; "One Markdown" in ``docs/notion.md`` lists what still differs between the paths).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import re
 from notion_client.errors import APIResponseError
 
 from integrations.notion.client import NotionCall
+from integrations.notion.enhanced import enhanced_to_markdown
 from integrations.notion.richtext import NOTION_BASE_URL, notion_url
 
 __all__ = ["MAX_MARKDOWN_REQUESTS", "clean_markdown", "is_signed_url", "page_markdown",
@@ -103,8 +107,10 @@ def splice_unknown(markdown: str, block_id: str, subtree: str) -> str:
 
 
 async def page_markdown(call: NotionCall, page_id: str, refused: set[str]) -> str | None:
-    """Page ``page_id``'s content as stored Markdown (:func:`clean_markdown`) through the
-    markdown endpoint, unknown blocks fetched and spliced in; ``None`` when the endpoint does
+    """Page ``page_id``'s content as stored Markdown through the markdown endpoint: unknown
+    blocks fetched and spliced in, cleaned (:func:`clean_markdown`), then converted to the
+    block walk's CommonMark/GFM (:func:`~integrations.notion.enhanced.enhanced_to_markdown`);
+    ``None`` when the endpoint does
     not serve and the block walk must be used: 403 (no read-content capability: the token is
     added to ``refused``, so later syncs skip the endpoint; logged once), 404/400 or any other
     non-transient 4xx, a malformed answer, or more than :data:`MAX_MARKDOWN_REQUESTS` requests.
@@ -148,4 +154,4 @@ async def page_markdown(call: NotionCall, page_id: str, refused: set[str]) -> st
             if isinstance(unknown, str) and unknown not in seen:
                 seen.add(unknown)
                 pending.append(unknown)
-    return clean_markdown(markdown or "", page_id)
+    return enhanced_to_markdown(clean_markdown(markdown or "", page_id), page_id)

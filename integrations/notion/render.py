@@ -12,7 +12,6 @@ example per family, are in ``docs/notion.md``.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -227,7 +226,8 @@ class _Renderer:
     @staticmethod
     def cell(cell: Any) -> str:
         text = render_rich_text(cell, line_starts=False).strip()
-        return text.replace("|", "\\|").replace("\n", "<br>")
+        # A line break inside a cell: a space (GFM cells are one line; no raw <br>).
+        return " ".join(part.strip() for part in text.replace("|", "\\|").split("\n") if part.strip())
 
     def media(self, node: BlockNode) -> list[str]:
         """Image, video, audio, file, pdf. An ``external`` file keeps its URL. A Notion-hosted
@@ -307,15 +307,9 @@ class _Renderer:
             # A task item's content column is after "- ": nest its children by 2, not 6.
             return self.list_item("- [x] " if data.get("checked") else "- [ ] ", node, indent=2)
         if t == "toggle":
-            summary = html.escape(_one_line(plain_text(data.get("rich_text"))), quote=False)
-            body = self.nodes(node.children)
-            return [
-                "<details>",
-                f"<summary>{summary}</summary>",
-                *(["", *body] if body else []),
-                "",
-                "</details>",
-            ]
+            # No HTML (<details> is not CommonMark/GFM and is shown as text where raw HTML is
+            # off): the summary as a paragraph, then its children, as for toggle headings.
+            return self.with_children(self.text_lines(data), node)
         if t in ("quote", "callout"):
             lines = self.text_lines(data)
             icon = _emoji(data.get("icon")) if t == "callout" else ""

@@ -13,6 +13,7 @@ SDK's ``async_collect_paginated_api``), rendered to Markdown by :mod:`.render`; 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from notion_client.errors import APIErrorCode, APIResponseError
 from notion_client.helpers import async_collect_paginated_api
 
 from debounce.contract import DiscoveryPage, Document, SyncContext, SyncJob, SyncResult, WriteOutcome
+from debounce.contract.markdown import enhanced_tags, might_have_enhanced_tags
 from integrations.notion.audience import audience_of_event
 from integrations.notion.client import _WRONG_KIND_CODES, NotionCall, NotionClient, _code, api_error
 from integrations.notion.discover import NotionDiscoverer
@@ -37,6 +39,8 @@ from integrations.notion.render import _NO_RECURSE, BlockNode, render_blocks
 from integrations.notion.richtext import plain_text, render_rich_text
 from integrations.notion.settings import NotionSettings
 from integrations.notion.webhook import _COMMENT_PREFIX, _ENTITY_PREFIXES
+
+log = logging.getLogger("integrations.notion")
 
 __all__ = ["SOURCE_TYPE", "NotionSyncer", "create"]
 
@@ -80,6 +84,8 @@ class NotionSyncer:
         #: Tokens whose workspace answered 403 to the markdown endpoint: later syncs go
         #: straight to the block walk.
         self._no_read_content: set[str] = set()
+        #: Pages whose stored content was found holding enhanced-Markdown tags (warned once).
+        self._warned_dialect: set[str] = set()
 
     async def discover(self, cursor: str | None, context: SyncContext, *,
                        newest_first: bool = False) -> DiscoveryPage:
@@ -113,6 +119,19 @@ class NotionSyncer:
                 node.children = await self._walk(call, str(item["id"]), depth + 1)
             nodes.append(node)
         return nodes
+
+    def _check_dialect(self, page_id: str, content: str) -> None:
+        """Log a warning, once per page for the life of this instance, when ``content`` still
+        holds raw tags of Notion's enhanced Markdown (:func:`enhanced_tags`; a regular
+        expression first, so a clean page costs no parse). The content is stored anyway."""
+        if page_id in self._warned_dialect or not might_have_enhanced_tags(content):
+            return
+        tags = enhanced_tags(content)
+        if tags:
+            self._warned_dialect.add(page_id)
+            log.warning("notion: page %s: its Markdown keeps enhanced-Markdown tags %s "
+                        "(stored as is; see docs/notion.md, One Markdown)", page_id,
+                        ", ".join(f"<{t}>" for t in tags))
 
     # -- sync ----------------------------------------------------------------------------
 
@@ -202,6 +221,7 @@ class NotionSyncer:
         content = await page_markdown(call, page_id, self._no_read_content)
         if content is None:  # the markdown endpoint does not serve: the block walk
             content = render_blocks(await self._walk(call, page_id), page_id=page_id)
+        self._check_dialect(page_id, content)
         raw_props = page.get("properties")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         created_by = user_id(page.get("created_by"))
