@@ -13,6 +13,7 @@ import pytest
 from debounce.contract import SyncContext, SyncResult
 from debounce.documents import DocumentStore
 from integrations.notion import NotionSettings, NotionSyncer
+from integrations.notion import markdown as markdown_module
 from integrations.notion.markdown import clean_markdown, page_markdown, splice_unknown
 from standins.notion_api import (
     DEMO_PAGE_ID,
@@ -134,6 +135,21 @@ async def test_truncated_page_fetches_unknown_blocks_and_keeps_every_text(
     assert full == truncated
     for words in ("Toggle body.", "Nested bullet", "Second tab body.", "Its child.", "Weekly sync"):
         assert words in truncated
+
+
+async def test_a_page_past_the_thread_threshold_converts_the_same(
+    fake: FakeNotion, notion: NotionSyncer, store: DocumentStore, context: SyncContext
+) -> None:
+    """A page whose Markdown is longer than the threshold is converted off the event loop,
+    to the same text as the block walk writes."""
+    line = "A sentence long enough that a few thousand of them pass the threshold. " * 3
+    page = fake.add_page(title="Long", blocks=[heading(2, "Part")] +
+                         [paragraph(f"{i}: {line}") for i in range(600)])
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
+    stored = await content(store, page)
+    assert len(stored) > markdown_module._CONVERT_IN_THREAD_CHARS
+    assert stored.startswith("## Part\n\n0: A sentence") and "\n\n599: A sentence" in stored
+    assert "<" not in stored and fake.calls["blocks.children.list"] == 0
 
 
 async def test_403_falls_back_to_the_block_walk_and_is_remembered(

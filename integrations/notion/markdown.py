@@ -28,6 +28,7 @@ stored; "One Markdown" in ``docs/notion.md`` lists what still differs between th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 
@@ -36,6 +37,9 @@ from notion_client.errors import APIResponseError
 from integrations.notion.client import NotionCall
 from integrations.notion.enhanced import enhanced_to_markdown
 from integrations.notion.richtext import NOTION_BASE_URL, notion_url
+
+#: Pages whose Markdown is longer than this (characters) are converted in a thread.
+_CONVERT_IN_THREAD_CHARS = 100_000
 
 __all__ = ["MAX_MARKDOWN_REQUESTS", "clean_markdown", "is_signed_url", "page_markdown",
            "splice_unknown"]
@@ -154,4 +158,9 @@ async def page_markdown(call: NotionCall, page_id: str, refused: set[str]) -> st
             if isinstance(unknown, str) and unknown not in seen:
                 seen.add(unknown)
                 pending.append(unknown)
-    return enhanced_to_markdown(clean_markdown(markdown or "", page_id), page_id)
+    cleaned = clean_markdown(markdown or "", page_id)
+    if len(cleaned) > _CONVERT_IN_THREAD_CHARS:
+        # A very large page (~1 s of conversion for 14 000 lines): off the event loop, so the
+        # worker's other syncs, lease renewals and LISTEN keep running meanwhile.
+        return await asyncio.to_thread(enhanced_to_markdown, cleaned, page_id)
+    return enhanced_to_markdown(cleaned, page_id)
