@@ -145,9 +145,10 @@ class Change:
 @dataclass(frozen=True)
 class FeedPage:
     """One read: ``changes`` in feed order, ``next`` the cursor to read after them (past
-    every change examined, matched or not; the head when the read reached it), ``at_head``
-    whether it did, and ``pending`` whether committed changes wait behind an open transaction
-    (a follower should look again soon even without a notification)."""
+    every change examined, matched or not: the cursor read after when there was none),
+    ``at_head`` whether the read reached the servable head, and ``pending`` whether committed
+    changes wait behind an open transaction (a follower should look again soon even without a
+    notification)."""
 
     changes: list[Change]
     next: Cursor
@@ -212,7 +213,7 @@ async def read_changes(
     state = await _state(db)
     if after is not None:
         _check(after, state)
-    position = after.position() if after is not None else (0, 0)
+    position = after.position() if after is not None else state.pruned
     filtered = source_type is not None or workspace_id is not None
     scan = max(limit, _SCAN) if filtered else limit
     changes: list[Change] = []
@@ -229,8 +230,6 @@ async def read_changes(
         if len(changes) == limit or len(rows) < scan:
             break
     at_head = len(changes) < limit and len(rows) < scan
-    if at_head:
-        position = max(position, state.head.position())
     pending = False
     if at_head:
         summary = await fetch_one(db, _Q["pending"], {})

@@ -32,6 +32,8 @@ class ChangeSignal:
     def __init__(self, conninfo: str) -> None:
         self.conninfo = conninfo
         self.generation = 0
+        #: Waiters parked in :meth:`wait` right now.
+        self.waiting = 0
         #: Set once the connection listens (tests wait on it before writing).
         self.listening = asyncio.Event()
         self._changed = asyncio.Event()
@@ -50,9 +52,13 @@ class ChangeSignal:
         if self.generation > since:
             return True
         changed = self._changed
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(seconds, 0.0)):
-                await changed.wait()
+        self.waiting += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(seconds, 0.0)):
+                    await changed.wait()
+        finally:
+            self.waiting -= 1
         return self.generation > since
 
     def _bump(self) -> None:

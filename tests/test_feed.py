@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import feed
@@ -29,6 +30,8 @@ def doc(document_id: str, content: str, *, source: str = "notion", title: str = 
 
 async def read_all(db: Any, after: feed.Cursor | None = None, **filters: Any) -> tuple[
         list[feed.Change], feed.Cursor]:
+    """Every change after ``after`` once all committed ones are servable."""
+    await servable(db)
     changes: list[feed.Change] = []
     while True:
         page = await feed.read_changes(db, after, 7, **filters)
@@ -76,7 +79,7 @@ async def test_a_change_waits_for_older_open_transactions(
     while it is open, and its change comes before the later ones once it commits."""
     async with await psycopg.AsyncConnection.connect(database_url) as old:
         await old.execute("select pg_current_xact_id()")     # takes its id now
-        await DocumentStore(pool).upsert(doc("later", "b"))   # commits first
+        await DocumentStore(pool).upsert(doc("later", "b"))   # commits first, behind `old`
         page = await feed.read_changes(pool, None, 10)
         assert page.changes == [] and page.at_head and page.pending
         assert await feed.lag(pool) >= 0.0
@@ -221,6 +224,7 @@ async def test_retention_prunes_old_changes_and_moves_the_oldest_cursor(
     async with pool.connection() as conn:
         await conn.execute("update document_changes set changed_at = %s", [T0])
     await store.upsert(doc("new", "y"))
+    await servable(pool)
     done = await prune_once(pool, 7 * 86400, 3 * 86400, change_retention=86400, batch=2,
                             now=T0 + timedelta(days=1, seconds=1))
     assert done == {"jobs": 0, "events": 0, "changes": 5}
