@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from debounce.db import Db, fetch_all, fetch_one
+from debounce.db import Db, execute, fetch_all, fetch_one
 from debounce.queue import PRUNE_LOCK_ID
 from debounce.sql import queries
 
@@ -38,6 +38,7 @@ __all__ = [
     "CursorGone",
     "FeedPage",
     "NOTIFY_CHANNEL",
+    "follow",
     "head",
     "lag",
     "prune_changes",
@@ -241,6 +242,12 @@ def _change(epoch: str, row: Any) -> Change:
     return Change(Cursor(epoch, int(row["feed_xid"]), int(row["seq"])), row["source_type"],
                   row["workspace_id"], row["document_id"], row["source_page_id"], row["op"],
                   row["updated_at"], row["content_sha256"])
+
+
+async def follow(db: Db, seconds: float) -> None:
+    """Ask the writers to NOTIFY :data:`NOTIFY_CHANNEL` for the next ``seconds`` (a follower
+    waits; with none, writes skip the NOTIFY and its global commit lock)."""
+    await execute(db, _Q["follow"], {"seconds": float(seconds)})
 
 
 async def lag(db: Db) -> float:

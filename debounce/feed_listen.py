@@ -17,10 +17,14 @@ import logging
 import psycopg
 
 from debounce.db import Db
-from debounce.feed import NOTIFY_CHANNEL, Cursor, FeedPage, read_changes
+from debounce.feed import NOTIFY_CHANNEL, Cursor, FeedPage, follow, read_changes
 from debounce.retry import Backoff
 
-__all__ = ["PENDING_RECHECK_SECONDS", "ChangeSignal", "read_waiting"]
+__all__ = ["FOLLOW_SECONDS", "PENDING_RECHECK_SECONDS", "ChangeSignal", "read_waiting"]
+
+#: How long one request of a waiting follower keeps the writers notifying (seconds); renewed
+#: by the waiters when half of it is gone.
+FOLLOW_SECONDS = 60.0
 
 log = logging.getLogger("debounce.feed")
 
@@ -38,6 +42,7 @@ class ChangeSignal:
         self.listening = asyncio.Event()
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._following_until = 0.0
 
     def mark(self) -> int:
         """The current generation (note it before reading the feed); starts listening."""
@@ -60,6 +65,19 @@ class ChangeSignal:
         finally:
             self.waiting -= 1
         return self.generation > since
+
+    async def follow(self, db: Db) -> bool:
+        """Keep the writers notifying while this process has waiters (``feed.follow``, at
+        most once per half of :data:`FOLLOW_SECONDS`). ``True`` when the request may have
+        lapsed before: a writer that began before it may commit without notifying, so the
+        first wait should be short."""
+        now = asyncio.get_running_loop().time()
+        if now < self._following_until - FOLLOW_SECONDS / 2:
+            return False
+        lapsed = now >= self._following_until
+        await follow(db, FOLLOW_SECONDS)
+        self._following_until = now + FOLLOW_SECONDS
+        return lapsed
 
     def _bump(self) -> None:
         self.generation += 1
@@ -113,8 +131,10 @@ async def read_waiting(
     workspace_id: int | None = None,
 ) -> FeedPage:
     """:func:`~debounce.feed.read_changes`, waiting up to ``wait`` seconds for a change when
-    there is none yet: woken by ``signal``, and every :data:`PENDING_RECHECK_SECONDS` while
-    changes wait behind an open transaction. Answers the last (empty) page at the deadline.
+    there is none yet: woken by ``signal`` (writers notify while a follower asked them to:
+    :meth:`ChangeSignal.follow`), and every :data:`PENDING_RECHECK_SECONDS` while changes wait
+    behind an open transaction or just after the request to notify. Answers the last (empty)
+    page at the deadline.
 
     Raises:
         ValueError, CursorGone: as :func:`~debounce.feed.read_changes`.
@@ -123,6 +143,7 @@ async def read_waiting(
     deadline = loop.time() + max(wait, 0.0)
     while True:
         since = signal.mark()
+        lapsed = await signal.follow(db) if wait > 0 else False
         page = await read_changes(db, after, limit, source_type=source_type,
                                   workspace_id=workspace_id)
         remaining = deadline - loop.time()
@@ -131,4 +152,4 @@ async def read_waiting(
         after = page.next
         if page.at_head:
             await signal.wait(since, min(remaining, PENDING_RECHECK_SECONDS)
-                              if page.pending else remaining)
+                              if page.pending or lapsed else remaining)

@@ -85,3 +85,9 @@ with clock as (
 )
 select (select count(*) from doomed) as changes, (select got from lock) as ran,
        (select count(*) from frontier) as moved
+
+-- follow --
+-- A follower waits: ask the writers to NOTIFY for the next %(seconds)s seconds (never shortens
+-- what another follower asked for).
+update document_feed
+   set followers_until = greatest(followers_until, now() + make_interval(secs => %(seconds)s::float8))

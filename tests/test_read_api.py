@@ -183,6 +183,7 @@ async def test_a_long_poll_is_woken_by_a_write_and_times_out_with_the_same_next(
     assert timed_out.json() == {"changes": [], "next": head}
     signal = app.state.web.feed_signal()
     await signal.listening.wait()
+    await signal.follow(pool)  # writers notify from now on: the poll's wait is not capped
     polling = asyncio.create_task(client.get("/documents/changes",
                                              params={"after": head, "wait": "60"}))
     while signal.waiting == 0:    # the poll read nothing and waits
