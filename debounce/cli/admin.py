@@ -101,6 +101,8 @@ async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> 
     changes`` prints the change feed (:mod:`.changes`)."""
     if args.action == "changes":
         return await changes.run(args, settings, pool)
+    if args.follow or args.after or args.workspace is not None:
+        return fail("--follow, --after and --workspace go with `debounce documents changes`", 2)
     q = queries("cli")
     if args.id:
         found = await _find_documents(pool, args.id)
