@@ -31,17 +31,23 @@ select sys.id as epoch,
 -- %(below)s (the xmin of a snapshot taken before: every transaction below it has ended), in
 -- feed order, each with `matches`: whether it passes the filters (source %(source_type)s,
 -- workspace %(workspace_id)s; NULL: any). Unmatched rows come back so the caller can move its
--- cursor past them.
-select c.feed_xid::text as feed_xid, c.seq, c.source_type, c.workspace_id, c.document_id,
-       c.source_page_id, c.op, c.updated_at, c.content_sha256,
-       (%(source_type)s::text is null or c.source_type = %(source_type)s::text)
-       and (%(workspace_id)s::bigint is null or c.workspace_id = %(workspace_id)s::bigint)
-           as matches
-  from document_changes c
- where (c.feed_xid, c.seq) > (%(after_xid)s::text::xid8, %(after_seq)s::bigint)
-   and c.feed_xid < %(below)s::text::xid8
- order by c.feed_xid, c.seq
- limit %(limit)s
+-- cursor past them. Every row also carries the retention frontier seen by the same snapshot
+-- (a prune that removed changes after the cursor shows there); one row of NULL changes when
+-- there is none.
+select f.pruned_xid::text as pruned_xid, f.pruned_seq, c.*
+  from document_feed f
+  left join lateral (
+    select c.feed_xid::text as feed_xid, c.seq, c.source_type, c.workspace_id, c.document_id,
+           c.source_page_id, c.op, c.updated_at, c.content_sha256,
+           (%(source_type)s::text is null or c.source_type = %(source_type)s::text)
+           and (%(workspace_id)s::bigint is null or c.workspace_id = %(workspace_id)s::bigint)
+               as matches
+      from document_changes c
+     where (c.feed_xid, c.seq) > (%(after_xid)s::text::xid8, %(after_seq)s::bigint)
+       and c.feed_xid < %(below)s::text::xid8
+     order by c.feed_xid, c.seq
+     limit %(limit)s
+  ) c on true
 
 -- pending --
 -- Changes committed but not servable yet (an older transaction is still open): how many (at
