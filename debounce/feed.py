@@ -222,11 +222,11 @@ async def read_changes(
         rows = await fetch_all(db, _Q["changes"], {
             "after_xid": str(position[0]), "after_seq": position[1], "below": str(state.xmin),
             "limit": scan, "source_type": source_type, "workspace_id": workspace_id})
-        if position < (int(rows[0]["pruned_xid"]), int(rows[0]["pruned_seq"])) and (
-                after is not None or changes):
-            # Pruned past the cursor while this read went on (with no cursor and nothing
-            # served yet, the read simply starts at the new oldest change).
-            raise CursorGone("pruned", state.head)
+        frontier = (int(rows[0]["pruned_xid"]), int(rows[0]["pruned_seq"]))
+        if position < frontier:
+            if after is not None or changes:  # pruned past the cursor while this read went on
+                raise CursorGone("pruned", state.head)
+            position = frontier  # no cursor: start at the new oldest change
         rows = [r for r in rows if r["feed_xid"] is not None]
         for row in rows:
             position = (int(row["feed_xid"]), int(row["seq"]))
