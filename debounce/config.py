@@ -86,6 +86,11 @@ class Settings:
     budgets: Mapping[str, ApiBudget] = field(default_factory=dict)
 
     admin_token: str | None = None
+    #: Bearer token of the read API (``/documents``, the change feed); the admin token reads
+    #: too. ``None`` (and no admin token): the read API answers 503.
+    read_token: str | None = field(default=None, repr=False)
+    #: How long the change feed keeps a change before the prune deletes it, in seconds.
+    change_retention_seconds: float = 7 * 86400.0
     #: Mark the dashboard's session cookie ``Secure`` on every answer, not only over HTTPS
     #: (for a TLS proxy that does not forward the scheme; see docs/dashboard.md).
     dashboard_secure_cookie: bool = False
@@ -238,6 +243,9 @@ class Settings:
             budgets=budgets,
             source_values=source_values,
             admin_token=_str(env, "DEBOUNCE_ADMIN_TOKEN"),
+            read_token=_str(env, "DEBOUNCE_READ_TOKEN"),
+            change_retention_seconds=_float(env, "DEBOUNCE_CHANGE_RETENTION_SECONDS",
+                                            d.change_retention_seconds),
             dashboard_secure_cookie=_bool(env, "DEBOUNCE_DASHBOARD_SECURE_COOKIE",
                                           d.dashboard_secure_cookie),
             worker_concurrency=_int(env, "DEBOUNCE_WORKER_CONCURRENCY", d.worker_concurrency),

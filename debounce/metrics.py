@@ -25,7 +25,10 @@ class WebMetrics:
       (a source saying it dropped events, for instance);
     - ``debounce_enqueue_seconds``: time to debounce one delivery's events (seconds);
     - ``debounce_jobs{source, state}`` and ``debounce_oldest_due_age_seconds``: queue depth
-      and lag, read from the database at scrape time.
+      and lag, read from the database at scrape time;
+    - ``debounce_feed_lag_seconds``: how far the change feed's servable head lags the newest
+      written change (the age of the oldest change committed but held back by an older open
+      transaction; 0 when none), read at scrape time.
     """
 
     def __init__(self) -> None:
@@ -57,6 +60,12 @@ class WebMetrics:
         self.oldest_due_age = Gauge(
             "debounce_oldest_due_age_seconds",
             "Seconds the oldest due pending job has waited past its due time.",
+            registry=self.registry,
+        )
+        self.feed_lag = Gauge(
+            "debounce_feed_lag_seconds",
+            "Seconds the change feed's servable head lags the newest written change "
+            "(held back by open transactions).",
             registry=self.registry,
         )
 

@@ -14,10 +14,11 @@ from typing import Any
 import httpx
 import one_job
 import pytest
+from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
 import integrations
-from debounce import queue
+from debounce import feed, queue
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
 from debounce.documents import DocumentStore
@@ -230,3 +231,37 @@ async def test_rate_limited_notion_sync_goes_back_to_queue(stack: Stack) -> None
         await asyncio.sleep(0.05)
     assert job.attempts == 0 and "retry after 30" in job.last_error
     assert job.retry_at is not None
+
+
+async def _changes_after(pool: AsyncConnectionPool[Any], after: feed.Cursor | None) -> tuple[
+        list[feed.Change], feed.Cursor | None]:
+    await servable(pool)
+    changes: list[feed.Change] = []
+    while True:
+        page = await feed.read_changes(pool, after, 100)
+        changes += page.changes
+        after = page.next
+        if page.at_head and not page.changes:
+            return changes, after
+
+
+async def test_a_sync_appends_one_change_per_document_it_writes(stack: Stack) -> None:
+    root = stack.slack.post(CHANNEL, "Hello world", user="U1")
+    lone = stack.slack.post(CHANNEL, "Another topic", user="U1")
+    await send(stack.client, "slack", example("slack", "message.json"))
+    await settled(stack.pool)
+    first, after = await _changes_after(stack.pool, None)
+    assert sorted((c.document_id, c.op) for c in first) == sorted(
+        [(f"{CHANNEL}/{root}", "upsert"), (f"{CHANNEL}/{lone}", "upsert")])
+    stack.slack.edit(CHANNEL, lone, "Another topic (edited)")
+    await send(stack.client, "slack", example("slack", "message_changed.json"))
+    await settled(stack.pool)
+    edited, after = await _changes_after(stack.pool, after)
+    row = await stack.store.get("slack", f"{CHANNEL}/{lone}")
+    assert row is not None
+    assert [(c.document_id, c.op, c.content_sha256) for c in edited] == [
+        (f"{CHANNEL}/{lone}", "upsert", row["content_sha256"])]
+    # A re-sync that finds nothing new rewrites nothing a consumer sees: no change.
+    await queue.resync(stack.pool, "slack", CHANNEL, max_attempts=3)
+    await settled(stack.pool)
+    assert (await _changes_after(stack.pool, after))[0] == []

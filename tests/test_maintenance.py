@@ -55,7 +55,7 @@ async def test_scheduled_prune_runs_on_one_worker_at_a_time_in_short_batches(
         assert await prune_once(pool, 7 * 86400, 3 * 86400, batch=10, now=later) is None
         await other.rollback()
     done = await prune_once(pool, 7 * 86400, 3 * 86400, batch=10, now=later)
-    assert done == {"jobs": 25, "events": 25}
+    assert done == {"jobs": 25, "events": 25, "changes": 0}
     assert await queue.stats(pool) == {"by_source": {}, "totals": {
         "pending": 0, "processing": 0, "completed": 0, "failed": 0}, "oldest_due_age_seconds": 0.0}
 
@@ -63,7 +63,7 @@ async def test_scheduled_prune_runs_on_one_worker_at_a_time_in_short_batches(
 async def test_recent_jobs_are_kept(pool: AsyncConnectionPool[Any]) -> None:
     await finished_jobs(pool, 3)
     assert await prune_once(pool, 7 * 86400, 3 * 86400, now=T0 + timedelta(days=1)) == {
-        "jobs": 0, "events": 0}
+        "jobs": 0, "events": 0, "changes": 0}
 
 
 async def test_api_requests_are_counted_at_the_source_client(

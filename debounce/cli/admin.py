@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import integrations
-from debounce import audiences, queue
-from debounce.cli import backfill, workspace_cmds
+from debounce import audiences, feed, queue
+from debounce.cli import backfill, changes, workspace_cmds
 from debounce.cli.errors import fail
 from debounce.config import Settings
 from debounce.db import fetch_all, fetch_one
@@ -84,9 +84,12 @@ async def retry(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
 
 
 async def prune(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
-    """Delete finished jobs and remembered event ids past retention."""
-    _print(await queue.prune(pool, args.older_than or settings.job_retention_seconds,
-                             event_older_than=settings.event_retention_seconds))
+    """Delete finished jobs, remembered event ids and feed changes past retention."""
+    done = await queue.prune(pool, args.older_than or settings.job_retention_seconds,
+                             event_older_than=settings.event_retention_seconds)
+    assert done is not None
+    done["changes"] = await feed.prune_changes(pool, settings.change_retention_seconds) or 0
+    _print(done)
     return 0
 
 
@@ -102,7 +105,12 @@ async def handshake_token(args: argparse.Namespace, settings: Settings, pool: An
 
 async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """List documents (with the numeric id the dashboard shows), or print one as Markdown:
-    ``--id`` takes the page id (any spelling of its source) or the numeric id."""
+    ``--id`` takes the page id (any spelling of its source) or the numeric id. ``documents
+    changes`` prints the change feed (:mod:`.changes`)."""
+    if args.action == "changes":
+        return await changes.run(args, settings, pool)
+    if args.follow or args.after or args.workspace is not None:
+        return fail("--follow, --after and --workspace go with `debounce documents changes`", 2)
     q = queries("cli")
     if args.id:
         found = await _find_documents(pool, args.id)

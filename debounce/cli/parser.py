@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     command("stats", "job counts by source and state, queue lag (JSON)")
     sp = command("retry", "retry a failed job now (attempts reset)")
     sp.add_argument("job_id", type=int, help="the job's id (debounce jobs --status failed)")
-    sp = command("prune", "delete finished jobs and remembered event ids past retention")
+    sp = command("prune", "delete finished jobs, remembered event ids and feed changes past "
+                          "retention")
     sp.add_argument("--older-than", type=float, help="seconds (default 7 days)")
     sp = command("send", "sign captured webhook bodies with the configured secret and post "
                          "them to a running service")
@@ -84,8 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(handshake_source=source)
     workspace_cmds.add_parser(sub)
     backfill.add_parser(sub)
-    sp = command("documents", "list synced documents, or print one as Markdown")
+    sp = command("documents", "list synced documents, or print one as Markdown; "
+                              "`documents changes` prints the change feed")
+    sp.add_argument("action", nargs="?", choices=["changes"],
+                    help="changes: the change feed, one line per change, then the cursor to "
+                         "resume from (docs/consumers.md)")
     sp.add_argument("--source", help=f"only this source ({listed})")
     sp.add_argument("--id", help="document id: print its Markdown")
     sp.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    sp.add_argument("--after", metavar="CURSOR", help="changes: after this cursor (default: "
+                    "from the oldest retained change)")
+    sp.add_argument("--workspace", type=int, metavar="ID", help="changes: only this workspace")
+    sp.add_argument("--follow", action="store_true",
+                    help="changes: keep waiting for new changes until Ctrl-C")
     return p

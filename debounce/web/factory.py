@@ -1,7 +1,8 @@
 """The app factory and its lifespan: routes wired to the endpoint modules, one error mapping.
 
 Routes (docs/design.md, "HTTP surface"): ``POST /webhooks/{source}`` (:mod:`.webhooks`); the
-admin API (:mod:`.admin_api`); ``GET /healthz``, ``/readyz``, ``/metrics`` (:mod:`.health`);
+admin API (:mod:`.admin_api`); the read API, ``/documents`` and the change feed
+(:mod:`.read_api`); ``GET /healthz``, ``/readyz``, ``/metrics`` (:mod:`.health`);
 the dashboard under ``/admin/`` (:mod:`.dashboard`).
 """
 
@@ -22,7 +23,7 @@ from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.contract import WebhookParser
 from debounce.db import open_pool
-from debounce.web import admin_api, dashboard, health, oauth, webhooks, workspace_api
+from debounce.web import admin_api, dashboard, health, oauth, read_api, webhooks, workspace_api
 from debounce.web.errors import ErrorBoundary, http_error, server_error
 from debounce.web.state import WebState
 from debounce.workspaces import Directory, env_tokens
@@ -45,6 +46,9 @@ ROUTES = [
         Route(f"/{source}/install", oauth.install, methods=["GET"]),
         Route(f"/{source}/oauth_redirect", oauth.oauth_redirect, methods=["GET"]),
     )],
+    Route("/documents", read_api.list_documents, methods=["GET"]),
+    Route("/documents/changes", read_api.changes, methods=["GET"]),
+    Route("/documents/{source}/{document_id:path}", read_api.get_document, methods=["GET"]),
     Route("/healthz", health.healthz, methods=["GET"]),
     Route("/readyz", health.readyz, methods=["GET"]),
     Route("/metrics", health.metrics, methods=["GET"]),
@@ -95,6 +99,9 @@ def create_app(
         finally:
             await state.batcher.stop()
             state.batcher = None
+            if state.signal is not None:
+                await state.signal.close()
+                state.signal = None
             if own:
                 await state.db.close()
                 state.pool = None

@@ -11,7 +11,7 @@ from psycopg_pool import PoolTimeout
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce import queue
+from debounce import feed, queue
 from debounce.migrate import schema_status
 from debounce.sql import queries
 from debounce.types import JobStatus
@@ -50,8 +50,8 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    """``GET /metrics``: Prometheus text format; the queue-depth gauges are read from the
-    database at scrape time (left as they were if it is unreachable)."""
+    """``GET /metrics``: Prometheus text format; the queue-depth gauges and the feed's lag are
+    read from the database at scrape time (left as they were if it is unreachable)."""
     state = web_state(request)
     try:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
@@ -61,6 +61,8 @@ async def metrics(request: Request) -> Response:
             for status in JobStatus:
                 state.metrics.jobs.labels(source, status.value).set(counts[status.value])
         state.metrics.oldest_due_age.set(current["oldest_due_age_seconds"])
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            state.metrics.feed_lag.set(await feed.lag(state.db))
     except _UNREACHABLE as exc:
-        log.warning("metrics: queue depth unavailable (%s)", exc.__class__.__name__)
+        log.warning("metrics: queue depth or feed lag unavailable (%s)", exc.__class__.__name__)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

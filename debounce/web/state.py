@@ -11,6 +11,7 @@ from starlette.requests import Request
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.contract import WebhookParser
+from debounce.feed_listen import ChangeSignal
 from debounce.metrics import WebMetrics
 from debounce.workspaces import Directory
 
@@ -21,7 +22,8 @@ __all__ = ["WebState", "web_state"]
 class WebState:
     """The web process's services: ``settings``; ``sources`` (the sources' webhook parsers
     by source type: the web builds no syncer); ``metrics``; and, while the lifespan runs, the
-    database ``pool``, the enqueue ``batcher`` and the workspace ``directory``."""
+    database ``pool``, the enqueue ``batcher``, the workspace ``directory`` and the change feed's
+    ``signal``."""
 
     settings: Settings
     sources: dict[str, WebhookParser]
@@ -29,6 +31,8 @@ class WebState:
     pool: AsyncConnectionPool[Any] | None = None
     batcher: EnqueueBatcher | None = None
     directory: Directory | None = None
+    #: The one LISTEN connection of the change feed's long-polls (made on first use).
+    signal: ChangeSignal | None = None
 
     @property
     def db(self) -> AsyncConnectionPool[Any]:
@@ -40,6 +44,19 @@ class WebState:
         if self.pool is None:
             raise RuntimeError("the app's lifespan has not started")
         return self.pool
+
+    def feed_signal(self) -> ChangeSignal:
+        """The process's :class:`~debounce.feed_listen.ChangeSignal` on the pool's database
+        (made on first use, closed by the lifespan).
+
+        Raises:
+            RuntimeError: the app's lifespan has not started.
+        """
+        if self.signal is None:
+            conninfo = self.db.conninfo
+            assert isinstance(conninfo, str)
+            self.signal = ChangeSignal(conninfo)
+        return self.signal
 
 
 def web_state(request: Request) -> WebState:

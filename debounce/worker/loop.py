@@ -162,8 +162,8 @@ class Worker:
         if self.settings.prune_interval_seconds > 0:
             helpers.append(asyncio.create_task(maintenance.pruner(
                 self.pool, self.settings.prune_interval_seconds,
-                self.settings.job_retention_seconds, self.settings.event_retention_seconds),
-                name="pruner"))
+                self.settings.job_retention_seconds, self.settings.event_retention_seconds,
+                self.settings.change_retention_seconds), name="pruner"))
         return helpers
 
     async def _schema_ready(self) -> bool:

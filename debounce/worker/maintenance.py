@@ -1,5 +1,6 @@
-"""The worker's maintenance loops: keeping the leases of running syncs, and returning the jobs
-of dead workers whose leases expired."""
+"""The worker's maintenance loops: keeping the leases of running syncs, returning the jobs
+of dead workers whose leases expired, and pruning what is past retention (finished jobs, event
+ids, the change feed's changes)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import queue
+from debounce import feed, queue
 from debounce.metrics import WORKER
 from debounce.types import SyncJob
 from debounce.worker.errors import log_db_error
@@ -79,28 +80,44 @@ async def reaper(pool: AsyncConnectionPool[Any], lease_seconds: float, wake: Cal
 
 async def prune_once(
     pool: AsyncConnectionPool[Any], job_retention: float, event_retention: float, *,
-    batch: int = PRUNE_BATCH, now: datetime | None = None,
+    change_retention: float | None = None, batch: int = PRUNE_BATCH, now: datetime | None = None,
 ) -> dict[str, int] | None:
-    """Prune finished jobs older than ``job_retention`` seconds and event ids older than
-    ``event_retention`` seconds, in statements of at most ``batch`` rows each, unless another
-    worker is pruning (then ``None``). Returns the counts deleted.
+    """Prune finished jobs older than ``job_retention`` seconds, event ids older than
+    ``event_retention`` seconds and, unless ``change_retention`` is ``None``, the change
+    feed's changes older than ``change_retention`` seconds (``feed.prune_changes``: cursors
+    below them then answer 410), in statements of at most ``batch`` rows each, unless another
+    worker is pruning (then ``None``). Returns the counts deleted (``jobs``, ``events``,
+    ``changes``).
 
     Raises:
         psycopg.Error, psycopg_pool.PoolTimeout: the database is unavailable.
     """
-    total = {"jobs": 0, "events": 0}
+    total = {"jobs": 0, "events": 0, "changes": 0}
+    ran = False
     while True:
         done = await queue.prune(pool, job_retention, event_older_than=event_retention,
                                  limit=batch, exclusive=True, now=now)
         if done is None:
-            return None if total == {"jobs": 0, "events": 0} else total
-        total = {k: total[k] + done[k] for k in total}
+            break
+        ran = True
+        total = {"jobs": total["jobs"] + done["jobs"], "events": total["events"] + done["events"],
+                 "changes": total["changes"]}
         if done["jobs"] < batch and done["events"] < batch:
-            return total
+            break
+    while change_retention is not None and ran:
+        changes = await feed.prune_changes(pool, change_retention, limit=batch, exclusive=True,
+                                           now=now)
+        if changes is None:
+            break
+        total["changes"] += changes
+        if changes < batch:
+            break
+    return total if ran else None
 
 
 async def pruner(
-    pool: AsyncConnectionPool[Any], interval: float, job_retention: float, event_retention: float
+    pool: AsyncConnectionPool[Any], interval: float, job_retention: float, event_retention: float,
+    change_retention: float | None = None,
 ) -> None:
     """Run forever: :func:`prune_once` every ``interval`` seconds (the first soon after
     start, so a deployment that restarts often still prunes); the worker that pruned then
@@ -108,10 +125,11 @@ async def pruner(
     await asyncio.sleep(min(interval, 30.0))
     while True:
         try:
-            done = await prune_once(pool, job_retention, event_retention)
-            if done and (done["jobs"] or done["events"]):
-                log.info("pruned %d finished jobs and %d event ids past retention",
-                         done["jobs"], done["events"])
+            done = await prune_once(pool, job_retention, event_retention,
+                                    change_retention=change_retention)
+            if done and any(done.values()):
+                log.info("pruned %d finished jobs, %d event ids and %d feed changes past "
+                         "retention", done["jobs"], done["events"], done["changes"])
             if done is not None:
                 repaired = await queue.refresh_ready(pool)
                 if repaired:

@@ -1,0 +1,77 @@
+"""``debounce documents changes``: the change feed read straight from the database, one line
+per change; ``--follow`` waits for more (LISTEN/NOTIFY) until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from typing import Any
+
+from debounce import feed
+from debounce.cli.errors import CliError
+from debounce.config import Settings
+from debounce.feed_listen import ChangeSignal, read_waiting
+
+__all__ = ["FOLLOW_WAIT_SECONDS", "change_line", "run"]
+
+#: Seconds one wait of ``--follow`` lasts before it reads again (a backstop: notifications
+#: wake it sooner).
+FOLLOW_WAIT_SECONDS = 30.0
+
+
+def change_line(change: feed.Change) -> str:
+    """One change as a line: op, source, document id, workspace, time (UTC), content hash and
+    the cursor to resume after it."""
+    workspace = change.workspace_id if change.workspace_id is not None else "-"
+    return (f"{change.op:6} {change.source:7} {change.document_id}  workspace={workspace}  "
+            f"{change.updated_at.isoformat()}  sha256={change.content_sha256[:16]}  "
+            f"cursor={change.cursor.encode()}")
+
+
+def _resume(cursor: feed.Cursor) -> str:
+    return f"next: debounce documents changes --after {cursor.encode()}"
+
+
+async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
+    """Print the changes after ``--after`` (default: the oldest retained), at most
+    ``--limit`` per read, filtered by ``--source``/``--workspace``; then the line to resume
+    from. With ``--follow``, keep reading until Ctrl-C.
+
+    Raises:
+        CliError: a malformed cursor, a bad limit, or a cursor the feed cannot follow
+            (another database, pruned: the message says what to do).
+    """
+    try:
+        after = feed.Cursor.decode(args.after) if args.after else None
+    except feed.CursorError as exc:
+        raise CliError(f"error: {exc} (pass a cursor this command printed)", 2) from None
+    if not 1 <= args.limit <= feed.MAX_LIMIT:
+        raise CliError(f"error: --limit must be between 1 and {feed.MAX_LIMIT}", 2)
+    filters = {"source_type": args.source, "workspace_id": args.workspace}
+    try:
+        if not args.follow:
+            page = await feed.read_changes(pool, after, args.limit, **filters)
+            for change in page.changes:
+                print(change_line(change))
+            print(_resume(page.next))
+            return 0
+        assert settings.database_url
+        signal = ChangeSignal(settings.database_url)
+        position = after
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                while True:
+                    page = await read_waiting(pool, signal, position, args.limit,
+                                              FOLLOW_WAIT_SECONDS, **filters)
+                    for change in page.changes:
+                        print(change_line(change), flush=True)
+                    position = page.next
+        finally:
+            await signal.close()
+            if position is not None:
+                print(_resume(position), file=sys.stderr)
+        return 130
+    except feed.CursorGone as gone:
+        raise CliError(f"error: {gone.explain()}; the head is {gone.head.encode()}") from None

@@ -1,0 +1,196 @@
+"""The read API for consumers: the change feed and the documents (docs/consumers.md).
+
+``GET /documents/changes``, ``GET /documents`` and ``GET /documents/{source}/{document_id}``
+start with :func:`require_reader`: ``Authorization: Bearer`` with ``DEBOUNCE_READ_TOKEN`` (or the
+admin token, which may read too); 401 without it, 503 while neither token is configured. The
+read token opens nothing else (the admin routes check the admin token only). Errors are
+:class:`~debounce.web.errors.ApiError` (``{"error", "detail"}``), except the feed's 410, which
+also carries the cursor to follow from.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+from datetime import datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from debounce import feed
+from debounce.db import fetch_all, fetch_one
+from debounce.feed_listen import read_waiting
+from debounce.sql import queries
+from debounce.web.admin_api import int_param
+from debounce.web.errors import ApiError
+from debounce.web.state import WebState, web_state
+
+__all__ = ["DEFAULT_LIMIT", "MAX_DOCUMENTS", "MAX_WAIT_SECONDS", "changes", "document_json",
+           "get_document", "list_documents", "require_reader"]
+
+_Q = queries("reads")
+
+#: Longest long-poll of ``GET /documents/changes`` (``wait``), seconds.
+MAX_WAIT_SECONDS = 60.0
+#: Default ``limit`` of the feed and of the listing.
+DEFAULT_LIMIT = 100
+#: Largest ``limit`` of the listing (each document carries its content).
+MAX_DOCUMENTS = 500
+
+
+def _bearer(request: Request) -> bytes | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip().encode("utf-8", "replace") if scheme.lower() == "bearer" else None
+
+
+def require_reader(request: Request) -> WebState:
+    """The app's state, if ``request`` carries the read token or the admin token.
+
+    Raises:
+        ApiError: 503 ``reads_disabled`` when neither ``DEBOUNCE_READ_TOKEN`` nor
+            ``DEBOUNCE_ADMIN_TOKEN`` is set; 401 ``unauthorized`` when the bearer token is
+            missing or is neither.
+    """
+    state = web_state(request)
+    tokens = [t for t in (state.settings.read_token, state.settings.admin_token) if t]
+    if not tokens:
+        raise ApiError(503, "reads_disabled", "document reads are disabled: set "
+                       "DEBOUNCE_READ_TOKEN and send 'Authorization: Bearer <token>'")
+    given = _bearer(request)
+    # Compare with every token, so the time taken does not say which one nearly matched.
+    matched = [given is not None and hmac.compare_digest(given, t.encode()) for t in tokens]
+    if not any(matched):
+        raise ApiError(401, "unauthorized", "missing or wrong read token "
+                       "(Authorization: Bearer $DEBOUNCE_READ_TOKEN)",
+                       headers={"WWW-Authenticate": "Bearer"})
+    return state
+
+
+def _source(state: WebState, raw: str | None) -> str | None:
+    if not raw:
+        return None
+    if raw not in state.sources:
+        raise ApiError(400, "bad_request", f"source must be one of "
+                       f"{', '.join(sorted(state.sources))}, got {raw[:80]!r}")
+    return raw
+
+
+def _limit(raw: str | None, maximum: int) -> int:
+    limit = int_param(raw, "limit", DEFAULT_LIMIT)
+    assert limit is not None
+    if not 1 <= limit <= maximum:
+        raise ApiError(400, "bad_request", f"limit must be between 1 and {maximum}")
+    return limit
+
+
+def _wait(raw: str | None) -> float:
+    if raw is None or raw == "":
+        return 0.0
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = math.nan
+    if not 0 <= wait <= MAX_WAIT_SECONDS:  # NaN fails too
+        raise ApiError(400, "bad_request",
+                       f"wait must be seconds between 0 and {MAX_WAIT_SECONDS:g}")
+    return wait
+
+
+def _cursor(raw: str | None) -> feed.Cursor | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        return feed.Cursor.decode(raw)
+    except feed.CursorError as exc:
+        raise ApiError(400, "bad_request", f"{exc}: pass a cursor this feed returned, or no "
+                       "'after' to start from the oldest retained change") from None
+
+
+async def changes(request: Request) -> Response:
+    """``GET /documents/changes?after=&limit=&wait=&source=&workspace_id=``: changes in feed
+    order, ``{"changes": [...], "next": cursor}``; with ``wait`` (seconds, at most
+    :data:`MAX_WAIT_SECONDS`) it long-polls until a change comes. 410 ``cursor_gone`` with
+    ``cursor`` (the head) when ``after`` cannot be followed."""
+    state = require_reader(request)
+    params = request.query_params
+    after = _cursor(params.get("after"))
+    limit = _limit(params.get("limit"), feed.MAX_LIMIT)
+    wait = _wait(params.get("wait"))
+    source_type = _source(state, params.get("source"))
+    workspace_id = int_param(params.get("workspace_id"), "workspace_id")
+    try:
+        page = await read_waiting(state.db, state.feed_signal(), after, limit, wait,
+                                  source_type=source_type, workspace_id=workspace_id)
+    except feed.CursorGone as gone:
+        return JSONResponse({"error": "cursor_gone", "detail": gone.explain(),
+                             "reason": gone.reason, "cursor": gone.head.encode()},
+                            status_code=410)
+    return JSONResponse({"changes": [c.to_json() for c in page.changes],
+                         "next": page.next.encode()})
+
+
+def document_json(row: Any) -> dict[str, Any]:
+    """A ``documents`` row as the read API's JSON object (``updated_at``/``deleted_at`` ISO
+    8601 UTC, ``deleted_at`` null unless the document is a tombstone)."""
+    return {
+        "source": row["source_type"],
+        "document_id": row["document_id"],
+        "source_page_id": row["source_page_id"],
+        "workspace_id": row["workspace_id"],
+        "title": row["title"],
+        "url": row["url"],
+        "content": row["content"],
+        "content_sha256": row["content_sha256"],
+        "metadata": row["metadata"],
+        "updated_at": row["updated_at"].isoformat(),
+        "deleted_at": row["deleted_at"].isoformat() if row["deleted_at"] else None,
+    }
+
+
+def _listing_filters(state: WebState, request: Request) -> dict[str, Any]:
+    """The listing's filters as the query's parameters (``None``: any)."""
+    params = request.query_params
+    raw_after = params.get("updated_after")
+    updated_after = None
+    if raw_after:
+        try:
+            updated_after = datetime.fromisoformat(raw_after)
+        except ValueError:
+            updated_after = None
+        if updated_after is None or updated_after.tzinfo is None:
+            raise ApiError(400, "bad_request", "updated_after must be an ISO 8601 time with "
+                           "its offset, e.g. 2026-11-24T12:00:00+00:00")
+    return {"source_type": _source(state, params.get("source")),
+            "workspace_id": int_param(params.get("workspace_id"), "workspace_id"),
+            "updated_after": updated_after}
+
+
+async def list_documents(request: Request) -> Response:
+    """``GET /documents?source=&workspace_id=&updated_after=&cursor=&limit=``: documents in
+    id order with their content, deleted ones included (``deleted_at`` set), ``{"documents":
+    [...], "next_cursor": text or null}`` (null: no more)."""
+    state = require_reader(request)
+    filters = _listing_filters(state, request)
+    limit = _limit(request.query_params.get("limit"), MAX_DOCUMENTS)
+    after_id = int_param(request.query_params.get("cursor"), "cursor", 0)
+    rows = await fetch_all(state.db, _Q["list_documents"],
+                           {**filters, "after_id": after_id, "limit": limit})
+    next_cursor = str(rows[-1]["id"]) if len(rows) == limit else None
+    return JSONResponse({"documents": [document_json(r) for r in rows],
+                         "next_cursor": next_cursor})
+
+
+async def get_document(request: Request) -> Response:
+    """``GET /documents/{source}/{document_id}``: one document (the id may contain ``/``, raw
+    or as ``%2F``); 404 when there is none."""
+    state = require_reader(request)
+    source = request.path_params["source"]
+    if source not in state.sources:
+        raise ApiError(404, "unknown_source", f"no integration named {source[:80]!r}")
+    document_id = request.path_params["document_id"]
+    row = await fetch_one(state.db, _Q["document"],
+                          {"source_type": source, "document_id": document_id})
+    if row is None:
+        raise ApiError(404, "not_found", f"no {source} document {document_id[:200]!r}")
+    return JSONResponse({"document": document_json(row)})

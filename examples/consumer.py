@@ -1,0 +1,68 @@
+"""A consumer of debounce: keeps a local SQLite index of the documents current by following
+the change feed (docs/consumers.md). Run: python examples/consumer.py URL TOKEN index.db"""
+
+import sqlite3
+import sys
+
+import httpx
+
+
+def open_index(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path)
+    db.execute("create table if not exists docs (source text, document_id text, sha text, "
+               "title text, content text, primary key (source, document_id))")
+    db.execute("create table if not exists feed (one integer primary key, cursor text)")
+    return db
+
+
+def save(db: sqlite3.Connection, doc: dict) -> None:
+    if doc["deleted_at"] is not None:  # a tombstone
+        db.execute("delete from docs where source = ? and document_id = ?",
+                   (doc["source"], doc["document_id"]))
+    else:
+        db.execute("insert or replace into docs values (?, ?, ?, ?, ?)", (doc["source"],
+                   doc["document_id"], doc["content_sha256"], doc["title"], doc["content"]))
+
+
+def reread(api: httpx.Client, db: sqlite3.Connection, cursor: str | None) -> None:
+    """Read every document, then follow from ``cursor`` (taken before reading)."""
+    db.execute("delete from docs")
+    page = {"next_cursor": ""}
+    while page["next_cursor"] is not None:
+        page = api.get("/documents", params={"cursor": page["next_cursor"]}).raise_for_status().json()
+        for doc in page["documents"]:
+            save(db, doc)
+    db.execute("insert or replace into feed values (1, ?)", (cursor,))
+    db.commit()
+
+
+def step(api: httpx.Client, db: sqlite3.Connection, wait: float = 30) -> int:
+    """One read of the feed (long-polled up to ``wait`` seconds); returns the changes applied."""
+    row = db.execute("select cursor from feed").fetchone()
+    if row is None:
+        reread(api, db, None)  # None: follow from the oldest retained change
+        row = (None,)
+    params = {"wait": wait} if row[0] is None else {"wait": wait, "after": row[0]}
+    answer = api.get("/documents/changes", params=params)
+    if answer.status_code == 410:  # cursor too old or of another database
+        reread(api, db, answer.json()["cursor"])
+        return 0
+    body = answer.raise_for_status().json()
+    for change in body["changes"]:  # fetch each document's latest state (idempotent)
+        doc = api.get(f"/documents/{change['source']}/{change['document_id']}")
+        if doc.status_code == 404:  # the row itself was deleted
+            save(db, {**change, "deleted_at": change["updated_at"]})
+        else:
+            save(db, doc.raise_for_status().json()["document"])
+    db.execute("update feed set cursor = ?", (body["next"],))
+    db.commit()  # the documents and the cursor together
+    return len(body["changes"])
+
+
+if __name__ == "__main__":
+    url, token, path = sys.argv[1:4]
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"},
+                      timeout=60) as api:
+        index = open_index(path)
+        while True:
+            step(api, index)

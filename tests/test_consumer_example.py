@@ -1,0 +1,87 @@
+"""docs/consumers.md's consumer (examples/consumer.py, shown verbatim in the doc) against a
+running service: its SQLite index ends equal to the documents, through edits, deletions and a
+410."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+from feed_wait import servable
+from psycopg_pool import AsyncConnectionPool
+
+from debounce import feed
+from debounce.config import Settings
+from debounce.documents import Document, DocumentStore
+from debounce.web import create_app
+from standins.server import BackgroundServer
+
+ROOT = Path(__file__).resolve().parent.parent
+READ = "consumer-read-token"
+
+
+def consumer() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("consumer", ROOT / "examples" / "consumer.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_doc_shows_the_example_as_it_is() -> None:
+    code = (ROOT / "examples" / "consumer.py").read_text()
+    assert f"```python\n{code}```" in (ROOT / "docs" / "consumers.md").read_text()
+
+
+def doc(document_id: str, content: str, source: str = "notion", title: str = "T") -> Document:
+    return Document(source_type=source, document_id=document_id,
+                    source_page_id=document_id.split("/")[0], title=title, url=None,
+                    content=content)
+
+
+async def _server_docs(pool: AsyncConnectionPool[Any]) -> set[tuple[str, str, str, str]]:
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "select source_type, document_id, title, content from documents "
+            "where deleted_at is null")).fetchall()
+    return {tuple(r) for r in rows}
+
+
+def _until_quiet(module: ModuleType, api: httpx.Client, index: Any) -> None:
+    while module.step(api, index, wait=0):
+        pass
+
+
+async def test_the_consumer_keeps_its_index_equal_to_the_documents(
+    pool: AsyncConnectionPool[Any], database_url: str, tmp_path: Path
+) -> None:
+    module = consumer()
+    store = DocumentStore(pool)
+    await store.upsert(doc("page-a", "alpha"))
+    await store.upsert(doc("C1/1.0", "thread", source="slack"))
+    app = create_app(Settings(database_url=database_url, read_token=READ))
+    index = module.open_index(str(tmp_path / "index.db"))
+    with BackgroundServer(app, lifespan="on") as server, httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {READ}"}, timeout=70) as api:
+
+        async def check() -> None:
+            await servable(pool)
+            _until_quiet(module, api, index)  # blocking: the service runs in its own thread
+            local = set(index.execute("select source, document_id, title, content from docs"))
+            assert local == await _server_docs(pool)
+
+        await check()
+        await store.upsert(doc("page-a", "alpha 2", title="Renamed"))
+        await store.upsert(doc("page-b", "beta"))
+        await store.mark_deleted("slack", ["C1/1.0"])
+        await check()
+        assert {r[0] for r in index.execute("select document_id from docs")} == {
+            "page-a", "page-b"}
+        # A cursor the feed cannot follow: the consumer re-reads and goes on.
+        index.execute("update feed set cursor = ?", (feed.Cursor("1", 1, 1).encode(),))
+        index.commit()
+        await store.upsert(doc("page-c", "gamma"))
+        await check()

@@ -1,0 +1,93 @@
+"""``debounce documents changes`` in a subprocess: lines, resuming, filters, errors as one
+line, ``--follow`` until Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from feed_wait import servable
+from psycopg_pool import AsyncConnectionPool
+from test_cli_errors import DEBOUNCE, ROOT, clean_env, one_line, run
+
+from debounce import feed
+from debounce.documents import Document, DocumentStore
+
+THREAD = "C0123ABCD/1732450000.000100"
+
+
+def doc(document_id: str, content: str, source: str = "notion") -> Document:
+    return Document(source_type=source, document_id=document_id,
+                    source_page_id=document_id.split("/")[0], title="T", url=None,
+                    content=content)
+
+
+async def test_changes_print_one_line_each_and_the_cursor_to_resume_from(
+    pool: AsyncConnectionPool[Any], database_url: str, tmp_path: Path
+) -> None:
+    store = DocumentStore(pool)
+    await store.upsert(doc("page-a", "a"))
+    await store.upsert(doc(THREAD, "t", source="slack"))
+    await store.mark_deleted("notion", ["page-a"])
+    await servable(pool)
+    env = clean_env(tmp_path, DATABASE_URL=database_url)
+    done = await asyncio.to_thread(run, ["documents", "changes"], env, ROOT)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[:3] for line in lines[:3]] == [
+        ["upsert", "notion", "page-a"], ["upsert", "slack", THREAD], ["delete", "notion", "page-a"]]
+    assert lines[3].startswith("next: debounce documents changes --after ")
+    cursor = lines[3].split()[-1]
+    await store.upsert(doc("page-b", "b"))
+    await servable(pool)
+    resumed = await asyncio.to_thread(run, ["documents", "changes", "--after", cursor], env, ROOT)
+    assert [line.split()[:3] for line in resumed.stdout.splitlines()[:-1]] == [
+        ["upsert", "notion", "page-b"]]
+    slack = await asyncio.to_thread(run, ["documents", "changes", "--source", "slack"], env, ROOT)
+    assert [line.split()[2] for line in slack.stdout.splitlines()[:-1]] == [THREAD]
+
+
+@pytest.mark.parametrize(("args", "expected", "code"), [
+    (["--after", "not-a-cursor"], "malformed cursor", 2),
+    (["--after", feed.Cursor("1", 5, 5).encode()], "re-read the documents", 1),
+    (["--limit", "0"], "--limit must be between 1 and 1000", 2),
+])
+async def test_a_bad_cursor_is_one_line_and_a_non_zero_exit(
+    database_url: str, tmp_path: Path, args: list[str], expected: str, code: int
+) -> None:
+    env = clean_env(tmp_path, DATABASE_URL=database_url)
+    done = await asyncio.to_thread(run, ["documents", "changes", *args], env, ROOT)
+    assert done.returncode == code
+    assert expected in one_line(done)
+
+
+async def test_follow_prints_new_changes_until_interrupted(
+    pool: AsyncConnectionPool[Any], database_url: str, tmp_path: Path
+) -> None:
+    store = DocumentStore(pool)
+    await store.upsert(doc("first", "1"))
+    await servable(pool)
+    env = clean_env(tmp_path, DATABASE_URL=database_url)
+    proc = await asyncio.create_subprocess_exec(
+        *DEBOUNCE, "documents", "changes", "--follow", env=env, cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert first.split()[:3] == ["upsert", "notion", "first"]
+        await store.upsert(doc("second", "2"))
+        second = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert second.split()[:3] == ["upsert", "notion", "second"]
+        proc.send_signal(signal.SIGINT)
+        err = (await asyncio.wait_for(proc.stderr.read(), 30)).decode()
+        assert await asyncio.wait_for(proc.wait(), 30) == 130
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert "Traceback" not in err
+    cursor = err.strip().split()[-1]
+    assert feed.Cursor.decode(cursor) == feed.Cursor.decode(second.split("cursor=")[1].strip())

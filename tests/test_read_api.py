@@ -1,0 +1,200 @@
+"""The read API (debounce.web.read_api): the read token, the documents, the change feed over
+HTTP (410, 400, filters, long-polling woken by NOTIFY)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from feed_wait import servable
+from psycopg_pool import AsyncConnectionPool
+from starlette.applications import Starlette
+
+from debounce import feed
+from debounce.config import Settings
+from debounce.documents import Document, DocumentStore, content_sha256
+from debounce.web import create_app
+
+READ = "test-read-token"
+ADMIN = "test-admin-token"
+THREAD = "C0123ABCD/1732450000.000100"
+
+
+def app_for(pool: AsyncConnectionPool[Any], **changes: Any) -> Starlette:
+    base = Settings(database_url="postgresql://unused", admin_token=ADMIN, read_token=READ)
+    return create_app(base.with_(**changes), pool=pool)
+
+
+@pytest.fixture
+async def app(pool: AsyncConnectionPool[Any]) -> AsyncIterator[Starlette]:
+    application = app_for(pool)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test",
+                                 headers={"Authorization": f"Bearer {READ}"}) as c:
+        yield c
+
+
+def doc(document_id: str, content: str, source: str = "notion") -> Document:
+    return Document(source_type=source, document_id=document_id,
+                    source_page_id=document_id.split("/")[0], title=f"Title of {document_id}",
+                    url=f"https://example.com/{document_id}", content=content,
+                    metadata={"len": len(content)})
+
+
+async def test_reads_take_the_read_or_admin_token_and_the_read_token_opens_nothing_else(
+    pool: AsyncConnectionPool[Any], client: httpx.AsyncClient
+) -> None:
+    assert (await client.get("/documents")).status_code == 200
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    assert (await client.get("/documents/changes", headers=admin)).status_code == 200
+    for path in ("/jobs", "/stats", "/workspaces"):
+        refused = await client.get(path)
+        assert refused.status_code == 401 and "DEBOUNCE_ADMIN_TOKEN" in refused.json()["detail"]
+    assert (await client.post("/jobs/1/retry")).status_code == 401
+    for headers in ({"Authorization": "Bearer wrong"}, {"Authorization": READ}):
+        wrong = await client.get("/documents", headers=headers)
+        assert wrong.status_code == 401 and wrong.json()["error"] == "unauthorized"
+        assert "DEBOUNCE_READ_TOKEN" in wrong.json()["detail"]
+    off = app_for(pool, read_token=None, admin_token=None)
+    async with off.router.lifespan_context(off), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=off), base_url="http://test") as c:
+        for path in ("/documents", "/documents/changes", f"/documents/slack/{THREAD}"):
+            disabled = await c.get(path, headers={"Authorization": f"Bearer {READ}"})
+            assert disabled.status_code == 503, path
+            assert disabled.json() == {"error": "reads_disabled", "detail": (
+                "document reads are disabled: set DEBOUNCE_READ_TOKEN and send "
+                "'Authorization: Bearer <token>'")}
+
+
+async def test_a_document_whose_id_has_a_slash_is_read_encoded_or_not(
+    pool: AsyncConnectionPool[Any], client: httpx.AsyncClient
+) -> None:
+    await DocumentStore(pool).upsert(doc(THREAD, "the thread", source="slack"))
+    raw = await client.get(f"/documents/slack/{THREAD}")
+    encoded = await client.get("/documents/slack/" + THREAD.replace("/", "%2F"))
+    assert raw.status_code == encoded.status_code == 200
+    assert raw.json() == encoded.json()
+    got = raw.json()["document"]
+    assert got["document_id"] == THREAD and got["source_page_id"] == "C0123ABCD"
+    assert got["content"] == "the thread" and got["metadata"] == {"len": 10}
+    assert got["content_sha256"] == content_sha256("the thread") and got["deleted_at"] is None
+    missing = await client.get("/documents/slack/C0123ABCD/1.0")
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+    unknown = await client.get(f"/documents/gitlab/{THREAD}")
+    assert unknown.status_code == 404 and unknown.json()["error"] == "unknown_source"
+
+
+async def test_the_listing_pages_by_keyset_filters_and_includes_tombstones(
+    pool: AsyncConnectionPool[Any], client: httpx.AsyncClient
+) -> None:
+    store = DocumentStore(pool)
+    for i in range(5):
+        await store.upsert(doc(f"page{i}", f"content {i}"))
+    await store.upsert(doc(THREAD, "thread", source="slack"))
+    await store.mark_deleted("notion", ["page1"])
+    seen: list[str] = []
+    cursor = ""
+    while True:
+        page = await client.get("/documents", params={"source": "notion", "limit": 2,
+                                                      "cursor": cursor})
+        assert page.status_code == 200, page.text
+        seen += [d["document_id"] for d in page.json()["documents"]]
+        if page.json()["next_cursor"] is None:
+            break
+        cursor = page.json()["next_cursor"]
+        # A write between pages does not move rows across the cursor.
+        await store.upsert(doc("page0", f"edited at {cursor}"))
+    assert seen == ["page0", "page1", "page2", "page3", "page4"]
+    everything = (await client.get("/documents")).json()["documents"]
+    tombstones = [d["document_id"] for d in everything if d["deleted_at"] is not None]
+    assert tombstones == ["page1"] and len(everything) == 6
+    row = await store.get("slack", THREAD)
+    assert row is not None
+    since = (row["updated_at"] - timedelta(microseconds=1)).isoformat()
+    recent = (await client.get("/documents", params={"updated_after": since})).json()
+    assert THREAD in [d["document_id"] for d in recent["documents"]]
+    assert "page2" not in [d["document_id"] for d in recent["documents"]]
+    for params, word in (({"updated_after": "yesterday"}, "updated_after"),
+                         ({"updated_after": "2026-11-24T12:00:00"}, "offset"),
+                         ({"limit": "0"}, "limit"), ({"limit": "501"}, "limit"),
+                         ({"cursor": "x"}, "cursor"), ({"source": "gitlab"}, "source"),
+                         ({"workspace_id": "-1"}, "workspace_id")):
+        bad = await client.get("/documents", params=params)
+        assert bad.status_code == 400 and word in bad.json()["detail"], (params, bad.text)
+
+
+async def test_the_feed_answers_400_for_bad_parameters(client: httpx.AsyncClient) -> None:
+    for params, word in (({"after": "garbage"}, "cursor"), ({"limit": "0"}, "limit"),
+                         ({"limit": "1001"}, "limit"), ({"wait": "61"}, "wait"),
+                         ({"wait": "nan"}, "wait"), ({"wait": "-1"}, "wait"),
+                         ({"source": "gitlab"}, "source")):
+        bad = await client.get("/documents/changes", params=params)
+        assert bad.status_code == 400, (params, bad.text)
+        assert bad.json()["error"] == "bad_request" and word in bad.json()["detail"]
+
+
+async def test_the_feed_serves_changes_in_order_and_410_says_where_to_follow_from(
+    pool: AsyncConnectionPool[Any], client: httpx.AsyncClient
+) -> None:
+    store = DocumentStore(pool)
+    await store.upsert(doc("a", "1"))
+    await store.upsert(doc(THREAD, "t", source="slack"))
+    await store.mark_deleted("notion", ["a"])
+    await servable(pool)
+    body = (await client.get("/documents/changes")).json()
+    assert [(c["source"], c["document_id"], c["op"]) for c in body["changes"]] == [
+        ("notion", "a", "upsert"), ("slack", THREAD, "upsert"), ("notion", "a", "delete")]
+    assert set(body["changes"][0]) == {"cursor", "source", "workspace_id", "document_id",
+                                       "source_page_id", "op", "updated_at", "content_sha256"}
+    slack_only = (await client.get("/documents/changes", params={"source": "slack"})).json()
+    assert [c["document_id"] for c in slack_only["changes"]] == [THREAD]
+    assert slack_only["next"] == body["next"]
+    stale = feed.Cursor.decode(body["changes"][0]["cursor"])
+    async with pool.connection() as conn:
+        await conn.execute("update document_changes set changed_at = now() - interval '8 days'")
+    assert await feed.prune_changes(pool, 7 * 86400) == 3   # servable: read above
+    gone = await client.get("/documents/changes", params={"after": stale.encode()})
+    assert gone.status_code == 410
+    assert gone.json()["error"] == "cursor_gone" and gone.json()["reason"] == "pruned"
+    assert "GET /documents" in gone.json()["detail"]
+    await store.upsert(doc("b", "2"))
+    await servable(pool)
+    follow = await client.get("/documents/changes", params={"after": gone.json()["cursor"]})
+    assert [c["document_id"] for c in follow.json()["changes"]] == ["b"]
+    other = feed.Cursor("1", stale.xid, stale.seq).encode()
+    foreign = await client.get("/documents/changes", params={"after": other})
+    assert foreign.status_code == 410 and foreign.json()["reason"] == "epoch"
+
+
+async def test_a_long_poll_is_woken_by_a_write_and_times_out_with_the_same_next(
+    pool: AsyncConnectionPool[Any], app: Starlette, client: httpx.AsyncClient
+) -> None:
+    head = (await client.get("/documents/changes")).json()["next"]
+    timed_out = await client.get("/documents/changes", params={"after": head, "wait": "0.05"})
+    assert timed_out.json() == {"changes": [], "next": head}
+    signal = app.state.web.feed_signal()
+    await signal.listening.wait()
+    await signal.follow(pool)  # writers notify from now on: the poll's wait is not capped
+    polling = asyncio.create_task(client.get("/documents/changes",
+                                             params={"after": head, "wait": "60"}))
+    while signal.waiting == 0:    # the poll read nothing and waits
+        assert not polling.done(), polling.result().text
+        await asyncio.sleep(0)
+    await DocumentStore(pool).upsert(doc("woken", "hello"))
+    answer = await asyncio.wait_for(polling, 90)
+    assert [c["document_id"] for c in answer.json()["changes"]] == ["woken"]
+
+
+async def test_metrics_export_the_feed_lag(client: httpx.AsyncClient) -> None:
+    text = (await client.get("/metrics")).text
+    assert "# TYPE debounce_feed_lag_seconds gauge" in text
+    assert "debounce_feed_lag_seconds 0.0" in text
