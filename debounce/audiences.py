@@ -15,7 +15,7 @@ migration 012).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from debounce.contract.audience import CONVERSATION_KINDS, Audience, CachedAudience
@@ -152,13 +152,15 @@ class AudienceStore:
 
 
 async def list_visible(db: Db, *, workspace_id: int, user_id: str, after_id: int = 0,
-                       limit: int = 100, include_deleted: bool = False) -> list[dict[str, Any]]:
+                       limit: int = 100, include_deleted: bool = False,
+                       updated_after: datetime | None = None) -> list[dict[str, Any]]:
     """One page of the Slack documents of workspace ``workspace_id`` (``workspaces.id``) that
     Slack user ``user_id`` may read: the team's public channel documents plus those whose
     conversation members include the user (``sql/audiences.sql``, ``list_visible``), as
     ``documents`` rows (dicts) in ``id`` order after ``after_id``; the next page starts after
-    the last row's ``id``. Deleted documents only with ``include_deleted``. Notion documents
-    and documents of unknown audience are never returned.
+    the last row's ``id``. Deleted documents only with ``include_deleted``; ``updated_after``
+    (aware): only documents updated after it. Notion documents and documents of unknown
+    audience are never returned.
 
     Raises:
         ValueError: ``limit`` outside 1..:data:`MAX_PAGE`, ``after_id`` negative or an empty
@@ -172,5 +174,5 @@ async def list_visible(db: Db, *, workspace_id: int, user_id: str, after_id: int
         raise ValueError("user_id must be a Slack user id such as U0123ABCD")
     rows = await fetch_all(db, _Q["list_visible"], {
         "workspace_id": workspace_id, "visible_to": user_id, "after_id": after_id,
-        "limit": limit, "include_deleted": include_deleted})
+        "limit": limit, "include_deleted": include_deleted, "updated_after": updated_after})
     return [dict(r) for r in rows]

@@ -4,7 +4,8 @@
 -- %(workspace_id)s and updated after %(updated_after)s (NULL: any). Deleted documents are
 -- included (deleted_at set: tombstones).
 select id, source_type, document_id, source_page_id, workspace_id, title, url, content,
-       content_sha256, metadata, updated_at, deleted_at
+       content_sha256, metadata, updated_at, deleted_at, audience_kind, audience_members,
+       audience_accessible_by
   from documents
  where id > %(after_id)s::bigint
    and (%(source_type)s::text is null or source_type = %(source_type)s::text)
@@ -16,6 +17,7 @@ select id, source_type, document_id, source_page_id, workspace_id, title, url, c
 -- document --
 -- One document by its source and document id (deleted ones too).
 select id, source_type, document_id, source_page_id, workspace_id, title, url, content,
-       content_sha256, metadata, updated_at, deleted_at
+       content_sha256, metadata, updated_at, deleted_at, audience_kind, audience_members,
+       audience_accessible_by
   from documents
  where source_type = %(source_type)s and document_id = %(document_id)s

@@ -4,6 +4,7 @@ HTTP (410, 400, filters, long-polling woken by NOTIFY)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from starlette.applications import Starlette
 
 from debounce import feed
 from debounce.config import Settings
+from debounce.contract import Audience
 from debounce.documents import Document, DocumentStore, content_sha256
 from debounce.web import create_app
 
@@ -128,6 +130,50 @@ async def test_the_listing_pages_by_keyset_filters_and_includes_tombstones(
                          ({"limit": "0"}, "limit"), ({"limit": "501"}, "limit"),
                          ({"cursor": "x"}, "cursor"), ({"source": "gitlab"}, "source"),
                          ({"workspace_id": "-1"}, "workspace_id")):
+        bad = await client.get("/documents", params=params)
+        assert bad.status_code == 400 and word in bad.json()["detail"], (params, bad.text)
+
+
+async def test_documents_carry_their_audience_and_visible_to_filters_by_slack_user(
+    pool: AsyncConnectionPool[Any], client: httpx.AsyncClient
+) -> None:
+    """Issue 23's audience through the read API: each document's audience, and ?visible_to=
+    returning the team's public channels plus the conversations the user is in."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(  # test-only SQL: two CLI-connected Slack teams
+            "insert into workspaces (source_type, external_id, origin, credentials) "
+            "values ('slack', 'TAAAA', 'cli', '\\x00'), ('slack', 'TBBBB', 'cli', '\\x00') "
+            "returning id")
+        a, b = [int(r[0]) for r in await cur.fetchall()]
+    store = DocumentStore(pool)
+    written = {"C1/1.1": (a, Audience("public_channel")),
+               "G1/2.1": (a, Audience("private_channel", ("U2", "U1"))),
+               "D1/3.1": (a, Audience("im", ("U1", "U3"))),
+               "G2/4.1": (a, Audience("mpim", ("U2", "U3", "U4"))),
+               "C2/6.1": (b, Audience("public_channel"))}
+    for document_id, (ws, audience) in written.items():
+        await store.upsert(dataclasses.replace(doc(document_id, f"text of {document_id}",
+                                                   source="slack"), audience=audience))
+        async with pool.connection() as conn:  # an unfenced store writes no workspace
+            await conn.execute("update documents set workspace_id = %s where document_id = %s",
+                               (ws, document_id))  # test-only SQL
+    got = (await client.get("/documents/slack/G1/2.1")).json()["document"]
+    assert got["audience"] == {"kind": "private_channel", "members": ["U1", "U2"],
+                               "member_count": 2, "accessible_by": None}
+
+    async def visible(user: str, ws: int, **extra: Any) -> list[str]:
+        page = await client.get("/documents", params={"visible_to": user, "workspace_id": ws,
+                                                      **extra})
+        assert page.status_code == 200, page.text
+        return [d["document_id"] for d in page.json()["documents"]]
+
+    assert await visible("U1", a) == ["C1/1.1", "G1/2.1", "D1/3.1"]
+    assert await visible("U3", a) == ["C1/1.1", "D1/3.1", "G2/4.1"]
+    assert await visible("U9", a) == ["C1/1.1"]
+    assert await visible("U1", b) == ["C2/6.1"]
+    assert await visible("U3", a, limit=2) == ["C1/1.1", "D1/3.1"]
+    for params, word in (({"visible_to": "U1"}, "workspace_id"),
+                         ({"visible_to": "U1", "workspace_id": a, "source": "notion"}, "Slack")):
         bad = await client.get("/documents", params=params)
         assert bad.status_code == 400 and word in bad.json()["detail"], (params, bad.text)
 

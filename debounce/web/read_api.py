@@ -18,7 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce import feed
+from debounce import audiences, feed
 from debounce.db import fetch_all, fetch_one
 from debounce.feed_listen import read_waiting
 from debounce.sql import queries
@@ -145,6 +145,7 @@ def document_json(row: Any) -> dict[str, Any]:
         "metadata": row["metadata"],
         "updated_at": row["updated_at"].isoformat(),
         "deleted_at": row["deleted_at"].isoformat() if row["deleted_at"] else None,
+        "audience": audiences.audience_json(row),
     }
 
 
@@ -161,21 +162,38 @@ def _listing_filters(state: WebState, request: Request) -> dict[str, Any]:
         if updated_after is None or updated_after.tzinfo is None:
             raise ApiError(400, "bad_request", "updated_after must be an ISO 8601 time with "
                            "its offset, e.g. 2026-11-24T12:00:00+00:00")
-    return {"source_type": _source(state, params.get("source")),
-            "workspace_id": int_param(params.get("workspace_id"), "workspace_id"),
-            "updated_after": updated_after}
+    filters = {"source_type": _source(state, params.get("source")),
+               "workspace_id": int_param(params.get("workspace_id"), "workspace_id"),
+               "updated_after": updated_after, "visible_to": params.get("visible_to") or None}
+    if filters["visible_to"] is not None:
+        if filters["workspace_id"] is None:
+            raise ApiError(400, "bad_request", "visible_to needs workspace_id: the Slack "
+                           "workspace (GET /workspaces) whose user it names")
+        if filters["source_type"] not in (None, "slack"):
+            raise ApiError(400, "bad_request", "visible_to names a Slack user: it filters "
+                           "Slack documents only (source=slack or no source)")
+    return filters
 
 
 async def list_documents(request: Request) -> Response:
-    """``GET /documents?source=&workspace_id=&updated_after=&cursor=&limit=``: documents in
-    id order with their content, deleted ones included (``deleted_at`` set), ``{"documents":
-    [...], "next_cursor": text or null}`` (null: no more)."""
+    """``GET /documents?source=&workspace_id=&updated_after=&visible_to=&cursor=&limit=``:
+    documents in id order with their content and audience, deleted ones included
+    (``deleted_at`` set), ``{"documents": [...], "next_cursor": text or null}`` (null: no
+    more). ``visible_to`` (a Slack user id, with ``workspace_id``): only the Slack documents
+    that user may read (``debounce.audiences.list_visible``)."""
     state = require_reader(request)
     filters = _listing_filters(state, request)
     limit = _limit(request.query_params.get("limit"), MAX_DOCUMENTS)
     after_id = int_param(request.query_params.get("cursor"), "cursor", 0)
-    rows = await fetch_all(state.db, _Q["list_documents"],
-                           {**filters, "after_id": after_id, "limit": limit})
+    assert after_id is not None
+    if filters["visible_to"] is not None:
+        rows = await audiences.list_visible(
+            state.db, workspace_id=filters["workspace_id"], user_id=filters["visible_to"],
+            after_id=after_id, limit=limit, include_deleted=True,
+            updated_after=filters["updated_after"])
+    else:
+        rows = await fetch_all(state.db, _Q["list_documents"],
+                               {**filters, "after_id": after_id, "limit": limit})
     next_cursor = str(rows[-1]["id"]) if len(rows) == limit else None
     return JSONResponse({"documents": [document_json(r) for r in rows],
                          "next_cursor": next_cursor})
