@@ -131,7 +131,7 @@ async def test_the_listing_is_served_by_the_audience_indexes(
     cur = await conn.execute(
         "explain " + queries("audiences")["list_visible"],
         {"workspace_id": teams["a"], "visible_to": "U1", "after_id": 0, "limit": 50,
-         "include_deleted": False})
+         "include_deleted": False, "updated_after": None})
     plan = "\n".join(str(r[0]) for r in await cur.fetchall())
     assert "documents_audience_public" in plan, plan
     assert "documents_audience_members" in plan, plan
