@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -18,15 +18,24 @@ from debounce.queue.checks import (
     check_now,
     check_seconds,
     check_text,
+    payload_text,
     validate_event,
 )
 from debounce.sql import queries
-from debounce.types import ApiBudget, EnqueueOutcome, EnqueueResult, JobEvent, SyncJob
+from debounce.types import (
+    ApiBudget,
+    EnqueueBrief,
+    EnqueueOutcome,
+    EnqueueResult,
+    JobEvent,
+    SyncJob,
+)
 
 __all__ = [
     "Failure",
     "claim",
     "complete_many",
+    "enqueue_brief",
     "enqueue_many",
     "extend_leases",
     "fail_many",
@@ -62,17 +71,51 @@ async def enqueue_many(
         ValueError: an event is invalid (:func:`~debounce.queue.checks.validate_event`: empty
             source or page id, negative or non-finite window, payload not a dict).
     """
-    check_now(now)
     if not events:
+        check_now(now)
         return []
+    rows = await fetch_all(db, _Q["enqueue_many"], _enqueue_params(events, now, notify_within,
+                                                                    validated))
+    return [EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=job_of(row)) for row in rows]
+
+
+async def enqueue_brief(
+    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0,
+    validated: bool = False,
+) -> list[EnqueueBrief]:
+    """:func:`enqueue_many` answering only what a webhook's answer needs: per event, in order,
+    the outcome, the page's active job id and its due time (UTC) — not the job's row. Same
+    statement, same guarantees, same errors.
+    """
+    if not events:
+        check_now(now)
+        return []
+    rows = await fetch_all(db, _Q["enqueue_brief"], _enqueue_params(events, now, notify_within,
+                                                                     validated))
+    return [EnqueueBrief(EnqueueOutcome(row["outcome"]), row["id"],
+                         row["scheduled_at"].astimezone(UTC)
+                         if row["scheduled_at"] is not None else None)
+            for row in rows]
+
+
+def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, notify_within: float,
+                    validated: bool) -> dict[str, Any]:
+    """The statement's parameters; each payload serialised (and checked) once: the event's
+    ``payload_json`` when the caller made it, else :func:`payload_text`.
+
+    Raises:
+        ValueError: an event is invalid (see :func:`enqueue_many`).
+    """
+    check_now(now)
     if not validated:
         for event in events:
-            validate_event(event)
-    params = {
+            validate_event(event, payload=False)
+    return {
         "now": now,
         "source_types": [e.source_type for e in events],
         "source_page_ids": [e.source_page_id for e in events],
-        "payloads": [Jsonb(dict(e.payload)) for e in events],
+        "payloads": [e.payload_json if e.payload_json is not None else payload_text(e.payload)
+                     for e in events],
         "event_ids": [e.event_id for e in events],
         "debounce_seconds": [float(e.debounce_seconds) for e in events],
         "max_wait_seconds": [float(e.max_wait_seconds) for e in events],
@@ -81,14 +124,6 @@ async def enqueue_many(
         "workspace_ids": [e.workspace_id for e in events],
         "notify_within": float(notify_within),
     }
-    # One statement: all-or-nothing. It cannot deadlock with the other statements that lock
-    # several jobs: they all lock them in (source_type, source_page_id) order.
-    rows = await fetch_all(db, _Q["enqueue_many"], params)
-    results: list[EnqueueResult] = []
-    for row in rows:
-        results.append(EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=job_of(row)))
-    return results
-
 
 
 async def claim(
