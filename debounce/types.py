@@ -13,6 +13,7 @@ from debounce.contract.jobs import ApiBudget, JobStatus, SourceWindow, SyncJob
 
 __all__ = [
     "ApiBudget",
+    "Claimed",
     "EnqueueBrief",
     "EnqueueOutcome",
     "EnqueueResult",
@@ -60,6 +61,16 @@ class JobEvent:
     #: The workspace the event came from (``workspaces.id``; ``None``: none).
     workspace_id: int | None = None
     payload_json: str | None = None
+
+
+class Claimed(NamedTuple):
+    """A job the worker's claim took (``queue.claim_with_workspaces``) and what its sync needs
+    of its workspace as the claim read it: ``{"status", "origin", "external_id",
+    "bot_user_id", "credentials"}`` (``credentials``: the encrypted token, ``None`` for the
+    environment's workspace), or ``None`` for a job of no workspace."""
+
+    job: SyncJob
+    workspace: dict[str, Any] | None
 
 
 class EnqueueBrief(NamedTuple):

@@ -310,6 +310,17 @@ async def credentials(db: Db, keyring: Keyring | None, workspace_id: int) -> dic
     row = await fetch_one(db, _Q["workspace_credentials"], {"id": workspace_id})
     if row is None:
         return None
+    return credentials_of(row, keyring, workspace_id)
+
+
+def credentials_of(row: Mapping[str, Any], keyring: Keyring | None,
+                   workspace_id: int) -> dict[str, Any]:
+    """:func:`credentials` from a row already read (``status``, ``origin``, ``external_id``,
+    ``bot_user_id``, ``credentials``: the worker's claim returns them with each job).
+
+    Raises:
+        CredentialsUnreadable: stored credentials and no (or the wrong) key.
+    """
     out: dict[str, Any] = {"status": row["status"], "origin": row["origin"],
                            "external_id": row["external_id"], "bot_user_id": row["bot_user_id"]}
     if row["credentials"] is not None:

@@ -38,6 +38,7 @@ from debounce.queue.checks import (
 from debounce.queue.lifecycle import (
     Failure,
     claim,
+    claim_with_workspaces,
     complete_many,
     enqueue_brief,
     enqueue_many,
@@ -78,6 +79,7 @@ __all__ = [
     "backoff_delay",
     "check_payload",
     "claim",
+    "claim_with_workspaces",
     "complete_many",
     "enqueue_brief",
     "enqueue_many",

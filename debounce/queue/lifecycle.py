@@ -24,6 +24,7 @@ from debounce.queue.checks import (
 from debounce.sql import queries
 from debounce.types import (
     ApiBudget,
+    Claimed,
     EnqueueBrief,
     EnqueueOutcome,
     EnqueueResult,
@@ -34,6 +35,7 @@ from debounce.types import (
 __all__ = [
     "Failure",
     "claim",
+    "claim_with_workspaces",
     "complete_many",
     "enqueue_brief",
     "enqueue_many",
@@ -158,6 +160,33 @@ async def claim(
     Raises:
         ValueError: empty worker id, ``limit < 1``, ``lease_seconds <= 0``.
     """
+    return [c.job for c in await claim_with_workspaces(
+        db, worker_id, limit=limit, lease_seconds=lease_seconds, source_types=source_types,
+        source_limits=source_limits, budgets=budgets, workspace_limit=workspace_limit,
+        costs=costs, now=now)]
+
+
+async def claim_with_workspaces(
+    db: Db,
+    worker_id: str,
+    *,
+    limit: int,
+    lease_seconds: float,
+    source_types: Sequence[str] | None = None,
+    source_limits: Mapping[str, int] | None = None,
+    budgets: Mapping[str, ApiBudget] | None = None,
+    workspace_limit: int = UNLIMITED,
+    costs: Mapping[str, float] | None = None,
+    now: datetime | None = None,
+) -> list[Claimed]:
+    """:func:`claim`, each job with what its sync needs of its workspace, read by the same
+    statement (the worker's claim: no query per job): ``{"status", "origin", "external_id",
+    "bot_user_id", "credentials"}`` (``credentials``: the encrypted token, ``None`` for the
+    environment's workspace) as the claim found it, or ``None`` for a job of no workspace.
+
+    Raises:
+        ValueError: as :func:`claim`.
+    """
     check_text("worker_id", worker_id)
     check_int("limit", limit, minimum=1)
     check_seconds("lease_seconds", lease_seconds, positive=True)
@@ -185,14 +214,17 @@ async def claim(
             "workspace_limit": workspace_limit,
         },
     )
-    return _claimed(rows)
+    claimed = [Claimed(SyncJob.from_row(r), _workspace_of(r)) for r in rows]
+    claimed.sort(key=lambda c: (-c.job.priority, c.job.scheduled_at, c.job.id))
+    return claimed
 
 
-
-def _claimed(rows: Sequence[Mapping[str, Any]]) -> list[SyncJob]:
-    jobs = [SyncJob.from_row(dict(r)) for r in rows]
-    jobs.sort(key=lambda j: (-j.priority, j.scheduled_at, j.id))
-    return jobs
+def _workspace_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    if row["workspace_id"] is None or row["ws_origin"] is None:
+        return None
+    return {"status": row["ws_status"], "origin": row["ws_origin"],
+            "external_id": row["ws_external_id"], "bot_user_id": row["ws_bot_user_id"],
+            "credentials": row["ws_credentials"]}
 
 
 def _lease_token(job: SyncJob) -> str:

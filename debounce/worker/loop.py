@@ -204,13 +204,22 @@ class Worker:
 
     # --- the claim loop -----------------------------------------------------------------------
 
+    def _syncing(self) -> list[SyncJob]:
+        """The jobs whose sync is running: a job whose sync returned and whose outcome is being
+        recorded (``finishing``) keeps its lease but no longer holds a sync slot, so the next
+        claim overlaps the recording of the last outcomes."""
+        if not self.finishing:
+            return list(self.running.values())
+        return [j for i, j in self.running.items() if i not in self.finishing]
+
     def _eligible(self) -> list[tuple[str, int]]:
         """Sources we may claim for now, with how many slots each may take."""
-        free = self.concurrency - len(self.running)
+        syncing = self._syncing()
+        free = self.concurrency - len(syncing)
         if free <= 0:
             return []
         now = time.monotonic()
-        per_source = Counter(j.source_type for j in self.running.values())
+        per_source = Counter(j.source_type for j in syncing)
         out = []
         for source in self.sources:
             if self._paused_until.get(source, 0.0) > now:
@@ -239,18 +248,23 @@ class Worker:
         """Claim what is due for the free slots; returns how long to sleep (0: claimed some,
         look again now). With every slot busy, a finishing sync wakes the loop."""
         eligible = self._eligible()
-        free = self.concurrency - len(self.running)
-        if eligible and (free >= self.claim_batch or not self.running):
-            jobs = await queue.claim(self.pool, self.worker_id, limit=free,
-                                     lease_seconds=self.settings.lease_seconds,
-                                     source_limits=dict(eligible), budgets=self.budgets,
-                                     workspace_limit=self.workspace_limit, costs=self.costs)
-            for job in jobs:
-                self._start(job)
+        syncing = self._syncing()
+        free = self.concurrency - len(syncing)
+        asked = False
+        if eligible and (free >= self.claim_batch or not syncing):
+            jobs = await queue.claim_with_workspaces(
+                self.pool, self.worker_id, limit=free, lease_seconds=self.settings.lease_seconds,
+                source_limits=dict(eligible), budgets=self.budgets,
+                workspace_limit=self.workspace_limit, costs=self.costs)
+            for job, workspace in jobs:
+                self._start(job, workspace)
             if jobs:
                 return 0.0
+            asked = True
         delay = self.settings.poll_interval_seconds
-        if eligible:
+        # Fewer free slots than a claim batch while syncs run: the end of one wakes the loop,
+        # and nothing would be claimed before it, so the due time is not asked for.
+        if asked:
             until = await queue.seconds_until_due(self.pool, [s for s, _ in eligible],
                                                   budgets=self.budgets,
                                                   workspace_limit=self.workspace_limit,
@@ -265,24 +279,27 @@ class Worker:
             delay = min(delay, min(pauses) + 0.001)
         return max(delay, 0.001)
 
-    def _start(self, job: SyncJob) -> None:
+    def _start(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
         self.running[job.id] = job
         WORKER.jobs_claimed.labels(job.source_type).inc()
-        log.debug("claimed (attempt %d, revision %d, %d events)", job.attempts,
-                  job.claimed_revision or 0, job.event_count, extra=job.log_fields())
-        self._tasks[job.id] = asyncio.create_task(self._run_job(job), name=f"sync-{job.id}")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("claimed (attempt %d, revision %d, %d events)", job.attempts,
+                      job.claimed_revision or 0, job.event_count, extra=job.log_fields())
+        self._tasks[job.id] = asyncio.create_task(self._run_job(job, workspace),
+                                                  name=f"sync-{job.id}")
 
-    async def _run_job(self, job: SyncJob) -> None:
+    async def _run_job(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
         integration = self.sources.get(job.source_type)
         started = time.monotonic()
         credentials: Mapping[str, Any] | None = None
         checkpoint = self._resumed(job)
+        meter = self._meter(job)
         try:
             if integration is None:
                 raise PermanentError(f"no integration for source {job.source_type!r}")
-            credentials = await self.access.credentials(job)
+            credentials = await self.access.credentials(job, workspace)
             context = SyncContext(store=self.store.fenced(job), credentials=credentials,
-                                  meter=self._meter(job), checkpoint=checkpoint)
+                                  meter=meter, checkpoint=checkpoint)
             result = await integration.sync(job, context)
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job
@@ -394,6 +411,7 @@ class Worker:
     async def _complete(self, job: SyncJob) -> None:
         """Record a finished sync; the job keeps its slot and its lease until it is."""
         self.finishing.add(job.id)
+        self._wake.set()  # its sync slot is free: the claim may take the next job now
         row = await self.outcomes.complete(job)
         if row is not None and row.finished_at is not None:
             lag = (row.finished_at - job.first_event_at).total_seconds()
@@ -408,6 +426,7 @@ class Worker:
         """Record a failed sync; the job keeps its slot and its lease until it is."""
         job = failure.job
         self.finishing.add(job.id)
+        self._wake.set()  # its sync slot is free: the claim may take the next job now
         row = await self.outcomes.fail(failure)
         if row is None:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
