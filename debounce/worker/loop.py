@@ -98,6 +98,12 @@ class Worker:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._paused_until: dict[str, float] = {}
+        #: Sources a claim found nothing for, with when (``time.monotonic()``) the due-time
+        #: query said one could be claimable (at most a poll interval): not asked before, unless
+        #: :meth:`wake` (a notification, a requeued lease) or a follow-up says otherwise. Spares
+        #: the empty claim and due-time query per claim round for sources with nothing to do
+        #: while another source fills its share of the slots.
+        self._nothing_until: dict[str, float] = {}
         self._stopping = asyncio.Event()
         #: Claim again only once this many slots are free (or nothing runs): claims in batches.
         self.claim_batch = max(1, self.concurrency // 4)
@@ -119,7 +125,14 @@ class Worker:
         self._wake.set()
 
     def wake(self) -> None:
-        """Look for due jobs now (a notification arrived, a slot freed, a lease came back)."""
+        """Look for due jobs now (a notification arrived, a slot freed, a lease came back):
+        every source is asked again."""
+        self._nothing_until.clear()
+        self._wake.set()
+
+    def _ask_again(self, source_type: str) -> None:
+        """A job of ``source_type`` is pending again (a follow-up, a retry): ask for it."""
+        self._nothing_until.pop(source_type, None)
         self._wake.set()
 
     async def run(self) -> None:
@@ -222,7 +235,8 @@ class Worker:
         per_source = Counter(j.source_type for j in syncing)
         out = []
         for source in self.sources:
-            if self._paused_until.get(source, 0.0) > now:
+            if self._paused_until.get(source, 0.0) > now or self._nothing_until.get(source,
+                                                                                  0.0) > now:
                 continue
             room = min(free, self.source_limit - per_source[source])
             if room > 0:
@@ -273,6 +287,9 @@ class Worker:
                 # Due but not claimed (rows another worker holds, a bucket refilling this very
                 # moment): look again shortly, never in a busy loop.
                 delay = min(delay, max(until, MIN_RECHECK_SECONDS))
+            again = time.monotonic() + delay
+            for source, _ in eligible:
+                self._nothing_until[source] = again
         now = time.monotonic()
         pauses = [t - now for t in self._paused_until.values() if t > now]
         if pauses:  # a rate-limited source becomes claimable again
@@ -419,6 +436,7 @@ class Worker:
         if row is None:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
         elif row.status.value != "completed":
+            self._ask_again(job.source_type)
             log.info("edited during the sync: follow-up due %s", row.scheduled_at.isoformat(),
                      extra=job.log_fields())
 
@@ -431,6 +449,8 @@ class Worker:
         if row is None:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
         else:
+            if row.status.value == "pending":
+                self._ask_again(job.source_type)
             log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
                      extra=job.log_fields())
 
