@@ -291,9 +291,12 @@ class Worker:
             for source, _ in eligible:
                 self._nothing_until[source] = again
         now = time.monotonic()
-        pauses = [t - now for t in self._paused_until.values() if t > now]
-        if pauses:  # a rate-limited source becomes claimable again
-            delay = min(delay, min(pauses) + 0.001)
+        # a rate-limited source becomes claimable again; a source found empty may have a job
+        # due (woken early, the loop sleeps only until the first of them)
+        waits = [t - now for t in (*self._paused_until.values(), *self._nothing_until.values())
+                 if t > now]
+        if waits:
+            delay = min(delay, min(waits) + 0.001)
         return max(delay, 0.001)
 
     def _start(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
