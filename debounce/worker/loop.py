@@ -429,7 +429,7 @@ class Worker:
         WORKER.sync_seconds.labels(job.source_type, outcome).observe(time.monotonic() - started)
 
     async def _complete(self, job: SyncJob) -> None:
-        """Record a finished sync; the job keeps its slot and its lease until it is."""
+        """Record a finished sync; the job keeps its lease (not its sync slot) until it is."""
         self.finishing.add(job.id)
         self._wake.set()  # its sync slot is free: the claim may take the next job now
         row = await self.outcomes.complete(job)
@@ -444,7 +444,7 @@ class Worker:
                      extra=job.log_fields())
 
     async def _record_failure(self, failure: queue.Failure) -> None:
-        """Record a failed sync; the job keeps its slot and its lease until it is."""
+        """Record a failed sync; the job keeps its lease (not its sync slot) until it is."""
         job = failure.job
         self.finishing.add(job.id)
         self._wake.set()  # its sync slot is free: the claim may take the next job now
