@@ -1,10 +1,12 @@
 """Benchmark 1 (ingest) and half of 5 (web memory).
 
 A real ``uvicorn debounce.web:app`` on loopback, driven by ``bench.loadgen`` in another process:
-N signed webhooks over 2 000 pages, then N to one hot page, at fixed concurrency. Then the limits
-it is compared with: the same debounce upsert through psycopg from one process at the same
-concurrency (``raw``), and ``pgbench`` running the same statement, one event per transaction,
-8 clients.
+N signed webhooks over 2 000 pages, then N to one hot page, then N ``GET /healthz`` (the trivial
+route: the server's, the framework's and the load generator's own ceiling), at fixed concurrency;
+the web process's CPU seconds (user + system, ``psutil``) over each phase give its CPU per
+request. Then the limits it is compared with: the same debounce upsert through psycopg from one
+process at the same concurrency (``raw``), and ``pgbench`` running the same statement, one event
+per transaction, 8 clients.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 from psycopg_pool import AsyncConnectionPool
 
 from bench import loadgen
@@ -40,6 +43,9 @@ from debounce.types import JobEvent
 PAGES = 2000
 CONCURRENCY = 32
 PGBENCH_CLIENTS = 8
+#: The trivial route the same server answers in the same run (no database, a constant body):
+#: the ceiling of the server, the framework and the load generator on this machine.
+TRIVIAL_ROUTE = "/healthz"
 
 
 # --- the web process under load -----------------------------------------------------------------
@@ -57,25 +63,40 @@ def run_web(url: str, events: int, logdir: Path) -> dict[str, Any]:
                  "--port", str(port), "--no-access-log"], env=env, log=logdir / "web.log")
     sampler = RssSampler().start()
     sampler.watch(web.pid)
+    proc = psutil.Process(web.pid)
     out: dict[str, Any] = {}
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
-        for client, phase, hot in (("httpx", "spread", False), ("httpx", "hot", True),
-                                   ("aiohttp", "spread", False), ("aiohttp", "hot", True)):
+        for client, phase in ((c, p) for c in ("httpx", "aiohttp")
+                              for p in ("spread", "hot", "trivial")):
+            warmup = 200 if phase == "spread" else 0
             args = [sys.executable, "-m", "bench.loadgen", "--url", f"http://127.0.0.1:{port}",
                     "--events", str(events), "--pages", str(PAGES), "--concurrency",
-                    str(CONCURRENCY), "--deadline", "120", "--client", client]
-            if hot:
-                args += ["--hot", "--warmup", "0"]
+                    str(CONCURRENCY), "--deadline", "120", "--client", client,
+                    "--warmup", str(warmup)]
+            if phase == "hot":
+                args += ["--hot"]
+            if phase == "trivial":
+                args += ["--trivial", TRIVIAL_ROUTE]
+            before = proc.cpu_times()
             gen = spawn(args, capture=True, log=logdir / "loadgen.log")
             try:
                 stdout, _ = gen.communicate(timeout=300)
             finally:
                 stop(gen)
+            after = proc.cpu_times()
             lines = [ln for ln in stdout.decode().splitlines() if ln.startswith("{")]
             if not lines:
                 raise RuntimeError(f"load generator printed nothing (see {logdir}/loadgen.log)")
-            out[(client, phase)] = json.loads(lines[-1])
+            figures = json.loads(lines[-1])
+            # The web process's CPU (user + system) over the load generator's whole run, per
+            # request answered 2xx (the warm-up's requests included: they were served too).
+            answered = warmup + sum(n for code, n in figures["statuses"].items()
+                                    if code.startswith("2"))
+            cpu = (after.user - before.user) + (after.system - before.system)
+            figures["web_cpu_seconds"] = round(cpu, 3)
+            figures["web_cpu_ms_per_request"] = round(cpu * 1000 / answered, 4) if answered else None
+            out[(client, phase)] = figures
     finally:
         stop(web)
         peak = sampler.stop()
@@ -196,6 +217,7 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
                                     ("aiohttp", "spread", raw_spread, pgb_spread),
                                     ("aiohttp", "hot", raw_hot, pgb_hot)):
         w = web[(client, phase)]
+        trivial = web[(client, "trivial")]
         rps = w["requests_per_s"]
         rec = emit(
             "ingest", client=client, phase=phase, pages=1 if phase == "hot" else PAGES, events=w["requests"],
@@ -207,6 +229,11 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
             pgbench_tps=pgb["tps"], pgbench_latency_avg_ms=pgb["latency_avg_ms"],
             pgbench_failed=pgb["failed"],
             ratio_ingest_to_pgbench=round(rps / pgb["tps"], 2) if pgb["tps"] else None,
+            web_cpu_ms_per_webhook=w["web_cpu_ms_per_request"],
+            trivial_route=TRIVIAL_ROUTE, trivial_requests_per_s=trivial["requests_per_s"],
+            trivial_web_cpu_ms_per_request=trivial["web_cpu_ms_per_request"],
+            ratio_ingest_to_trivial=(round(rps / trivial["requests_per_s"], 2)
+                                     if trivial["requests_per_s"] else None),
         )
         res[(client, phase)] = rec
     for client in ("httpx", "aiohttp"):
@@ -218,8 +245,14 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
 
 def _goals(client: str, s: dict[str, Any], h: dict[str, Any]) -> None:
     goal_spread = bool(s["ratio_ingest_to_pgbench"] and s["ratio_ingest_to_pgbench"] >= 1.0)
+    cpu = s["web_cpu_ms_per_webhook"]
     emit("ingest_goals", client=client,
          spread_ge_1x_pgbench=goal_spread,
+         spread_ge_0_8x_pgbench=bool(s["ratio_ingest_to_pgbench"]
+                                     and s["ratio_ingest_to_pgbench"] >= 0.8),
+         web_cpu_le_0_25_ms_per_webhook=bool(cpu is not None and cpu <= 0.25),
+         hot_ge_1_5x_pgbench_hot=bool(h["ratio_ingest_to_pgbench"]
+                                      and h["ratio_ingest_to_pgbench"] >= 1.5),
          spread_p99_le_20ms=s["p99_ms"] <= 20, hot_p99_le_20ms=h["p99_ms"] <= 20,
          zero_non_2xx=(s["non_2xx"] == 0 and h["non_2xx"] == 0
                        and not s["client_errors"] and not h["client_errors"]),

@@ -78,6 +78,11 @@ class _AiohttpClient:
             await resp.read()
             return type("R", (), {"status_code": resp.status})()
 
+    async def get(self, path: str) -> Any:
+        async with self.session.get(self.base_url + path) as resp:
+            await resp.read()
+            return type("R", (), {"status_code": resp.status})()
+
     async def __aenter__(self) -> _AiohttpClient:
         return self
 
@@ -86,7 +91,8 @@ class _AiohttpClient:
 
 
 async def run(url: str, events: int, pages: int, concurrency: int, hot: bool, warmup: int,
-              deadline: float, client_kind: str = "httpx") -> dict[str, Any]:
+              deadline: float, client_kind: str = "httpx",
+              trivial: str | None = None) -> dict[str, Any]:
     bodies = Bodies()
     warm = [bodies.make(i, pages, False) for i in range(warmup)]
     work = [bodies.make(i, pages, hot) for i in range(events)]
@@ -110,7 +116,11 @@ async def run(url: str, events: int, pages: int, concurrency: int, hot: bool, wa
                         return
                     t0 = time.perf_counter()
                     try:
-                        resp = await client.post(f"/webhooks/{source}", content=body, headers=headers)
+                        if trivial is not None:  # the same client's cost on a route doing nothing
+                            resp = await client.get(trivial)
+                        else:
+                            resp = await client.post(f"/webhooks/{source}", content=body,
+                                                     headers=headers)
                         code = resp.status_code
                     except (httpx.HTTPError, aiohttp.ClientError, TimeoutError) as exc:
                         errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
@@ -157,11 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--client", choices=["httpx", "aiohttp"], default="httpx",
                    help="HTTP client (httpx: the reference; aiohttp: cheaper per request, to see "
                         "past the client's own CPU cost on a small machine)")
+    p.add_argument("--trivial", metavar="PATH",
+                   help="GET PATH instead of posting webhooks (a route that does nothing: the "
+                        "server's and the client's own cost per request)")
     a = p.parse_args(argv)
     if not a.url.startswith(("http://127.0.0.1", "http://localhost")):
         raise SystemExit("loopback only")
     result = asyncio.run(run(a.url, a.events, a.pages, a.concurrency, a.hot, a.warmup, a.deadline,
-                             a.client))
+                             a.client, a.trivial))
     print(json.dumps(result), flush=True)
     return 0
 

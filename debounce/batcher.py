@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 from debounce import queue
 from debounce.db import Db, is_transient
-from debounce.types import EnqueueResult, JobEvent
+from debounce.types import EnqueueBrief, JobEvent
 
 __all__ = ["Batcher", "EnqueueBatcher"]
 
@@ -51,7 +52,7 @@ class Batcher(Generic[T, R]):
         self.flushers = flushers
         self.max_batch = max_batch
         self.name = name
-        self._pending: list[tuple[Sequence[T], asyncio.Future[list[R]]]] = []
+        self._pending: deque[tuple[Sequence[T], asyncio.Future[list[R]]]] = deque()
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -101,7 +102,7 @@ class Batcher(Generic[T, R]):
             batch: list[tuple[Sequence[T], asyncio.Future[list[R]]]] = []
             size = 0
             while self._pending and (not batch or size + len(self._pending[0][0]) <= self.max_batch):
-                item = self._pending.pop(0)
+                item = self._pending.popleft()
                 batch.append(item)
                 size += len(item[0])
             await self._run(batch)
@@ -128,16 +129,17 @@ class Batcher(Generic[T, R]):
             offset += len(items)
 
 
-class EnqueueBatcher(Batcher[JobEvent, EnqueueResult]):
+class EnqueueBatcher(Batcher[JobEvent, EnqueueBrief]):
     """The web's batcher: concurrent deliveries' events debounced by one
-    :func:`debounce.queue.enqueue_many` statement (events must be validated before: they are not
+    :func:`debounce.queue.enqueue_brief` statement (events must be validated before: they are not
     checked again); a batch
     with a job due within ``notify_within`` seconds wakes idle workers."""
 
     def __init__(self, db: Db, *, flushers: int = 4, max_batch: int = 500,
                  notify_within: float = 0.0) -> None:
-        async def enqueue(events: list[JobEvent]) -> list[EnqueueResult]:
-            return await queue.enqueue_many(db, events, notify_within=notify_within, validated=True)
+        async def enqueue(events: list[JobEvent]) -> list[EnqueueBrief]:
+            return await queue.enqueue_brief(db, events, notify_within=notify_within,
+                                             validated=True)
 
         super().__init__(enqueue, flushers=flushers, max_batch=max_batch, name="enqueue")
         self.db = db

@@ -7,6 +7,8 @@ live in one process.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from debounce.contract.http import on_api_request
@@ -45,6 +47,8 @@ class WebMetrics:
             ["source"],
             registry=self.registry,
         )
+        #: ``webhooks``' children by (source, outcome), so counting one costs a dict lookup.
+        self._webhook_children: dict[tuple[str, str], Any] = {}
         self.enqueue_seconds = Histogram(
             "debounce_enqueue_seconds",
             "Seconds to debounce one delivery's events into the queue (one statement).",
@@ -68,6 +72,14 @@ class WebMetrics:
             "(held back by open transactions).",
             registry=self.registry,
         )
+
+    def count_webhook(self, source: str, outcome: str, n: int = 1) -> None:
+        """Add ``n`` to ``debounce_webhooks_total{source, outcome}``."""
+        child = self._webhook_children.get((source, outcome))
+        if child is None:
+            child = self._webhook_children[(source, outcome)] = self.webhooks.labels(source,
+                                                                                     outcome)
+        child.inc(n)
 
 
 class WorkerMetrics:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from debounce.contract.jobs import ApiBudget, JobStatus, SourceWindow, SyncJob
 
 __all__ = [
     "ApiBudget",
+    "Claimed",
+    "EnqueueBrief",
     "EnqueueOutcome",
     "EnqueueResult",
     "JobEvent",
@@ -42,7 +45,9 @@ class JobEvent:
     """One accepted webhook event, as handed to ``queue.enqueue_many``.
 
     ``debounce_seconds`` and ``max_wait_seconds`` are seconds (>= 0). ``event_id`` is the
-    source's idempotency key (``None``: no deduplication).
+    source's idempotency key (``None``: no deduplication). ``payload_json``: ``payload``'s JSON
+    text when the caller already serialised and checked it (``queue.payload_text``: the web
+    does, once per event); ``None``: ``enqueue_many`` does.
     """
 
     source_type: str
@@ -55,6 +60,26 @@ class JobEvent:
     max_attempts: int = 5
     #: The workspace the event came from (``workspaces.id``; ``None``: none).
     workspace_id: int | None = None
+    payload_json: str | None = None
+
+
+class Claimed(NamedTuple):
+    """A job the worker's claim took (``queue.claim_with_workspaces``) and what its sync needs
+    of its workspace as the claim read it: ``{"status", "origin", "external_id",
+    "bot_user_id", "credentials"}`` (``credentials``: the encrypted token, ``None`` for the
+    environment's workspace), or ``None`` for a job of no workspace."""
+
+    job: SyncJob
+    workspace: dict[str, Any] | None
+
+
+class EnqueueBrief(NamedTuple):
+    """What ``queue.enqueue_brief`` did with one event: the outcome, the page's active job's
+    id and due time (UTC; both ``None`` only for a duplicate whose page has no active job)."""
+
+    outcome: EnqueueOutcome
+    job_id: int | None
+    scheduled_at: datetime | None
 
 
 @dataclass(frozen=True)

@@ -132,9 +132,13 @@ class Directory:
         self._loaded_at = float("-inf")
         self._warned: set[tuple[str, str]] = set()
 
+    def stale(self) -> bool:
+        """Whether the copy is older than ``ttl`` (the next :meth:`refresh` re-reads it)."""
+        return time.monotonic() - self._loaded_at >= self.ttl
+
     async def refresh(self, *, force: bool = False) -> None:
         """Re-read the workspaces if the copy is older than ``ttl`` (or ``force``)."""
-        if force or time.monotonic() - self._loaded_at >= self.ttl:
+        if force or self.stale():
             if not self._ensured:
                 for source_type, token in self.env_tokens.items():
                     await ensure_env_workspace(self.db, source_type, token)
@@ -154,6 +158,11 @@ class Directory:
         """The :class:`Route` of an event of ``source_type`` naming ``external_id`` (and, for an
         org-wide install, ``enterprise_id``)."""
         await self.refresh()
+        return self.lookup(source_type, external_id, enterprise_id)
+
+    def lookup(self, source_type: str, external_id: str | None,
+               enterprise_id: str | None = None) -> Route:
+        """:meth:`route` from the copy as it is (no I/O: the caller refreshes it first)."""
         if source_type not in self._sources:
             return Route(True, None)
         row = self._by_id.get((source_type, external_id)) if external_id else None
@@ -301,6 +310,17 @@ async def credentials(db: Db, keyring: Keyring | None, workspace_id: int) -> dic
     row = await fetch_one(db, _Q["workspace_credentials"], {"id": workspace_id})
     if row is None:
         return None
+    return credentials_of(row, keyring, workspace_id)
+
+
+def credentials_of(row: Mapping[str, Any], keyring: Keyring | None,
+                   workspace_id: int) -> dict[str, Any]:
+    """:func:`credentials` from a row already read (``status``, ``origin``, ``external_id``,
+    ``bot_user_id``, ``credentials``: the worker's claim returns them with each job).
+
+    Raises:
+        CredentialsUnreadable: stored credentials and no (or the wrong) key.
+    """
     out: dict[str, Any] = {"status": row["status"], "origin": row["origin"],
                            "external_id": row["external_id"], "bot_user_id": row["bot_user_id"]}
     if row["credentials"] is not None:

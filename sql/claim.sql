@@ -76,7 +76,10 @@ select source_type from s where source_type is not null
 -- %(sources)s (text[]) with %(rooms)s (int[]) restricts the claim to those sources, each
 -- taking at most its room (the worker's per-source share of its slots); NULL: any source.
 -- Rows are taken FOR UPDATE SKIP LOCKED; rows locked beyond the limit are released at commit.
--- Sets the lease, attempts + 1, and records the revision the sync will cover.
+-- Sets the lease, attempts + 1, and records the revision the sync will cover. Each claimed row
+-- comes with what its sync needs of its workspace (NULL for a job of no workspace), read in the
+-- same statement instead of one query per job: ws_status, ws_origin, ws_external_id,
+-- ws_bot_user_id, ws_credentials (the encrypted token; NULL for the environment's workspace).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), rooms as (
@@ -237,9 +240,13 @@ update sync_jobs j
        claimed_revision = j.revision,
        retry_at         = null,
        updated_at       = clock.now
-  from due, clock
+  from due
+ cross join clock
+  left join lateral (select w.status, w.origin, w.external_id, w.bot_user_id, w.credentials
+                       from workspaces w where w.id = due.workspace_id) w on true
  where j.id = due.id
-returning j.*
+returning j.*, w.status as ws_status, w.origin as ws_origin, w.external_id as ws_external_id,
+          w.bot_user_id as ws_bot_user_id, w.credentials as ws_credentials
 
 -- refresh_ready --
 -- The self-healing path of the workspace lines (migration 011), for workspaces with id >

@@ -3,21 +3,11 @@
 -- pg_notify('debounce_jobs', source_type) is sent only when a job becomes due now, never for an
 -- ordinary debounced event (NOTIFY serialises commits).
 
--- enqueue_many --
--- The debounce upsert for a batch of events, one statement. Events are deduplicated by
--- (source_type, event_id) against seen_events (idempotency), events of one page inside the batch
--- are merged first (latest payload wins, counts add up), then each page's one active job is
--- created or updated:
---   pending    → payload/event id replaced, event_count += n, scheduled_at pushed to
---                now + debounce but never past max_wait_until, and never before a retry backoff
---                (retry_at); a job raised by a manual re-sync (higher priority) keeps its earlier
---                due time;
---   processing → payload replaced, revision bumped: complete() then turns the row back to
---                pending instead of completed (the follow-up sync). The first event after the
---                claim opens a new burst (first_event_at, max_wait_until).
--- ON CONFLICT restates the partial index predicate so Postgres infers the partial index.
--- Returns one row per input event (ord = 1-based position) with its outcome and the job.
--- NOTIFY: see the notify CTE.
+-- _enqueue_upsert --
+-- The debounce upsert shared by enqueue_many and enqueue_brief, up to its RETURNING list
+-- (each statement returns what it needs). %(payloads)s is text[]: each event's payload as
+-- JSON text, serialised once by the caller (debounce.queue.checks.payload_text) and parsed
+-- into jsonb here.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), input as (
@@ -99,8 +89,10 @@ with clock as (
                                           then excluded.max_wait_until
                                           else j.max_wait_until end)) as due) t),
         updated_at     = excluded.updated_at
-    returning j.*, (j.xmax = 0) as inserted
-), notify as (
+
+-- _enqueue_notify --
+-- The wake-up of idle workers (enqueue_many's NOTIFY), one CTE over the upsert's rows.
+notify as (
     -- At most one notification per source per batch, and only for a job due within
     -- %(notify_within)s seconds (the workers' longest idle sleep): a worker woken early
     -- re-reads the earliest due time and sleeps exactly until it, so a window shorter than
@@ -110,6 +102,25 @@ with clock as (
              where u.status = 'pending'
                and u.scheduled_at <= clock.now
                                      + make_interval(secs => %(notify_within)s::float8)) u
+
+-- enqueue_many --
+-- The debounce upsert for a batch of events, one statement. Events are deduplicated by
+-- (source_type, event_id) against seen_events (idempotency), events of one page inside the batch
+-- are merged first (latest payload wins, counts add up), then each page's one active job is
+-- created or updated:
+--   pending    → payload/event id replaced, event_count += n, scheduled_at pushed to
+--                now + debounce but never past max_wait_until, and never before a retry backoff
+--                (retry_at); a job raised by a manual re-sync (higher priority) keeps its earlier
+--                due time;
+--   processing → payload replaced, revision bumped: complete() then turns the row back to
+--                pending instead of completed (the follow-up sync). The first event after the
+--                claim opens a new burst (first_event_at, max_wait_until).
+-- ON CONFLICT restates the partial index predicate so Postgres infers the partial index.
+-- Returns one row per input event (ord = 1-based position) with its outcome and the job.
+-- NOTIFY: see the notify CTE.
+{{_enqueue_upsert}}
+    returning j.*, (j.xmax = 0) as inserted
+), {{_enqueue_notify}}
 ), result as (
     select a.ord,
            case when u.inserted then 'created'
@@ -120,6 +131,32 @@ with clock as (
       join upsert u on u.source_type = a.source_type and u.source_page_id = a.source_page_id
     union all
     select i.ord, 'duplicate', s.*, false
+      from input i
+      left join sync_jobs s on s.source_type = i.source_type
+                           and s.source_page_id = i.source_page_id
+                           and s.status in ('pending', 'processing')
+     where not exists (select 1 from accepted a where a.ord = i.ord)
+)
+select r.*, (select count(*) from notify) as notified from result r order by r.ord
+
+-- enqueue_brief --
+-- enqueue_many for the web: the same statement, returning per input event (ord) only what the
+-- webhook's answer and metrics use: outcome, job id, due time (NULL for a duplicate whose page
+-- has no active job); not the job's row (its payload would travel back and be parsed again).
+{{_enqueue_upsert}}
+    returning j.id, j.source_type, j.source_page_id, j.status, j.scheduled_at,
+              (j.xmax = 0) as inserted
+), {{_enqueue_notify}}
+), result as (
+    select a.ord,
+           case when u.inserted then 'created'
+                when u.status = 'processing' then 'requeued_after_running'
+                else 'debounced' end as outcome,
+           u.id, u.scheduled_at
+      from accepted a
+      join upsert u on u.source_type = a.source_type and u.source_page_id = a.source_page_id
+    union all
+    select i.ord, 'duplicate', s.id, s.scheduled_at
       from input i
       left join sync_jobs s on s.source_type = i.source_type
                            and s.source_page_id = i.source_page_id

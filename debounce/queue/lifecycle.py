@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -20,15 +20,26 @@ from debounce.queue.checks import (
     check_now,
     check_seconds,
     check_text,
+    payload_text,
     validate_event,
 )
 from debounce.sql import queries
-from debounce.types import ApiBudget, EnqueueOutcome, EnqueueResult, JobEvent, SyncJob
+from debounce.types import (
+    ApiBudget,
+    Claimed,
+    EnqueueBrief,
+    EnqueueOutcome,
+    EnqueueResult,
+    JobEvent,
+    SyncJob,
+)
 
 __all__ = [
     "Failure",
     "claim",
+    "claim_with_workspaces",
     "complete_many",
+    "enqueue_brief",
     "enqueue_many",
     "extend_leases",
     "fail_many",
@@ -64,17 +75,51 @@ async def enqueue_many(
         ValueError: an event is invalid (:func:`~debounce.queue.checks.validate_event`: empty
             source or page id, negative or non-finite window, payload not a dict).
     """
-    check_now(now)
     if not events:
+        check_now(now)
         return []
+    rows = await fetch_all(db, _Q["enqueue_many"], _enqueue_params(events, now, notify_within,
+                                                                    validated))
+    return [EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=job_of(row)) for row in rows]
+
+
+async def enqueue_brief(
+    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0,
+    validated: bool = False,
+) -> list[EnqueueBrief]:
+    """:func:`enqueue_many` answering only what a webhook's answer needs: per event, in order,
+    the outcome, the page's active job id and its due time (UTC) — not the job's row. Same
+    statement, same guarantees, same errors.
+    """
+    if not events:
+        check_now(now)
+        return []
+    rows = await fetch_all(db, _Q["enqueue_brief"], _enqueue_params(events, now, notify_within,
+                                                                     validated))
+    return [EnqueueBrief(EnqueueOutcome(row["outcome"]), row["id"],
+                         row["scheduled_at"].astimezone(UTC)
+                         if row["scheduled_at"] is not None else None)
+            for row in rows]
+
+
+def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, notify_within: float,
+                    validated: bool) -> dict[str, Any]:
+    """The statement's parameters; each payload serialised (and checked) once: the event's
+    ``payload_json`` when the caller made it, else :func:`payload_text`.
+
+    Raises:
+        ValueError: an event is invalid (see :func:`enqueue_many`).
+    """
+    check_now(now)
     if not validated:
         for event in events:
-            validate_event(event)
-    params = {
+            validate_event(event, payload=False)
+    return {
         "now": now,
         "source_types": [e.source_type for e in events],
         "source_page_ids": [e.source_page_id for e in events],
-        "payloads": [Jsonb(dict(e.payload)) for e in events],
+        "payloads": [e.payload_json if e.payload_json is not None else payload_text(e.payload)
+                     for e in events],
         "event_ids": [e.event_id for e in events],
         "debounce_seconds": [float(e.debounce_seconds) for e in events],
         "max_wait_seconds": [float(e.max_wait_seconds) for e in events],
@@ -83,14 +128,6 @@ async def enqueue_many(
         "workspace_ids": [e.workspace_id for e in events],
         "notify_within": float(notify_within),
     }
-    # One statement: all-or-nothing. It cannot deadlock with the other statements that lock
-    # several jobs: they all lock them in (source_type, source_page_id) order.
-    rows = await fetch_all(db, _Q["enqueue_many"], params)
-    results: list[EnqueueResult] = []
-    for row in rows:
-        results.append(EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=job_of(row)))
-    return results
-
 
 
 async def claim(
@@ -125,6 +162,33 @@ async def claim(
     Raises:
         ValueError: empty worker id, ``limit < 1``, ``lease_seconds <= 0``.
     """
+    return [c.job for c in await claim_with_workspaces(
+        db, worker_id, limit=limit, lease_seconds=lease_seconds, source_types=source_types,
+        source_limits=source_limits, budgets=budgets, workspace_limit=workspace_limit,
+        costs=costs, now=now)]
+
+
+async def claim_with_workspaces(
+    db: Db,
+    worker_id: str,
+    *,
+    limit: int,
+    lease_seconds: float,
+    source_types: Sequence[str] | None = None,
+    source_limits: Mapping[str, int] | None = None,
+    budgets: Mapping[str, ApiBudget] | None = None,
+    workspace_limit: int = UNLIMITED,
+    costs: Mapping[str, float] | None = None,
+    now: datetime | None = None,
+) -> list[Claimed]:
+    """:func:`claim`, each job with what its sync needs of its workspace, read by the same
+    statement (the worker's claim: no query per job): ``{"status", "origin", "external_id",
+    "bot_user_id", "credentials"}`` (``credentials``: the encrypted token, ``None`` for the
+    environment's workspace) as the claim found it, or ``None`` for a job of no workspace.
+
+    Raises:
+        ValueError: as :func:`claim`.
+    """
     check_text("worker_id", worker_id)
     check_int("limit", limit, minimum=1)
     check_seconds("lease_seconds", lease_seconds, positive=True)
@@ -150,7 +214,8 @@ async def claim(
     }
     for attempt in range(_CLAIM_ATTEMPTS):
         try:
-            return _claimed(await fetch_all(db, _CLAIM["claim"], params))
+            rows = await fetch_all(db, _CLAIM["claim"], params)
+            break
         except psycopg.errors.DeadlockDetected:
             # Two claims can, rarely, wait on each other's workspace rows (the server log says
             # "while locking updated version of tuple": Postgres following a row's update
@@ -161,7 +226,9 @@ async def claim(
             # transaction, which the error has aborted.
             if attempt + 1 == _CLAIM_ATTEMPTS or not _own_transaction(db):
                 raise
-    raise AssertionError("unreachable")
+    claimed = [Claimed(SyncJob.from_row(r), _workspace_of(r)) for r in rows]
+    claimed.sort(key=lambda c: (-c.job.priority, c.job.scheduled_at, c.job.id))
+    return claimed
 
 
 #: How many times a claim cancelled by Postgres's deadlock detector is run (see claim()).
@@ -174,11 +241,12 @@ def _own_transaction(db: Db) -> bool:
     return isinstance(db, AsyncConnectionPool) or bool(db.autocommit)
 
 
-
-def _claimed(rows: Sequence[Mapping[str, Any]]) -> list[SyncJob]:
-    jobs = [SyncJob.from_row(dict(r)) for r in rows]
-    jobs.sort(key=lambda j: (-j.priority, j.scheduled_at, j.id))
-    return jobs
+def _workspace_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    if row["workspace_id"] is None or row["ws_origin"] is None:
+        return None
+    return {"status": row["ws_status"], "origin": row["ws_origin"],
+            "external_id": row["ws_external_id"], "bot_user_id": row["ws_bot_user_id"],
+            "credentials": row["ws_credentials"]}
 
 
 def _lease_token(job: SyncJob) -> str:

@@ -22,10 +22,12 @@ from debounce.secrets import Keyring
 from debounce.types import SyncJob
 from debounce.worker.errors import log_db_error
 
-__all__ = ["RECHECK_SECONDS", "WorkspaceAccess"]
+__all__ = ["DECRYPTED_KEPT", "RECHECK_SECONDS", "WorkspaceAccess"]
 
 log = logging.getLogger("debounce.worker")
 
+#: Decrypted credentials a worker keeps (one per workspace in use; cleared when full).
+DECRYPTED_KEPT = 1024
 #: How often a worker with a key re-checks the workspaces marked with a credentials error
 #: (another worker, with another key, may have marked them), seconds.
 RECHECK_SECONDS = 30.0
@@ -43,6 +45,9 @@ class WorkspaceAccess:
         self.pool = pool
         self.keyring = Keyring(settings.secret_key) if settings.secret_key else None
         self._learned: set[int] = set()
+        #: Decrypted credentials by (workspace id, the stored token's bytes): a token is
+        #: decrypted once per value, not once per job (a re-install stores new bytes).
+        self._decrypted: dict[tuple[int, bytes], dict[str, Any]] = {}
         #: What this process last said of each workspace's credentials (``None``: readable).
         self._said: dict[int, str | None] = {}
 
@@ -117,16 +122,38 @@ class WorkspaceAccess:
                  "credentials error cleared, its jobs are claimed again", workspace_id,
                  row["source_type"], row["external_id"] or row["name"])
 
-    async def credentials(self, job: SyncJob) -> Mapping[str, Any] | None:
+    async def credentials(self, job: SyncJob,
+                          claimed: Mapping[str, Any] | None = None) -> Mapping[str, Any] | None:
         """What ``job`` syncs with: its workspace's decrypted credentials (``None``: no
-        workspace, or the environment's: the source's settings give the token).
+        workspace, or the environment's: the source's settings give the token). ``claimed``:
+        the workspace's row as the claim returned it (``queue.claim_with_workspaces``): then
+        no query is made, and a token is decrypted once per workspace and stored value.
 
         Raises:
             CredentialsUnreadable: stored credentials that no key of this worker decrypts.
         """
         if job.workspace_id is None:
             return None
-        return await self.for_workspace(job.workspace_id)
+        if claimed is None:
+            return await self.for_workspace(job.workspace_id)
+        token = claimed["credentials"]
+        if token is None:
+            return workspaces.credentials_of(claimed, self.keyring, job.workspace_id)
+        key = (job.workspace_id, bytes(token))
+        cached = self._decrypted.get(key)
+        if cached is not None:
+            return {**cached, "status": claimed["status"], "origin": claimed["origin"],
+                    "external_id": claimed["external_id"],
+                    "bot_user_id": claimed["bot_user_id"]}
+        try:
+            out = workspaces.credentials_of(claimed, self.keyring, job.workspace_id)
+        except workspaces.CredentialsUnreadable as exc:
+            await self.unreadable(job.workspace_id, exc.reason)
+            raise
+        if len(self._decrypted) >= DECRYPTED_KEPT:
+            self._decrypted.clear()
+        self._decrypted[key] = out
+        return dict(out)
 
     async def for_workspace(self, workspace_id: int) -> Mapping[str, Any] | None:
         """The decrypted credentials of ``workspace_id`` (``None``: the environment's, or

@@ -99,6 +99,12 @@ class Worker:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._paused_until: dict[str, float] = {}
+        #: Sources a claim found nothing for, with when (``time.monotonic()``) the due-time
+        #: query said one could be claimable (at most a poll interval): not asked before, unless
+        #: :meth:`wake` (a notification, a requeued lease) or a follow-up says otherwise. Spares
+        #: the empty claim and due-time query per claim round for sources with nothing to do
+        #: while another source fills its share of the slots.
+        self._nothing_until: dict[str, float] = {}
         self._stopping = asyncio.Event()
         #: Claim again only once this many slots are free (or nothing runs): claims in batches.
         self.claim_batch = max(1, self.concurrency // 4)
@@ -120,7 +126,14 @@ class Worker:
         self._wake.set()
 
     def wake(self) -> None:
-        """Look for due jobs now (a notification arrived, a slot freed, a lease came back)."""
+        """Look for due jobs now (a notification arrived, a slot freed, a lease came back):
+        every source is asked again."""
+        self._nothing_until.clear()
+        self._wake.set()
+
+    def _ask_again(self, source_type: str) -> None:
+        """A job of ``source_type`` is pending again (a follow-up, a retry): ask for it."""
+        self._nothing_until.pop(source_type, None)
         self._wake.set()
 
     async def run(self) -> None:
@@ -205,16 +218,26 @@ class Worker:
 
     # --- the claim loop -----------------------------------------------------------------------
 
+    def _syncing(self) -> list[SyncJob]:
+        """The jobs whose sync is running: a job whose sync returned and whose outcome is being
+        recorded (``finishing``) keeps its lease but no longer holds a sync slot, so the next
+        claim overlaps the recording of the last outcomes."""
+        if not self.finishing:
+            return list(self.running.values())
+        return [j for i, j in self.running.items() if i not in self.finishing]
+
     def _eligible(self) -> list[tuple[str, int]]:
         """Sources we may claim for now, with how many slots each may take."""
-        free = self.concurrency - len(self.running)
+        syncing = self._syncing()
+        free = self.concurrency - len(syncing)
         if free <= 0:
             return []
         now = time.monotonic()
-        per_source = Counter(j.source_type for j in self.running.values())
+        per_source = Counter(j.source_type for j in syncing)
         out = []
         for source in self.sources:
-            if self._paused_until.get(source, 0.0) > now:
+            if self._paused_until.get(source, 0.0) > now or self._nothing_until.get(source,
+                                                                                  0.0) > now:
                 continue
             room = min(free, self.source_limit - per_source[source])
             if room > 0:
@@ -240,18 +263,23 @@ class Worker:
         """Claim what is due for the free slots; returns how long to sleep (0: claimed some,
         look again now). With every slot busy, a finishing sync wakes the loop."""
         eligible = self._eligible()
-        free = self.concurrency - len(self.running)
-        if eligible and (free >= self.claim_batch or not self.running):
-            jobs = await queue.claim(self.pool, self.worker_id, limit=free,
-                                     lease_seconds=self.settings.lease_seconds,
-                                     source_limits=dict(eligible), budgets=self.budgets,
-                                     workspace_limit=self.workspace_limit, costs=self.costs)
-            for job in jobs:
-                self._start(job)
+        syncing = self._syncing()
+        free = self.concurrency - len(syncing)
+        asked = False
+        if eligible and (free >= self.claim_batch or not syncing):
+            jobs = await queue.claim_with_workspaces(
+                self.pool, self.worker_id, limit=free, lease_seconds=self.settings.lease_seconds,
+                source_limits=dict(eligible), budgets=self.budgets,
+                workspace_limit=self.workspace_limit, costs=self.costs)
+            for job, workspace in jobs:
+                self._start(job, workspace)
             if jobs:
                 return 0.0
+            asked = True
         delay = self.settings.poll_interval_seconds
-        if eligible:
+        # Fewer free slots than a claim batch while syncs run: the end of one wakes the loop,
+        # and nothing would be claimed before it, so the due time is not asked for.
+        if asked:
             until = await queue.seconds_until_due(self.pool, [s for s, _ in eligible],
                                                   budgets=self.budgets,
                                                   workspace_limit=self.workspace_limit,
@@ -260,30 +288,39 @@ class Worker:
                 # Due but not claimed (rows another worker holds, a bucket refilling this very
                 # moment): look again shortly, never in a busy loop.
                 delay = min(delay, max(until, MIN_RECHECK_SECONDS))
+            again = time.monotonic() + delay
+            for source, _ in eligible:
+                self._nothing_until[source] = again
         now = time.monotonic()
-        pauses = [t - now for t in self._paused_until.values() if t > now]
-        if pauses:  # a rate-limited source becomes claimable again
-            delay = min(delay, min(pauses) + 0.001)
+        # a rate-limited source becomes claimable again; a source found empty may have a job
+        # due (woken early, the loop sleeps only until the first of them)
+        waits = [t - now for t in (*self._paused_until.values(), *self._nothing_until.values())
+                 if t > now]
+        if waits:
+            delay = min(delay, min(waits) + 0.001)
         return max(delay, 0.001)
 
-    def _start(self, job: SyncJob) -> None:
+    def _start(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
         self.running[job.id] = job
         WORKER.jobs_claimed.labels(job.source_type).inc()
-        log.debug("claimed (attempt %d, revision %d, %d events)", job.attempts,
-                  job.claimed_revision or 0, job.event_count, extra=job.log_fields())
-        self._tasks[job.id] = asyncio.create_task(self._run_job(job), name=f"sync-{job.id}")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("claimed (attempt %d, revision %d, %d events)", job.attempts,
+                      job.claimed_revision or 0, job.event_count, extra=job.log_fields())
+        self._tasks[job.id] = asyncio.create_task(self._run_job(job, workspace),
+                                                  name=f"sync-{job.id}")
 
-    async def _run_job(self, job: SyncJob) -> None:
+    async def _run_job(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
         integration = self.sources.get(job.source_type)
         started = time.monotonic()
         credentials: Mapping[str, Any] | None = None
         checkpoint = self._resumed(job)
+        meter = self._meter(job)
         try:
             if integration is None:
                 raise PermanentError(f"no integration for source {job.source_type!r}")
-            credentials = await self.access.credentials(job)
+            credentials = await self.access.credentials(job, workspace)
             context = SyncContext(store=self.store.fenced(job), credentials=credentials,
-                                  meter=self._meter(job), checkpoint=checkpoint,
+                                  meter=meter, checkpoint=checkpoint,
                                   audiences=AudienceStore.fenced(self.store.db, job))
             result = await integration.sync(job, context)
         except asyncio.CancelledError:
@@ -394,8 +431,9 @@ class Worker:
         WORKER.sync_seconds.labels(job.source_type, outcome).observe(time.monotonic() - started)
 
     async def _complete(self, job: SyncJob) -> None:
-        """Record a finished sync; the job keeps its slot and its lease until it is."""
+        """Record a finished sync; the job keeps its lease (not its sync slot) until it is."""
         self.finishing.add(job.id)
+        self._wake.set()  # its sync slot is free: the claim may take the next job now
         row = await self.outcomes.complete(job)
         if row is not None and row.finished_at is not None:
             lag = (row.finished_at - job.first_event_at).total_seconds()
@@ -403,17 +441,21 @@ class Worker:
         if row is None:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
         elif row.status.value != "completed":
+            self._ask_again(job.source_type)
             log.info("edited during the sync: follow-up due %s", row.scheduled_at.isoformat(),
                      extra=job.log_fields())
 
     async def _record_failure(self, failure: queue.Failure) -> None:
-        """Record a failed sync; the job keeps its slot and its lease until it is."""
+        """Record a failed sync; the job keeps its lease (not its sync slot) until it is."""
         job = failure.job
         self.finishing.add(job.id)
+        self._wake.set()  # its sync slot is free: the claim may take the next job now
         row = await self.outcomes.fail(failure)
         if row is None:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
         else:
+            if row.status.value == "pending":
+                self._ask_again(job.source_type)
             log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
                      extra=job.log_fields())
 

@@ -1,6 +1,7 @@
 """Recording the outcome of syncs: completions and failures, each batched into one statement
 (``queue.complete_many``, ``queue.fail_many``) by the shared :class:`~debounce.batcher.Batcher`,
-and retried while the database is away (the job keeps its slot and its lease meanwhile)."""
+and retried while the database is away (the job keeps its lease meanwhile; its sync slot is
+free for the next claim)."""
 
 from __future__ import annotations
 
