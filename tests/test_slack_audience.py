@@ -214,6 +214,21 @@ async def test_the_sweep_s_listing_refreshes_what_changed_or_aged(
     assert fake.calls["conversations.info"] == 0  # the listing said the kinds
 
 
+async def test_a_dry_budget_ends_the_sweep_s_refresh_never_its_listing_page(
+    fake: FakeSlack, slack: SlackSyncer, store: DocumentStore, cache: AudienceStore
+) -> None:
+    """With one request left the listing page still gets through: were the refresh to fail the
+    page, it would be retried as soon as one request was available, spend it on the listing
+    again, and never get further (a backfill stuck at 0 pages)."""
+    meter = CountingMeter(left=1)
+    page = await slack.discover(None, SyncContext(audiences=cache, meter=meter))
+    assert {i.source_page_id for i in page.items} == {"C0PUBLIC1", "G0SECRET1", "D0DIRECT1"}
+    assert meter.taken == 1 and fake.calls["conversations.members"] == 0
+    # With the budget back, the next page's refresh learns what this one could not.
+    await slack.discover(None, SyncContext(audiences=cache, meter=CountingMeter()))
+    assert fake.calls["conversations.members"] == 2  # the private channel and the DM
+
+
 def sign(body: bytes) -> dict[str, str]:
     from integrations.slack.source import sign as slack_sign
 

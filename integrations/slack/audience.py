@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from debounce.contract import Audience, AudienceCache, CachedAudience
+from debounce.contract import Audience, AudienceCache, BudgetExhausted, CachedAudience
 from integrations.slack.client import SlackCall, SlackClient, _ChannelGone
 
 __all__ = ["MEMBERS_KEY_PREFIX", "MEMBERS_PAGE_LIMIT", "AudienceKeeper", "kind_of",
@@ -131,11 +131,12 @@ class AudienceKeeper:
         """The reconciliation sweep's part: of one listing page's conversation objects,
         refresh those whose cached kind differs from the listing's or whose cache is older
         than the maximum age (or missing); returns how many were refreshed. No-op without a
-        cache in ``call.context``.
+        cache in ``call.context``. A dry budget ends the refresh (the page's listing is what
+        must get through; the rest are refreshed by their next syncs or the next sweep).
 
         Raises:
             the errors of :func:`~integrations.slack.client.call_api` but ``_ChannelGone`` (a
-            conversation gone since the listing is skipped).
+            conversation gone since the listing is skipped) and ``BudgetExhausted``.
         """
         cache = call.context.audiences
         if cache is None:
@@ -153,5 +154,11 @@ class AudienceKeeper:
                 await self.learn(call, channel, cache, kind=kind)
             except _ChannelGone:
                 continue  # gone since the listing: its next sync says so
+            except BudgetExhausted:
+                # The refresh is the sweep's extra: a dry budget ends it, never the listing
+                # page (which would be retried as soon as one request is available, spend it
+                # on the listing again and never get further). The rest are refreshed by
+                # their conversations' next syncs or the next sweep.
+                break
             refreshed += 1
         return refreshed
