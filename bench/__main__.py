@@ -34,7 +34,7 @@ BENCHMARKS = {
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="smoke run, about 2.5 minutes (CI runs it)")
+    p.add_argument("--quick", action="store_true", help="smoke run, about 4 minutes (CI runs it)")
     p.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these")
     p.add_argument("--database-url", default=os.environ.get("DATABASE_URL") or common.DEFAULT_URL)
     p.add_argument("--out", help="also write the JSON lines to this file")

@@ -78,9 +78,14 @@ def test_every_accepted_edit_is_synced_and_no_document_is_stale_under_faults(
         frozen = 0
         while not editing.done():
             loop.run_until_complete(asyncio.sleep(0.7))
-            victim = rng.choice(workers)  # a GC pause, a frozen VM: past its 1 s lease
+            # A GC pause, a frozen VM: past its 1 s lease. Freeze a worker that holds a job
+            # (worker ids are host:pid:hex), so that the freeze costs it a lease.
+            holding = {int(r[0]) for r in sql(
+                database_url, "select distinct split_part(locked_by, ':', 2) from sync_jobs "
+                              "where status = 'processing'") if str(r[0]).isdigit()}
+            victim = rng.choice([w for w in workers if w.pid in holding] or workers)
             victim.send_signal(signal.SIGSTOP)
-            loop.run_until_complete(asyncio.sleep(1.6))
+            loop.run_until_complete(asyncio.sleep(2.0))
             victim.send_signal(signal.SIGCONT)
             frozen += 1
         accepted = loop.run_until_complete(editing)

@@ -8,12 +8,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
 
 from debounce.budgets import UNLIMITED, budget_params
-from debounce.db import Db, fetch_all, fetch_one
+from debounce.db import Db, fetch_all, fetch_all_retrying, fetch_one
 from debounce.queue.checks import (
     MAX_ERROR_CHARS,
     check_int,
@@ -78,7 +76,7 @@ async def enqueue_many(
     if not events:
         check_now(now)
         return []
-    rows = await fetch_all(db, _Q["enqueue_many"], _enqueue_params(events, now, notify_within,
+    rows = await fetch_all_retrying(db, _Q["enqueue_many"], _enqueue_params(events, now, notify_within,
                                                                     validated))
     return [EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=job_of(row)) for row in rows]
 
@@ -94,7 +92,7 @@ async def enqueue_brief(
     if not events:
         check_now(now)
         return []
-    rows = await fetch_all(db, _Q["enqueue_brief"], _enqueue_params(events, now, notify_within,
+    rows = await fetch_all_retrying(db, _Q["enqueue_brief"], _enqueue_params(events, now, notify_within,
                                                                      validated))
     return [EnqueueBrief(EnqueueOutcome(row["outcome"]), row["id"],
                          row["scheduled_at"].astimezone(UTC)
@@ -212,33 +210,10 @@ async def claim_with_workspaces(
         **budget_params(budgets, costs),
         "workspace_limit": workspace_limit,
     }
-    for attempt in range(_CLAIM_ATTEMPTS):
-        try:
-            rows = await fetch_all(db, _CLAIM["claim"], params)
-            break
-        except psycopg.errors.DeadlockDetected:
-            # Two claims can, rarely, wait on each other's workspace rows (the server log says
-            # "while locking updated version of tuple": Postgres following a row's update
-            # chain; seen once in thousands of concurrent claims, not reproduced at will).
-            # Postgres cancels one after deadlock_timeout and nothing of it was written, so
-            # the claim runs again, as Postgres's documentation advises — only on a
-            # connection of its own (a pool, or autocommit), never inside a caller's
-            # transaction, which the error has aborted.
-            if attempt + 1 == _CLAIM_ATTEMPTS or not _own_transaction(db):
-                raise
+    rows = await fetch_all_retrying(db, _CLAIM["claim"], params)
     claimed = [Claimed(SyncJob.from_row(r), _workspace_of(r)) for r in rows]
     claimed.sort(key=lambda c: (-c.job.priority, c.job.scheduled_at, c.job.id))
     return claimed
-
-
-#: How many times a claim cancelled by Postgres's deadlock detector is run (see claim()).
-_CLAIM_ATTEMPTS = 3
-
-
-def _own_transaction(db: Db) -> bool:
-    """A statement on ``db`` runs in a transaction of its own (a pool's connection or an
-    autocommit connection), so running it again after an error is safe."""
-    return isinstance(db, AsyncConnectionPool) or bool(db.autocommit)
 
 
 def _workspace_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -266,7 +241,7 @@ async def complete_many(
     check_now(now)
     if not jobs:
         return {}
-    rows = await fetch_all(
+    rows = await fetch_all_retrying(
         db,
         _Q["complete_many"],
         {"ids": [j.id for j in jobs], "lease_tokens": [_lease_token(j) for j in jobs], "now": now},
@@ -320,7 +295,7 @@ async def fail_many(
     check_now(now)
     if not failures:
         return {}
-    rows = await fetch_all(
+    rows = await fetch_all_retrying(
         db,
         _Q["fail_many"],
         {
@@ -368,7 +343,7 @@ async def release(
     tokens = [_lease_token(j) for j in batch]
     if not tokens:
         return []
-    rows = await fetch_all(db, _Q["release"], {"lease_tokens": tokens, "now": now})
+    rows = await fetch_all_retrying(db, _Q["release"], {"lease_tokens": tokens, "now": now})
     return [SyncJob.from_row(dict(r)) for r in rows]
 
 
@@ -379,7 +354,7 @@ async def requeue_expired(
     when their attempts are spent. Returns the rows changed (at most ``limit``)."""
     check_int("limit", limit, minimum=1)
     check_now(now)
-    rows = await fetch_all(db, _Q["requeue_expired"], {"limit": limit, "now": now})
+    rows = await fetch_all_retrying(db, _Q["requeue_expired"], {"limit": limit, "now": now})
     return [SyncJob.from_row(dict(r)) for r in rows]
 
 
