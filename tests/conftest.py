@@ -11,6 +11,7 @@ Each test gets its own schema (``search_path`` set in the connection string), mi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 import uuid
@@ -64,18 +65,32 @@ def schema_name() -> str:
     return "t_" + uuid.uuid4().hex[:16]
 
 
-@pytest.fixture
-def database_url(pg_server_url: str, schema_name: str) -> Iterator[str]:
-    """A connection string whose ``search_path`` is a fresh, migrated schema."""
+@contextlib.contextmanager
+def fresh_schema(pg_server_url: str, schema_name: str) -> Iterator[str]:
+    """A connection string whose ``search_path`` is schema ``schema_name``, created empty
+    here and dropped (with everything in it) on the way out."""
     with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        conn.execute(f'create schema "{schema_name}"')  # name is ours: t_<hex>
-    url = make_conninfo(pg_server_url, options=f"-c search_path={schema_name}")
-    asyncio.run(migrate(url))
+        conn.execute(f'create schema "{schema_name}"')  # name is ours: <letter>_<hex>
     try:
-        yield url
+        yield make_conninfo(pg_server_url, options=f"-c search_path={schema_name}")
     finally:
         with psycopg.connect(pg_server_url, autocommit=True) as conn:
             conn.execute(f'drop schema if exists "{schema_name}" cascade')
+
+
+@pytest.fixture
+def database_url(pg_server_url: str, schema_name: str) -> Iterator[str]:
+    """A connection string whose ``search_path`` is a fresh, migrated schema."""
+    with fresh_schema(pg_server_url, schema_name) as url:
+        asyncio.run(migrate(url))
+        yield url
+
+
+@pytest.fixture
+def empty_database(pg_server_url: str) -> Iterator[str]:
+    """A connection string to a fresh, *unmigrated* schema (another than ``database_url``'s)."""
+    with fresh_schema(pg_server_url, "e_" + uuid.uuid4().hex[:12]) as url:
+        yield url
 
 
 @pytest.fixture

@@ -17,14 +17,12 @@ import asyncio
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from debounce.cli import build_parser
 from debounce.migrate import migrate
@@ -75,19 +73,6 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
     return lines[0]
-
-
-@pytest.fixture
-def empty_database(pg_server_url: str) -> Iterator[str]:
-    """A connection string to a fresh, *unmigrated* schema."""
-    schema = "c_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        conn.execute(f'create schema "{schema}"')  # name is ours
-    try:
-        yield make_conninfo(pg_server_url, options=f"-c search_path={schema}")
-    finally:
-        with psycopg.connect(pg_server_url, autocommit=True) as conn:
-            conn.execute(f'drop schema if exists "{schema}" cascade')
 
 
 def tables(url: str) -> list[str]:

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -42,23 +41,6 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def run(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-
-
-@pytest.fixture
-def empty_database(pg_server_url: str) -> Iterator[str]:
-    """A connection string to a fresh, *unmigrated* schema."""
-    import uuid
-
-    from psycopg.conninfo import make_conninfo
-
-    schema = "e_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        conn.execute(f'create schema "{schema}"')  # name is ours
-    try:
-        yield make_conninfo(pg_server_url, options=f"-c search_path={schema}")
-    finally:
-        with psycopg.connect(pg_server_url, autocommit=True) as conn:
-            conn.execute(f'drop schema if exists "{schema}" cascade')
 
 
 UVICORN = [sys.executable, "-m", "uvicorn", "debounce.web:app", "--host", "127.0.0.1"]

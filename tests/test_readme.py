@@ -9,13 +9,10 @@ import re
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,18 +23,6 @@ def walkthrough() -> list[str]:
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block, "no shell block in 'Running it for real'"
     return block.group(1).strip().splitlines()
-
-
-@pytest.fixture
-def fresh_database(pg_server_url: str) -> Iterator[str]:
-    schema = "r_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        conn.execute(f'create schema "{schema}"')  # name is ours
-    try:
-        yield make_conninfo(pg_server_url, options=f"-c search_path={schema}")
-    finally:
-        with psycopg.connect(pg_server_url, autocommit=True) as conn:
-            conn.execute(f'drop schema if exists "{schema}" cascade')
 
 
 def as_url(conninfo: str) -> str:
@@ -73,7 +58,7 @@ def test_as_url_keeps_a_socket_directory_and_options() -> None:
 
 
 @pytest.mark.slow
-def test_running_it_for_real_reaches_a_synced_document(fresh_database: str, tmp_path: Path) -> None:
+def test_running_it_for_real_reaches_a_synced_document(empty_database: str, tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -84,7 +69,7 @@ def test_running_it_for_real_reaches_a_synced_document(fresh_database: str, tmp_
             continue  # installed already, with the dev extras (honcho among them)
         if command.startswith("createdb"):
             continue  # the fixture made a fresh schema
-        command = re.sub(r"export DATABASE_URL=\S+", f"export DATABASE_URL='{as_url(fresh_database)}'",
+        command = re.sub(r"export DATABASE_URL=\S+", f"export DATABASE_URL='{as_url(empty_database)}'",
                          command)
         command = command.replace("PORT=8000", f"PORT={port}")
         lines.append(command)

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from psycopg_pool import AsyncConnectionPool
+from test_backfill_e2e import wait_for
 
 from debounce import enumerations, queue, workspaces
 from debounce.config import Settings, SourceWindow
@@ -48,16 +48,6 @@ async def scalar(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> Any:
         cur = await conn.execute(sql, args)  # test-only SQL
         row = await cur.fetchone()
         return row[0] if row else None
-
-
-async def wait_for(what: str, check: Any, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture
