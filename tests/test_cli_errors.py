@@ -241,3 +241,18 @@ def test_a_port_in_use_is_one_line_naming_port_before_anything_starts(
         assert one_line(done) == expected, args
         assert done.returncode == 1 and "serving" not in done.stdout + done.stderr
     assert not (tmp_path / "pgdata").exists()  # nothing was started
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly(empty_database: str,
+                                                         tmp_path: Path) -> None:
+    """``debounce jobs | head -1``: the reader closes the pipe before the command writes; the
+    command ends with exit 0 and says nothing (it printed ``error: [Errno 32] Broken pipe``)."""
+    asyncio.run(migrate(empty_database))
+    env = clean_env(tmp_path, DATABASE_URL=empty_database)
+    proc = subprocess.Popen([*DEBOUNCE, "jobs"], env=env, cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()                       # gone before the command's first line
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, stderr
+    assert stderr == ""

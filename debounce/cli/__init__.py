@@ -9,11 +9,12 @@ their help), :mod:`.processes` (worker, web, serve), :mod:`.demo` (``serve --dem
 from __future__ import annotations
 
 import argparse
-import asyncio
+import os
 import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+from debounce import eventloop
 from debounce.cli import workspace_cmds
 from debounce.cli.admin import COMMANDS
 from debounce.cli.demo import EXAMPLES
@@ -97,7 +98,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "url", 0) is None:
         args.url = f"http://127.0.0.1:{settings.port}"
     try:
-        return asyncio.run(_command(args, settings))
+        code = eventloop.run(_command(args, settings))
+        sys.stdout.flush()  # a closed pipe (`| head`) shows here, inside the boundary
+        return code
+    except BrokenPipeError:
+        # The reader went away (`debounce documents --id 7 | head`): a normal end, not an
+        # error; stdout points at devnull so the interpreter's own flush at exit stays quiet
+        # (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         return 130
     except SystemExit as exc:
