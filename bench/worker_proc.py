@@ -9,11 +9,11 @@ environment as ``debounce worker`` (DATABASE_URL, DEBOUNCE_*).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 
 import integrations
+from debounce import eventloop
 from debounce.cli import run_worker
 from debounce.config import Settings
 from debounce.db import execute
@@ -50,7 +50,7 @@ def main() -> int:
     )
     settings = Settings.from_env()
     configure(settings.log_format, settings.log_level)
-    return asyncio.run(run_worker(settings))
+    return eventloop.run(run_worker(settings))
 
 
 if __name__ == "__main__":

@@ -17,11 +17,12 @@ import re
 from pathlib import Path
 from typing import LiteralString
 
-__all__ = ["migrations", "queries", "sql_dir"]
+__all__ = ["compact", "migrations", "queries", "sql_dir"]
 
 _HEADER = re.compile(r"^-- (_?[a-z][a-z0-9_]*) --\s*$")
 _INCLUDE = re.compile(r"\{\{(?:([a-z][a-z0-9_]*)\.)?(_[a-z][a-z0-9_]*)\}\}")
 _MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+_SPACES = re.compile(r"\s{2,}")
 
 
 def sql_dir() -> Path:
@@ -96,7 +97,39 @@ def queries(name: str) -> dict[str, LiteralString]:
         return fragments[fragment]
 
     # Expanded from reviewed files of the repository, never from input: literal statements.
-    return {k: _INCLUDE.sub(include, v) for k, v in statements.items()}
+    return {k: compact(_INCLUDE.sub(include, v)) for k, v in statements.items()}
+
+
+def compact(statement: str) -> LiteralString:
+    """``statement`` as sent to PostgreSQL: without its comments, indentation, alignment and
+    blank lines.
+
+    The comments are for reviewers and stay in the file; sent, they would make most statements
+    longer than the 4 096 characters up to which psycopg caches the conversion of a query's
+    ``%(name)s`` placeholders (``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``), so every
+    execution would convert it again. A ``--`` inside a string literal is kept: a line's
+    trailing comment is cut only where an even number of quotes precede it.
+
+    Raises:
+        ValueError: the statement uses dollar quoting or a backslash-escaped quote, whose
+            literals this quote count cannot find (the named queries use neither).
+    """
+    if "$$" in statement or "\\'" in statement:
+        raise ValueError("compact() cannot read dollar quoting or backslash-escaped quotes")
+    out = []
+    for line in statement.splitlines():
+        text = line.strip()
+        cut = text.find("--")
+        while cut >= 0 and text.count("'", 0, cut) % 2:
+            cut = text.find("--", cut + 2)
+        if cut >= 0:
+            text = text[:cut].rstrip()
+        # runs of spaces (alignment) become one, outside string literals
+        parts = text.split("'")
+        text = "'".join(_SPACES.sub(" ", p) if i % 2 == 0 else p for i, p in enumerate(parts))
+        if text:
+            out.append(text)
+    return "\n".join(out)  # the reviewed text, shortened
 
 
 def migrations() -> list[tuple[int, str, str]]:

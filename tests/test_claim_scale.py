@@ -6,7 +6,6 @@ Real Postgres, time controlled through ``now=``."""
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -216,7 +215,9 @@ async def test_the_idle_workers_due_time_reads_the_head_of_the_lines(
 
 async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
         pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
-    """2 000 workspaces with due work: the claim's plan reads O(limit) workspace rows."""
+    """2 000 workspaces with due work: one claim reads O(limit) workspace rows, through
+    indexes (the transaction's own table statistics, which count what the statements inside
+    claim_pick read too)."""
     await conn.execute(
         "insert into workspaces (source_type, external_id, name, origin, credentials) "
         "select 'notion', 'X' || g, 'X' || g, 'cli', '\\x00' from generate_series(1, 2000) g")
@@ -231,23 +232,18 @@ async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
               "sources": ["notion"], "rooms": [8], "budget_sources": [],
               "budget_per_minutes": [], "budget_bursts": [], "budget_costs": [],
               "workspace_limit": 4}
+    # by relid, not relname: other schemas of the same database (another test's, a
+    # benchmark's public one) hold tables named workspaces too
+    reads = ("select seq_scan, coalesce(idx_tup_fetch, 0) as fetched "
+             "from pg_stat_xact_user_tables where relid = 'workspaces'::regclass")
     async with conn.transaction(force_rollback=True):
-        cur = await conn.execute("explain (analyze, format json) " + claim, params)  # type: ignore[operator]
-        row = await cur.fetchone()
-    assert row is not None
-    plan = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-    read: list[tuple[str, int]] = []
-
-    def walk(node: dict[str, Any]) -> None:
-        if node.get("Relation Name") == "workspaces" and "Scan" in node["Node Type"]:
-            read.append((node.get("Index Name", node["Node Type"]),
-                         int(node["Actual Rows"]) * int(node.get("Actual Loops", 1))))
-        for child in node.get("Plans", []):
-            walk(child)
-
-    walk(plan[0]["Plan"])
-    assert read and all(rows <= 16 for _, rows in read), read
-    assert not any(name == "Seq Scan" for name, _ in read), read
+        before = await (await conn.execute(reads)).fetchone()
+        claimed = await (await conn.execute(claim, params)).fetchall()  # type: ignore[arg-type]
+        after = await (await conn.execute(reads)).fetchone()
+    assert before is not None and after is not None
+    assert len(claimed) == 8
+    assert after[0] - before[0] == 0, "a sequential scan of workspaces"
+    assert 8 <= after[1] - before[1] <= 40, after[1] - before[1]
 
 
 async def test_concurrent_enqueues_claims_and_completions_leave_the_lines_exact(

@@ -76,8 +76,8 @@ async def enqueue_many(
     if not events:
         check_now(now)
         return []
-    rows = await fetch_all_retrying(db, _Q["enqueue_many"], _enqueue_params(events, now, notify_within,
-                                                                    validated))
+    rows = await fetch_all_retrying(db, _Q["enqueue_many"],
+                                    _enqueue_params(events, now, notify_within, validated))
     return [EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=job_of(row)) for row in rows]
 
 
@@ -92,8 +92,8 @@ async def enqueue_brief(
     if not events:
         check_now(now)
         return []
-    rows = await fetch_all_retrying(db, _Q["enqueue_brief"], _enqueue_params(events, now, notify_within,
-                                                                     validated))
+    rows = await fetch_all_retrying(db, _Q["enqueue_brief"],
+                                    _enqueue_params(events, now, notify_within, validated))
     return [EnqueueBrief(EnqueueOutcome(row["outcome"]), row["id"],
                          row["scheduled_at"].astimezone(UTC)
                          if row["scheduled_at"] is not None else None)
@@ -194,19 +194,20 @@ async def claim_with_workspaces(
     check_int("workspace_limit", workspace_limit, minimum=1)
     if source_limits is not None:
         rooms = {s: n for s, n in source_limits.items() if n > 0}
-    elif source_types is not None:
-        rooms = dict.fromkeys(source_types, limit)
     else:
-        rooms = None
-    if rooms is not None and not rooms:
+        if source_types is None:   # any source: those with work pending (one more round trip)
+            source_types = [r["source_type"]
+                            for r in await fetch_all(db, _CLAIM["pending_sources"], {})]
+        rooms = dict.fromkeys(source_types, limit)
+    if not rooms:
         return []
     params = {
         "now": now,
         "worker_id": worker_id,
         "limit": limit,
         "lease_seconds": float(lease_seconds),
-        "sources": list(rooms) if rooms is not None else None,
-        "rooms": list(rooms.values()) if rooms is not None else None,
+        "sources": list(rooms),
+        "rooms": list(rooms.values()),
         **budget_params(budgets, costs),
         "workspace_limit": workspace_limit,
     }
