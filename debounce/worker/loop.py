@@ -29,12 +29,11 @@ from debounce.contract import (
 )
 from debounce.documents import DocumentStore
 from debounce.metrics import WORKER
-from debounce.migrate import schema_status
 from debounce.retry import Backoff, backoff_delay
-from debounce.secrets import SecretKeyError
 from debounce.types import ApiBudget, SyncJob
 from debounce.worker import maintenance
 from debounce.worker.access import WorkspaceAccess
+from debounce.worker.ahead import ClaimAhead
 from debounce.worker.enumerator import Enumerator
 from debounce.worker.errors import log_db_error
 from debounce.worker.notifier import listen
@@ -108,6 +107,9 @@ class Worker:
         self._stopping = asyncio.Event()
         #: Claim again only once this many slots are free (or nothing runs): claims in batches.
         self.claim_batch = max(1, self.concurrency // 4)
+        #: Jobs claimed before a slot was free for them (while syncs are short; also in
+        #: ``running``, so their leases are kept): up to one source's share of the slots.
+        self.ahead = ClaimAhead(self.source_limit)
         self.completed = 0
         self.failed = 0
         #: Each source's default API budget (``Source.budget`` or its environment override).
@@ -132,7 +134,8 @@ class Worker:
         self._wake.set()
 
     def _ask_again(self, source_type: str) -> None:
-        """A job of ``source_type`` is pending again (a follow-up, a retry): ask for it."""
+        """A job of ``source_type`` may be claimable again (a follow-up, a retry, a sync of a
+        workspace at its K ended): ask for it."""
         self._nothing_until.pop(source_type, None)
         self._wake.set()
 
@@ -143,7 +146,8 @@ class Worker:
         self.outcomes.start()
         helpers: list[asyncio.Task[None]] = []
         try:
-            if await self._schema_ready():
+            if await maintenance.wait_for_schema(self.pool, self.access.prepare,
+                                                 self._stopping):
                 helpers = self._start_helpers()
                 await self._claim_loop()
         finally:
@@ -179,38 +183,6 @@ class Worker:
                 self.settings.change_retention_seconds), name="pruner"))
         return helpers
 
-    async def _schema_ready(self) -> bool:
-        """Wait until the database has every migration of this release (a worker started
-        before the release phase, or against a fresh database, says so once and waits
-        instead of crashing). Returns ``False`` when stopped while waiting."""
-        backoff = Backoff(initial=1.0, cap=10.0)
-        said = ""
-        while not self._stopping.is_set():
-            try:
-                async with self.pool.connection() as conn:
-                    status = await schema_status(conn)
-                if status.ok:
-                    if said:
-                        log.info("database schema is current (version %d): starting", status.current)
-                    # A SecretKeyError is a configuration error: the process stops with it, and
-                    # the CLI's boundary says it in one line (logging it too would say it twice).
-                    await self.access.prepare()
-                    return True
-                if not said:
-                    # Once: a migration in progress shows intermediate versions, which are
-                    # the same problem, not news.
-                    said = status.problem()
-                    log.error("%s; waiting", said)
-                delay = backoff.next()
-            except SecretKeyError:
-                raise  # a configuration error: the process stops with it
-            except Exception as exc:
-                delay = backoff.next()
-                log_db_error("checking the database schema", exc, delay)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), timeout=delay)
-        return False
-
     async def renew_leases(self) -> list[SyncJob]:
         """One round of the lease keeper (see :func:`.maintenance.renew_leases`)."""
         return await maintenance.renew_leases(self.pool, self.running, self.finishing,
@@ -221,25 +193,32 @@ class Worker:
     def _syncing(self) -> list[SyncJob]:
         """The jobs whose sync is running: a job whose sync returned and whose outcome is being
         recorded (``finishing``) keeps its lease but no longer holds a sync slot, so the next
-        claim overlaps the recording of the last outcomes."""
-        if not self.finishing:
+        claim overlaps the recording of the last outcomes; a job claimed ahead holds none yet."""
+        if not self.finishing and not self.ahead.waiting:
             return list(self.running.values())
-        return [j for i, j in self.running.items() if i not in self.finishing]
+        idle = self.finishing | self.ahead.ids() if self.ahead.waiting else self.finishing
+        return [j for i, j in self.running.items() if i not in idle]
+
+    def _room(self, syncing: list[SyncJob]) -> int:
+        """How many jobs a claim may take now: the free slots, plus what may be claimed ahead
+        (``self.ahead``) less what already waits."""
+        return self.concurrency + self.ahead.allowance - len(syncing) - len(self.ahead)
 
     def _eligible(self) -> list[tuple[str, int]]:
-        """Sources we may claim for now, with how many slots each may take."""
+        """Sources we may claim for now, with how many jobs each may take."""
         syncing = self._syncing()
-        free = self.concurrency - len(syncing)
+        free = self._room(syncing)
         if free <= 0:
             return []
         now = time.monotonic()
-        per_source = Counter(j.source_type for j in syncing)
+        per_source = Counter(j.source_type for j in syncing) + self.ahead.per_source()
+        limit = self.source_limit + self.ahead.allowance
         out = []
         for source in self.sources:
             if self._paused_until.get(source, 0.0) > now or self._nothing_until.get(source,
                                                                                   0.0) > now:
                 continue
-            room = min(free, self.source_limit - per_source[source])
+            room = min(free, limit - per_source[source])
             if room > 0:
                 out.append((source, room))
         return out
@@ -264,7 +243,7 @@ class Worker:
         look again now). With every slot busy, a finishing sync wakes the loop."""
         eligible = self._eligible()
         syncing = self._syncing()
-        free = self.concurrency - len(syncing)
+        free = self._room(syncing)
         asked = False
         if eligible and (free >= self.claim_batch or not syncing):
             jobs = await queue.claim_with_workspaces(
@@ -272,7 +251,9 @@ class Worker:
                 source_limits=dict(eligible), budgets=self.budgets,
                 workspace_limit=self.workspace_limit, costs=self.costs)
             for job, workspace in jobs:
-                self._start(job, workspace)
+                self.running[job.id] = job
+                self.ahead.add(job, workspace)
+            self._start_waiting()
             if jobs:
                 return 0.0
             asked = True
@@ -299,6 +280,20 @@ class Worker:
         if waits:
             delay = min(delay, min(waits) + 0.001)
         return max(delay, 0.001)
+
+    def _start_waiting(self) -> None:
+        """Start the claimed jobs that free slots can take (per source within its share), in
+        claim order; the rest wait for the next slot to free."""
+        if not self.ahead.waiting:
+            return
+        syncing = self._syncing()
+        free = self.concurrency - len(syncing)
+        if free <= 0:
+            return
+        per_source = Counter(j.source_type for j in syncing)
+        room = {s: self.source_limit - per_source[s] for s in self.ahead.per_source()}
+        for job, workspace in self.ahead.take(free, room):
+            self._start(job, workspace)
 
     def _start(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
         self.running[job.id] = job
@@ -340,6 +335,7 @@ class Worker:
                 self.running.pop(job.id, None)
                 self._tasks.pop(job.id, None)
                 self.finishing.discard(job.id)
+                self._start_waiting()
                 self._wake.set()
 
     async def _failed(self, job: SyncJob, started: float, checkpoint: Checkpoint,
@@ -426,14 +422,16 @@ class Worker:
             return None
         return {"revision": job.claimed_revision, **checkpoint.to_json()}
 
-    @staticmethod
-    def _observe(job: SyncJob, started: float, outcome: str) -> None:
-        WORKER.sync_seconds.labels(job.source_type, outcome).observe(time.monotonic() - started)
+    def _observe(self, job: SyncJob, started: float, outcome: str) -> None:
+        seconds = time.monotonic() - started
+        WORKER.sync_seconds.labels(job.source_type, outcome).observe(seconds)
+        self.ahead.observe(seconds)
 
     async def _complete(self, job: SyncJob) -> None:
         """Record a finished sync; the job keeps its lease (not its sync slot) until it is."""
         self.finishing.add(job.id)
-        self._wake.set()  # its sync slot is free: the claim may take the next job now
+        self._start_waiting()  # its sync slot is free: a job claimed ahead starts in it
+        self._wake.set()  # and the claim may take the next job now
         row = await self.outcomes.complete(job)
         if row is not None and row.finished_at is not None:
             lag = (row.finished_at - job.first_event_at).total_seconds()
@@ -444,23 +442,32 @@ class Worker:
             self._ask_again(job.source_type)
             log.info("edited during the sync: follow-up due %s", row.scheduled_at.isoformat(),
                      extra=job.log_fields())
+        elif job.workspace_id is not None:
+            # One of its workspace's K syncs ended: its other jobs may be claimable now
+            self._ask_again(job.source_type)
 
     async def _record_failure(self, failure: queue.Failure) -> None:
         """Record a failed sync; the job keeps its lease (not its sync slot) until it is."""
         job = failure.job
         self.finishing.add(job.id)
-        self._wake.set()  # its sync slot is free: the claim may take the next job now
+        self._start_waiting()  # its sync slot is free: a job claimed ahead starts in it
+        self._wake.set()  # and the claim may take the next job now
         row = await self.outcomes.fail(failure)
         if row is None:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
         else:
-            if row.status.value == "pending":
-                self._ask_again(job.source_type)
+            if row.status.value == "pending" or job.workspace_id is not None:
+                self._ask_again(job.source_type)  # a retry, or one of its workspace's K ended
             log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
                      extra=job.log_fields())
 
     async def _drain(self) -> None:
-        """Let running syncs finish within the grace period, then release what is left."""
+        """Give back the jobs claimed ahead at once; let running syncs finish within the grace
+        period, then release what is left."""
+        waiting = self.ahead.drop_all()
+        for job in waiting:
+            self.running.pop(job.id, None)
+        await self._release(waiting, "released a job claimed ahead, not started")
         if self._tasks:
             log.info("stopping: waiting up to %.0f s for %d running syncs",
                      self.settings.shutdown_grace_seconds, len(self._tasks))
@@ -472,12 +479,17 @@ class Worker:
         for task in list(self._tasks.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if leftover:
-            try:
-                for job in await queue.release(self.pool, leftover):
-                    log.info("released unfinished sync at shutdown", extra=job.log_fields())
-            except Exception as exc:
-                log_db_error(f"releasing {len(leftover)} jobs (their leases will expire)", exc)
+        await self._release(leftover, "released unfinished sync at shutdown")
         self._tasks.clear()
         self.running.clear()
         self.finishing.clear()
+
+    async def _release(self, jobs: list[SyncJob], what: str) -> None:
+        """Give ``jobs`` back (pending, the attempt not counted); logs ``what`` per job."""
+        if not jobs:
+            return
+        try:
+            for job in await queue.release(self.pool, jobs):
+                log.info(what, extra=job.log_fields())
+        except Exception as exc:
+            log_db_error(f"releasing {len(jobs)} jobs (their leases will expire)", exc)

@@ -1,12 +1,13 @@
 """The worker's maintenance loops: keeping the leases of running syncs, returning the jobs
 of dead workers whose leases expired, and pruning what is past retention (finished jobs, event
-ids, the change feed's changes)."""
+ids, the change feed's changes); and the wait for the schema before a worker starts."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -14,10 +15,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from debounce import feed, queue
 from debounce.metrics import WORKER
+from debounce.migrate import schema_status
+from debounce.retry import Backoff
+from debounce.secrets import SecretKeyError
 from debounce.types import SyncJob
 from debounce.worker.errors import log_db_error
 
-__all__ = ["PRUNE_BATCH", "lease_keeper", "prune_once", "pruner", "reaper", "renew_leases"]
+__all__ = ["PRUNE_BATCH", "lease_keeper", "prune_once", "pruner", "reaper", "renew_leases",
+           "wait_for_schema"]
 
 #: Rows deleted per prune statement (of jobs and of event ids): a long backlog is pruned in
 #: short statements rather than one that holds locks for minutes.
@@ -137,3 +142,41 @@ async def pruner(
         except Exception as exc:
             log_db_error("pruning", exc)
         await asyncio.sleep(interval)
+
+
+async def wait_for_schema(pool: AsyncConnectionPool[Any], prepare: Callable[[], Awaitable[None]],
+                          stopping: asyncio.Event) -> bool:
+    """Wait until the database has every migration of this release (a worker started before
+    the release phase, or against a fresh database, says so once and waits instead of
+    crashing), then run ``prepare()`` (the worker's credentials check). Returns ``False`` when
+    ``stopping`` is set while waiting.
+
+    Raises:
+        SecretKeyError: from ``prepare``: a configuration error the process stops with (the
+            CLI's boundary says it in one line; logging it too would say it twice).
+    """
+    backoff = Backoff(initial=1.0, cap=10.0)
+    said = ""
+    while not stopping.is_set():
+        try:
+            async with pool.connection() as conn:
+                status = await schema_status(conn)
+            if status.ok:
+                if said:
+                    log.info("database schema is current (version %d): starting", status.current)
+                await prepare()
+                return True
+            if not said:
+                # Once: a migration in progress shows intermediate versions, which are the
+                # same problem, not news.
+                said = status.problem()
+                log.error("%s; waiting", said)
+            delay = backoff.next()
+        except SecretKeyError:
+            raise
+        except Exception as exc:
+            delay = backoff.next()
+            log_db_error("checking the database schema", exc, delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), timeout=delay)
+    return False
