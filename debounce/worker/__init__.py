@@ -6,7 +6,6 @@ One asyncio process (``debounce worker``, the Procfile's ``worker``) that
   ``DEBOUNCE_WORKER_CONCURRENCY`` syncs at once, at most ``worker_source_concurrency`` of one
   source (default: three quarters of the slots), and none of a source that just answered 429
   until its ``Retry-After`` passed — one source's backlog or rate limit cannot starve another;
-  while syncs are short it also claims the jobs its next free slots will run (:mod:`.ahead`);
 - sleeps until the earliest pending ``scheduled_at`` (bounded by ``poll_interval_seconds``) and
   wakes at once on ``LISTEN debounce_jobs`` (jobs that become due *now*: manual re-syncs,
   retries due now, released jobs) and whenever a slot frees;
@@ -25,8 +24,7 @@ Several worker processes against one database are safe: that is how it scales ou
 Rooms: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
 :mod:`.outcomes` (completions and failures, each batched into one statement), :mod:`.notifier`
 (``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper, the wait for the schema),
-:mod:`.ahead` (jobs claimed ahead of a free slot), :mod:`.errors` (how a loop reports a database
-error).
+:mod:`.errors` (how a loop reports a database error).
 """
 
 from debounce.worker.loop import Worker, default_worker_id

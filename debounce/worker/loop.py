@@ -33,7 +33,6 @@ from debounce.retry import Backoff, backoff_delay
 from debounce.types import ApiBudget, SyncJob
 from debounce.worker import maintenance
 from debounce.worker.access import WorkspaceAccess
-from debounce.worker.ahead import ClaimAhead
 from debounce.worker.enumerator import Enumerator
 from debounce.worker.errors import log_db_error
 from debounce.worker.notifier import listen
@@ -107,9 +106,6 @@ class Worker:
         self._stopping = asyncio.Event()
         #: Claim again only once this many slots are free (or nothing runs): claims in batches.
         self.claim_batch = max(1, self.concurrency // 4)
-        #: Jobs claimed before a slot was free for them (while syncs are short; also in
-        #: ``running``, so their leases are kept): up to one source's share of the slots.
-        self.ahead = ClaimAhead(self.source_limit)
         self.completed = 0
         self.failed = 0
         #: Each source's default API budget (``Source.budget`` or its environment override).
@@ -193,32 +189,25 @@ class Worker:
     def _syncing(self) -> list[SyncJob]:
         """The jobs whose sync is running: a job whose sync returned and whose outcome is being
         recorded (``finishing``) keeps its lease but no longer holds a sync slot, so the next
-        claim overlaps the recording of the last outcomes; a job claimed ahead holds none yet."""
-        if not self.finishing and not self.ahead.waiting:
+        claim overlaps the recording of the last outcomes."""
+        if not self.finishing:
             return list(self.running.values())
-        idle = self.finishing | self.ahead.ids() if self.ahead.waiting else self.finishing
-        return [j for i, j in self.running.items() if i not in idle]
-
-    def _room(self, syncing: list[SyncJob]) -> int:
-        """How many jobs a claim may take now: the free slots, plus what may be claimed ahead
-        (``self.ahead``) less what already waits."""
-        return self.concurrency + self.ahead.allowance - len(syncing) - len(self.ahead)
+        return [j for i, j in self.running.items() if i not in self.finishing]
 
     def _eligible(self) -> list[tuple[str, int]]:
-        """Sources we may claim for now, with how many jobs each may take."""
+        """Sources we may claim for now, with how many slots each may take."""
         syncing = self._syncing()
-        free = self._room(syncing)
+        free = self.concurrency - len(syncing)
         if free <= 0:
             return []
         now = time.monotonic()
-        per_source = Counter(j.source_type for j in syncing) + self.ahead.per_source()
-        limit = self.source_limit + self.ahead.allowance
+        per_source = Counter(j.source_type for j in syncing)
         out = []
         for source in self.sources:
             if self._paused_until.get(source, 0.0) > now or self._nothing_until.get(source,
                                                                                   0.0) > now:
                 continue
-            room = min(free, limit - per_source[source])
+            room = min(free, self.source_limit - per_source[source])
             if room > 0:
                 out.append((source, room))
         return out
@@ -243,7 +232,7 @@ class Worker:
         look again now). With every slot busy, a finishing sync wakes the loop."""
         eligible = self._eligible()
         syncing = self._syncing()
-        free = self._room(syncing)
+        free = self.concurrency - len(syncing)
         asked = False
         if eligible and (free >= self.claim_batch or not syncing):
             jobs = await queue.claim_with_workspaces(
@@ -251,9 +240,7 @@ class Worker:
                 source_limits=dict(eligible), budgets=self.budgets,
                 workspace_limit=self.workspace_limit, costs=self.costs)
             for job, workspace in jobs:
-                self.running[job.id] = job
-                self.ahead.add(job, workspace)
-            self._start_waiting()
+                self._start(job, workspace)
             if jobs:
                 return 0.0
             asked = True
@@ -280,20 +267,6 @@ class Worker:
         if waits:
             delay = min(delay, min(waits) + 0.001)
         return max(delay, 0.001)
-
-    def _start_waiting(self) -> None:
-        """Start the claimed jobs that free slots can take (per source within its share), in
-        claim order; the rest wait for the next slot to free."""
-        if not self.ahead.waiting:
-            return
-        syncing = self._syncing()
-        free = self.concurrency - len(syncing)
-        if free <= 0:
-            return
-        per_source = Counter(j.source_type for j in syncing)
-        room = {s: self.source_limit - per_source[s] for s in self.ahead.per_source()}
-        for job, workspace in self.ahead.take(free, room):
-            self._start(job, workspace)
 
     def _start(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
         self.running[job.id] = job
@@ -335,7 +308,6 @@ class Worker:
                 self.running.pop(job.id, None)
                 self._tasks.pop(job.id, None)
                 self.finishing.discard(job.id)
-                self._start_waiting()
                 self._wake.set()
 
     async def _failed(self, job: SyncJob, started: float, checkpoint: Checkpoint,
@@ -422,16 +394,14 @@ class Worker:
             return None
         return {"revision": job.claimed_revision, **checkpoint.to_json()}
 
-    def _observe(self, job: SyncJob, started: float, outcome: str) -> None:
-        seconds = time.monotonic() - started
-        WORKER.sync_seconds.labels(job.source_type, outcome).observe(seconds)
-        self.ahead.observe(seconds)
+    @staticmethod
+    def _observe(job: SyncJob, started: float, outcome: str) -> None:
+        WORKER.sync_seconds.labels(job.source_type, outcome).observe(time.monotonic() - started)
 
     async def _complete(self, job: SyncJob) -> None:
         """Record a finished sync; the job keeps its lease (not its sync slot) until it is."""
         self.finishing.add(job.id)
-        self._start_waiting()  # its sync slot is free: a job claimed ahead starts in it
-        self._wake.set()  # and the claim may take the next job now
+        self._wake.set()  # its sync slot is free: the claim may take the next job now
         row = await self.outcomes.complete(job)
         if row is not None and row.finished_at is not None:
             lag = (row.finished_at - job.first_event_at).total_seconds()
@@ -450,8 +420,7 @@ class Worker:
         """Record a failed sync; the job keeps its lease (not its sync slot) until it is."""
         job = failure.job
         self.finishing.add(job.id)
-        self._start_waiting()  # its sync slot is free: a job claimed ahead starts in it
-        self._wake.set()  # and the claim may take the next job now
+        self._wake.set()  # its sync slot is free: the claim may take the next job now
         row = await self.outcomes.fail(failure)
         if row is None:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
@@ -462,12 +431,7 @@ class Worker:
                      extra=job.log_fields())
 
     async def _drain(self) -> None:
-        """Give back the jobs claimed ahead at once; let running syncs finish within the grace
-        period, then release what is left."""
-        waiting = self.ahead.drop_all()
-        for job in waiting:
-            self.running.pop(job.id, None)
-        await self._release(waiting, "released a job claimed ahead, not started")
+        """Let running syncs finish within the grace period, then release what is left."""
         if self._tasks:
             log.info("stopping: waiting up to %.0f s for %d running syncs",
                      self.settings.shutdown_grace_seconds, len(self._tasks))
@@ -479,17 +443,12 @@ class Worker:
         for task in list(self._tasks.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self._release(leftover, "released unfinished sync at shutdown")
+        if leftover:
+            try:
+                for job in await queue.release(self.pool, leftover):
+                    log.info("released unfinished sync at shutdown", extra=job.log_fields())
+            except Exception as exc:
+                log_db_error(f"releasing {len(leftover)} jobs (their leases will expire)", exc)
         self._tasks.clear()
         self.running.clear()
         self.finishing.clear()
-
-    async def _release(self, jobs: list[SyncJob], what: str) -> None:
-        """Give ``jobs`` back (pending, the attempt not counted); logs ``what`` per job."""
-        if not jobs:
-            return
-        try:
-            for job in await queue.release(self.pool, jobs):
-                log.info(what, extra=job.log_fields())
-        except Exception as exc:
-            log_db_error(f"releasing {len(jobs)} jobs (their leases will expire)", exc)
