@@ -256,7 +256,10 @@ async def test_filter_jobs_open_one_retry_and_resync(
         Select(browser.find_element(By.ID, "filter-status")).select_by_value("")
         page_filter = browser.find_element(By.ID, "filter-page")
         page_filter.send_keys(FAILED_PAGE)
+        listed = browser.find_element(By.TAG_NAME, "html")
         browser.find_element(By.ID, "apply-filters").click()
+        # one row before and after: wait for the new page, not the old one's row
+        WebDriverWait(browser, 10).until(ec.staleness_of(listed))
         WebDriverWait(browser, 10).until(ec.url_contains("page_id="))
         rows = wait_rows(browser, "#jobs tbody tr[data-job]", 1)
         assert browser.find_element(By.ID, "filter-page").get_attribute("value") == FAILED_PAGE
