@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any, LiteralString, TypeAlias
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor, pq
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -49,11 +49,19 @@ async def connection(db: Db) -> AsyncIterator[AsyncConnection[Any]]:
         yield db
 
 
+def _returns_rows(cur: AsyncCursor[Any]) -> bool:
+    """Whether the statement just run returned a row set (even an empty one). Read from the
+    result's status: ``cursor.description`` would build a ``Column`` per column first (about
+    5 % of a draining worker's CPU, py-spy; docs/benchmarks.md section 13)."""
+    res = cur.pgresult
+    return res is not None and res.status == pq.ExecStatus.TUPLES_OK
+
+
 async def fetch_all(db: Db, query: LiteralString, params: Mapping[str, Any]) -> list[DictRow]:
     """Run ``query`` with ``params`` in one round trip; all rows as dicts."""
     async with connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(query, params)
-        return await cur.fetchall() if cur.description else []
+        return await cur.fetchall() if _returns_rows(cur) else []
 
 
 #: How many times a statement cancelled by Postgres's deadlock detector is run (see
@@ -92,7 +100,7 @@ async def fetch_one(db: Db, query: LiteralString, params: Mapping[str, Any]) -> 
     """Run ``query`` with ``params`` in one round trip; the first row or ``None``."""
     async with connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(query, params)
-        return await cur.fetchone() if cur.description else None
+        return await cur.fetchone() if _returns_rows(cur) else None
 
 
 async def execute(db: Db, query: LiteralString, params: Mapping[str, Any]) -> int:

@@ -4,6 +4,7 @@ the contract between the service and its sources (:mod:`debounce.contract`)."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +30,11 @@ class ApiBudget:
 
 
 def _utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def _utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else _utc(value)
 
 
 class JobStatus(enum.StrEnum):
@@ -93,33 +98,34 @@ class SyncJob:
     checkpoint: dict[str, Any] | None = None
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> SyncJob:
+    def from_row(cls, row: Mapping[str, Any]) -> SyncJob:
         """Build from a ``dict_row`` of ``sync_jobs`` (extra keys are ignored)."""
-        row = {k: (_utc(v) if isinstance(v, datetime) else v) for k, v in row.items()}
+        payload = row["payload"]
+        lease_token = row["lease_token"]
         return cls(
             id=row["id"],
             source_type=row["source_type"],
             source_page_id=row["source_page_id"],
             status=JobStatus(row["status"]),
-            payload=row["payload"] if row["payload"] is not None else {},
+            payload=payload if payload is not None else {},
             event_id=row["event_id"],
             event_count=row["event_count"],
             priority=row["priority"],
             attempts=row["attempts"],
             max_attempts=row["max_attempts"],
-            scheduled_at=row["scheduled_at"],
-            first_event_at=row["first_event_at"],
-            max_wait_until=row["max_wait_until"],
-            retry_at=row["retry_at"],
-            lease_expires_at=row["lease_expires_at"],
+            scheduled_at=_utc(row["scheduled_at"]),
+            first_event_at=_utc(row["first_event_at"]),
+            max_wait_until=_utc(row["max_wait_until"]),
+            retry_at=_utc_or_none(row["retry_at"]),
+            lease_expires_at=_utc_or_none(row["lease_expires_at"]),
             locked_by=row["locked_by"],
-            lease_token=str(row["lease_token"]) if row["lease_token"] is not None else None,
+            lease_token=str(lease_token) if lease_token is not None else None,
             revision=row["revision"],
             claimed_revision=row["claimed_revision"],
             last_error=row["last_error"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            finished_at=row["finished_at"],
+            created_at=_utc(row["created_at"]),
+            updated_at=_utc(row["updated_at"]),
+            finished_at=_utc_or_none(row["finished_at"]),
             workspace_id=row.get("workspace_id"),
             checkpoint=row.get("checkpoint"),
         )

@@ -53,7 +53,7 @@ _CLAIM = queries("claim")
 def job_of(row: Mapping[str, Any] | None) -> SyncJob | None:
     if row is None or row.get("id") is None:
         return None
-    return SyncJob.from_row(dict(row))
+    return SyncJob.from_row(row)
 
 
 async def enqueue_many(
@@ -247,7 +247,7 @@ async def complete_many(
         _Q["complete_many"],
         {"ids": [j.id for j in jobs], "lease_tokens": [_lease_token(j) for j in jobs], "now": now},
     )
-    return {r["id"]: SyncJob.from_row(dict(r)) for r in rows}
+    return {r["id"]: SyncJob.from_row(r) for r in rows}
 
 
 @dataclass(frozen=True)
@@ -312,7 +312,7 @@ async def fail_many(
             "now": now,
         },
     )
-    return {r["id"]: SyncJob.from_row(dict(r)) for r in rows}
+    return {r["id"]: SyncJob.from_row(r) for r in rows}
 
 
 async def extend_leases(
@@ -345,7 +345,7 @@ async def release(
     if not tokens:
         return []
     rows = await fetch_all_retrying(db, _Q["release"], {"lease_tokens": tokens, "now": now})
-    return [SyncJob.from_row(dict(r)) for r in rows]
+    return [SyncJob.from_row(r) for r in rows]
 
 
 async def requeue_expired(
@@ -356,7 +356,7 @@ async def requeue_expired(
     check_int("limit", limit, minimum=1)
     check_now(now)
     rows = await fetch_all_retrying(db, _Q["requeue_expired"], {"limit": limit, "now": now})
-    return [SyncJob.from_row(dict(r)) for r in rows]
+    return [SyncJob.from_row(r) for r in rows]
 
 
 async def refresh_ready(db: Db, *, workspace_limit: int = UNLIMITED, batch: int = 1000) -> int:

@@ -175,7 +175,7 @@ async def list_jobs(
             "limit": limit + 1,
         },
     )
-    jobs = [SyncJob.from_row(dict(r)) for r in rows[:limit]]
+    jobs = [SyncJob.from_row(r) for r in rows[:limit]]
     return JobPage(jobs=jobs, next_cursor=jobs[-1].id if len(rows) > limit else None)
 
 
