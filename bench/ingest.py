@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 from psycopg_pool import AsyncConnectionPool
 
-from bench import loadgen
+from bench import loadgen, wrkload
 from bench.common import (
     RssSampler,
     emit,
@@ -48,6 +48,13 @@ PGBENCH_CLIENTS = 8
 TRIVIAL_ROUTE = "/healthz"
 
 
+def clients() -> list[str]:
+    """The load generators of this run: httpx (the reference), aiohttp (a cheaper Python
+    client) and, where Debian's ``wrk`` is installed, wrk (a C client: what the web costs when
+    the client leaves it the cores; issue 24's measurement)."""
+    return ["httpx", "aiohttp"] + (["wrk"] if wrkload.available() else [])
+
+
 # --- the web process under load -----------------------------------------------------------------
 
 
@@ -67,13 +74,14 @@ def run_web(url: str, events: int, logdir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
-        for client, phase in ((c, p) for c in ("httpx", "aiohttp")
-                              for p in ("spread", "hot", "trivial")):
+        for client, phase in ((c, p) for c in clients() for p in ("spread", "hot", "trivial")):
             warmup = 200 if phase == "spread" else 0
-            args = [sys.executable, "-m", "bench.loadgen", "--url", f"http://127.0.0.1:{port}",
-                    "--events", str(events), "--pages", str(PAGES), "--concurrency",
-                    str(CONCURRENCY), "--deadline", "120", "--client", client,
-                    "--warmup", str(warmup)]
+            args = [sys.executable, "-m", "bench.loadgen", "--client", client]
+            if client == "wrk":
+                args = [sys.executable, "-m", "bench.wrkload"]
+            args += ["--url", f"http://127.0.0.1:{port}", "--events", str(events), "--pages",
+                     str(PAGES), "--concurrency", str(CONCURRENCY), "--deadline", "120",
+                     "--warmup", str(warmup)]
             if phase == "hot":
                 args += ["--hot"]
             if phase == "trivial":
@@ -212,10 +220,11 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
             pgb_spread = run_pgbench(url, pgbench_seconds, False, workdir)
             pgb_hot = run_pgbench(url, pgbench_seconds, True, workdir)
     res: dict[str, Any] = {}
-    for client, phase, raw, pgb in (("httpx", "spread", raw_spread, pgb_spread),
-                                    ("httpx", "hot", raw_hot, pgb_hot),
-                                    ("aiohttp", "spread", raw_spread, pgb_spread),
-                                    ("aiohttp", "hot", raw_hot, pgb_hot)):
+    if not wrkload.available():
+        note("ingest: wrk is not installed (apt-get install wrk): no wrk phases")
+    for client, phase, raw, pgb in ((c, p, r, g) for c in clients()
+                                    for p, r, g in (("spread", raw_spread, pgb_spread),
+                                                    ("hot", raw_hot, pgb_hot))):
         w = web[(client, phase)]
         trivial = web[(client, "trivial")]
         rps = w["requests_per_s"]
@@ -236,7 +245,7 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
                                      if trivial["requests_per_s"] else None),
         )
         res[(client, phase)] = rec
-    for client in ("httpx", "aiohttp"):
+    for client in clients():
         _goals(client, res[(client, "spread")], res[(client, "hot")])
     emit("memory", process="web", during="ingest", peak_rss_mib=web["web_peak_rss_mib"],
          goal_le_100_mib=bool(web["web_peak_rss_mib"] and web["web_peak_rss_mib"] <= 100))

@@ -18,6 +18,7 @@ import integrations
 from debounce.cli.errors import CliError
 from debounce.config import Settings
 from debounce.db import open_pool
+from debounce.heap import freeze_startup_objects
 from debounce.migrate import migrate, schema_status
 from debounce.server import QuietServer
 
@@ -131,6 +132,7 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
     worker = Worker(settings, pool, sources, conninfo=settings.database_url)
     if install_signal_handlers:
         install_signals(worker.stop)
+    freeze_startup_objects()
     metrics_server = None
     if settings.metrics_port:
         from prometheus_client import start_http_server
@@ -186,7 +188,7 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
         stack.push_async_callback(pool.close)
         if demo_run is not None:
             await connect_demo_workspaces(settings, pool, demo_run)
-        app = create_app(settings, pool=pool)
+        app = create_app(settings, pool=pool, freeze_heap=True)
         server = QuietServer(uvicorn.Config(app, host=host, port=port, log_config=None,
                                             access_log=False, lifespan="on"))
         worker = None

@@ -42,7 +42,7 @@ def app_from_env() -> Starlette:
             raise ValueError("DATABASE_URL is not set (`debounce serve` starts an embedded "
                              "Postgres; the web process needs the service's database)")
         configure(settings.log_format, settings.log_level)
-        return create_app(settings)
+        return create_app(settings, freeze_heap=True)
     except ValueError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

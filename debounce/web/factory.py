@@ -23,6 +23,7 @@ from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.contract import WebhookParser
 from debounce.db import open_pool
+from debounce.heap import freeze_startup_objects
 from debounce.web import admin_api, dashboard, health, oauth, read_api, webhooks, workspace_api
 from debounce.web.errors import ErrorBoundary, http_error, server_error
 from debounce.web.state import WebState
@@ -60,13 +61,16 @@ def create_app(
     *,
     pool: AsyncConnectionPool[Any] | None = None,
     sources: dict[str, WebhookParser] | None = None,
+    freeze_heap: bool = False,
 ) -> Starlette:
     """Build the web app.
 
     ``pool``: an open pool to use (the caller closes it); by default the lifespan opens one on
     ``settings.database_url`` (its statements limited to the webhook deadline) and closes it.
     ``sources``: webhook parsers by source type; by default every registered source's
-    (``integrations.parsers``: the web builds no syncer).
+    (``integrations.parsers``: the web builds no syncer). ``freeze_heap``: once the lifespan
+    has started, freeze what start-up loaded (:func:`debounce.heap.freeze_startup_objects`;
+    for the process's own app, not for apps built inside another program such as a test).
 
     Raises:
         ValueError: no pool given and ``settings.database_url`` is unset.
@@ -94,6 +98,8 @@ def create_app(
                                        notify_within=settings.poll_interval_seconds)
         state.batcher.start()
         state.directory = Directory(state.db, env_tokens=env_tokens(settings))
+        if freeze_heap:
+            freeze_startup_objects()
         try:
             yield
         finally:
