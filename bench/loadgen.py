@@ -155,8 +155,8 @@ async def run(url: str, events: int, pages: int, concurrency: int, hot: bool, wa
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.loadgen")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments every load generator takes (this one and ``bench.wrkload``)."""
     p.add_argument("--url", required=True)
     p.add_argument("--events", type=int, required=True)
     p.add_argument("--pages", type=int, default=2000)
@@ -164,12 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hot", action="store_true")
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--deadline", type=float, default=120.0)
-    p.add_argument("--client", choices=["httpx", "aiohttp"], default="httpx",
-                   help="HTTP client (httpx: the reference; aiohttp: cheaper per request, to see "
-                        "past the client's own CPU cost on a small machine)")
     p.add_argument("--trivial", metavar="PATH",
                    help="GET PATH instead of posting webhooks (a route that does nothing: the "
                         "server's and the client's own cost per request)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.loadgen")
+    add_arguments(p)
+    p.add_argument("--client", choices=["httpx", "aiohttp"], default="httpx",
+                   help="HTTP client (httpx: the reference; aiohttp: cheaper per request, to see "
+                        "past the client's own CPU cost on a small machine)")
     a = p.parse_args(argv)
     if not a.url.startswith(("http://127.0.0.1", "http://localhost")):
         raise SystemExit("loopback only")

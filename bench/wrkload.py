@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import Bodies
+from bench.loadgen import Bodies, add_arguments
 
 SCRIPT = Path(__file__).resolve().parent / "wrk_webhooks.lua"
 #: wrk's threads: one per core of the machine the benchmarks were written for (2).
@@ -124,14 +124,7 @@ def run(url: str, events: int, pages: int, concurrency: int, hot: bool, warmup: 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.wrkload")
-    p.add_argument("--url", required=True)
-    p.add_argument("--events", type=int, required=True)
-    p.add_argument("--pages", type=int, default=2000)
-    p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--hot", action="store_true")
-    p.add_argument("--warmup", type=int, default=200)
-    p.add_argument("--deadline", type=float, default=120.0)
-    p.add_argument("--trivial", metavar="PATH", help="GET PATH instead of posting webhooks")
+    add_arguments(p)
     a = p.parse_args(argv)
     if not a.url.startswith(("http://127.0.0.1", "http://localhost")):
         raise SystemExit("loopback only")
