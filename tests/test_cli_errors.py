@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -50,13 +51,20 @@ def leaf_commands() -> list[str]:
     return sorted(walk(build_parser(), ""))
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
     """Our environment without any debounce, source or database setting, the embedded
-    database's directory pointed at ``data_dir`` (empty unless a test fills it), plus
-    ``extra``."""
+    database's directory pointed at ``data_dir`` (empty unless a test fills it), a free
+    ``PORT`` (a service on 8000 — the README's first line running in another terminal — must
+    not change what a command answers here), plus ``extra``."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "PORT"))}
-    return {**env, "DEBOUNCE_DATA_DIR": str(data_dir), **extra}
+    return {**env, "DEBOUNCE_DATA_DIR": str(data_dir), "PORT": str(free_port()), **extra}
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path,
