@@ -58,7 +58,7 @@ def clients() -> list[str]:
 # --- the web process under load -----------------------------------------------------------------
 
 
-def run_web(url: str, events: int, logdir: Path) -> dict[str, Any]:
+def run_web(url: str, events: int, logdir: Path, load_generators: list[str]) -> dict[str, Any]:
     port = free_port()
     env = {
         "DATABASE_URL": url,
@@ -74,11 +74,11 @@ def run_web(url: str, events: int, logdir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
-        for client, phase in ((c, p) for c in clients() for p in ("spread", "hot", "trivial")):
+        for client, phase in ((c, p) for c in load_generators
+                              for p in ("spread", "hot", "trivial")):
             warmup = 200 if phase == "spread" else 0
-            args = [sys.executable, "-m", "bench.loadgen", "--client", client]
-            if client == "wrk":
-                args = [sys.executable, "-m", "bench.wrkload"]
+            args = ([sys.executable, "-m", "bench.wrkload"] if client == "wrk"
+                    else [sys.executable, "-m", "bench.loadgen", "--client", client])
             args += ["--url", f"http://127.0.0.1:{port}", "--events", str(events), "--pages",
                      str(PAGES), "--concurrency", str(CONCURRENCY), "--deadline", "120",
                      "--warmup", str(warmup)]
@@ -203,11 +203,14 @@ def run_pgbench(url: str, seconds: int, hot: bool, workdir: Path) -> dict[str, A
 def run(server_url: str, quick: bool) -> dict[str, Any]:
     events = 2000 if quick else 20000
     pgbench_seconds = 5 if quick else 15
+    load_generators = clients()
+    if "wrk" not in load_generators:
+        note("ingest: wrk is not installed (apt-get install wrk): no wrk phases")
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         workdir = Path(tmp)
         with scratch_database(server_url, "ingest") as url:
             note(f"ingest: web + load generator, {events} events x 2 phases")
-            web = run_web(url, events, workdir)
+            web = run_web(url, events, workdir, load_generators)
             log_tail = (workdir / "web.log").read_text(errors="replace")[-3000:]
         if any(v["non_2xx"] for k, v in web.items() if isinstance(k, tuple)):
             note("web log tail:\n" + log_tail)
@@ -220,9 +223,7 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
             pgb_spread = run_pgbench(url, pgbench_seconds, False, workdir)
             pgb_hot = run_pgbench(url, pgbench_seconds, True, workdir)
     res: dict[str, Any] = {}
-    if not wrkload.available():
-        note("ingest: wrk is not installed (apt-get install wrk): no wrk phases")
-    for client, phase, raw, pgb in ((c, p, r, g) for c in clients()
+    for client, phase, raw, pgb in ((c, p, r, g) for c in load_generators
                                     for p, r, g in (("spread", raw_spread, pgb_spread),
                                                     ("hot", raw_hot, pgb_hot))):
         w = web[(client, phase)]
@@ -245,7 +246,7 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
                                      if trivial["requests_per_s"] else None),
         )
         res[(client, phase)] = rec
-    for client in clients():
+    for client in load_generators:
         _goals(client, res[(client, "spread")], res[(client, "hot")])
     emit("memory", process="web", during="ingest", peak_rss_mib=web["web_peak_rss_mib"],
          goal_le_100_mib=bool(web["web_peak_rss_mib"] and web["web_peak_rss_mib"] <= 100))

@@ -46,12 +46,11 @@ def _line(path: str, headers: dict[str, str], body: bytes) -> str:
     return "\t".join((path, "\x1f".join(f"{k}\x1e{v}" for k, v in headers.items()), text))
 
 
-def write_requests(file: Path, events: int, pages: int, hot: bool, trivial: str | None,
-                   start: int = 0) -> None:
+def write_requests(file: Path, events: int, pages: int, hot: bool, trivial: str | None) -> None:
     """The requests of one run, one a line (the format ``bench/wrk_webhooks.lua`` reads)."""
     bodies = Bodies()
     with file.open("w") as out:
-        for i in range(start, start + events):
+        for i in range(events):
             if trivial is not None:
                 out.write(_line(trivial, {}, b"") + "\n")
                 continue
@@ -99,7 +98,7 @@ def run(url: str, events: int, pages: int, concurrency: int, hot: bool, warmup: 
     with tempfile.TemporaryDirectory(prefix="bench-wrkload-") as tmp:
         if warmup:
             warm = Path(tmp) / "warmup.txt"
-            write_requests(warm, warmup, pages, False, None, start=events)
+            write_requests(warm, warmup, pages, False, None)
             run_wrk(url, warm, concurrency, 30)
         work = Path(tmp) / "work.txt"
         write_requests(work, events, pages, hot, trivial)

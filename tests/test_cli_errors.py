@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from ports import free_port
 
 from debounce.cli import build_parser
 from debounce.migrate import migrate
@@ -49,12 +49,6 @@ def leaf_commands() -> list[str]:
             yield from walk(child, f"{prefix} {name}".strip())
 
     return sorted(walk(build_parser(), ""))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from ports import free_port
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import workspaces
@@ -237,12 +237,6 @@ def test_standins_print_every_demo_workspaces_token_and_stay_sourceable(tmp_path
             f"debounce workspaces add notion --token {notion_demo.DEMO_SECOND_TOKEN}\n") in text
     assert (f"# another slack workspace, Debounce Labs ({slack_demo.DEMO_SECOND_TEAM_ID}): "
             f"debounce workspaces add slack --token {slack_demo.DEMO_SECOND_TOKEN}\n") in text
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serve_demo(database_url: str, data_dir: Path) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import httpx
 import one_job
 import psycopg
 import pytest
+from ports import free_port
 from psycopg_pool import AsyncConnectionPool
 from test_notion_sync import make_job
 
@@ -85,9 +85,7 @@ async def test_api_requests_are_counted_at_the_source_client(
 
 @pytest.mark.slow
 def test_the_worker_serves_its_metrics(database_url: str, tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
 
     async def enqueue() -> None:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:

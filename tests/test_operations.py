@@ -15,6 +15,7 @@ import one_job
 import psycopg
 import pytest
 from conftest import server_url_for_tests
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,12 +25,6 @@ def test_the_tests_never_use_database_url() -> None:
     assert server_url_for_tests({"DATABASE_URL": "postgresql://prod/db",
                                  "TEST_DATABASE_URL": "postgresql://t/t"}) == "postgresql://t/t"
     assert "DATABASE_URL" not in os.environ  # nor can a subprocess a test starts inherit it
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from psycopg.conninfo import conninfo_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,9 +59,7 @@ def test_as_url_keeps_a_socket_directory_and_options() -> None:
 
 @pytest.mark.slow
 def test_running_it_for_real_reaches_a_synced_document(empty_database: str, tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     lines = []
     for line in walkthrough():
         command = line.split("  #")[0].strip()

@@ -17,6 +17,7 @@ from typing import Any
 import one_job
 import psycopg
 import pytest
+from ports import free_port
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
@@ -360,9 +361,7 @@ def test_serve_with_embedded_postgres_starts_answers_readyz_and_stops(tmp_path: 
 
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")}
     env["DEBOUNCE_DATA_DIR"] = str(tmp_path / "data")
-    with __import__("socket").socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "debounce", "serve", "--port", str(port)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
