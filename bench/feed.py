@@ -52,8 +52,9 @@ async def _variant(pool: AsyncConnectionPool[Any], name: str) -> None:
         action = "disable" if name == "off" else "enable"
         for trigger in ("documents_feed_position", "documents_feed_append"):
             await conn.execute(f"alter table documents {action} trigger {trigger}")  # type: ignore[arg-type]
-        until = "infinity" if name == "log_notify" else "-infinity"
-        await conn.execute("update document_feed set followers_until = %s", (until,))
+        # a follower waiting for the next day, or none (NULL)
+        await conn.execute("update document_feed set followers_until = case when %s "
+                           "then now() + interval '1 day' end", (name == "log_notify",))
 
 
 async def _write_cost(url: str, quick: bool) -> None:

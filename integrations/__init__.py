@@ -110,10 +110,15 @@ def register(source_type: str, factory: Factory | Source) -> None:
 
 def normalize_page_id(source_type: str, page_id: str) -> str:
     """The job key spelling of ``page_id`` (as a person gave it: a manual re-sync, the CLI)
-    for ``source_type``: its source's ``normalize_page_id`` (Notion accepts ids with or without
-    dashes), else the id stripped. So a re-sync lands on the same job as the webhooks."""
-    source = sources().get(source_type)
-    return source.normalize_page_id(page_id) if source is not None else page_id.strip()
+    for ``source_type``: its source's :meth:`~debounce.contract.Source.page_id` (Notion accepts
+    ids with or without dashes). So a re-sync lands on the same job as the webhooks.
+
+    Raises:
+        UnknownSource: nothing is registered under ``source_type``.
+        ValueError: ``page_id`` is not one of the source's page ids (the message says what
+            one looks like).
+    """
+    return get(source_type).page_id(page_id)
 
 
 def source_settings() -> dict[str, SourceSetting]:

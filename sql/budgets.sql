@@ -80,14 +80,14 @@ select coalesce(p.blocked_until <= p.now, true),
 -- Set (or, with NULLs, clear back to the source's default) workspace %(id)s's budget:
 -- %(per_minute)s requests per minute (0: unlimited), %(burst)s requests of capacity. The
 -- bucket starts full at its new size, so a claim's hold on the empty bucket (held_until,
--- sql/claim.sql) ends, unless it is the hold of K syncs in flight. Returns the row, or nothing
--- for an unknown id.
+-- sql/claim.sql) ends; a workspace at its concurrency limit stays flagged
+-- (at_concurrency_limit). Returns the row, or nothing for an unknown id.
 update workspaces
    set budget_per_minute  = %(per_minute)s::float8,
        budget_burst       = %(burst)s::float8,
        budget_tokens      = null,
        budget_refilled_at = null,
-       held_until         = case when held_until = 'infinity' then held_until end,
+       held_until         = null,
        updated_at         = now()
  where id = %(id)s
 returning id, source_type, budget_per_minute, budget_burst

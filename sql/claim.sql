@@ -53,10 +53,10 @@ select source_type from s where source_type is not null
 -- O(limit) workspaces and jobs however many workspaces exist (migration 011):
 --   * workspaces are taken from their line (workspaces_ready_live, then _bulk): active, its
 --     token decrypts (credentials_error is null), with a job due in the lane, not blocked by a
---     429, not held (held_until: its bucket cannot pay
---     yet, or K syncs in flight), least recently served first — up to the worker's room per
---     source, live lane first, FOR NO KEY UPDATE SKIP LOCKED: a concurrent claim takes the
---     next workspaces in line instead of coming back empty;
+--     429, not held (held_until: its bucket cannot pay yet), not at its concurrency limit
+--     (at_concurrency_limit: K syncs in flight), least recently served first — up to the
+--     worker's room per source, live lane first, FOR NO KEY UPDATE SKIP LOCKED: a concurrent
+--     claim takes the next workspaces in line instead of coming back empty;
 --   * a job of a workspace is claimable only while its token bucket's level >= one sync's cost
 --     (sql/budgets.sql; the source defaults given as %(budget_sources)s text[] /
 --     %(budget_per_minutes)s float8[] / %(budget_bursts)s float8[], with %(budget_costs)s
@@ -69,7 +69,7 @@ select source_type from s where source_type is not null
 --     backfill, reconciliation), so a workspace with 10 000 due jobs delays another's edit by
 --     at most one claim round;
 --   * a workspace served goes to the back of its line (last_served_at); one whose look was
---     wasted is held until its bucket can pay (or, at K, until a sync of it ends), so an
+--     wasted is held until its bucket can pay (or, at K, flagged until a sync of it ends), so an
 --     empty bucket costs one look per refill, not one per claim;
 --   * jobs of no workspace (the source's settings give the token) form one more group with
 --     no budget.
@@ -129,7 +129,7 @@ select source_type from ({{_unowned_sources}}) u
 -- newer value with an older one. Returns how many rows changed and the batch's last id.
 with batch as (
     select w.id,
-           w.held_until = 'infinity'
+           w.at_concurrency_limit
            and (select count(*) from sync_jobs p
                  where p.workspace_id = w.id and p.status = 'processing')
                < %(workspace_limit)s::int as free
@@ -171,7 +171,7 @@ with clock as (
               from workspaces w
              where w.source_type = s.source_type and w.status = 'active'
                and w.credentials_error is null
-               and w.live_due_at is not null
+               and w.live_due_at is not null and not w.at_concurrency_limit
              order by greatest(w.live_due_at, w.blocked_until, w.held_until, w.last_served_at)
              limit 1) as at
       from sources s
@@ -180,7 +180,7 @@ with clock as (
               from workspaces w
              where w.source_type = s.source_type and w.status = 'active'
                and w.credentials_error is null
-               and w.bulk_due_at is not null
+               and w.bulk_due_at is not null and not w.at_concurrency_limit
              order by greatest(w.bulk_due_at, w.blocked_until, w.held_until, w.last_served_at)
              limit 1)
       from sources s
@@ -192,4 +192,4 @@ with clock as (
 )
 select extract(epoch from min(due.at) - (select now from clock))::float8 as seconds
   from due
- where due.at < 'infinity'                -- NULL (nothing pending) and K-held lines left out
+ where due.at is not null                -- NULL: nothing pending in that line

@@ -1,3 +1,12 @@
+-- _public_columns --
+-- What a statement that changes a workspace answers: the row as an operator sees it (the
+-- API, the CLI), not the encrypted credentials nor the claim's bookkeeping (its lines' due
+-- times, holds and budget level: sql/claim.sql, sql/budgets.sql).
+id, source_type, external_id, enterprise_id, name, status, origin, token_fingerprint,
+bot_user_id, connected_at, updated_at, last_auth_error, last_auth_error_at, credentials_error,
+credentials_error_at, blocked_until, rate_limit_reason, budget_per_minute, budget_burst,
+reconcile
+
 -- ensure_env_workspace --
 -- The workspace the environment's token defines (NOTION_TOKEN, SLACK_BOT_TOKEN): created on
 -- first start, its fingerprint kept current. Its external id is learned on first use. A new
@@ -8,7 +17,7 @@ on conflict (source_type) where origin = 'env' do update
    set status = case when w.token_fingerprint is distinct from excluded.token_fingerprint
                           and w.status = 'revoked' then 'active' else w.status end,
        token_fingerprint = excluded.token_fingerprint, updated_at = now()
-returning *
+returning {{_public_columns}}
 
 -- save_workspace --
 -- Connect (or re-connect) a workspace with its encrypted credentials: an install reactivates a
@@ -24,7 +33,7 @@ on conflict (source_type, external_id) where external_id is not null do update
        bot_user_id = excluded.bot_user_id, status = 'active', last_auth_error = null,
        last_auth_error_at = null, credentials_error = null, credentials_error_at = null,
        updated_at = now()
-returning *, (xmax = 0) as inserted
+returning {{_public_columns}}, (xmax = 0) as inserted
 
 -- learn_external_id --
 -- Record the source's id (and name) of the environment's workspace, learned on first use.
@@ -32,7 +41,7 @@ update workspaces
    set external_id = %(external_id)s, name = coalesce(nullif(%(name)s, ''), name),
        bot_user_id = coalesce(%(bot_user_id)s, bot_user_id), updated_at = now()
  where id = %(id)s and external_id is null
-returning *
+returning {{_public_columns}}
 
 -- routes --
 -- What the web process needs to route an event to its workspace.
@@ -52,7 +61,7 @@ update workspaces
                                  else last_auth_error_at end,
        updated_at = now()
  where id = %(id)s
-returning *
+returning {{_public_columns}}
 
 -- revoke_by_external_id --
 -- A source said a workspace's token is gone (Slack app_uninstalled / tokens_revoked).
@@ -60,7 +69,7 @@ update workspaces
    set status = 'revoked', last_auth_error = %(error)s, last_auth_error_at = now(),
        updated_at = now()
  where source_type = %(source_type)s and external_id = %(external_id)s
-returning *
+returning {{_public_columns}}
 
 -- remove_workspace --
 -- Disconnect a workspace: its pending jobs go (nothing will sync them), its documents stay

@@ -361,7 +361,10 @@ def test_resync_of_a_page_never_synced_takes_the_workspace_named(database_url: s
     assert '"workspace_id": ' + str(slack_id) in done.stdout
     done = debounce("resync", "slack", "C0OTHER", env=env)
     assert done.returncode == 0 and '"workspace_id": null' in done.stdout, done.stderr
-    assert one_line_error(debounce("resync", "notion", "abc", "--workspace",
-                                   slack_demo.DEMO_SECOND_TEAM_ID, env=env), 1) == (
+    assert one_line_error(debounce("resync", "notion", "59833787-2cf9-4fdf-8782-e53db20768a5",
+                                   "--workspace", slack_demo.DEMO_SECOND_TEAM_ID, env=env), 1) == (
         f"no notion workspace {slack_demo.DEMO_SECOND_TEAM_ID} (`debounce workspaces list` shows "
         "the id and the workspace column)")
+    assert one_line_error(debounce("resync", "notion", "../../etc", env=env), 2) == (
+        "page_id '../../etc' is not a notion page id: one is a UUID, with or without dashes "
+        "(e.g. 59833787-2cf9-4fdf-8782-e53db20768a5)")

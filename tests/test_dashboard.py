@@ -204,8 +204,9 @@ async def test_bad_parameters_are_4xx_pages_not_500s(
     assert "only failed jobs can be retried" in (await client.get(r.headers["location"])).text
     # No open redirect through "back" or "next".
     for back in ("https://evil.example/", "//evil.example/admin/", "/admin/\\evil"):
-        r = await client.post("/admin/resync", data={"csrf_token": token, "source": "notion",
-                                                      "page_id": "p2", "back": back})
+        r = await client.post("/admin/resync", data={
+            "csrf_token": token, "source": "notion",
+            "page_id": "59833787-2cf9-4fdf-8782-e53db20768a5", "back": back})
         assert r.status_code == 303 and r.headers["location"] == "/admin/", back
     async with httpx.AsyncClient(transport=client._transport, base_url="http://test") as fresh:
         r = await sign_in(fresh, next_path="//evil.example/")

@@ -92,7 +92,7 @@ async def test_a_document_whose_id_has_a_slash_is_read_encoded_or_not(
     missing = await client.get("/documents/slack/C0123ABCD/1.0")
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
     unknown = await client.get(f"/documents/gitlab/{THREAD}")
-    assert unknown.status_code == 404 and unknown.json()["error"] == "unknown_source"
+    assert unknown.status_code == 400 and unknown.json()["error"] == "unknown_source"
 
 
 async def test_the_listing_pages_by_keyset_filters_and_includes_tombstones(

@@ -248,9 +248,10 @@ async def test_malformed_slack_body_is_400(client: httpx.AsyncClient) -> None:
     assert resp.status_code == 400 and resp.json()["error"]
 
 
-async def test_unknown_source_is_404(client: httpx.AsyncClient) -> None:
+async def test_unknown_source_is_400_naming_the_parameter(client: httpx.AsyncClient) -> None:
     resp = await client.post("/webhooks/jira", content=b"{}")
-    assert resp.status_code == 404 and resp.json()["error"] == "unknown_source"
+    assert resp.status_code == 400 and resp.json()["error"] == "unknown_source"
+    assert resp.json()["detail"] == "source must be one of notion, slack, got 'jira'"
 
 
 async def test_unconfigured_source_is_503(pool: AsyncConnectionPool[Any]) -> None:
@@ -288,7 +289,7 @@ async def test_admin_resync_jobs_retry_stats(
     assert resp.status_code == 202
     job = resp.json()["job"]
     assert job["source_page_id"] == NOTION_PAGE and job["priority"] == 100
-    assert (await client.post("/resync/jira/x", headers=auth)).status_code == 404
+    assert (await client.post("/resync/jira/x", headers=auth)).status_code == 400
     listed = (await client.get("/jobs?status=pending&source=notion", headers=auth)).json()
     assert [j["id"] for j in listed["jobs"]] == [job["id"]]
     assert (await client.get("/jobs?status=bogus", headers=auth)).status_code == 400

@@ -33,7 +33,10 @@ async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int
     if source is None:
         return fail(f"unknown source {args.source!r} (known: "
                      f"{', '.join(integrations.source_types())})", 2)
-    page_id = source.normalize_page_id(args.page_id)
+    try:
+        page_id = source.page_id(args.page_id)
+    except ValueError as exc:
+        return fail(str(exc), 2)
     workspace_id = None
     if args.workspace is not None:
         try:

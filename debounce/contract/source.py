@@ -11,6 +11,7 @@ iterates the registry (``integrations/__init__.py``) and names no source.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,10 +26,12 @@ from debounce.contract.settings import (
 )
 from debounce.contract.sync import Syncer, WebhookParser
 
-__all__ = ["DEFAULT_WINDOW", "Factory", "HasSourceValues", "Source"]
+__all__ = ["DEFAULT_WINDOW", "MAX_PAGE_ID", "Factory", "HasSourceValues", "Source"]
 
 #: ``create(settings)``: the syncer of a source, given its typed settings.
 Factory = Callable[[Any], Syncer]
+#: The longest page id a person may give (characters): no source's ids come near it.
+MAX_PAGE_ID = 1000
 #: The window of a source that declares none, seconds.
 DEFAULT_WINDOW = SourceWindow(30.0, 300.0)
 
@@ -58,7 +61,9 @@ class Source:
     - ``sign(body, secret, timestamp)``: the headers that sign ``body`` as the source does
       (``debounce send``, tests); ``timestamp`` is Unix seconds or ``None`` for now;
     - ``normalize_page_id``: the job key spelling of a page id given by a person (manual
-      re-sync, CLI);
+      re-sync, CLI); ``page_id_pattern``: a regular expression every page id of the source
+      matches once normalized (``None``: any text), and ``page_id_form`` what such an id looks
+      like, in words, for the error that refuses another (:meth:`page_id`);
     - ``handshake_command``: the CLI command that prints the handshake token the source sent
       (``None`` if it has no handshake);
     - ``installer(settings)``: its OAuth install flow (an
@@ -90,6 +95,8 @@ class Source:
     demo_secret: str | None = None
     sign: Callable[[bytes, str, int | None], dict[str, str]] | None = None
     normalize_page_id: Callable[[str], str] = str.strip
+    page_id_pattern: str | None = None
+    page_id_form: str = "a page id"
     handshake_command: str | None = None
     token_setting: str | None = None
     identify: Callable[[Any, str], Awaitable[Identity]] | None = None
@@ -97,6 +104,26 @@ class Source:
     budget: ApiBudget | None = None
     requests_per_page: float = 1.0
     reconcile_by_default: bool = False
+
+    def page_id(self, raw: str) -> str:
+        """The job key of the page id ``raw`` as a person gave it (a manual re-sync: the HTTP
+        API, the dashboard, the CLI): :attr:`normalize_page_id`'s spelling.
+
+        Raises:
+            ValueError: ``raw`` is empty, longer than :data:`MAX_PAGE_ID`, holds a control
+                character (a NUL byte: Postgres text cannot hold one), or does not match
+                :attr:`page_id_pattern`; the message says what the source's ids look like.
+        """
+        if any(ord(c) < 32 or ord(c) == 127 for c in raw):
+            raise ValueError(f"page_id must not contain control characters; a {self.source_type} "
+                             f"page id is {self.page_id_form}")
+        page_id = self.normalize_page_id(raw)
+        if not page_id or len(page_id) > MAX_PAGE_ID or (
+                self.page_id_pattern is not None
+                and re.fullmatch(self.page_id_pattern, page_id) is None):
+            raise ValueError(f"page_id {raw[:80]!r} is not a {self.source_type} page id: "
+                             f"one is {self.page_id_form}")
+        return page_id
 
     @property
     def settings(self) -> tuple[SourceSetting, ...]:

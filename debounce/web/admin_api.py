@@ -19,6 +19,7 @@ from debounce import queue
 from debounce.db import fetch_one
 from debounce.sql import queries
 from debounce.web.errors import ApiError
+from debounce.web.inputs import source_param
 from debounce.web.state import WebState, web_state
 
 __all__ = ["DIGITS", "get_job", "list_jobs", "require_admin", "resync", "retry_job", "stats",
@@ -80,10 +81,11 @@ async def resync(request: Request) -> Response:
     the workspace of its document, else the environment's); 400 if it is not one of the
     source's workspaces."""
     state = require_admin(request)
-    source = request.path_params["source"]
-    if source not in state.sources:
-        raise ApiError(404, "unknown_source", f"no integration named {source!r}")
-    page_id = integrations.normalize_page_id(source, request.path_params["page_id"])
+    source = source_param(state.sources, request.path_params["source"])
+    try:
+        page_id = integrations.normalize_page_id(source, request.path_params["page_id"])
+    except ValueError as exc:
+        raise ApiError(400, "bad_request", str(exc)) from None
     workspace_id = int_param(request.query_params.get("workspace_id"), "workspace_id")
     if workspace_id is not None:
         row = await fetch_one(state.db, _Q["workspace_source"], {"id": workspace_id})
@@ -110,7 +112,8 @@ async def list_jobs(request: Request) -> Response:
         page = await queue.list_jobs(
             state.db,
             status=params.get("status") or None,
-            source_type=params.get("source") or None,
+            source_type=(source_param(state.sources, params["source"])
+                         if params.get("source") else None),
             source_page_id=params.get("page_id") or None,
             limit=limit,
             cursor=int_param(params.get("cursor"), "cursor"),
@@ -153,7 +156,7 @@ async def stats(request: Request) -> Response:
 async def verification_token(request: Request) -> Response:
     """``GET /admin/verification-token/{source}``: the newest handshake token received."""
     state = require_admin(request)
-    source = request.path_params["source"]
+    source = source_param(state.sources, request.path_params["source"])
     row = await fetch_one(state.db, _Q["latest_verification_token"], {"source_type": source})
     if row is None:
         raise ApiError(404, "not_found", f"no verification token received from {source!r} yet")

@@ -26,6 +26,7 @@ from debounce.db import open_pool
 from debounce.heap import freeze_startup_objects
 from debounce.web import admin_api, dashboard, health, oauth, read_api, webhooks, workspace_api
 from debounce.web.errors import ErrorBoundary, http_error, server_error
+from debounce.web.inputs import ControlCharacterGuard
 from debounce.web.state import WebState
 from debounce.workspaces import Directory, env_tokens
 
@@ -112,11 +113,13 @@ def create_app(
                 await state.db.close()
                 state.pool = None
 
+    # The API's routes first: /admin/verification-token/{source} stays the API's.
+    routes = [*ROUTES, dashboard.mount(settings, state)]
     application = Starlette(
-        # The API's routes first: /admin/verification-token/{source} stays the API's.
-        routes=[*ROUTES, dashboard.mount(settings, state)],
+        routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(ErrorBoundary, handler=server_error)],
+        middleware=[Middleware(ErrorBoundary, handler=server_error),
+                    Middleware(ControlCharacterGuard, routes=routes)],
         exception_handlers={HTTPException: http_error},
     )
     application.state.web = state

@@ -24,6 +24,7 @@ from debounce.feed_listen import read_waiting
 from debounce.sql import queries
 from debounce.web.admin_api import int_param
 from debounce.web.errors import ApiError
+from debounce.web.inputs import source_param
 from debounce.web.state import WebState, web_state
 
 __all__ = ["DEFAULT_LIMIT", "MAX_DOCUMENTS", "MAX_WAIT_SECONDS", "changes", "document_json",
@@ -68,12 +69,7 @@ def require_reader(request: Request) -> WebState:
 
 
 def _source(state: WebState, raw: str | None) -> str | None:
-    if not raw:
-        return None
-    if raw not in state.sources:
-        raise ApiError(400, "bad_request", f"source must be one of "
-                       f"{', '.join(sorted(state.sources))}, got {raw[:80]!r}")
-    return raw
+    return source_param(state.sources, raw, code="bad_request") if raw else None
 
 
 def _limit(raw: str | None, maximum: int) -> int:
@@ -203,9 +199,7 @@ async def get_document(request: Request) -> Response:
     """``GET /documents/{source}/{document_id}``: one document (the id may contain ``/``, raw
     or as ``%2F``); 404 when there is none."""
     state = require_reader(request)
-    source = request.path_params["source"]
-    if source not in state.sources:
-        raise ApiError(404, "unknown_source", f"no integration named {source[:80]!r}")
+    source = source_param(state.sources, request.path_params["source"])
     document_id = request.path_params["document_id"]
     row = await fetch_one(state.db, _Q["document"],
                           {"source_type": source, "document_id": document_id})

@@ -28,6 +28,7 @@ from debounce.db import fetch_one
 from debounce.sql import queries
 from debounce.types import JobEvent
 from debounce.web.errors import ApiError, error_code
+from debounce.web.inputs import source_param
 from debounce.web.state import WebState, web_state
 
 __all__ = ["VERIFICATION_TOKENS_KEPT", "webhook"]
@@ -80,14 +81,10 @@ def _unstorable(exc: psycopg.Error) -> bool:
 async def webhook(request: Request) -> Response:
     """One delivery of ``source``'s webhooks. Answers 200 with ``{"ok": true, "jobs": [...]}``
     (one entry per event: outcome, job id, due time), the source's handshake reply, or an
-    error: 404 unknown source, 413 too large, 400 malformed or unstorable, 401 bad signature,
+    error: 400 unknown source, 413 too large, 400 malformed or unstorable, 401 bad signature,
     503 source not configured or database unavailable."""
     state = web_state(request)
-    source = request.path_params["source"]
-    integration = state.sources.get(source)
-    if integration is None:
-        raise ApiError(404, "unknown_source", f"no integration named {source!r}; "
-                       f"known: {', '.join(sorted(state.sources)) or 'none'}")
+    source = source_param(state.sources, request.path_params["source"])
     try:
         body = await read_body(request, state.settings.max_body_bytes)
         result = _parse(state, source, request, body)

@@ -142,10 +142,14 @@ class Worker:
         self.outcomes.start()
         helpers: list[asyncio.Task[None]] = []
         try:
-            if await maintenance.wait_for_schema(self.pool, self.access.prepare,
-                                                 self._stopping):
-                helpers = self._start_helpers()
-                await self._claim_loop()
+            if await maintenance.wait_for_schema(self.pool, self._stopping):
+                # Liveness first: the jobs of dead workers come back whatever else fails at
+                # start (a workspace row this worker cannot prepare must not keep them away).
+                helpers.append(asyncio.create_task(maintenance.reaper(
+                    self.pool, self.settings.lease_seconds, self.wake), name="reaper"))
+                if await maintenance.wait_until_prepared(self.access.prepare, self._stopping):
+                    helpers += self._start_helpers()
+                    await self._claim_loop()
         finally:
             await self._drain()
             for task in helpers:
@@ -158,14 +162,13 @@ class Worker:
                      self.completed, self.failed)
 
     def _start_helpers(self) -> list[asyncio.Task[None]]:
-        """The loops beside the claim loop: LISTEN, lease keeper, reaper, the re-check of
-        stored tokens, the enumerator, pruner."""
+        """The loops beside the claim loop (the reaper runs from the start already): LISTEN,
+        lease keeper, the re-check of stored tokens, the enumerator, pruner."""
         lease = self.settings.lease_seconds
         helpers = [
             asyncio.create_task(listen(self.conninfo, self.wake), name="listen"),
             asyncio.create_task(maintenance.lease_keeper(self.pool, self.running, self.finishing,
                                                          lease), name="lease-keeper"),
-            asyncio.create_task(maintenance.reaper(self.pool, lease, self.wake), name="reaper"),
         ]
         helpers.append(asyncio.create_task(self.access.watch(self._stopping),
                                            name="credentials"))

@@ -1,6 +1,7 @@
 """The worker's maintenance loops: keeping the leases of running syncs, returning the jobs
 of dead workers whose leases expired, and pruning what is past retention (finished jobs, event
-ids, the change feed's changes); and the wait for the schema before a worker starts."""
+ids, the change feed's changes); and a worker's start: the wait for the schema, then for its
+workspaces to be prepared."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import feed, queue
+from debounce.db import is_transient
 from debounce.metrics import WORKER
 from debounce.migrate import schema_status
 from debounce.retry import Backoff
@@ -22,7 +24,7 @@ from debounce.types import SyncJob
 from debounce.worker.errors import log_db_error
 
 __all__ = ["PRUNE_BATCH", "lease_keeper", "prune_once", "pruner", "reaper", "renew_leases",
-           "wait_for_schema"]
+           "wait_for_schema", "wait_until_prepared"]
 
 #: Rows deleted per prune statement (of jobs and of event ids): a long backlog is pruned in
 #: short statements rather than one that holds locks for minutes.
@@ -144,17 +146,10 @@ async def pruner(
         await asyncio.sleep(interval)
 
 
-async def wait_for_schema(pool: AsyncConnectionPool[Any], prepare: Callable[[], Awaitable[None]],
-                          stopping: asyncio.Event) -> bool:
+async def wait_for_schema(pool: AsyncConnectionPool[Any], stopping: asyncio.Event) -> bool:
     """Wait until the database has every migration of this release (a worker started before
     the release phase, or against a fresh database, says so once and waits instead of
-    crashing), then run ``prepare()`` (the worker's credentials check). Returns ``False`` when
-    ``stopping`` is set while waiting.
-
-    Raises:
-        SecretKeyError: from ``prepare``: a configuration error the process stops with (the
-            CLI's boundary says it in one line; logging it too would say it twice).
-    """
+    crashing). Returns ``False`` when ``stopping`` is set while waiting."""
     backoff = Backoff(initial=1.0, cap=10.0)
     said = ""
     while not stopping.is_set():
@@ -164,7 +159,6 @@ async def wait_for_schema(pool: AsyncConnectionPool[Any], prepare: Callable[[], 
             if status.ok:
                 if said:
                     log.info("database schema is current (version %d): starting", status.current)
-                await prepare()
                 return True
             if not said:
                 # Once: a migration in progress shows intermediate versions, which are the
@@ -172,11 +166,44 @@ async def wait_for_schema(pool: AsyncConnectionPool[Any], prepare: Callable[[], 
                 said = status.problem()
                 log.error("%s; waiting", said)
             delay = backoff.next()
+        except Exception as exc:
+            delay = backoff.next()
+            log_db_error("checking the database schema", exc, delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), timeout=delay)
+    return False
+
+
+async def wait_until_prepared(prepare: Callable[[], Awaitable[None]],
+                              stopping: asyncio.Event) -> bool:
+    """Run ``prepare()`` (the worker's side of workspaces: the environment's workspaces, the
+    stored tokens' check) until it succeeds; returns ``False`` when ``stopping`` is set first.
+
+    A database that is away is retried quietly (one warning a try); any other error is a
+    worker that cannot start: said in one line at ERROR naming the cause (the traceback at
+    DEBUG), retried every 1 → 60 s, since an operator may fix the cause without a restart.
+
+    Raises:
+        SecretKeyError: a configuration error the process stops with (the CLI's boundary says
+            it in one line; logging it too would say it twice).
+    """
+    backoff = Backoff(initial=1.0, cap=60.0)
+    while not stopping.is_set():
+        try:
+            await prepare()
+            return True
         except SecretKeyError:
             raise
         except Exception as exc:
             delay = backoff.next()
-            log_db_error("checking the database schema", exc, delay)
+            if is_transient(exc):
+                log_db_error("preparing the workspaces", exc, delay)
+            else:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                log.error("worker cannot start: preparing the workspaces failed with %s: %s; "
+                          "retrying in %.1f s (expired leases are still returned meanwhile)",
+                          exc.__class__.__name__, first, delay)
+                log.debug("preparing the workspaces failed", exc_info=exc)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), timeout=delay)
     return False

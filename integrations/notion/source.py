@@ -89,6 +89,10 @@ SOURCE = Source(
     demo_secret=DEMO_SECRET,
     sign=sign,
     normalize_page_id=normalize_id,
+    # A Notion id is a UUID; normalize_id spells it dashed and lower-case
+    # (developers.notion.com/reference/intro, "Conventions": IDs are UUIDv4, dashes optional).
+    page_id_pattern=r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    page_id_form="a UUID, with or without dashes (e.g. 59833787-2cf9-4fdf-8782-e53db20768a5)",
     handshake_command="notion-token",
     token_setting="notion_token",
     identify=identify,
