@@ -28,7 +28,8 @@ from debounce.contract.source import DEFAULT_WINDOW
 from debounce.retry import DEFAULT_BACKOFF_SECONDS
 from debounce.types import ApiBudget, SourceWindow
 
-__all__ = ["DEFAULT_WINDOW", "ENV", "EnvVar", "Kind", "Settings", "SourceWindow", "variable"]
+__all__ = ["DEFAULT_WINDOW", "ENV", "EnvVar", "Kind", "Settings", "SourceWindow", "number_text",
+           "variable"]
 
 #: The key of a field's metadata that holds its :class:`EnvVar`.
 ENV = "debounce.env"
@@ -38,7 +39,8 @@ ENV = "debounce.env"
 Reader = Callable[[Mapping[str, str], str, Any], Any]
 
 
-def _number_text(value: float) -> str:
+def number_text(value: float) -> str:
+    """``value`` as a variable's text (``604800``, not ``604800.0``)."""
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
@@ -74,8 +76,9 @@ class EnvVar:
         return self.kind.read(env, self.name, default)
 
     def default_text(self, default: Any) -> str:
-        """The default as the reference shows it (the variable's text, and what it means)."""
-        shown = "unset" if default is None else self.kind.show(default)
+        """The default as the reference shows it (Markdown: the variable's text, and what it
+        means)."""
+        shown = "unset" if default is None else f"`{self.kind.show(default)}`"
         return f"{shown}: {self.unset}" if self.unset else shown
 
 
@@ -137,7 +140,7 @@ def _backoff(env: Mapping[str, str], name: str, default: Any) -> Any:
     except ValueError:
         raise ValueError(f"{name} must be comma-separated seconds, got {raw!r}") from None
     if not backoff or any(not 0 <= b < math.inf for b in backoff):
-        raise ValueError(f"{name} must list non-negative seconds")
+        raise ValueError(f"{name} must list seconds >= 0, got {raw!r}")
     return backoff
 
 
@@ -155,14 +158,14 @@ INTEGER = Kind("integer ≥ 1", lambda env, name, default: env_int(env, name, de
 #: An integer >= 1, or unset (``None``).
 OPTIONAL_INTEGER = Kind("integer ≥ 1", _optional_int)
 SECONDS = Kind("seconds ≥ 0", lambda env, name, default: env_seconds(env, name, default),
-               _number_text)
-POSITIVE_SECONDS = Kind("seconds > 0", _positive, _number_text)
+               number_text)
+POSITIVE_SECONDS = Kind("seconds > 0", _positive, number_text)
 BOOLEAN = Kind("true or false", lambda env, name, default: env_bool(env, name, default),
                _bool_text)
 LOG_FORMAT = Kind("`text` or `json`", _log_format)
 LOG_LEVEL = Kind("level name", _log_level)
 BACKOFF = Kind("seconds, comma-separated", _backoff,
-               lambda schedule: ",".join(_number_text(s) for s in schedule))
+               lambda schedule: ",".join(number_text(s) for s in schedule))
 
 
 @dataclass(frozen=True, init=False)
@@ -197,11 +200,12 @@ class Settings:
     admin_token: str | None = variable(
         "DEBOUNCE_ADMIN_TOKEN", SECRET,
         "bearer token of the admin routes, and the sign-in of the dashboard at `/admin/`",
-        unset="they answer 503")
+        unset="the admin routes and the dashboard answer 503")
     read_token: str | None = variable(
         "DEBOUNCE_READ_TOKEN", SECRET,
         "bearer token of the read API (`/documents`, the change feed); the admin token reads "
-        "too, this one opens nothing else", unset="(and no admin token) the read API answers 503")
+        "too, this one opens nothing else",
+        unset="only the admin token reads; neither set: the read API answers 503")
     change_retention_seconds: float = variable(
         "DEBOUNCE_CHANGE_RETENTION_SECONDS", SECONDS,
         "how long the change feed keeps a change (pruned with finished jobs; an older cursor "
@@ -279,7 +283,8 @@ class Settings:
     secret_key: str | None = variable(
         "DEBOUNCE_SECRET_KEY", SECRET_KEY,
         "key(s) that encrypt workspace credentials at rest (the first encrypts, all decrypt; "
-        "`debounce workspaces new-key` makes one)", unset="no credentials can be stored")
+        "`debounce workspaces new-key` makes one)",
+        unset="no credentials can be stored (install flows answer 503)")
     public_url: str | None = variable(
         "DEBOUNCE_PUBLIC_URL", TEXT,
         "the service's public base URL (`https://debounce.example.com`), for the install "
