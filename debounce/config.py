@@ -28,8 +28,11 @@ from debounce.contract.source import DEFAULT_WINDOW
 from debounce.retry import DEFAULT_BACKOFF_SECONDS
 from debounce.types import ApiBudget, SourceWindow
 
-__all__ = ["DEFAULT_WINDOW", "ENV", "EnvVar", "Kind", "Settings", "SourceWindow", "number_text",
-           "variable"]
+__all__ = [
+    "BACKOFF", "BOOLEAN", "DEFAULT_WINDOW", "ENV", "INTEGER", "LOG_FORMAT", "LOG_LEVEL",
+    "OPTIONAL_INTEGER", "POSITIVE_SECONDS", "SECONDS", "SECRET", "SECRET_KEY", "TEXT", "EnvVar",
+    "Kind", "Settings", "SourceWindow", "number_text", "variable",
+]
 
 #: The key of a field's metadata that holds its :class:`EnvVar`.
 ENV = "debounce.env"
@@ -148,6 +151,7 @@ def _bool_text(value: Any) -> str:
     return "true" if value else "false"
 
 
+#: The kinds of the service's variables (:func:`variable`'s ``kind``). A text kept as given.
 TEXT = Kind("text", _text)
 #: A text never shown (left out of ``repr``).
 SECRET = Kind("secret", _text, secret=True)
@@ -157,6 +161,7 @@ SECRET_KEY = Kind("Fernet keys, comma-separated", _secret_key, secret=True)
 INTEGER = Kind("integer ≥ 1", lambda env, name, default: env_int(env, name, default))
 #: An integer >= 1, or unset (``None``).
 OPTIONAL_INTEGER = Kind("integer ≥ 1", _optional_int)
+#: A number of seconds >= 0 (> 0 for ``POSITIVE_SECONDS``).
 SECONDS = Kind("seconds ≥ 0", lambda env, name, default: env_seconds(env, name, default),
                number_text)
 POSITIVE_SECONDS = Kind("seconds > 0", _positive, number_text)
@@ -164,6 +169,7 @@ BOOLEAN = Kind("true or false", lambda env, name, default: env_bool(env, name, d
                _bool_text)
 LOG_FORMAT = Kind("`text` or `json`", _log_format)
 LOG_LEVEL = Kind("level name", _log_level)
+#: A backoff schedule: seconds >= 0, comma-separated.
 BACKOFF = Kind("seconds, comma-separated", _backoff,
                lambda schedule: ",".join(number_text(s) for s in schedule))
 
@@ -189,7 +195,8 @@ class Settings:
         "DATABASE_URL", TEXT, "Postgres URL",
         unset="`debounce serve` starts an embedded Postgres under `DEBOUNCE_DATA_DIR`, which "
               "the commands run by hand then use; `migrate`, `worker`, `web` refuse to start")
-    port: int = variable("PORT", INTEGER, "web port (`web`, `serve`)", 8000)
+    port: int = variable("PORT", INTEGER,
+                         "web port (`web`, `serve`; where `debounce send` posts by default)", 8000)
     data_dir: str = variable(
         "DEBOUNCE_DATA_DIR", TEXT,
         "directory of the embedded Postgres (and of the demo's secret key)", ".debounce")
