@@ -1,64 +1,177 @@
 """Settings read from the environment (12-factor).
 
-Every name and default here is the table in the README. :meth:`Settings.from_env` is the only
-place that reads ``os.environ``; the rest of the service receives a :class:`Settings` value,
-which keeps tests free to build their own. Each default is declared once, here (the service's)
-or in its source's :class:`~debounce.contract.Source` (a source's settings and window).
-Environment values are parsed by one set of functions, :mod:`debounce.contract.settings`, for
-the service's settings and the sources' alike.
+Each of the service's variables is declared once, on its field of :class:`Settings`: the
+variable, how its text is read (a :class:`Kind`), the default and one line of meaning
+(:func:`variable`). :meth:`Settings.from_env` reads them in one loop and is the only place that
+reads ``os.environ``; the rest of the service receives a :class:`Settings` value, which keeps
+tests free to build their own. ``docs/configuration.md`` is generated from the same fields
+(``python -m debounce.config_reference``). Environment values are parsed by one set of
+functions, :mod:`debounce.contract.settings`, for the service's settings and the sources' alike.
 
-Sources declare their own settings as a typed frozen dataclass (``Source.settings_type``):
-``Settings`` accepts their fields as keyword arguments and keeps the values set in
-``source_values``; a source receives its typed settings (``Source.configure(settings)``), never
-this class. This module names no source.
+Sources declare their own settings as a typed frozen dataclass (``Source.settings_type``, its
+fields made with :func:`debounce.contract.setting`): ``Settings`` accepts their fields as
+keyword arguments and keeps the values set in ``source_values``; a source receives its typed
+settings (``Source.configure(settings)``), never this class. This module names no source.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import integrations
-from debounce.contract.settings import env_bool as _bool
-from debounce.contract.settings import env_int as _int
-from debounce.contract.settings import env_seconds as _float
-from debounce.contract.settings import env_str as _str
+from debounce.contract.settings import env_bool, env_int, env_seconds, env_str
 from debounce.contract.source import DEFAULT_WINDOW
 from debounce.retry import DEFAULT_BACKOFF_SECONDS
 from debounce.types import ApiBudget, SourceWindow
 
-__all__ = ["DEFAULT_WINDOW", "Settings", "SourceWindow"]
+__all__ = [
+    "BACKOFF", "BOOLEAN", "DEFAULT_WINDOW", "ENV", "INTEGER", "LOG_FORMAT", "LOG_LEVEL",
+    "OPTIONAL_INTEGER", "POSITIVE_SECONDS", "SECONDS", "SECRET", "SECRET_KEY", "TEXT", "EnvVar",
+    "Kind", "Settings", "SourceWindow", "number_text", "variable",
+]
+
+#: The key of a field's metadata that holds its :class:`EnvVar`.
+ENV = "debounce.env"
+
+#: Reads one variable: ``(environment, variable, default) -> value``; raises ``ValueError``
+#: naming the variable when its text is malformed.
+Reader = Callable[[Mapping[str, str], str, Any], Any]
 
 
-def _positive(env: Mapping[str, str], name: str, default: float) -> float:
-    return _float(env, name, default, positive=True)
+def number_text(value: float) -> str:
+    """``value`` as a variable's text (``604800``, not ``604800.0``)."""
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _secret_key(env: Mapping[str, str]) -> str | None:
-    raw = _str(env, "DEBOUNCE_SECRET_KEY")
+@dataclass(frozen=True)
+class Kind:
+    """How a variable's text becomes a value: ``type`` as the reference shows it, ``read``
+    (see :data:`Reader`), ``show`` writes a default back as the variable's text; a ``secret``
+    is left out of ``repr``."""
+
+    type: str
+    read: Reader
+    show: Callable[[Any], str] = str
+    secret: bool = False
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """What :func:`variable` records on a field: the variable ``name``, its :class:`Kind`, one
+    line of ``meaning``, and what an unset variable means when the default alone does not say
+    (``unset``)."""
+
+    name: str
+    kind: Kind
+    meaning: str
+    unset: str = ""
+
+    def read(self, env: Mapping[str, str], default: Any) -> Any:
+        """The value of this variable in ``env``; ``default`` when unset.
+
+        Raises:
+            ValueError: malformed (names the variable).
+        """
+        return self.kind.read(env, self.name, default)
+
+    def default_text(self, default: Any) -> str:
+        """The default as the reference shows it (Markdown: the variable's text, and what it
+        means)."""
+        shown = "unset" if default is None else f"`{self.kind.show(default)}`"
+        return f"{shown}: {self.unset}" if self.unset else shown
+
+
+def variable(name: str, kind: Kind, meaning: str, default: Any = None, *, unset: str = "") -> Any:
+    """A field of :class:`Settings` read from variable ``name`` (see the module docstring);
+    ``default`` when unset. Returns a ``dataclasses.field`` (secrets are left out of its
+    ``repr``)."""
+    return field(default=default, repr=not kind.secret, metadata={ENV: EnvVar(name, kind, meaning, unset)})
+
+
+def _text(env: Mapping[str, str], name: str, default: Any) -> Any:
+    return env_str(env, name) or default
+
+
+def _optional_int(env: Mapping[str, str], name: str, default: Any) -> Any:
+    raw = env.get(name)
+    return env_int(env, name, 1) if raw and raw.strip() else default
+
+
+def _positive(env: Mapping[str, str], name: str, default: Any) -> Any:
+    return env_seconds(env, name, default, positive=True)
+
+
+def _secret_key(env: Mapping[str, str], name: str, default: Any) -> Any:
+    raw = env_str(env, name)
     if raw is not None:
         from debounce.secrets import Keyring
 
         Keyring(raw)  # raises SecretKeyError (a ValueError) naming the variable
-    return raw
+    return raw or default
+
+
+def _log_format(env: Mapping[str, str], name: str, default: Any) -> Any:
+    value = env.get(name, default).strip().lower() or default
+    if value not in ("text", "json"):
+        raise ValueError(f"{name} must be 'text' or 'json', got {value!r}")
+    return value
 
 
 #: The level names ``logging`` knows.
 _LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 
-def _log_level(env: Mapping[str, str], default: str) -> str:
-    raw = (env.get("DEBOUNCE_LOG_LEVEL") or default).strip().upper()
+def _log_level(env: Mapping[str, str], name: str, default: Any) -> Any:
+    raw = (env.get(name) or default).strip().upper()
     if raw == "WARN":
         raw = "WARNING"
     if raw not in _LEVELS:
-        raise ValueError(f"DEBOUNCE_LOG_LEVEL must be one of {', '.join(_LEVELS)}, "
-                         f"got {env.get('DEBOUNCE_LOG_LEVEL')!r}")
+        raise ValueError(f"{name} must be one of {', '.join(_LEVELS)}, got {env.get(name)!r}")
     return raw
 
 
+def _backoff(env: Mapping[str, str], name: str, default: Any) -> Any:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        backoff = tuple(float(x) for x in raw.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{name} must be comma-separated seconds, got {raw!r}") from None
+    if not backoff or any(not 0 <= b < math.inf for b in backoff):
+        raise ValueError(f"{name} must list seconds >= 0, got {raw!r}")
+    return backoff
+
+
+def _bool_text(value: Any) -> str:
+    return "true" if value else "false"
+
+
+#: The kinds of the service's variables (:func:`variable`'s ``kind``). A text kept as given.
+TEXT = Kind("text", _text)
+#: A text never shown (left out of ``repr``).
+SECRET = Kind("secret", _text, secret=True)
+#: Fernet key(s), checked when read.
+SECRET_KEY = Kind("Fernet keys, comma-separated", _secret_key, secret=True)
+#: An integer >= 1.
+INTEGER = Kind("integer ≥ 1", lambda env, name, default: env_int(env, name, default))
+#: An integer >= 1, or unset (``None``).
+OPTIONAL_INTEGER = Kind("integer ≥ 1", _optional_int)
+#: A number of seconds >= 0 (> 0 for ``POSITIVE_SECONDS``).
+SECONDS = Kind("seconds ≥ 0", lambda env, name, default: env_seconds(env, name, default),
+               number_text)
+POSITIVE_SECONDS = Kind("seconds > 0", _positive, number_text)
+BOOLEAN = Kind("true or false", lambda env, name, default: env_bool(env, name, default),
+               _bool_text)
+LOG_FORMAT = Kind("`text` or `json`", _log_format)
+LOG_LEVEL = Kind("level name", _log_level)
+#: A backoff schedule: seconds >= 0, comma-separated.
+BACKOFF = Kind("seconds, comma-separated", _backoff,
+               lambda schedule: ",".join(number_text(s) for s in schedule))
 
 
 @dataclass(frozen=True, init=False)
@@ -67,79 +180,122 @@ class Settings:
 
     Times are seconds. ``None`` means "unset" for the optional secrets and tokens; a source
     whose signing secret is unset refuses its webhooks with 503 (see ``integrations``).
-    ``windows`` holds the windows set explicitly (by environment or by a caller); a source
-    missing from it gets the window its :class:`~debounce.contract.Source` declares.
-    ``source_values`` holds the sources' own settings that were set, by field name (see the
-    module docstring); :meth:`source_settings` builds one source's typed settings from it.
+    The fields made with :func:`variable` are read from the environment (the module
+    docstring). ``windows`` holds the windows set explicitly (by environment or by a caller);
+    a source missing from it gets the window its :class:`~debounce.contract.Source` declares.
+    ``budgets`` does the same for API budgets. ``source_values`` holds the sources' own
+    settings that were set, by field name (see the module docstring); :meth:`source_settings`
+    builds one source's typed settings from it.
 
     Raises (construction):
         TypeError: a keyword that is neither a field nor a registered source's setting.
     """
 
-    database_url: str | None = None
-    port: int = 8000
-    data_dir: str = ".debounce"
+    database_url: str | None = variable(
+        "DATABASE_URL", TEXT, "Postgres URL",
+        unset="`debounce serve` starts an embedded Postgres under `DEBOUNCE_DATA_DIR`, which "
+              "the commands run by hand then use; `migrate`, `worker`, `web` refuse to start")
+    port: int = variable("PORT", INTEGER,
+                         "web port (`web`, `serve`; where `debounce send` posts by default)", 8000)
+    data_dir: str = variable(
+        "DEBOUNCE_DATA_DIR", TEXT,
+        "directory of the embedded Postgres (and of the demo's secret key)", ".debounce")
 
     windows: Mapping[str, SourceWindow] = field(default_factory=dict)
-    #: API budgets set explicitly (by environment or by a caller); a source missing from it
-    #: gets the budget its :class:`~debounce.contract.Source` declares.
     budgets: Mapping[str, ApiBudget] = field(default_factory=dict)
 
-    admin_token: str | None = None
-    #: Bearer token of the read API (``/documents``, the change feed); the admin token reads
-    #: too. ``None`` (and no admin token): the read API answers 503.
-    read_token: str | None = field(default=None, repr=False)
-    #: How long the change feed keeps a change before the prune deletes it, in seconds.
-    change_retention_seconds: float = 7 * 86400.0
-    #: Mark the dashboard's session cookie ``Secure`` on every answer, not only over HTTPS
-    #: (for a TLS proxy that does not forward the scheme; see docs/dashboard.md).
-    dashboard_secure_cookie: bool = False
-    worker_concurrency: int = 8
-    #: Syncs in flight per source per worker process (so one source cannot starve another).
-    worker_source_concurrency: int | None = None
-    #: Syncs in flight per workspace across every worker process (the fair claim's K).
-    workspace_concurrency: int = 4
-    lease_seconds: float = 60.0
-    max_attempts: int = 5
-    #: Transient-failure backoff schedule in seconds; the last value repeats.
-    backoff_seconds: tuple[float, ...] = DEFAULT_BACKOFF_SECONDS
-    max_body_bytes: int = 1_048_576
-    log_format: str = "text"
-    log_level: str = "INFO"
-    #: Seconds the worker lets running syncs finish after SIGTERM before releasing them.
-    shutdown_grace_seconds: float = 25.0
-    #: Longest sleep of an idle worker between checks for due jobs, in seconds.
-    poll_interval_seconds: float = 2.0
-    #: How long a request waits for a database connection before answering 503, seconds.
-    pool_timeout_seconds: float = 3.0
-    #: Longest time a webhook waits for its events to be committed before answering 503
-    #: (seconds; well under the senders' delivery timeouts (3 s at the shortest), so a slow database
-    #: never counts as a failed delivery).
-    #: Also the web's ``statement_timeout``: a statement past it is cancelled and rolled back.
-    webhook_deadline_seconds: float = 2.0
-    pool_max_size: int = 10
-    #: How long ``seen_events`` remembers an event id (idempotency), in seconds.
-    event_retention_seconds: float = 3 * 86400.0
-    #: How long finished (completed/failed) jobs are kept before ``prune``, in seconds.
-    job_retention_seconds: float = 7 * 86400.0
-    #: How often a worker prunes finished jobs and event ids past retention (one worker at a
-    #: time), in seconds; 0 turns the scheduled prune off (``debounce prune`` still works).
-    prune_interval_seconds: float = 3600.0
-    #: Backfill every workspace when it is connected (environment, install flow, CLI).
-    backfill_on_connect: bool = True
-    #: How often each workspace whose reconciliation is on is swept for lost webhooks
-    #: (newest edits first, down to the last sweep's watermark), seconds; 0: never.
-    reconcile_interval_seconds: float = 600.0
-    #: How often a sweep walks the whole listing instead (finds deletions), seconds.
-    reconcile_full_interval_seconds: float = 86400.0
-    #: Port of the worker's Prometheus endpoint; ``None``: no endpoint.
-    metrics_port: int | None = None
-    #: Fernet key(s), comma-separated, that encrypt workspace credentials at rest (the first
-    #: encrypts, all decrypt: see ``debounce.secrets``); ``None``: none stored yet.
-    secret_key: str | None = field(default=None, repr=False)
-    #: The service's public base URL (``https://debounce.example.com``), for the install flows'
-    #: redirect URIs; ``None``: the URL each request came in on.
-    public_url: str | None = None
+    admin_token: str | None = variable(
+        "DEBOUNCE_ADMIN_TOKEN", SECRET,
+        "bearer token of the admin routes, and the sign-in of the dashboard at `/admin/`",
+        unset="the admin routes and the dashboard answer 503")
+    read_token: str | None = variable(
+        "DEBOUNCE_READ_TOKEN", SECRET,
+        "bearer token of the read API (`/documents`, the change feed); the admin token reads "
+        "too, this one opens nothing else",
+        unset="only the admin token reads; neither set: the read API answers 503")
+    change_retention_seconds: float = variable(
+        "DEBOUNCE_CHANGE_RETENTION_SECONDS", SECONDS,
+        "how long the change feed keeps a change (pruned with finished jobs; an older cursor "
+        "answers 410)", 7 * 86400.0)
+    dashboard_secure_cookie: bool = variable(
+        "DEBOUNCE_DASHBOARD_SECURE_COOKIE", BOOLEAN,
+        "mark the dashboard's session cookie `Secure` even on plain-HTTP requests (a TLS proxy "
+        "that does not forward the scheme; see docs/dashboard.md)", False,
+        unset="`Secure` over HTTPS only")
+    worker_concurrency: int = variable(
+        "DEBOUNCE_WORKER_CONCURRENCY", INTEGER, "syncs in flight per worker process", 8)
+    worker_source_concurrency: int | None = variable(
+        "DEBOUNCE_WORKER_SOURCE_CONCURRENCY", OPTIONAL_INTEGER,
+        "of which one source may take at most (so one source cannot starve another)",
+        unset="¾ of `DEBOUNCE_WORKER_CONCURRENCY`, rounded up")
+    workspace_concurrency: int = variable(
+        "DEBOUNCE_WORKSPACE_CONCURRENCY", INTEGER,
+        "syncs of one workspace in flight, across every worker process (the fair claim)", 4)
+    lease_seconds: float = variable(
+        "DEBOUNCE_LEASE_SECONDS", POSITIVE_SECONDS, "claim lease, extended while a sync runs",
+        60.0)
+    max_attempts: int = variable(
+        "DEBOUNCE_MAX_ATTEMPTS", INTEGER, "attempts before a job is `failed`", 5)
+    backoff_seconds: tuple[float, ...] = variable(
+        "DEBOUNCE_BACKOFF_SECONDS", BACKOFF,
+        "backoff after a transient failure, by attempt (the last value repeats)",
+        DEFAULT_BACKOFF_SECONDS)
+    max_body_bytes: int = variable(
+        "DEBOUNCE_MAX_BODY_BYTES", INTEGER, "largest webhook body accepted (larger: 413)",
+        1_048_576)
+    log_format: str = variable("DEBOUNCE_LOG_FORMAT", LOG_FORMAT, "format of the log lines",
+                               "text")
+    log_level: str = variable(
+        "DEBOUNCE_LOG_LEVEL", LOG_LEVEL,
+        "least level logged (CRITICAL, ERROR, WARNING or WARN, INFO, DEBUG)", "INFO")
+    shutdown_grace_seconds: float = variable(
+        "DEBOUNCE_SHUTDOWN_GRACE_SECONDS", SECONDS,
+        "time running syncs get to finish after SIGTERM before the worker releases them", 25.0)
+    poll_interval_seconds: float = variable(
+        "DEBOUNCE_POLL_INTERVAL_SECONDS", POSITIVE_SECONDS,
+        "longest sleep of an idle worker between checks for due jobs", 2.0)
+    pool_timeout_seconds: float = variable(
+        "DEBOUNCE_POOL_TIMEOUT_SECONDS", POSITIVE_SECONDS,
+        "how long a request waits for a database connection before answering 503", 3.0)
+    webhook_deadline_seconds: float = variable(
+        "DEBOUNCE_WEBHOOK_DEADLINE_SECONDS", POSITIVE_SECONDS,
+        "longest wait for a webhook's events to commit before answering 503 (well under the "
+        "senders' 3 s delivery timeout); also the web's statement timeout", 2.0)
+    pool_max_size: int = variable(
+        "DEBOUNCE_POOL_MAX_SIZE", INTEGER, "database connections of the web process's pool", 10)
+    event_retention_seconds: float = variable(
+        "DEBOUNCE_EVENT_RETENTION_SECONDS", SECONDS,
+        "how long event ids are remembered (idempotency)", 3 * 86400.0)
+    job_retention_seconds: float = variable(
+        "DEBOUNCE_JOB_RETENTION_SECONDS", SECONDS,
+        "how long finished (completed, failed) jobs are kept; also the window of the "
+        "dashboard's \"completed\" column", 7 * 86400.0)
+    prune_interval_seconds: float = variable(
+        "DEBOUNCE_PRUNE_INTERVAL_SECONDS", SECONDS,
+        "how often a worker prunes finished jobs, event ids and feed changes past retention "
+        "(one worker at a time; 0: never, `debounce prune` still works)", 3600.0)
+    backfill_on_connect: bool = variable(
+        "DEBOUNCE_BACKFILL_ON_CONNECT", BOOLEAN,
+        "backfill a workspace when it is connected (environment, install flow, CLI)", True)
+    reconcile_interval_seconds: float = variable(
+        "DEBOUNCE_RECONCILE_INTERVAL_SECONDS", SECONDS,
+        "how often workspaces with reconciliation on are swept for lost webhooks (newest edits "
+        "first, down to the last sweep's; 0: never)", 600.0)
+    reconcile_full_interval_seconds: float = variable(
+        "DEBOUNCE_RECONCILE_FULL_INTERVAL_SECONDS", POSITIVE_SECONDS,
+        "how often a sweep walks the whole listing instead (finds deletions)", 86400.0)
+    metrics_port: int | None = variable(
+        "DEBOUNCE_METRICS_PORT", OPTIONAL_INTEGER,
+        "port of the worker's Prometheus endpoint (`/metrics`)", unset="no endpoint")
+    secret_key: str | None = variable(
+        "DEBOUNCE_SECRET_KEY", SECRET_KEY,
+        "key(s) that encrypt workspace credentials at rest (the first encrypts, all decrypt; "
+        "`debounce workspaces new-key` makes one)",
+        unset="no credentials can be stored (install flows answer 503)")
+    public_url: str | None = variable(
+        "DEBOUNCE_PUBLIC_URL", TEXT,
+        "the service's public base URL (`https://debounce.example.com`), for the install "
+        "flows' redirect URIs", unset="the URL each request came in on")
 
     source_values: Mapping[str, Any] = field(default_factory=dict)
 
@@ -164,7 +320,6 @@ class Settings:
                 value = f.default
             object.__setattr__(self, name, value)
         object.__setattr__(self, "source_values", extra)
-
 
     def window(self, source_type: str) -> SourceWindow:
         """Debounce window of ``source_type``: the one set, else its source's default, else
@@ -201,28 +356,15 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Build settings from ``env`` (default ``os.environ``).
+        """Build settings from ``env`` (default ``os.environ``): every field made with
+        :func:`variable`, and every registered source's settings, window and budget.
 
         Raises:
             ValueError: a variable is present but malformed (names the variable).
         """
         env = os.environ if env is None else env
-        d = cls()
-        log_format = env.get("DEBOUNCE_LOG_FORMAT", d.log_format).strip().lower() or d.log_format
-        if log_format not in ("text", "json"):
-            raise ValueError(f"DEBOUNCE_LOG_FORMAT must be 'text' or 'json', got {log_format!r}")
-        backoff_raw = env.get("DEBOUNCE_BACKOFF_SECONDS")
-        backoff = d.backoff_seconds
-        if backoff_raw:
-            try:
-                backoff = tuple(float(x) for x in backoff_raw.split(",") if x.strip())
-            except ValueError:
-                raise ValueError(
-                    f"DEBOUNCE_BACKOFF_SECONDS must be comma-separated seconds, got {backoff_raw!r}"
-                ) from None
-            if not backoff or any(b < 0 for b in backoff):
-                raise ValueError("DEBOUNCE_BACKOFF_SECONDS must list non-negative seconds")
-        source_concurrency_raw = env.get("DEBOUNCE_WORKER_SOURCE_CONCURRENCY")
+        values = {f.name: f.metadata[ENV].read(env, f.default)
+                  for f in fields(cls) if ENV in f.metadata}
         source_values: dict[str, Any] = {}
         windows: dict[str, SourceWindow] = {}
         budgets: dict[str, ApiBudget] = {}
@@ -235,53 +377,4 @@ class Settings:
             per_minute, burst = source.budget_settings()
             budgets[source.source_type] = ApiBudget(per_minute.parse(env.get(per_minute.env)),
                                                     max(1.0, burst.parse(env.get(burst.env))))
-        return cls(
-            database_url=_str(env, "DATABASE_URL"),
-            port=_int(env, "PORT", d.port),
-            data_dir=env.get("DEBOUNCE_DATA_DIR") or d.data_dir,
-            windows=windows,
-            budgets=budgets,
-            source_values=source_values,
-            admin_token=_str(env, "DEBOUNCE_ADMIN_TOKEN"),
-            read_token=_str(env, "DEBOUNCE_READ_TOKEN"),
-            change_retention_seconds=_float(env, "DEBOUNCE_CHANGE_RETENTION_SECONDS",
-                                            d.change_retention_seconds),
-            dashboard_secure_cookie=_bool(env, "DEBOUNCE_DASHBOARD_SECURE_COOKIE",
-                                          d.dashboard_secure_cookie),
-            worker_concurrency=_int(env, "DEBOUNCE_WORKER_CONCURRENCY", d.worker_concurrency),
-            workspace_concurrency=_int(env, "DEBOUNCE_WORKSPACE_CONCURRENCY",
-                                       d.workspace_concurrency),
-            worker_source_concurrency=(
-                _int(env, "DEBOUNCE_WORKER_SOURCE_CONCURRENCY", 1)
-                if source_concurrency_raw
-                else None
-            ),
-            lease_seconds=_positive(env, "DEBOUNCE_LEASE_SECONDS", d.lease_seconds),
-            max_attempts=_int(env, "DEBOUNCE_MAX_ATTEMPTS", d.max_attempts),
-            backoff_seconds=backoff,
-            max_body_bytes=_int(env, "DEBOUNCE_MAX_BODY_BYTES", d.max_body_bytes),
-            log_format=log_format,
-            log_level=_log_level(env, d.log_level),
-            shutdown_grace_seconds=_float(env, "DEBOUNCE_SHUTDOWN_GRACE_SECONDS", d.shutdown_grace_seconds),
-            poll_interval_seconds=_positive(env, "DEBOUNCE_POLL_INTERVAL_SECONDS", d.poll_interval_seconds),
-            pool_timeout_seconds=_positive(env, "DEBOUNCE_POOL_TIMEOUT_SECONDS", d.pool_timeout_seconds),
-            webhook_deadline_seconds=_positive(env, "DEBOUNCE_WEBHOOK_DEADLINE_SECONDS",
-                                               d.webhook_deadline_seconds),
-            pool_max_size=_int(env, "DEBOUNCE_POOL_MAX_SIZE", d.pool_max_size),
-            event_retention_seconds=_float(env, "DEBOUNCE_EVENT_RETENTION_SECONDS",
-                                           d.event_retention_seconds),
-            job_retention_seconds=_float(env, "DEBOUNCE_JOB_RETENTION_SECONDS",
-                                         d.job_retention_seconds),
-            prune_interval_seconds=_float(env, "DEBOUNCE_PRUNE_INTERVAL_SECONDS",
-                                          d.prune_interval_seconds),
-            backfill_on_connect=_bool(env, "DEBOUNCE_BACKFILL_ON_CONNECT", d.backfill_on_connect),
-            reconcile_interval_seconds=_float(env, "DEBOUNCE_RECONCILE_INTERVAL_SECONDS",
-                                              d.reconcile_interval_seconds),
-            reconcile_full_interval_seconds=_positive(
-                env, "DEBOUNCE_RECONCILE_FULL_INTERVAL_SECONDS",
-                d.reconcile_full_interval_seconds),
-            metrics_port=(_int(env, "DEBOUNCE_METRICS_PORT", 0, minimum=1)
-                          if env.get("DEBOUNCE_METRICS_PORT") else None),
-            secret_key=_secret_key(env),
-            public_url=_str(env, "DEBOUNCE_PUBLIC_URL"),
-        )
+        return cls(**values, windows=windows, budgets=budgets, source_values=source_values)

@@ -33,6 +33,7 @@ __all__ = [
     "BUILTIN",
     "ENTRY_POINT_GROUP",
     "UnknownSource",
+    "builtin_sources",
     "create",
     "create_all",
     "get",
@@ -58,12 +59,19 @@ class UnknownSource(KeyError):
     """No source is registered under this ``source_type``."""
 
 
-@functools.cache
-def _installed() -> dict[str, Source]:
+def builtin_sources() -> dict[str, Source]:
+    """The built-in sources (:data:`BUILTIN`) by source type: what ships with debounce,
+    without the entry points' and the run-time ones."""
     found: dict[str, Source] = {}
     for module_name in BUILTIN:
         source = importlib.import_module(module_name).SOURCE
         found[source.source_type] = source
+    return found
+
+
+@functools.cache
+def _installed() -> dict[str, Source]:
+    found = builtin_sources()
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
             source = point.load()

@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="debounce",
         description=f"Webhook-ingesting debounce sync service: webhooks of {listed} in, one "
         "debounced sync job per page in Postgres, Markdown documents out. Configured by "
-        "environment variables (DATABASE_URL, DEBOUNCE_* and each source's own; see README).",
+        "environment variables (DATABASE_URL, DEBOUNCE_* and each source's own; see docs/configuration.md).",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -128,7 +128,7 @@ class SourceSetting:
 
     ``name`` is the field (and the keyword of ``Settings(…)``), ``env`` the variable,
     ``default`` the value when it is unset or empty; ``kind`` one of :data:`KINDS`. ``help``
-    is one line for the README's configuration table.
+    is one line of meaning for the configuration reference (docs/configuration.md).
     """
 
     name: str

@@ -165,9 +165,12 @@ class Source:
         prefix = self.env_prefix or self.source_type.upper()
         return (
             SourceSetting("debounce_seconds", f"{prefix}_DEBOUNCE_SECONDS",
-                          self.window.debounce_seconds, "seconds", "debounce window"),
+                          self.window.debounce_seconds, "seconds",
+                          "debounce window: a page syncs this long after its latest event"),
             SourceSetting("max_wait_seconds", f"{prefix}_MAX_WAIT_SECONDS",
-                          self.window.max_wait_seconds, "seconds", "max wait"),
+                          self.window.max_wait_seconds, "seconds",
+                          "max wait: a page edited non-stop still syncs this long after its "
+                          "first event"),
         )
 
     def budget_settings(self) -> tuple[SourceSetting, SourceSetting]:
@@ -178,5 +181,5 @@ class Source:
             SourceSetting("budget_per_minute", f"{prefix}_BUDGET_PER_MINUTE", budget.per_minute,
                           "number", "API requests per minute per workspace (0: unmetered)"),
             SourceSetting("budget_burst", f"{prefix}_BUDGET_BURST", budget.burst, "number",
-                          "API requests a workspace may send at once (bucket capacity)"),
+                          "API requests a workspace may send at once (bucket capacity; at least 1)"),
         )
