@@ -20,7 +20,8 @@ the revision in its content) and each sync that ended. Runs, one JSON line each:
   (``POST /workspaces/{id}/backfill``) while live edits run on every workspace (``backfill``
   included).
 
-Figures and goals: ``bench.freshness_report``; method and results: docs/benchmarks.md.
+Figures and goals: ``bench.freshness_report``; what it measures: docs/benchmarks.md;
+every run's method and results: docs/benchmarks-history.md (sections 7 and 12).
 """
 
 from __future__ import annotations

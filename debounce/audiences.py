@@ -4,8 +4,9 @@
   claim) or a listing reaches: ``conversation_audiences`` per (source, workspace,
   conversation), and the audience columns of that conversation's documents (migration 012,
   ``sql/audiences.sql``);
-- :func:`list_visible`: the read API's ``visible_to=<slack user id>`` listing — the team's
-  public channel documents plus the documents of the conversations the user is a member of.
+- :func:`list_visible`: the read API's ``visible_to=<user id>`` listing for a source whose
+  documents carry audiences (``Source.audiences``: Slack) — the public channel documents plus
+  the documents of the conversations the user is a member of.
 
 The audience a consumer sees is :meth:`Audience.to_json` of :func:`audience_of` a row:
 ``{"kind", "members", "member_count", "accessible_by"}`` or ``null`` (unknown: synced before
@@ -151,15 +152,16 @@ class AudienceStore:
         return int(row["changed"])
 
 
-async def list_visible(db: Db, *, workspace_id: int, user_id: str, after_id: int = 0,
-                       limit: int = 100, include_deleted: bool = False,
+async def list_visible(db: Db, *, source_type: str, workspace_id: int, user_id: str,
+                       after_id: int = 0, limit: int = 100, include_deleted: bool = False,
                        updated_after: datetime | None = None) -> list[dict[str, Any]]:
-    """One page of the Slack documents of workspace ``workspace_id`` (``workspaces.id``) that
-    Slack user ``user_id`` may read: the team's public channel documents plus those whose
+    """One page of the documents of ``source_type`` (a source whose documents carry
+    audiences: Slack) in workspace ``workspace_id`` (``workspaces.id``) that its user
+    ``user_id`` may read: the public channel documents plus those whose
     conversation members include the user (``sql/audiences.sql``, ``list_visible``), as
     ``documents`` rows (dicts) in ``id`` order after ``after_id``; the next page starts after
     the last row's ``id``. Deleted documents only with ``include_deleted``; ``updated_after``
-    (aware): only documents updated after it. Notion documents and documents of unknown
+    (aware): only documents updated after it. Documents of other sources and of unknown
     audience are never returned.
 
     Raises:
@@ -171,8 +173,9 @@ async def list_visible(db: Db, *, workspace_id: int, user_id: str, after_id: int
     if after_id < 0:
         raise ValueError(f"after_id must be 0 or more, got {after_id}")
     if not user_id:
-        raise ValueError("user_id must be a Slack user id such as U0123ABCD")
+        raise ValueError("user_id must be a user id of the source, such as U0123ABCD")
     rows = await fetch_all(db, _Q["list_visible"], {
-        "workspace_id": workspace_id, "visible_to": user_id, "after_id": after_id,
+        "source_type": source_type, "workspace_id": workspace_id, "visible_to": user_id,
+        "after_id": after_id,
         "limit": limit, "include_deleted": include_deleted, "updated_after": updated_after})
     return [dict(r) for r in rows]

@@ -71,7 +71,7 @@ end $$;
 -- After a write: append the change (a row that got a new position, or a row deleted) and,
 -- while a follower waits, queue one NOTIFY for the transaction (Postgres folds identical
 -- notifications of one transaction into one). NOTIFY serialises the commits that carry one on
--- a global lock (docs/benchmarks.md, "Change feed"): with no follower, writes skip it.
+-- a global lock (docs/benchmarks-history.md, section 9): with no follower, writes skip it.
 create function document_feed_append() returns trigger language plpgsql as $$
 begin
     if tg_op = 'DELETE' then

@@ -3,8 +3,8 @@
 -- Until 013 the claim (sql/claim.sql) was one statement of a dozen CTEs. PostgreSQL parsed and
 -- planned it at every execution (its generic plan was slower than a custom one), which cost
 -- 3-4 ms of the server's time per claim whatever the claim took: one worker claiming a few
--- jobs per round trip could not drain more than about 1 000 no-op jobs/s (docs/benchmarks.md,
--- section 10). PL/pgSQL keeps each statement of a function prepared for the session, and the
+-- jobs per round trip could not drain more than about 1 000 no-op jobs/s
+-- (docs/benchmarks-history.md, section 10). PL/pgSQL keeps each statement of a function prepared for the session, and the
 -- statements below are simple enough for a generic plan: the choice costs index probes.
 --
 -- claim_pick(now, limit, sources, rooms, budget defaults, workspace_limit) chooses and locks
@@ -220,7 +220,7 @@ $$;
 -- PostgreSQL's choice, its statements were planned again at every call (custom plans):
 -- about 2 ms of a commit, against 0.2 ms to run them. Their generic plans are index probes by
 -- primary key and by (workspace_id, scheduled_at), whatever the arrays hold, so they are kept
--- (measured: 2.24 -> 0.57 ms per call; docs/benchmarks.md, section 10).
+-- (measured: 2.24 -> 0.57 ms per call; docs/benchmarks-history.md, section 10).
 alter function workspaces_ready_refresh(bigint[], bigint[])
     set plan_cache_mode = force_generic_plan;
 alter function sync_jobs_ready_flush()

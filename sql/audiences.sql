@@ -39,17 +39,18 @@ select (select ok from allowed) as ok, (select count(*) from changed)::int as ch
        (select count(*) from cached)::int as cached
 
 -- _visible_to --
--- The read API's ?visible_to= filter as a WHERE fragment over `documents d`: Slack documents
--- of workspace %(workspace_id)s that Slack user %(visible_to)s may read — the team's public
--- channels, and the conversations whose members include the user. Notion documents and
--- documents of unknown audience (synced before migration 012) never match.
-(d.source_type = 'slack' and d.workspace_id = %(workspace_id)s::bigint
+-- The read API's ?visible_to= filter as a WHERE fragment over `documents d`: documents of
+-- source %(source_type)s (one whose Source declares audiences: Slack) in workspace
+-- %(workspace_id)s that its user %(visible_to)s may read — the public channels, and the
+-- conversations whose members include the user. Documents of unknown audience (synced before
+-- migration 012) never match.
+(d.source_type = %(source_type)s and d.workspace_id = %(workspace_id)s::bigint
  and (d.audience_kind = 'public_channel'
       or d.audience_members @> array[%(visible_to)s::text]))
 
 -- list_visible --
--- One page of the documents Slack user %(visible_to)s may read in workspace %(workspace_id)s
--- (the _visible_to filter), in id order after %(after_id)s (0: from the start), at most
+-- One page of the documents of source %(source_type)s that its user %(visible_to)s may read
+-- in workspace %(workspace_id)s (the _visible_to filter), in id order after %(after_id)s (0: from the start), at most
 -- %(limit)s rows, updated after %(updated_after)s (NULL: any); deleted documents only when
 -- %(include_deleted)s. Two index-ordered branches
 -- (documents_audience_public for the team's public channels, the GIN documents_audience_members
@@ -57,7 +58,7 @@ select (select ok from allowed) as ok, (select count(*) from changed)::int as ch
 -- and the user's own conversations, not the number of workspaces or of public documents.
 select * from (
     (select d.* from documents d
-      where d.source_type = 'slack' and d.workspace_id = %(workspace_id)s::bigint
+      where d.source_type = %(source_type)s and d.workspace_id = %(workspace_id)s::bigint
         and d.audience_kind = 'public_channel' and d.id > %(after_id)s::bigint
         and (%(include_deleted)s::boolean or d.deleted_at is null)
         and (%(updated_after)s::timestamptz is null
@@ -66,7 +67,7 @@ select * from (
     union all
     (select d.* from documents d
       where d.audience_members @> array[%(visible_to)s::text]
-        and d.source_type = 'slack' and d.workspace_id = %(workspace_id)s::bigint
+        and d.source_type = %(source_type)s and d.workspace_id = %(workspace_id)s::bigint
         and d.audience_kind is distinct from 'public_channel' and d.id > %(after_id)s::bigint
         and (%(include_deleted)s::boolean or d.deleted_at is null)
         and (%(updated_after)s::timestamptz is null

@@ -65,9 +65,14 @@ async def teams(conn: Conn, store: DocumentStore) -> dict[str, Any]:
     return {"a": a, "b": b, "ids": ids}
 
 
+async def visible_rows(conn: Conn, workspace_id: int, user: str,
+                       **kw: Any) -> list[dict[str, Any]]:
+    return await list_visible(conn, source_type="slack", workspace_id=workspace_id,
+                              user_id=user, **kw)
+
+
 async def visible(conn: Conn, workspace_id: int, user: str, **kw: Any) -> list[str]:
-    rows = await list_visible(conn, workspace_id=workspace_id, user_id=user, **kw)
-    return [r["document_id"] for r in rows]
+    return [r["document_id"] for r in await visible_rows(conn, workspace_id, user, **kw)]
 
 
 async def test_a_user_sees_public_channels_and_the_conversations_they_are_in(
@@ -95,16 +100,15 @@ async def test_pages_follow_the_id_cursor_and_deleted_documents_are_left_out(
     conn: Conn, store: DocumentStore, teams: dict[str, Any]
 ) -> None:
     a = teams["a"]
-    first = await list_visible(conn, workspace_id=a, user_id="U1", limit=3)
-    rest = await list_visible(conn, workspace_id=a, user_id="U1", after_id=first[-1]["id"],
-                              limit=3)
+    first = await visible_rows(conn, a, "U1", limit=3)
+    rest = await visible_rows(conn, a, "U1", after_id=first[-1]["id"], limit=3)
     assert [r["document_id"] for r in first + rest] == ["C1/1.1", "C1/1.2", "G1/2.1", "D1/3.1"]
     assert [r["id"] for r in first] == sorted(r["id"] for r in first)
     assert await store.mark_deleted("slack", ["G1/2.1"]) == ["G1/2.1"]
     assert "G1/2.1" not in await visible(conn, a, "U1")
     assert "G1/2.1" in await visible(conn, a, "U1", include_deleted=True)
     with pytest.raises(ValueError, match="limit must be between 1 and 1000"):
-        await list_visible(conn, workspace_id=a, user_id="U1", limit=0)
+        await visible_rows(conn, a, "U1", limit=0)
 
 
 async def test_the_listing_is_served_by_the_audience_indexes(
@@ -130,14 +134,14 @@ async def test_the_listing_is_served_by_the_audience_indexes(
     await conn.execute("analyze documents")
     cur = await conn.execute(
         "explain " + queries("audiences")["list_visible"],
-        {"workspace_id": teams["a"], "visible_to": "U1", "after_id": 0, "limit": 50,
-         "include_deleted": False, "updated_after": None})
+        {"source_type": "slack", "workspace_id": teams["a"], "visible_to": "U1", "after_id": 0,
+         "limit": 50, "include_deleted": False, "updated_after": None})
     plan = "\n".join(str(r[0]) for r in await cur.fetchall())
     assert "documents_audience_public" in plan, plan
     assert "documents_audience_members" in plan, plan
     assert "Seq Scan" not in plan, plan
     rows: list[dict[str, Any]] = []
-    while page := await list_visible(conn, workspace_id=teams["a"], user_id="U1", limit=1000,
+    while page := await visible_rows(conn, teams["a"], "U1", limit=1000,
                                      after_id=rows[-1]["id"] if rows else 0):
         rows += page
     assert len(rows) == 4 + 3000 + 4  # the fixture's, the public bulk, U1's private bulk

@@ -1,5 +1,5 @@
-"""``python -m bench.drain`` (the back-to-back worker comparison of docs/benchmarks.md, section
-12) drains real jobs with a real worker process and reports what it measured."""
+"""``python -m bench.drain`` (the back-to-back worker comparison of docs/benchmarks-history.md,
+section 12) drains real jobs with a real worker process and reports what it measured."""
 
 from __future__ import annotations
 

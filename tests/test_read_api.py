@@ -15,6 +15,7 @@ from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 
+import integrations
 from debounce import feed
 from debounce.config import Settings
 from debounce.contract import Audience
@@ -173,9 +174,34 @@ async def test_documents_carry_their_audience_and_visible_to_filters_by_slack_us
     assert await visible("U1", b) == ["C2/6.1"]
     assert await visible("U3", a, limit=2) == ["C1/1.1", "D1/3.1"]
     for params, word in (({"visible_to": "U1"}, "workspace_id"),
-                         ({"visible_to": "U1", "workspace_id": a, "source": "notion"}, "Slack")):
+                         ({"visible_to": "U1", "workspace_id": a, "source": "notion"},
+                          "source=slack")):
         bad = await client.get("/documents", params=params)
         assert bad.status_code == 400 and word in bad.json()["detail"], (params, bad.text)
+
+
+async def test_visible_to_asks_the_registry_which_sources_carry_audiences(
+    pool: AsyncConnectionPool[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No source is named in the read path: ``visible_to`` filters the sources whose spec
+    declares audiences (``Source.audiences``), and says which when there are several."""
+    assert integrations.get("slack").audiences and not integrations.get("notion").audiences
+    chat = dataclasses.replace(integrations.get("slack"), source_type="chat")
+    monkeypatch.setitem(integrations._extra, "chat", chat)  # a second source with audiences
+    application = app_for(pool)
+    async with (application.router.lifespan_context(application),
+                httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
+                                  base_url="http://test",
+                                  headers={"Authorization": f"Bearer {READ}"}) as client):
+        params = {"visible_to": "U1", "workspace_id": "1"}
+        ambiguous = await client.get("/documents", params=params)
+        assert ambiguous.status_code == 400
+        assert "source=chat or slack" in ambiguous.json()["detail"], ambiguous.text
+        for source in ("chat", "slack"):
+            chosen = await client.get("/documents", params={**params, "source": source})
+            assert chosen.status_code == 200 and chosen.json()["documents"] == [], chosen.text
+        refused = await client.get("/documents", params={**params, "source": "notion"})
+        assert refused.status_code == 400, refused.text
 
 
 async def test_the_feed_answers_400_for_bad_parameters(client: httpx.AsyncClient) -> None:

@@ -1,6 +1,7 @@
-"""The README's "Running it for real" walkthrough, run as written (issue 15): its shell block
-is taken from the README itself, with only the database (a fresh schema of the test server
-instead of ``createdb``), the port and the install line adapted to the test machine."""
+"""The "Running it for real" walkthrough, run as written (issue 15; it moved from the README to
+docs/deploying.md in issue 28): its shell block is taken from docs/deploying.md itself, with
+only the database (a fresh schema of the test server instead of ``createdb``), the port and the
+install line adapted to the test machine."""
 
 from __future__ import annotations
 
@@ -15,14 +16,22 @@ from ports import free_port
 from psycopg.conninfo import conninfo_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
+WALKTHROUGH = ROOT / "docs" / "deploying.md"
 
 
 def walkthrough() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = WALKTHROUGH.read_text()
     section = text[text.index("## Running it for real"):]
     block = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert block, "no shell block in 'Running it for real'"
+    assert block, "no shell block in 'Running it for real' of docs/deploying.md"
     return block.group(1).strip().splitlines()
+
+
+def test_the_walkthrough_is_the_deploying_page_and_the_readme_links_it() -> None:
+    lines = walkthrough()
+    assert any(line.startswith("honcho start web worker") for line in lines), lines
+    assert any("debounce documents" in line for line in lines), lines
+    assert "docs/deploying.md" in (ROOT / "README.md").read_text()
 
 
 def as_url(conninfo: str) -> str:

@@ -78,7 +78,9 @@ class Source:
       workspace (``debounce workspaces set-budget``); ``requests_per_page``: what a typical
       sync of one page costs (for the claim's reservation and the backfill's ETA);
     - ``reconcile_by_default``: whether its workspaces are swept for lost webhooks unless
-      set otherwise (``debounce workspaces set-reconcile``).
+      set otherwise (``debounce workspaces set-reconcile``);
+    - ``audiences``: whether its documents carry per-user audiences (a conversation's
+      kind and members), so the read API's ``visible_to`` may name one of its users.
 
     The methods taking ``settings`` accept anything with ``source_values``
     (:class:`HasSourceValues`, i.e. the service's ``Settings``) and build the typed settings
@@ -104,6 +106,7 @@ class Source:
     budget: ApiBudget | None = None
     requests_per_page: float = 1.0
     reconcile_by_default: bool = False
+    audiences: bool = False
 
     def page_id(self, raw: str) -> str:
         """The job key of the page id ``raw`` as a person gave it (a manual re-sync: the HTTP

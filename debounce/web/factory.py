@@ -78,9 +78,12 @@ def create_app(
     """
     if pool is None and not settings.database_url:
         raise ValueError("DATABASE_URL is not set (debounce serve starts an embedded Postgres)")
-    state = WebState(settings=settings,
-                     sources=sources if sources is not None else integrations.parsers(settings),
-                     pool=pool)
+    parsers = sources if sources is not None else integrations.parsers(settings)
+    registered = integrations.sources()
+    state = WebState(settings=settings, sources=parsers, pool=pool,
+                     audience_sources=frozenset(name for name in parsers
+                                                if name in registered
+                                                and registered[name].audiences))
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

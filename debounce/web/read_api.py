@@ -163,11 +163,19 @@ def _listing_filters(state: WebState, request: Request) -> dict[str, Any]:
                "updated_after": updated_after, "visible_to": params.get("visible_to") or None}
     if filters["visible_to"] is not None:
         if filters["workspace_id"] is None:
-            raise ApiError(400, "bad_request", "visible_to needs workspace_id: the Slack "
+            raise ApiError(400, "bad_request", "visible_to needs workspace_id: the "
                            "workspace (GET /workspaces) whose user it names")
-        if filters["source_type"] not in (None, "slack"):
-            raise ApiError(400, "bad_request", "visible_to names a Slack user: it filters "
-                           "Slack documents only (source=slack or no source)")
+        # Only a source whose documents carry audiences (Source.audiences) can say who reads
+        # them; with no source given, the one such source registered.
+        with_audiences = sorted(state.audience_sources)
+        source = filters["source_type"]
+        if source is None and len(with_audiences) == 1:
+            source = with_audiences[0]
+        if source not in with_audiences:
+            raise ApiError(400, "bad_request", "visible_to names a user of a source whose "
+                           "documents carry their audience (source="
+                           f"{' or '.join(with_audiences) or 'none registered'})")
+        filters["source_type"] = source
     return filters
 
 
@@ -175,8 +183,9 @@ async def list_documents(request: Request) -> Response:
     """``GET /documents?source=&workspace_id=&updated_after=&visible_to=&cursor=&limit=``:
     documents in id order with their content and audience, deleted ones included
     (``deleted_at`` set), ``{"documents": [...], "next_cursor": text or null}`` (null: no
-    more). ``visible_to`` (a Slack user id, with ``workspace_id``): only the Slack documents
-    that user may read (``debounce.audiences.list_visible``)."""
+    more). ``visible_to`` (a user id of a source whose documents carry audiences — Slack —
+    with ``workspace_id``): only that source's documents the user may read
+    (``debounce.audiences.list_visible``)."""
     state = require_reader(request)
     filters = _listing_filters(state, request)
     limit = _limit(request.query_params.get("limit"), MAX_DOCUMENTS)
@@ -184,8 +193,8 @@ async def list_documents(request: Request) -> Response:
     assert after_id is not None
     if filters["visible_to"] is not None:
         rows = await audiences.list_visible(
-            state.db, workspace_id=filters["workspace_id"], user_id=filters["visible_to"],
-            after_id=after_id, limit=limit, include_deleted=True,
+            state.db, source_type=filters["source_type"], workspace_id=filters["workspace_id"],
+            user_id=filters["visible_to"], after_id=after_id, limit=limit, include_deleted=True,
             updated_after=filters["updated_after"])
     else:
         rows = await fetch_all(state.db, _Q["list_documents"],

@@ -21,12 +21,15 @@ __all__ = ["WebState", "web_state"]
 @dataclass
 class WebState:
     """The web process's services: ``settings``; ``sources`` (the sources' webhook parsers
-    by source type: the web builds no syncer); ``metrics``; and, while the lifespan runs, the
+    by source type: the web builds no syncer); ``audience_sources`` (those whose documents
+    carry per-user audiences, ``Source.audiences``: what ``visible_to`` may filter);
+    ``metrics``; and, while the lifespan runs, the
     database ``pool``, the enqueue ``batcher``, the workspace ``directory`` and the change feed's
     ``signal``."""
 
     settings: Settings
     sources: dict[str, WebhookParser]
+    audience_sources: frozenset[str] = frozenset()
     metrics: WebMetrics = field(default_factory=WebMetrics)
     pool: AsyncConnectionPool[Any] | None = None
     batcher: EnqueueBatcher | None = None

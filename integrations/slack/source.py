@@ -94,4 +94,5 @@ SOURCE = Source(
     # Off: a channel listing does not say what changed, so a sweep would cost a
     # conversations.history call per channel (Tier 3, or 1/min outside the Marketplace).
     reconcile_by_default=False,
+    audiences=True,  # each document's conversation kind and members (docs/slack.md, "Audience")
 )
