@@ -120,13 +120,15 @@ select j.*, w.name as workspace_name
 
 -- list_documents --
 -- Documents newest id first, without their content: of one source (or any, NULL), of one
--- workspace %(workspace_id)s (or any, NULL), whose title contains %(title)s case-insensitively
--- (or any, NULL); %(cursor)s is the last id of the previous page (or NULL).
+-- workspace %(workspace_id)s (or any, NULL), %(state)s 'live' or 'deleted' (marked deleted) or
+-- either (NULL), whose title contains %(title)s case-insensitively (or any, NULL); %(cursor)s
+-- is the last id of the previous page (or NULL).
 select d.id, d.source_type, d.document_id, d.source_page_id, d.title, d.url, d.synced_at,
        d.deleted_at, length(d.content) as content_chars
   from documents d
  where (%(source_type)s::text is null or d.source_type = %(source_type)s::text)
    and (%(workspace_id)s::bigint is null or d.workspace_id = %(workspace_id)s::bigint)
+   and (%(state)s::text is null or (%(state)s::text = 'deleted') = (d.deleted_at is not null))
    and (%(title)s::text is null or strpos(lower(d.title), lower(%(title)s::text)) > 0)
    and (%(cursor)s::bigint is null or d.id < %(cursor)s::bigint)
  order by d.id desc

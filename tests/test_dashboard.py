@@ -323,7 +323,8 @@ async def test_the_sources_screen_shows_connected_workspaces_and_their_status(
     # Each workspace by name with both its ids: the numeric one and the source's.
     for name, number, external in (("Acme team", a["id"], "TACME"),
                                    ("Beta team", a["id"] + 1, "TBETA")):
-        assert re.search(rf'id="workspace-{number}">\s*<tr>\s*<td class="ws-name"><a href="/admin/workspaces/{number}">{name}</a></td>'
+        assert re.search(rf'id="workspace-{number}">\s*<tr>\s*<td class="ws-name">'
+                         rf'<a href="/admin/workspaces/{number}">{name}</a></td>'
                          rf'.*?<strong class="ws-id">{number}</strong> <span class="muted">· '
                          rf'source id</span> <code class="ws-source-id">{external}</code>',
                          html, re.S), html

@@ -63,6 +63,8 @@ log = logging.getLogger("debounce.web")
 
 #: Rows per page of the job and document lists.
 PAGE_SIZE = 50
+#: The states the document list filters by: live, or marked deleted.
+DOCUMENT_STATES = ("live", "deleted")
 #: The newest jobs a workspace's page lists (the whole list is one link away).
 RECENT_JOBS = 10
 
@@ -317,26 +319,30 @@ async def backfill(request: Request) -> Response:
 
 
 async def documents(request: Request) -> Response:
-    """``GET /admin/documents?source=&workspace=&q=&cursor=``: documents newest first, 50 a
-    page, of one source, of one workspace and with a title containing ``q``
-    (case-insensitive)."""
+    """``GET /admin/documents?source=&workspace=&state=&q=&cursor=``: documents newest first,
+    50 a page, of one source, of one workspace, live or marked deleted, and with a title
+    containing ``q`` (case-insensitive)."""
     state = signed_in(request)
     source = _text_param(request, "source")
     title = _text_param(request, "q")
+    shown = request.query_params.get("state", "").strip() or None
+    if shown not in (None, *DOCUMENT_STATES):
+        raise ApiError(400, "bad_request", f"unknown document state {shown[:40]!r} (expected "
+                       f"one of: {', '.join(DOCUMENT_STATES)})")
     cursor = int_param(request.query_params.get("cursor"), "cursor")
     if cursor == 0:
         raise ApiError(400, "bad_request", "cursor must be a document id (1 or more)")
     workspace = await _workspace_param(request, state)
     result = await data.list_documents(state.db, source_type=source, title=title, cursor=cursor,
-                                       limit=PAGE_SIZE,
+                                       limit=PAGE_SIZE, state=shown,
                                        workspace_id=workspace.id if workspace else None)
     filters = {"source": source or "", "workspace": str(workspace.id) if workspace else "",
-               "q": title or ""}
+               "state": shown or "", "q": title or ""}
     return page(request, "documents.html", {
         "nav": "documents", "documents": result.documents, "next_cursor": result.next_cursor,
         "filters": filters, "workspace": workspace, "paged": cursor is not None,
         "query": urlencode({k: v for k, v in filters.items() if v}),
-        "source_names": _source_names(state),
+        "source_names": _source_names(state), "document_states": DOCUMENT_STATES,
     })
 
 

@@ -159,14 +159,14 @@ class DocumentPage:
 
 async def list_documents(
     db: Db, *, source_type: str | None, title: str | None, cursor: int | None, limit: int = 50,
-    workspace_id: int | None = None,
+    workspace_id: int | None = None, state: str | None = None,
 ) -> DocumentPage:
     """Documents without their content, newest first: of ``source_type`` and of workspace
-    ``workspace_id`` (any when ``None``) whose title contains ``title`` case-insensitively (any
-    when ``None``), before the row id ``cursor``."""
+    ``workspace_id``, ``state`` "live" or "deleted" (marked deleted), whose title contains
+    ``title`` case-insensitively (each ``None``: any), before the row id ``cursor``."""
     rows = await fetch_all(db, _Q["list_documents"], {
         "source_type": source_type, "title": title, "cursor": cursor, "limit": limit + 1,
-        "workspace_id": workspace_id,
+        "workspace_id": workspace_id, "state": state,
     })
     docs = [_row(r) for r in rows[:limit]]
     return DocumentPage(documents=docs, next_cursor=docs[-1]["id"] if len(rows) > limit else None)

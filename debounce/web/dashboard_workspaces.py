@@ -119,8 +119,9 @@ def backfill_text(p: enumerations.Progress | None) -> str | None:
     text = (f"{kind} {p.status}: {p.discovered} listed = {p.current} current + {p.enqueued} "
             f"to sync + {p.active} already had a job")
     if p.rechecks:
-        text += (f"; {p.rechecks} re-check{'s' if p.rechecks != 1 else ''} of documents the "
-                 "listing no longer shows")
+        text += (f"; {p.rechecks} re-check (a document the listing no longer shows)"
+                 if p.rechecks == 1 else
+                 f"; {p.rechecks} re-checks (documents the listing no longer shows)")
     text += f"; {p.synced} synced, {p.remaining} remaining"
     if p.eta_seconds:
         text += f", ETA {p.eta_seconds:.0f} s"
