@@ -58,10 +58,10 @@ select s.source_type,
  order by s.source_type
 
 -- workspace_activity --
--- Per workspace: its jobs completed within the last %(window_seconds)s seconds (finished_at;
--- reads the sync_jobs_workspace index), when its last job completed, and its newest job that
--- carries an error (a failed job, or a pending one waiting out a retry): id, status, error,
--- when.
+-- Per workspace (every one, or only %(id)s): its jobs completed within the last
+-- %(window_seconds)s seconds (finished_at; reads the sync_jobs_workspace index), when its last
+-- job completed, its newest job that carries an error (a failed job, or a pending one waiting
+-- out a retry): id, status, error, when; and its documents, live and marked deleted.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 )
@@ -75,7 +75,11 @@ select w.id as workspace_id,
        e.id as last_error_job_id,
        e.status as last_error_status,
        e.last_error,
-       e.updated_at as last_error_at
+       e.updated_at as last_error_at,
+       (select count(*) from documents d
+         where d.workspace_id = w.id and d.deleted_at is null)::bigint as documents,
+       (select count(*) from documents d
+         where d.workspace_id = w.id and d.deleted_at is not null)::bigint as deleted_documents
   from workspaces w
  cross join clock
   left join lateral (
@@ -85,16 +89,46 @@ select w.id as workspace_id,
        order by j.updated_at desc, j.id desc
        limit 1
   ) e on true
+ where (%(id)s::bigint is null or w.id = %(id)s::bigint)
  order by w.id
 
+-- workspace_name --
+-- Workspace %(id)s's name and source (no row: there is none), for a filter's heading.
+select w.id, w.name, w.source_type from workspaces w where w.id = %(id)s::bigint
+
+-- list_jobs --
+-- Jobs newest id first with their workspace's name, filtered (each filter NULL: any): state
+-- %(status)s, source %(source_type)s, page %(source_page_id)s, workspace %(workspace_id)s,
+-- finished within the last %(finished_within)s seconds (finished_at, as workspace_activity
+-- counts "completed"); %(cursor)s is the last id of the previous page (or NULL).
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+)
+select j.*, w.name as workspace_name
+  from sync_jobs j
+ cross join clock
+  left join workspaces w on w.id = j.workspace_id
+ where (%(status)s::text is null or j.status = %(status)s::text)
+   and (%(source_type)s::text is null or j.source_type = %(source_type)s::text)
+   and (%(source_page_id)s::text is null or j.source_page_id = %(source_page_id)s::text)
+   and (%(workspace_id)s::bigint is null or j.workspace_id = %(workspace_id)s::bigint)
+   and (%(finished_within)s::float8 is null
+        or j.finished_at >= clock.now - make_interval(secs => %(finished_within)s::float8))
+   and (%(cursor)s::bigint is null or j.id < %(cursor)s::bigint)
+ order by j.id desc
+ limit %(limit)s
+
 -- list_documents --
--- Documents newest id first, without their content: of one source (or any, NULL), whose title
--- contains %(title)s case-insensitively (or any, NULL); %(cursor)s is the last id of the
--- previous page (or NULL).
+-- Documents newest id first, without their content: of one source (or any, NULL), of one
+-- workspace %(workspace_id)s (or any, NULL), %(state)s 'live' or 'deleted' (marked deleted) or
+-- either (NULL), whose title contains %(title)s case-insensitively (or any, NULL); %(cursor)s
+-- is the last id of the previous page (or NULL).
 select d.id, d.source_type, d.document_id, d.source_page_id, d.title, d.url, d.synced_at,
        d.deleted_at, length(d.content) as content_chars
   from documents d
  where (%(source_type)s::text is null or d.source_type = %(source_type)s::text)
+   and (%(workspace_id)s::bigint is null or d.workspace_id = %(workspace_id)s::bigint)
+   and (%(state)s::text is null or (%(state)s::text = 'deleted') = (d.deleted_at is not null))
    and (%(title)s::text is null or strpos(lower(d.title), lower(%(title)s::text)) > 0)
    and (%(cursor)s::bigint is null or d.id < %(cursor)s::bigint)
  order by d.id desc

@@ -164,8 +164,12 @@ class SeededWorkspaces:
     failed_job: int
 
 
-async def _synced(db: Db, source: str, page: str, workspace_id: int, finished: datetime) -> None:
-    """One job of ``workspace_id`` enqueued, claimed and completed at ``finished``."""
+async def _synced(db: Db, source: str, page: str, workspace_id: int, finished: datetime,
+                  document: str | None = None) -> None:
+    """One job of ``workspace_id`` enqueued, claimed and completed at ``finished``; its sync
+    writes the page's document (``document`` "live"), or writes it and marks it deleted
+    ("deleted"), through the claim's fenced store as a sync does (so the document is the
+    workspace's), or writes none (``None``)."""
     await queue.enqueue_many(db, [JobEvent(
         source_type=source, source_page_id=page, payload={"page": page}, event_id=None,
         debounce_seconds=0, max_wait_seconds=0, workspace_id=workspace_id)],
@@ -173,15 +177,22 @@ async def _synced(db: Db, source: str, page: str, workspace_id: int, finished: d
     [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
                               now=finished - timedelta(seconds=10))
     assert job.source_page_id == page
+    if document is not None:
+        store = DocumentStore(db).fenced(job)
+        await store.upsert(Document(source_type=source, document_id=page, source_page_id=page,
+                                    title=f"Page {page}", content=f"# Page {page}\n"))
+        if document == "deleted":
+            await store.mark_page_deleted(source, page)
     await one_job.complete(db, job, now=finished)
 
 
 async def seed_workspaces(db: Db) -> SeededWorkspaces:
     """Connected workspaces with their own jobs: the Notion workspace "Quantify Labs" with 3
-    syncs completed in the last day (and one 8 days ago, outside the default 7-day window)
-    and a credentials error (a worker's key does not decrypt its token, set after the syncs),
-    the Slack team "Acme" with 5 completed and one failed with :data:`LONG_ERROR`, and the
-    Slack team "Beta" revoked (its auth error kept), none completed."""
+    syncs completed in the last day (and one 8 days ago, outside the default 7-day window),
+    2 live documents and 1 marked deleted, and a credentials error (a worker's key does not
+    decrypt its token, set after the syncs), the Slack team "Acme" with 5 completed (4 live
+    documents) and one failed with :data:`LONG_ERROR`, and the Slack team "Beta" revoked (its
+    auth error kept), none completed, no documents."""
     now = datetime.now(UTC)
     keyring = Keyring(new_key())
     notion = await workspaces.save(db, keyring, source_type="notion",
@@ -194,12 +205,13 @@ async def seed_workspaces(db: Db) -> SeededWorkspaces:
     await workspaces.set_status(db, revoked["id"], "revoked",
                                 "invalid_auth from conversations.history")
     await _synced(db, "notion", "0a6e0f7e-0bad-4000-8000-000000000000", notion["id"],
-                  now - timedelta(days=8))
-    for i in range(3):
+                  now - timedelta(days=8), document="live")
+    for i, document in enumerate(("live", "deleted", None)):
         await _synced(db, "notion", f"0a6e0f7e-{i:04d}-4000-8000-000000000000", notion["id"],
-                      now - timedelta(hours=20 - i))
+                      now - timedelta(hours=20 - i), document=document)
     for i in range(5):
-        await _synced(db, "slack", f"C0ACME{i:04d}", slack["id"], now - timedelta(minutes=50 - i))
+        await _synced(db, "slack", f"C0ACME{i:04d}", slack["id"], now - timedelta(minutes=50 - i),
+                      document="live" if i < 4 else None)
     await queue.enqueue_many(db, [JobEvent(
         source_type="slack", source_page_id="C0LONGERR1", payload={}, event_id=None,
         debounce_seconds=0, max_wait_seconds=0, workspace_id=slack["id"])],

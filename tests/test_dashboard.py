@@ -21,6 +21,7 @@ from debounce.config import Settings
 from debounce.types import JobStatus
 from debounce.web import create_app
 from debounce.web import dashboard_data as data
+from debounce.web import dashboard_workspaces as ws_data
 
 
 def settings(**changes: Any) -> Settings:
@@ -323,7 +324,8 @@ async def test_the_sources_screen_shows_connected_workspaces_and_their_status(
     # Each workspace by name with both its ids: the numeric one and the source's.
     for name, number, external in (("Acme team", a["id"], "TACME"),
                                    ("Beta team", a["id"] + 1, "TBETA")):
-        assert re.search(rf'id="workspace-{number}">\s*<tr>\s*<td class="ws-name">{name}</td>'
+        assert re.search(rf'id="workspace-{number}">\s*<tr>\s*<td class="ws-name">'
+                         rf'<a href="/admin/workspaces/{number}">{name}</a></td>'
                          rf'.*?<strong class="ws-id">{number}</strong> <span class="muted">· '
                          rf'source id</span> <code class="ws-source-id">{external}</code>',
                          html, re.S), html
@@ -365,7 +367,7 @@ async def test_completed_jobs_are_counted_per_workspace_within_the_job_retention
     configured: dict[str, tuple[bool, str | None]] = {"notion": (True, None), "slack": (True, None)}
 
     async def completed(window: float) -> dict[int | None, int]:
-        views = await data.source_views(pool, configured, completed_window_seconds=window)
+        views = await ws_data.source_views(pool, configured, completed_window_seconds=window)
         return {w.workspace_id: w.jobs["completed"] for v in views for w in v.workspaces}
 
     assert await completed(7 * 86400) == {ws.notion: 3, ws.slack: 5, ws.revoked: 0}

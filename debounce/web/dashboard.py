@@ -1,19 +1,23 @@
 """The operator's dashboard under ``/admin/``: server-rendered pages (Jinja2, no JavaScript).
 
-Screens: overview (the queue at a glance), sources, jobs (filters, paging) and one job,
-documents (filter, title search) and one document (rendered and raw Markdown). Actions (POST,
-CSRF-checked, then a redirect back with a flash message): retry a failed job, re-sync a page.
-Sign-in, the session cookie and CSRF are :mod:`.dashboard_auth`; templates, error pages and
-headers :mod:`.dashboard_render`; the reads :mod:`.dashboard_data`. docs/dashboard.md shows
-each screen.
+Screens: overview (the queue at a glance), sources, one workspace, jobs (filters, paging) and
+one job, documents (filter, title search) and one document (rendered and raw Markdown).
+Actions (POST, CSRF-checked, then a redirect back with a flash message): retry a failed job,
+re-sync a page, backfill a workspace. Sign-in, the session cookie and CSRF are
+:mod:`.dashboard_auth`; templates, error pages and headers :mod:`.dashboard_render`; the reads
+:mod:`.dashboard_data` and :mod:`.dashboard_workspaces`. docs/dashboard.md shows each screen.
 
 Bad parameters are 4xx pages, never 500s: ids and cursors must be ASCII digits within bigint,
-text filters storable and at most ``queue.MAX_KEY_BYTES`` bytes, states known.
+text filters storable and at most ``queue.MAX_KEY_BYTES`` bytes, states known; a workspace
+filter names a workspace that exists (else 404).
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from markupsafe import Markup
 from starlette.applications import Starlette
@@ -29,6 +33,7 @@ from debounce.config import Settings
 from debounce.queue.checks import check_text
 from debounce.types import JobStatus
 from debounce.web import dashboard_data as data
+from debounce.web import dashboard_workspaces as ws_data
 from debounce.web.admin_api import int_param
 from debounce.web.dashboard_auth import (
     DashboardSessions,
@@ -58,6 +63,10 @@ log = logging.getLogger("debounce.web")
 
 #: Rows per page of the job and document lists.
 PAGE_SIZE = 50
+#: The states the document list filters by: live, or marked deleted.
+DOCUMENT_STATES = ("live", "deleted")
+#: The newest jobs a workspace's page lists (the whole list is one link away).
+RECENT_JOBS = 10
 
 
 def _text_param(request: Request, name: str) -> str | None:
@@ -75,12 +84,69 @@ def _text_param(request: Request, name: str) -> str | None:
         raise ApiError(400, "bad_request", str(exc)) from None
 
 
+def _row_id(raw: str) -> int | None:
+    """``raw`` as a row id (ASCII digits, 1 to the largest bigint), else ``None``."""
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
+        return None
+    value = int(raw)
+    return value if 0 < value <= queue.MAX_BIGINT else None
+
+
 def _path_id(request: Request, name: str, what: str) -> int:
     """A row id from the path: ASCII digits within bigint, else 404."""
     raw = str(request.path_params[name])
-    if not raw.isascii() or not raw.isdigit() or not 0 < int(raw) <= queue.MAX_BIGINT:
+    value = _row_id(raw)
+    if value is None:
         raise ApiError(404, "not_found", f"no {what} {raw!r}")
-    return int(raw)
+    return value
+
+
+@dataclass(frozen=True)
+class _Workspace:
+    """The workspace a list is filtered by: its id, name and source."""
+
+    id: int
+    name: str
+    source_type: str
+
+
+async def _workspace_param(request: Request, state: WebState) -> _Workspace | None:
+    """The ``workspace`` filter of the query string (``None``: absent or blank).
+
+    Raises:
+        ApiError: 400 when it is not a workspace id (digits, 1 or more, within bigint); 404
+            when no workspace has that id.
+    """
+    raw = request.query_params.get("workspace", "").strip()
+    if not raw:
+        return None
+    value = _row_id(raw)
+    if value is None:
+        raise ApiError(400, "bad_request", f"workspace must be a workspace's numeric id (1 or "
+                       f"more: the id column of `debounce workspaces list`), got {raw[:40]!r}")
+    found = await data.workspace_name(state.db, value)
+    if found is None:
+        raise ApiError(404, "not_found", f"no workspace {value} (the Sources page and "
+                       "`debounce workspaces list` show the connected ones)")
+    return _Workspace(value, *found)
+
+
+_SECONDS = re.compile(r"[0-9]{1,10}(\.[0-9]{1,6})?")
+
+
+def _seconds_param(request: Request, name: str) -> float | None:
+    """A positive number of seconds from the query string (``None``: absent or blank).
+
+    Raises:
+        ApiError: 400 for anything else.
+    """
+    raw = request.query_params.get(name, "").strip()
+    if not raw:
+        return None
+    if not _SECONDS.fullmatch(raw) or float(raw) <= 0:
+        raise ApiError(400, "bad_request",
+                       f"{name} must be a number of seconds above 0, got {raw[:40]!r}")
+    return float(raw)
 
 
 def _source_names(state: WebState) -> list[str]:
@@ -110,14 +176,16 @@ async def sources(request: Request) -> Response:
         else:
             configured[name] = (source.signing_secret(state.settings) is not None, source.secret_env())
     retention = state.settings.job_retention_seconds
-    views = await data.source_views(state.db, configured,
-                                    budgets=state.settings.source_budgets(),
-                                    completed_window_seconds=retention)
+    views = await ws_data.source_views(state.db, configured,
+                                       budgets=state.settings.source_budgets(),
+                                       completed_window_seconds=retention)
     return page(request, "sources.html", {"nav": "sources", "sources": views})
 
 
 async def jobs(request: Request) -> Response:
-    """``GET /admin/jobs?status=&source=&page_id=&cursor=``: jobs newest first, 50 a page."""
+    """``GET /admin/jobs?status=&source=&page_id=&workspace=&finished_within=&cursor=``: jobs
+    newest first, 50 a page, with their workspace; ``finished_within`` (seconds) keeps the jobs
+    finished in that window, as the Sources page counts "completed"."""
     state = signed_in(request)
     params = request.query_params
     status = params.get("status", "").strip() or None
@@ -126,15 +194,23 @@ async def jobs(request: Request) -> Response:
                        f"{', '.join(s.value for s in JobStatus)})")
     source = _text_param(request, "source")
     page_id = _text_param(request, "page_id")
+    within = _seconds_param(request, "finished_within")
     cursor = int_param(params.get("cursor"), "cursor")
     if cursor == 0:
         raise ApiError(400, "bad_request", "cursor must be a job id (1 or more)")
-    result = await queue.list_jobs(state.db, status=status, source_type=source,
-                                   source_page_id=page_id, limit=PAGE_SIZE, cursor=cursor)
-    filters = {"status": status or "", "source": source or "", "page_id": page_id or ""}
+    workspace = await _workspace_param(request, state)
+    result = await data.list_jobs(state.db, status=status, source_type=source,
+                                  source_page_id=page_id,
+                                  workspace_id=workspace.id if workspace else None,
+                                  finished_within=within, limit=PAGE_SIZE, cursor=cursor)
+    filters = {"status": status or "", "source": source or "", "page_id": page_id or "",
+               "workspace": str(workspace.id) if workspace else "",
+               "finished_within": params.get("finished_within", "").strip() if within else ""}
     return page(request, "jobs.html", {
-        "nav": "jobs", "jobs": result.jobs, "next_cursor": result.next_cursor,
-        "filters": filters, "paged": cursor is not None,
+        "nav": "jobs", "jobs": result.jobs, "workspace_names": result.workspace_names,
+        "next_cursor": result.next_cursor, "filters": filters, "workspace": workspace,
+        "finished_within": within, "query": urlencode({k: v for k, v in filters.items() if v}),
+        "paged": cursor is not None,
         "states": [s.value for s in JobStatus], "source_names": _source_names(state),
         "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
     })
@@ -195,12 +271,34 @@ async def resync(request: Request) -> Response:
                             status_code=303)
 
 
-async def backfill(request: Request) -> Response:
-    """``POST /admin/workspaces/{id}/backfill`` (``csrf_token``): start a backfill of the
-    workspace (idempotent: one already running stays); back to the sources screen."""
+async def workspace(request: Request) -> Response:
+    """``GET /admin/workspaces/{id}``: one connected workspace — source, ids, status, jobs by
+    state (each linked to the job list filtered by the workspace and that state), documents,
+    API budget (rate, burst, available now, rate limit), latest backfill or sweep, errors,
+    last sync, its newest jobs — and its backfill button."""
     state = signed_in(request)
     workspace_id = _path_id(request, "workspace_id", "workspace")
-    await checked_form(request)
+    view = await ws_data.workspace_view(state.db, workspace_id,
+                                        budgets=state.settings.source_budgets(),
+                                        completed_window_seconds=state.settings.job_retention_seconds)
+    if view is None:
+        raise ApiError(404, "not_found", f"no workspace {workspace_id} (the Sources page and "
+                       "`debounce workspaces list` show the connected ones)")
+    recent = await data.list_jobs(state.db, workspace_id=workspace_id, limit=RECENT_JOBS)
+    return page(request, "workspace.html", {
+        "nav": "sources", "w": view, "jobs": recent.jobs, "more_jobs": recent.next_cursor,
+        "window": state.settings.job_retention_seconds, "here": request.url.path,
+    })
+
+
+async def backfill(request: Request) -> Response:
+    """``POST /admin/workspaces/{id}/backfill`` (``csrf_token``, ``back``): start a backfill of
+    the workspace (idempotent: one already running stays); back to ``back`` (default: the
+    sources screen)."""
+    state = signed_in(request)
+    workspace_id = _path_id(request, "workspace_id", "workspace")
+    form = await checked_form(request)
+    back = safe_next(request, form.get("back") or f"{base_path(request)}/sources")
     rows = await workspaces.list_workspaces(state.db, workspace_id)
     if not rows:
         raise ApiError(404, "not_found", f"no workspace {workspace_id}")
@@ -217,24 +315,34 @@ async def backfill(request: Request) -> Response:
               f"Backfill of workspace {named} {'started' if fresh else 'already running'}: "
               + (f"it waits, as the workspace's jobs do, because {blocked}." if blocked else
                  "a worker lists the workspace and syncs what is missing."))
-    return RedirectResponse(f"{base_path(request)}/sources", status_code=303)
+    return RedirectResponse(back, status_code=303)
 
 
 async def documents(request: Request) -> Response:
-    """``GET /admin/documents?source=&q=&cursor=``: documents newest first, 50 a page, of one
-    source and with a title containing ``q`` (case-insensitive)."""
+    """``GET /admin/documents?source=&workspace=&state=&q=&cursor=``: documents newest first,
+    50 a page, of one source, of one workspace, live or marked deleted, and with a title
+    containing ``q`` (case-insensitive)."""
     state = signed_in(request)
     source = _text_param(request, "source")
     title = _text_param(request, "q")
+    shown = request.query_params.get("state", "").strip() or None
+    if shown not in (None, *DOCUMENT_STATES):
+        raise ApiError(400, "bad_request", f"unknown document state {shown[:40]!r} (expected "
+                       f"one of: {', '.join(DOCUMENT_STATES)})")
     cursor = int_param(request.query_params.get("cursor"), "cursor")
     if cursor == 0:
         raise ApiError(400, "bad_request", "cursor must be a document id (1 or more)")
+    workspace = await _workspace_param(request, state)
     result = await data.list_documents(state.db, source_type=source, title=title, cursor=cursor,
-                                       limit=PAGE_SIZE)
+                                       limit=PAGE_SIZE, state=shown,
+                                       workspace_id=workspace.id if workspace else None)
+    filters = {"source": source or "", "workspace": str(workspace.id) if workspace else "",
+               "state": shown or "", "q": title or ""}
     return page(request, "documents.html", {
         "nav": "documents", "documents": result.documents, "next_cursor": result.next_cursor,
-        "filters": {"source": source or "", "q": title or ""}, "paged": cursor is not None,
-        "source_names": _source_names(state),
+        "filters": filters, "workspace": workspace, "paged": cursor is not None,
+        "query": urlencode({k: v for k, v in filters.items() if v}),
+        "source_names": _source_names(state), "document_states": DOCUMENT_STATES,
     })
 
 
@@ -262,6 +370,7 @@ ROUTES = [
     Route("/jobs/{job_id}", job, methods=["GET"]),
     Route("/jobs/{job_id}/retry", retry, methods=["POST"]),
     Route("/resync", resync, methods=["POST"]),
+    Route("/workspaces/{workspace_id}", workspace, methods=["GET"]),
     Route("/workspaces/{workspace_id}/backfill", backfill, methods=["POST"]),
     Route("/documents", documents, methods=["GET"]),
     Route("/documents/{doc_id}", document, methods=["GET"]),

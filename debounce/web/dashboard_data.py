@@ -1,34 +1,35 @@
 """What the dashboard's screens read: one statement of ``sql/dashboard.sql`` each (plus the
 queue's own ``stats``), shaped into plain values for the templates, and the Markdown renderer.
+The Sources and workspace pages' reads are :mod:`.dashboard_workspaces`.
 
 Every datetime returned is timezone-aware UTC; durations are seconds (float).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import integrations
-from debounce import enumerations, queue, workspaces
+from debounce import queue
 from debounce.contract.markdown import gfm_parser
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.sql import queries
-from debounce.types import ApiBudget, JobStatus
+from debounce.types import JobStatus, SyncJob
 
 __all__ = [
     "DocumentPage",
+    "JobList",
     "Overview",
     "Recent",
-    "SourceView",
-    "WorkspaceView",
+    "as_utc",
     "get_document",
     "list_documents",
+    "list_jobs",
     "overview",
     "page_documents",
     "render_markdown",
-    "source_views",
+    "workspace_name",
 ]
 
 _Q = queries("dashboard")
@@ -37,12 +38,13 @@ _Q = queries("dashboard")
 RECENT_SECONDS = 3600.0
 
 
-def _utc(value: Any) -> Any:
+def as_utc(value: Any) -> Any:
+    """``value`` in UTC when it is a datetime, else as it is."""
     return value.astimezone(UTC) if isinstance(value, datetime) else value
 
 
 def _row(row: Any) -> dict[str, Any]:
-    return {k: _utc(v) for k, v in dict(row).items()}
+    return {k: as_utc(v) for k, v in dict(row).items()}
 
 
 @dataclass(frozen=True)
@@ -106,140 +108,43 @@ async def overview(db: Db, source_types: list[str], *, now: datetime | None = No
 
 
 @dataclass(frozen=True)
-class WorkspaceView:
-    """One workspace of a source: a connected workspace (``status`` active, paused or
-    revoked, its ``last_auth_error``, ``credentials_error`` since ``credentials_error_at`` when
-    a worker cannot decrypt its stored token: its jobs and backfills wait), or — when the
-    source has none — "default", configured by its environment.
+class JobList:
+    """One page of :func:`list_jobs`: jobs newest first, the names of their workspaces
+    (``{workspace_id: name}``) and the cursor of the next page (``None`` on the last)."""
 
-    ``workspace_id`` is its numeric id (``None`` for "default"), ``source_id`` the source's
-    own id of it (Notion workspace id, Slack team id; ``None`` while not learned, and for
-    "default"); the ``debounce workspaces`` commands take either. ``jobs``: pending,
-    processing and failed jobs now, and the jobs completed within
-    :attr:`SourceView.completed_window_seconds`.
-    ``last_error``: the newest job carrying an error (its id, status and when). ``rate_budget``
-    describes its API budget (``None``: no workspace, so none), ``backfill`` its latest
-    backfill or sweep."""
-
-    name: str
-    configured: bool
-    jobs: dict[str, int]
-    last_sync_at: datetime | None
-    last_error: str | None
-    last_error_job_id: int | None
-    last_error_at: datetime | None
-    last_error_status: str | None
-    rate_budget: str | None = None
-    status: str | None = None
-    last_auth_error: str | None = None
-    workspace_id: int | None = None
-    backfill: str | None = None
-    source_id: str | None = None
-    origin: str | None = None
-    credentials_error: str | None = None
-    credentials_error_at: datetime | None = None
+    jobs: list[SyncJob]
+    workspace_names: dict[int, str]
+    next_cursor: int | None
 
 
-@dataclass(frozen=True)
-class SourceView:
-    """One registered source: ``secret_env`` is the variable of its signing secret (``None``
-    when it has none), ``configured`` whether that secret is set, its documents (live and
-    marked deleted) and workspaces, and the window of their "completed" figures."""
-
-    source_type: str
-    configured: bool
-    secret_env: str | None
-    documents: int
-    deleted_documents: int
-    workspaces: list[WorkspaceView] = field(default_factory=list)
-    #: The window of the "completed" figures, seconds.
-    completed_window_seconds: float = 0.0
-
-
-def _budget_text(budget: dict[str, Any]) -> str:
-    if not budget["per_minute"]:
-        return "unmetered"
-    origin = "source default" if budget["source_default"] else "set for this workspace"
-    return (f"{budget['per_minute']:g}/min, burst {budget['burst']:g} ({origin}); "
-            f"{budget['available']:g} available now")
+async def list_jobs(
+    db: Db, *, status: str | None = None, source_type: str | None = None,
+    source_page_id: str | None = None, workspace_id: int | None = None,
+    finished_within: float | None = None, cursor: int | None = None, limit: int = 50,
+    now: datetime | None = None,
+) -> JobList:
+    """Jobs newest first, each filter ``None`` for any: in state ``status``, of
+    ``source_type``, of page ``source_page_id``, of workspace ``workspace_id``, finished within
+    the last ``finished_within`` seconds (as the Sources page counts "completed"), before the
+    job id ``cursor``. The caller checks the values (the dashboard's handlers do)."""
+    rows = await fetch_all(db, _Q["list_jobs"], {
+        "status": status, "source_type": source_type, "source_page_id": source_page_id,
+        "workspace_id": workspace_id, "finished_within": finished_within, "cursor": cursor,
+        "limit": limit + 1, "now": now,
+    })
+    jobs = [SyncJob.from_row(r) for r in rows[:limit]]
+    names = {int(r["workspace_id"]): r["workspace_name"] or "(unnamed)" for r in rows[:limit]
+             if r["workspace_id"] is not None}
+    return JobList(jobs=jobs, workspace_names=names,
+                   next_cursor=jobs[-1].id if len(rows) > limit else None)
 
 
-def _backfill_text(p: enumerations.Progress | None) -> str | None:
-    if p is None:
+async def workspace_name(db: Db, workspace_id: int) -> tuple[str, str] | None:
+    """Workspace ``workspace_id``'s name and source type, or ``None`` when there is none."""
+    row = await fetch_one(db, _Q["workspace_name"], {"id": workspace_id})
+    if row is None:
         return None
-    kind = {"backfill": "backfill", "reconcile": "sweep",
-            "full_reconcile": "full sweep"}.get(p.kind, p.kind)
-    text = (f"{kind} {p.status}: {p.discovered} listed, {p.enqueued} to sync, {p.current} "
-            f"current, {p.synced} synced, {p.remaining} remaining")
-    if p.eta_seconds:
-        text += f", ETA {p.eta_seconds:.0f} s"
-    return text + (f" — {p.error}" if p.error and p.status == "failed" else "")
-
-
-async def source_views(
-    db: Db, configured: dict[str, tuple[bool, str | None]], *, now: datetime | None = None,
-    budgets: dict[str, ApiBudget] | None = None, completed_window_seconds: float,
-) -> list[SourceView]:
-    """The sources screen: one :class:`SourceView` per source of ``configured``
-    (``{source_type: (secret set, secret's variable)}``), sorted by name; ``budgets``: the
-    sources' default API budgets; ``completed_window_seconds``: the window of the completed
-    figures (the dashboard passes the job retention, how long finished jobs are kept)."""
-    names = sorted(configured)
-    window = {"now": now, "window_seconds": completed_window_seconds}
-    stats = await queue.stats(db, now=now)
-    all_workspaces = await workspaces.list_workspaces(db, budgets=budgets)
-    activity = {int(r["workspace_id"]): _row(r)
-                for r in await fetch_all(db, _Q["workspace_activity"], window)}
-    sources = integrations.sources()
-    progress = {w["id"]: await enumerations.latest(
-        db, w["id"], per_minute=float(w["budget"]["per_minute"] or 0),
-        requests_per_page=(sources[w["source_type"]].requests_per_page
-                           if w["source_type"] in sources else 1.0))
-        for w in all_workspaces}
-    rows = {r["source_type"]: _row(r) for r in await fetch_all(
-        db, _Q["source_activity"], {"source_types": names, **window})}
-    views: list[SourceView] = []
-    for name in names:
-        row = rows.get(name, {})
-        is_set, env = configured[name]
-        shown = [_workspace_view(w, activity.get(int(w["id"]), {}), progress[w["id"]])
-                 for w in all_workspaces if w["source_type"] == name]
-        if not shown:
-            jobs = {s.value: int(stats["by_source"].get(name, {}).get(s.value, 0))
-                    for s in JobStatus}
-            jobs["completed"] = int(row.get("completed") or 0)
-            shown = [WorkspaceView(
-                name="default", configured=is_set, jobs=jobs, last_sync_at=row.get("last_sync_at"),
-                last_error=row.get("last_error"), last_error_job_id=row.get("last_error_job_id"),
-                last_error_at=row.get("last_error_at"),
-                last_error_status=row.get("last_error_status"))]
-        views.append(SourceView(source_type=name, configured=is_set, secret_env=env,
-                                documents=int(row.get("documents") or 0),
-                                deleted_documents=int(row.get("deleted_documents") or 0),
-                                workspaces=shown,
-                                completed_window_seconds=completed_window_seconds))
-    return views
-
-
-def _workspace_view(w: dict[str, Any], activity: dict[str, Any],
-                    progress: enumerations.Progress | None) -> WorkspaceView:
-    """A connected workspace's row: ``w`` from ``workspaces.list_workspaces``, ``activity``
-    its row of ``workspace_activity`` (empty when it has none)."""
-    return WorkspaceView(
-        name=w["name"] or "(unnamed)", source_id=w["external_id"], origin=w["origin"],
-        configured=w["status"] == "active",
-        jobs={"pending": int(w["pending_jobs"]), "processing": int(w["processing_jobs"]),
-              "completed": int(activity.get("completed") or 0), "failed": int(w["failed_jobs"])},
-        last_sync_at=max((t for t in (w["last_synced_at"], activity.get("last_completed_at"))
-                          if t is not None), default=None),
-        last_error=activity.get("last_error"),
-        last_error_job_id=activity.get("last_error_job_id"),
-        last_error_at=activity.get("last_error_at"),
-        last_error_status=activity.get("last_error_status"), status=w["status"],
-        last_auth_error=w["last_auth_error"], credentials_error=w["credentials_error"],
-        credentials_error_at=w["credentials_error_at"],
-        rate_budget=_budget_text(w["budget"]), workspace_id=int(w["id"]),
-        backfill=_backfill_text(progress))
+    return str(row["name"] or "(unnamed)"), str(row["source_type"])
 
 
 @dataclass(frozen=True)
@@ -253,13 +158,15 @@ class DocumentPage:
 
 
 async def list_documents(
-    db: Db, *, source_type: str | None, title: str | None, cursor: int | None, limit: int = 50
+    db: Db, *, source_type: str | None, title: str | None, cursor: int | None, limit: int = 50,
+    workspace_id: int | None = None, state: str | None = None,
 ) -> DocumentPage:
-    """Documents without their content, newest first: of ``source_type`` (any when ``None``)
-    whose title contains ``title`` case-insensitively (any when ``None``), before the row id
-    ``cursor``."""
+    """Documents without their content, newest first: of ``source_type`` and of workspace
+    ``workspace_id``, ``state`` "live" or "deleted" (marked deleted), whose title contains
+    ``title`` case-insensitively (each ``None``: any), before the row id ``cursor``."""
     rows = await fetch_all(db, _Q["list_documents"], {
         "source_type": source_type, "title": title, "cursor": cursor, "limit": limit + 1,
+        "workspace_id": workspace_id, "state": state,
     })
     docs = [_row(r) for r in rows[:limit]]
     return DocumentPage(documents=docs, next_cursor=docs[-1]["id"] if len(rows) > limit else None)

@@ -81,6 +81,13 @@ def _window(seconds: float) -> str:
     return _seconds(seconds)
 
 
+def _seconds_param(seconds: float) -> str:
+    """A number of seconds for a query string (``finished_within``): ``604800``, ``0.5``."""
+    if float(seconds).is_integer():
+        return str(int(seconds))
+    return f"{seconds:.6f}".rstrip("0")
+
+
 def _ago(value: datetime | None) -> str:
     """How long ago ``value`` was (``in …`` for a future time), or an em dash."""
     if value is None:
@@ -102,7 +109,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, window=_window,
-                       pretty_json=_pretty_json)
+                       seconds_param=_seconds_param, pretty_json=_pretty_json)
     return env
 
 
