@@ -28,6 +28,9 @@ class WebMetrics:
     - ``debounce_enqueue_seconds``: time to debounce one delivery's events (seconds);
     - ``debounce_jobs{source, state}`` and ``debounce_oldest_due_age_seconds``: queue depth
       and lag, read from the database at scrape time;
+    - ``debounce_workers_alive`` and ``debounce_last_claim_age_seconds``: the worker processes
+      whose heartbeat is recent, and how long ago any of them last claimed a job (read at
+      scrape time; docs/deploying.md, "Alerts");
     - ``debounce_feed_lag_seconds``: how far the change feed's servable head lags the newest
       written change (the age of the oldest change committed but held back by an older open
       transaction; 0 when none), read at scrape time.
@@ -64,6 +67,18 @@ class WebMetrics:
         self.oldest_due_age = Gauge(
             "debounce_oldest_due_age_seconds",
             "Seconds the oldest due pending job has waited past its due time.",
+            registry=self.registry,
+        )
+        self.workers_alive = Gauge(
+            "debounce_workers_alive",
+            "Worker processes whose heartbeat was seen within the last 15 s (read at scrape "
+            "time).",
+            registry=self.registry,
+        )
+        self.last_claim_age = Gauge(
+            "debounce_last_claim_age_seconds",
+            "Seconds since any worker last claimed a job (NaN: none has); with "
+            "debounce_oldest_due_age_seconds, says that due jobs wait and nobody claims.",
             registry=self.registry,
         )
         self.feed_lag = Gauge(

@@ -292,3 +292,15 @@ alter table sync_state add constraint sync_state_times_finite check (
     isfinite(updated_at));
 alter table verification_tokens add constraint verification_tokens_times_finite check (
     isfinite(received_at));
+
+-- Who works the queue: each worker process says it is alive every few seconds, with when it
+-- last claimed a job (debounce/worker/heartbeat.py), so `debounce stats` and /metrics can say
+-- that no worker has claimed for N seconds while due jobs wait (docs/deploying.md, "Alerts").
+create table workers (
+    worker_id     text        primary key check (worker_id <> ''),
+    started_at    timestamptz not null default now(),
+    seen_at       timestamptz not null default now(),
+    last_claim_at timestamptz,
+    constraint workers_times_finite check (
+        isfinite(started_at) and isfinite(seen_at) and isfinite(last_claim_at))
+);

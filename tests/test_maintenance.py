@@ -57,7 +57,8 @@ async def test_scheduled_prune_runs_on_one_worker_at_a_time_in_short_batches(
     done = await prune_once(pool, 7 * 86400, 3 * 86400, batch=10, now=later)
     assert done == {"jobs": 25, "events": 25, "changes": 0}
     assert await queue.stats(pool) == {"by_source": {}, "totals": {
-        "pending": 0, "processing": 0, "completed": 0, "failed": 0}, "oldest_due_age_seconds": 0.0}
+        "pending": 0, "processing": 0, "completed": 0, "failed": 0}, "oldest_due_age_seconds": 0.0,
+        "workers": {"alive": 0, "last_claim_age_seconds": None}}
 
 
 async def test_recent_jobs_are_kept(pool: AsyncConnectionPool[Any]) -> None:

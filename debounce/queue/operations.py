@@ -41,6 +41,12 @@ __all__ = [
 ]
 
 _Q = queries("queue")
+_WORKERS = queries("workers")
+
+#: Seconds between two heartbeats of a worker process (debounce/worker/heartbeat.py).
+HEARTBEAT_SECONDS = 5.0
+#: A worker seen within this many seconds counts as alive in :func:`stats` (three beats).
+ALIVE_WITHIN_SECONDS = 3 * HEARTBEAT_SECONDS
 _CLAIM = queries("claim")
 
 
@@ -179,7 +185,8 @@ async def list_jobs(
     return JobPage(jobs=jobs, next_cursor=jobs[-1].id if len(rows) > limit else None)
 
 
-async def stats(db: Db, *, now: datetime | None = None) -> dict[str, Any]:
+async def stats(db: Db, *, now: datetime | None = None,
+                alive_within: float = ALIVE_WITHIN_SECONDS) -> dict[str, Any]:
     """Queue statistics::
 
         {"by_source": {"<source>": {"pending": 3, "processing": 1, "completed": 10, "failed": 0,
@@ -188,10 +195,15 @@ async def stats(db: Db, *, now: datetime | None = None) -> dict[str, Any]:
          "oldest_due_age_seconds": 4.2}
 
     ``oldest_due_age_seconds``: how long the oldest due pending job has waited past its due
-    time (0 when none is due) — the queue's lag.
+    time (0 when none is due) — the queue's lag. ``workers``: ``{"alive": 2,
+    "last_claim_age_seconds": 0.8}``, the worker processes that said they were alive within
+    ``alive_within`` seconds (their heartbeat, debounce/worker/heartbeat.py) and how long ago
+    any worker last claimed a job (``None``: none has). ``now`` moves the jobs' clock only:
+    the heartbeats are read against the database's clock.
     """
     check_now(now)
     rows = await fetch_all(db, _Q["stats"], {"now": now})
+    seen = await fetch_one(db, _WORKERS["summary"], {"alive_within": alive_within})
     empty = {s.value: 0 for s in JobStatus}
     by_source: dict[str, dict[str, Any]] = {}
     totals = dict(empty)
@@ -203,7 +215,11 @@ async def stats(db: Db, *, now: datetime | None = None) -> dict[str, Any]:
         age = float(r["oldest_due_age_seconds"] or 0.0)
         entry["oldest_due_age_seconds"] = max(entry["oldest_due_age_seconds"], age)
         oldest = max(oldest, age)
-    return {"by_source": by_source, "totals": totals, "oldest_due_age_seconds": oldest}
+    claimed = None if seen is None else seen["last_claim_age_seconds"]
+    workers = {"alive": 0 if seen is None else int(seen["alive"]),
+               "last_claim_age_seconds": None if claimed is None else float(claimed)}
+    return {"by_source": by_source, "totals": totals, "oldest_due_age_seconds": oldest,
+            "workers": workers}
 
 
 #: Advisory lock of the scheduled prune (one worker at a time): "prune" in ASCII.

@@ -61,6 +61,9 @@ async def metrics(request: Request) -> Response:
             for status in JobStatus:
                 state.metrics.jobs.labels(source, status.value).set(counts[status.value])
         state.metrics.oldest_due_age.set(current["oldest_due_age_seconds"])
+        state.metrics.workers_alive.set(current["workers"]["alive"])
+        age = current["workers"]["last_claim_age_seconds"]
+        state.metrics.last_claim_age.set(float("nan") if age is None else age)
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
             state.metrics.feed_lag.set(await feed.lag(state.db))
     except _UNREACHABLE as exc:

@@ -31,7 +31,7 @@ from debounce.documents import DocumentStore
 from debounce.metrics import WORKER
 from debounce.retry import Backoff, backoff_delay
 from debounce.types import ApiBudget, SyncJob
-from debounce.worker import maintenance
+from debounce.worker import heartbeat, maintenance
 from debounce.worker.access import WorkspaceAccess
 from debounce.worker.enumerator import Enumerator
 from debounce.worker.errors import log_db_error
@@ -108,6 +108,9 @@ class Worker:
         self.claim_batch = max(1, self.concurrency // 4)
         self.completed = 0
         self.failed = 0
+        #: ``time.monotonic()`` of the last claim that took a job (``None``: none yet), for
+        #: the heartbeat.
+        self.last_claim: float | None = None
         #: Each source's default API budget (``Source.budget`` or its environment override).
         self.budgets: dict[str, ApiBudget] = {
             s: b for s in self.sources if (b := settings.budget(s)) is not None}
@@ -147,6 +150,8 @@ class Worker:
                 # start (a workspace row this worker cannot prepare must not keep them away).
                 helpers.append(asyncio.create_task(maintenance.reaper(
                     self.pool, self.settings.lease_seconds, self.wake), name="reaper"))
+                helpers.append(asyncio.create_task(heartbeat.heartbeat(
+                    self.pool, self.worker_id, lambda: self.last_claim), name="heartbeat"))
                 if await maintenance.wait_until_prepared(self.access.prepare, self._stopping):
                     helpers += self._start_helpers()
                     await self._claim_loop()
@@ -157,6 +162,11 @@ class Worker:
             for task in helpers:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if helpers:
+                try:
+                    await heartbeat.leave(self.pool, self.worker_id)
+                except Exception as exc:
+                    log_db_error("saying the worker stopped", exc)
             await self.outcomes.stop()
             log.info("worker %s stopped (%d completed, %d failed)", self.worker_id,
                      self.completed, self.failed)
@@ -245,6 +255,7 @@ class Worker:
             for job, workspace in jobs:
                 self._start(job, workspace)
             if jobs:
+                self.last_claim = time.monotonic()
                 return 0.0
             asked = True
         delay = self.settings.poll_interval_seconds
