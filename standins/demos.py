@@ -2,9 +2,10 @@
 place that starts them for the service (the sources themselves know nothing of their fakes).
 
 :data:`DEMOS` maps a ``source_type`` to a function that starts that source's local API
-stand-in with demo content and says how to use it (:class:`DemoSetup`). Only the demo
-(``debounce.cli.demo``) imports this module; the import contract in ``pyproject.toml`` keeps
-every other production module away from ``standins``.
+stand-in with demo content and says how to use it (:class:`DemoSetup`); each stand-in also
+answers ``POST /_demo/edit`` (:mod:`standins.demo_edits`), which makes an example's edit real.
+Only the demo (``debounce.cli.demo``) imports this module; the import contract in
+``pyproject.toml`` keeps every other production module away from ``standins``.
 """
 
 from __future__ import annotations

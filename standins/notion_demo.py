@@ -5,6 +5,10 @@ Two workspaces: the default one (the constructor's token, :data:`DEMO_TOKEN` in 
 the page of ``examples/notion/page.*.json`` and a database, and a second one,
 :data:`DEMO_SECOND_WORKSPACE_ID` (token :data:`DEMO_SECOND_TOKEN`) with one page of its own, so
 a multi-workspace deployment can connect both.
+
+:class:`NotionDemoEdits` makes the edit of ``examples/notion/page.content_updated.json`` real
+(the page's "Hello world" paragraph, :data:`DEMO_EDITED_BLOCK_ID`, gains `` (edit N, time)``)
+for the demo's ``POST /_demo/edit`` (:mod:`standins.demo_edits`).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ Two teams: the default one (the constructor's token) with the conversation of
 (:data:`DEMO_DM`), and a second one, :data:`DEMO_SECOND_TEAM_ID` (bot
 token :data:`DEMO_SECOND_TOKEN`), with :data:`DEMO_SECOND_CHANNEL`, so a multi-workspace
 deployment can connect both.
+
+:class:`SlackDemoEdits` makes the edit of ``examples/slack/message_changed.json`` real (the
+"Hello world" message gains `` (edit N, time)``) for the demo's ``POST /_demo/edit``
+(:mod:`standins.demo_edits`).
 """
 
 from __future__ import annotations
