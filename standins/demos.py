@@ -2,9 +2,10 @@
 place that starts them for the service (the sources themselves know nothing of their fakes).
 
 :data:`DEMOS` maps a ``source_type`` to a function that starts that source's local API
-stand-in with demo content and says how to use it (:class:`DemoSetup`). Only the demo
-(``debounce.cli.demo``) imports this module; the import contract in ``pyproject.toml`` keeps
-every other production module away from ``standins``.
+stand-in with demo content and says how to use it (:class:`DemoSetup`); each stand-in also
+answers ``POST /_demo/edit`` (:mod:`standins.demo_edits`), which makes an example's edit real.
+Only the demo (``debounce.cli.demo``) imports this module; the import contract in
+``pyproject.toml`` keeps every other production module away from ``standins``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from debounce.contract import SourceWindow
+from standins.demo_edits import EDIT_PATH, with_edits
 from standins.notion_api import (
     DEMO_SECOND_PAGE_ID,
     DEMO_SECOND_TOKEN,
@@ -21,6 +23,7 @@ from standins.notion_api import (
     DEMO_SECOND_WORKSPACE_NAME,
     FakeNotion,
 )
+from standins.notion_demo import NotionDemoEdits
 from standins.server import BackgroundServer
 from standins.slack_api import (
     DEMO_SECOND_CHANNEL,
@@ -29,6 +32,7 @@ from standins.slack_api import (
     FakeSlack,
 )
 from standins.slack_api import DEMO_SECOND_TOKEN as SECOND_TOKEN
+from standins.slack_demo import SlackDemoEdits
 
 __all__ = ["DEMOS", "DemoSetup", "DemoWorkspace", "notion_demo", "slack_demo"]
 
@@ -53,7 +57,9 @@ class DemoSetup:
     apply (fields of the source's settings: its API base URL and token), the demo window, the
     example webhook files (names in ``examples/<source_type>/``, glob patterns allowed) the
     tour posts, where the stand-in listens (``url``, for the log), and ``stop`` to call at
-    exit."""
+    exit. ``edits`` names the examples that describe an edit of content: the tour posts them
+    after the others, each once ``POST edit_url`` (:mod:`standins.demo_edits`) has made its
+    edit real in the stand-in."""
 
     settings: dict[str, Any]
     window: SourceWindow
@@ -61,13 +67,15 @@ class DemoSetup:
     url: str
     stop: Callable[[], None]
     workspaces: tuple[DemoWorkspace, ...] = ()
+    edits: tuple[str, ...] = ()
+    edit_url: str | None = None
 
 
 def notion_demo() -> DemoSetup:
     """Start the local Notion API stand-in with demo content (``standins.notion_api``); the
     ``notion`` source's settings point at it."""
     fake = FakeNotion.demo()
-    server = BackgroundServer(fake.app())
+    server = BackgroundServer(with_edits(fake.app(), NotionDemoEdits(fake).apply))
     server.start()
     second = DemoWorkspace(
         external_id=DEMO_SECOND_WORKSPACE_ID, name=DEMO_SECOND_WORKSPACE_NAME,
@@ -81,14 +89,15 @@ def notion_demo() -> DemoSetup:
                "data": {"parent": {"id": DEMO_SECOND_WORKSPACE_ID, "type": "space"}}})
     return DemoSetup(settings={"notion_base_url": server.url, "notion_token": fake.token},
                      window=SourceWindow(3.0, 20.0), examples=("page.*.json",),
-                     url=server.url, stop=server.stop, workspaces=(second,))
+                     url=server.url, stop=server.stop, workspaces=(second,),
+                     edits=("page.content_updated.json",), edit_url=server.url + EDIT_PATH)
 
 
 def slack_demo() -> DemoSetup:
     """Start the local Slack Web API stand-in with demo content (``standins.slack_api``); the
     ``slack`` source's settings point at it."""
     fake = FakeSlack.demo(token=DEMO_TOKEN)
-    server = BackgroundServer(fake.app())
+    server = BackgroundServer(with_edits(fake.app(), SlackDemoEdits(fake).apply))
     server.start()
     second = DemoWorkspace(
         external_id=DEMO_SECOND_TEAM_ID, name=DEMO_SECOND_TEAM_NAME, token=SECOND_TOKEN,
@@ -99,7 +108,8 @@ def slack_demo() -> DemoSetup:
     return DemoSetup(settings={"slack_api_url": server.url + "/api/", "slack_bot_token": fake.token},
                      window=SourceWindow(2.0, 20.0),
                      examples=("message.json", "thread_reply.json", "message_changed.json"),
-                     url=server.url + "/api/", stop=server.stop, workspaces=(second,))
+                     url=server.url + "/api/", stop=server.stop, workspaces=(second,),
+                     edits=("message_changed.json",), edit_url=server.url + EDIT_PATH)
 
 
 #: The demo of each source that has one, by source type.

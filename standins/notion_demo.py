@@ -5,12 +5,21 @@ Two workspaces: the default one (the constructor's token, :data:`DEMO_TOKEN` in 
 the page of ``examples/notion/page.*.json`` and a database, and a second one,
 :data:`DEMO_SECOND_WORKSPACE_ID` (token :data:`DEMO_SECOND_TOKEN`) with one page of its own, so
 a multi-workspace deployment can connect both.
+
+:class:`NotionDemoEdits` makes the edit of ``examples/notion/page.content_updated.json`` real
+(the page's "Hello world" paragraph, :data:`DEMO_EDITED_BLOCK_ID`, gains `` (edit N, time)``)
+for the demo's ``POST /_demo/edit`` (:mod:`standins.demo_edits`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copy
+import uuid
+from collections.abc import Mapping
+from datetime import UTC
+from typing import TYPE_CHECKING, Any
 
+from standins.demo_edits import DemoEdit, EditCounter, NotAnEdit
 from standins.notion_blocks import (
     bookmark,
     bulleted,
@@ -25,25 +34,28 @@ from standins.notion_blocks import (
     paragraph,
     people_property,
     quote,
+    rich_text,
     status_property,
     table,
     text,
     to_do,
     toggle,
 )
-from standins.notion_http import DEFAULT_USER
+from standins.notion_http import DEFAULT_USER, norm_id
 
 if TYPE_CHECKING:
     from standins.notion_api import FakeNotion
 
 __all__ = [
     "DEMO_DATABASE_ID",
+    "DEMO_EDITED_BLOCK_ID",
     "DEMO_PAGE_ID",
     "DEMO_SECOND_PAGE_ID",
     "DEMO_SECOND_TOKEN",
     "DEMO_SECOND_WORKSPACE_ID",
     "DEMO_SECOND_WORKSPACE_NAME",
     "DEMO_TOKEN",
+    "NotionDemoEdits",
     "seed_demo",
 ]
 
@@ -60,6 +72,9 @@ DEMO_SECOND_WORKSPACE_ID = "9b2e6d41-3c5a-4f7e-8d1b-2a6c4e8f0b37"
 DEMO_SECOND_WORKSPACE_NAME = "Debounce Labs"
 DEMO_SECOND_TOKEN = "secret_debounce_demo_second_token"
 DEMO_SECOND_PAGE_ID = "5e7a9c1b-2d4f-4a6b-8c0e-1f3a5b7c9d2e"
+#: The paragraph of :data:`DEMO_PAGE_ID` that ``examples/notion/page.content_updated.json``
+#: names first in ``data.updated_blocks`` ("Hello world"): the demo's edits change its text.
+DEMO_EDITED_BLOCK_ID = "153104cd-477e-80ec-b1b4-c1a9b2d5a1c2"
 
 
 def seed_demo(fake: FakeNotion) -> None:
@@ -111,6 +126,7 @@ def _seed_default(fake: FakeNotion) -> None:
         last_edited_time="2026-11-20T23:55:00.000Z",
         blocks=[
             callout("This page is served by debounce's local Notion stand-in.", "💡"),
+            {**paragraph("Hello world"), "id": DEMO_EDITED_BLOCK_ID},
             heading(1, "Goals"),
             paragraph(
                 [
@@ -171,3 +187,60 @@ def _seed_second(fake: FakeNotion) -> None:
             to_do("Connect this workspace too", False),
         ],
     )
+
+
+class NotionDemoEdits:
+    """The edits of ``POST /_demo/edit`` (:mod:`standins.demo_edits`) on the Notion stand-in:
+    a ``page.content_updated`` example edits the first paragraph its ``data.updated_blocks``
+    names (a paragraph of the event's page), as a person typing in Notion would: the block's
+    text becomes the next edit's text (:class:`~standins.demo_edits.EditCounter`), and the
+    block's and the page's ``last_edited_time`` the time of the edit. The webhook answered is
+    the example with a new event ``id``, that ``timestamp`` and ``updated_blocks`` naming the
+    edited block (Notion's events carry ids and types, never content)."""
+
+    def __init__(self, fake: FakeNotion, counter: EditCounter | None = None) -> None:
+        self.fake = fake
+        self.counter = counter or EditCounter()
+
+    def apply(self, event: Mapping[str, Any]) -> DemoEdit:
+        """Apply the edit ``event`` describes; see the class.
+
+        Raises:
+            NotAnEdit: not a ``page.content_updated`` event.
+            LookupError: the page, or a paragraph of it named in ``updated_blocks``, is not
+                in the stand-in.
+        """
+        if event.get("type") != "page.content_updated":
+            raise NotAnEdit(f"a {event.get('type')!r} event edits no content")
+        entity = event.get("entity")
+        page_id = norm_id(str(entity.get("id", ""))) if isinstance(entity, dict) else None
+        page = self.fake.pages.get(page_id or "")
+        if page_id is None or page is None:
+            raise LookupError(f"no page {page_id or entity!r} in the Notion stand-in")
+        data = event.get("data")
+        named = data.get("updated_blocks") if isinstance(data, dict) else None
+        ids = [norm_id(str(b.get("id", ""))) for b in named or [] if isinstance(b, dict)]
+        block_id = next((i for i in ids if i is not None and self._paragraph_of(page_id, i)),
+                        None)
+        if block_id is None:
+            raise LookupError(f"page {page_id} has no paragraph named in data.updated_blocks")
+        paragraph_body = self.fake.blocks[block_id]["paragraph"]
+        before = "".join(str(i.get("plain_text", "")) for i in paragraph_body["rich_text"])
+        after, when = self.counter.next_text(block_id, before)
+        stamp = when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        paragraph_body["rich_text"] = rich_text(after)
+        self.fake.blocks[block_id]["last_edited_time"] = stamp
+        self.fake.touch(page_id, stamp)
+        webhook = copy.deepcopy(dict(event))
+        webhook.update(id=str(uuid.uuid4()), timestamp=stamp, attempt_number=1)
+        webhook["data"] = {**(data if isinstance(data, dict) else {}),
+                           "updated_blocks": [{"id": block_id, "type": "block"}]}
+        title = "".join(str(i.get("plain_text", "")) for prop in page["properties"].values()
+                        if prop.get("type") == "title" for i in prop["title"])
+        return DemoEdit(f"edited page {title!r} ({page_id}): {before!r} → {after!r}", after,
+                        webhook)
+
+    def _paragraph_of(self, page_id: str, block_id: str) -> bool:
+        found = self.fake.blocks.get(block_id)
+        return (found is not None and found.get("type") == "paragraph"
+                and found.get("parent") == {"type": "page_id", "page_id": page_id})

@@ -7,11 +7,20 @@ Two teams: the default one (the constructor's token) with the conversation of
 (:data:`DEMO_DM`), and a second one, :data:`DEMO_SECOND_TEAM_ID` (bot
 token :data:`DEMO_SECOND_TOKEN`), with :data:`DEMO_SECOND_CHANNEL`, so a multi-workspace
 deployment can connect both.
+
+:class:`SlackDemoEdits` makes the edit of ``examples/slack/message_changed.json`` real (the
+"Hello world" message gains `` (edit N, time)``) for the demo's ``POST /_demo/edit``
+(:mod:`standins.demo_edits`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copy
+import secrets
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from standins.demo_edits import DemoEdit, EditCounter, NotAnEdit
 
 if TYPE_CHECKING:
     from standins.slack_api import FakeSlack
@@ -26,6 +35,7 @@ __all__ = [
     "DEMO_SECOND_TEAM_ID",
     "DEMO_SECOND_TEAM_NAME",
     "DEMO_SECOND_TOKEN",
+    "SlackDemoEdits",
     "seed_demo",
 ]
 
@@ -97,3 +107,56 @@ def _seed_second(fake: FakeSlack) -> None:
               ts="1763682500.000150", team_id=DEMO_SECOND_TEAM_ID)
     fake.reply(c, "1763682500.000150", "Only this team's token can read it", user="U07LABS0A2",
                ts="1763682600.000160")
+
+
+class SlackDemoEdits:
+    """The edits of ``POST /_demo/edit`` (:mod:`standins.demo_edits`) on the Slack stand-in:
+    a ``message_changed`` example edits the message it names (``event.channel``,
+    ``event.message.ts``) as a person editing it in Slack would: its text becomes the next
+    edit's text (:class:`~standins.demo_edits.EditCounter`) and it gains ``edited`` (the
+    stand-in's clock, :meth:`~standins.slack_api.FakeSlack.edit`). The webhook answered is the
+    example with a new ``event_id``, and ``event_time``, ``event.ts``, ``event.message`` and
+    ``event.previous_message`` of this edit, as Slack sends a ``message_changed`` event
+    (https://docs.slack.dev/reference/events/message/message_changed)."""
+
+    def __init__(self, fake: FakeSlack, counter: EditCounter | None = None) -> None:
+        self.fake = fake
+        self.counter = counter or EditCounter()
+
+    def apply(self, envelope: Mapping[str, Any]) -> DemoEdit:
+        """Apply the edit ``envelope`` describes; see the class.
+
+        Raises:
+            NotAnEdit: not a ``message_changed`` event.
+            LookupError: the conversation or the message is not in the stand-in.
+        """
+        event = envelope.get("event")
+        if not isinstance(event, dict) or event.get("subtype") != "message_changed":
+            kind = event.get("subtype") or event.get("type") if isinstance(event, dict) else None
+            raise NotAnEdit(f"a {kind!r} event edits no message")
+        channel = str(event.get("channel", ""))
+        named = event.get("message")
+        ts = str(named.get("ts", "")) if isinstance(named, dict) else ""
+        try:
+            stored = {m["ts"]: m for m in self.fake.messages(channel)}
+        except KeyError:
+            raise LookupError(f"no conversation {channel!r} in the Slack stand-in") from None
+        if ts not in stored:
+            raise LookupError(f"no message {ts!r} in {channel} in the Slack stand-in")
+        before = stored[ts]
+        after, _ = self.counter.next_text(f"{channel}/{ts}", str(before.get("text", "")))
+        self.fake.edit(channel, ts, after)
+        (message,) = [m for m in self.fake.messages(channel) if m["ts"] == ts]
+        edited_ts = str(message["edited"]["ts"])
+        webhook = copy.deepcopy(dict(envelope))
+        webhook.update(event_id="Ev" + secrets.token_hex(5).upper(),
+                       event_time=int(edited_ts.partition(".")[0]))
+        webhook["event"] = {**event, "ts": edited_ts, "event_ts": edited_ts,
+                            "message": {k: message[k] for k in
+                                        ("type", "user", "text", "ts", "edited", "thread_ts")
+                                        if k in message},
+                            "previous_message": {k: before[k] for k in
+                                                 ("type", "user", "text", "ts", "thread_ts")
+                                                 if k in before}}
+        return DemoEdit(f"edited message {ts} in {channel}: {before.get('text')!r} → {after!r}",
+                        after, webhook)

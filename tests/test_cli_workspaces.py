@@ -276,7 +276,9 @@ def test_serve_demo_says_how_to_sign_in_and_a_second_run_syncs_again(
     outcomes = [x for x in second.splitlines() if "demo: sent " in x]
     assert len(outcomes) == 10 and not [x for x in outcomes if '"duplicate"' in x], outcomes
     (closing,) = [x for x in second.splitlines() if "documents in the `documents` table" in x]
-    assert "demo: the examples' 4 jobs: 4 completed; " in closing, closing
+    assert "demo: the examples' 6 jobs: 6 completed; " in closing, closing
+    # the stand-ins start afresh: the first edit of this run writes again
+    assert "demo: feed: upsert notion/153104cd-477e-809d-8dc4-ff2d96ae3090  'Hello world (edit 1, " in second
     assert "synced in" in second  # the worker synced them again (unchanged pages: not rewritten)
 
 

@@ -46,6 +46,27 @@ async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
+async def test_the_401_names_the_tokens_that_may_read_never_their_values(
+    pool: AsyncConnectionPool[Any]
+) -> None:
+    how = " as 'Authorization: Bearer <token>'"
+    for changes, which in (
+        ({}, "the read token (DEBOUNCE_READ_TOKEN) or the admin token (DEBOUNCE_ADMIN_TOKEN)"),
+        ({"admin_token": None}, "the read token (DEBOUNCE_READ_TOKEN)"),
+        ({"read_token": None}, "the admin token (DEBOUNCE_ADMIN_TOKEN); DEBOUNCE_READ_TOKEN, "
+                               "unset here, sets a token that may read and nothing else"),
+    ):
+        application = app_for(pool, **changes)
+        async with application.router.lifespan_context(application), httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=application), base_url="http://test") as c:
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                refused = await c.get("/documents/changes", headers=headers)
+                assert refused.status_code == 401 and refused.json() == {
+                    "error": "unauthorized",
+                    "detail": f"missing or wrong token: reads take {which}{how}"}
+                assert READ not in refused.text and ADMIN not in refused.text
+
+
 def doc(document_id: str, content: str, source: str = "notion") -> Document:
     return Document(source_type=source, document_id=document_id,
                     source_page_id=document_id.split("/")[0], title=f"Title of {document_id}",

@@ -95,8 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(settings.log_format, level)
     if getattr(args, "port", 0) is None:
         args.port = settings.port
-    if getattr(args, "url", 0) is None:
-        args.url = f"http://127.0.0.1:{settings.port}"
     try:
         code = eventloop.run(_command(args, settings))
         sys.stdout.flush()  # a closed pipe (`| head`) shows here, inside the boundary

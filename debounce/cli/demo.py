@@ -21,8 +21,15 @@ import httpx
 import uvicorn
 
 import integrations
-from debounce import queue, workspaces
-from debounce.cli.send import secret_for, sign_request
+from debounce import feed, queue, workspaces
+from debounce.cli.send import (
+    DEMO_STATE_FILE,
+    DemoService,
+    demo_edit,
+    fresh_event_id,
+    secret_for,
+    sign_request,
+)
 from debounce.config import Settings
 from debounce.contract import Source
 from debounce.db import fetch_one
@@ -32,12 +39,16 @@ from debounce.sql import queries
 if TYPE_CHECKING:
     from standins.demos import DemoSetup, DemoWorkspace
 
-__all__ = ["DEMO_ADMIN_TOKEN", "EXAMPLES", "Demo", "connect_demo_workspaces", "demo_tour",
+__all__ = ["DEMO_ADMIN_TOKEN", "DEMO_READ_TOKEN", "EXAMPLES", "Demo", "connect_demo_workspaces", "demo_tour",
            "demo_setups", "fresh_event_id", "start_demo"]
 
 log = logging.getLogger("debounce.cli")
 
 DEMO_ADMIN_TOKEN = "demo-admin-token"
+#: The read token of the demo's read API (``DEBOUNCE_READ_TOKEN`` sets another).
+DEMO_READ_TOKEN = "demo-read-token"
+#: The command that edits a demo page and shows the change arriving (the tour's last line).
+EDIT_COMMAND = "debounce send notion examples/notion/page.content_updated.json --demo"
 _HERE = Path(__file__).resolve().parent.parent
 #: Example webhook bodies: the checkout's examples/, or the copy a wheel carries.
 EXAMPLES = _HERE / "_examples" if (_HERE / "_examples").is_dir() else _HERE.parent / "examples"
@@ -45,11 +56,17 @@ EXAMPLES = _HERE / "_examples" if (_HERE / "_examples").is_dir() else _HERE.pare
 
 @dataclass
 class Demo:
-    """What ``serve --demo`` started: the example webhook files the tour posts, and the further
-    workspaces to connect (by source) with the webhook body of each."""
+    """What ``serve --demo`` started: the example webhook files the tour posts, the further
+    workspaces to connect (by source) with the webhook body of each, the examples that
+    describe an edit (posted last, each once its stand-in made the edit real) and the
+    stand-ins' edit routes by source, and where the running demo says so for ``debounce send
+    --demo`` (:data:`~debounce.cli.send.DEMO_STATE_FILE`)."""
 
     files: list[Path] = field(default_factory=list)
     workspaces: list[tuple[str, DemoWorkspace]] = field(default_factory=list)
+    edits: list[Path] = field(default_factory=list)
+    edit_urls: dict[str, str] = field(default_factory=dict)
+    state_file: Path | None = None
 
 
 def demo_setups(stack: contextlib.ExitStack | contextlib.AsyncExitStack
@@ -71,10 +88,11 @@ def demo_setups(stack: contextlib.ExitStack | contextlib.AsyncExitStack
 
 def start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[Settings, Demo]:
     """Start every source's stand-in with demo content (stopped by ``stack``) and point
-    ``settings`` at them; unset signing secrets and the admin token get demo values, the
-    windows are short (so the tour is quick), and without ``DEBOUNCE_SECRET_KEY`` a demo key
-    is kept in the data directory (it encrypts the demo workspaces' tokens). Returns the
-    settings and what the tour needs (:class:`Demo`)."""
+    ``settings`` at them; unset signing secrets, the admin token and the read token get demo
+    values, the windows are short (so the tour is quick), and without ``DEBOUNCE_SECRET_KEY``
+    a demo key is kept in the data directory (it encrypts the demo workspaces' tokens).
+    Returns the settings and what the tour needs (:class:`Demo`); the file the tour writes
+    for ``debounce send --demo`` is removed when ``stack`` closes."""
     changes: dict[str, Any] = {}
     demo_run = Demo()
     files = demo_run.files
@@ -86,11 +104,17 @@ def start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[Se
         if source.secret_setting and not source.signing_secret(settings):
             changes[source.secret_setting] = source.demo_secret
         for pattern in setup.examples:
-            files.extend(sorted((EXAMPLES / source.source_type).glob(pattern)))
+            for path in sorted((EXAMPLES / source.source_type).glob(pattern)):
+                (demo_run.edits if path.name in setup.edits else files).append(path)
         demo_run.workspaces.extend((source.source_type, w) for w in setup.workspaces)
+        if setup.edit_url:
+            demo_run.edit_urls[source.source_type] = setup.edit_url
     if not settings.secret_key:
         changes["secret_key"] = _demo_key(Path(settings.data_dir))
-    demo = settings.with_(admin_token=settings.admin_token or DEMO_ADMIN_TOKEN, windows=windows,
+    demo_run.state_file = Path(settings.data_dir) / DEMO_STATE_FILE
+    stack.callback(demo_run.state_file.unlink, missing_ok=True)
+    demo = settings.with_(admin_token=settings.admin_token or DEMO_ADMIN_TOKEN,
+                          read_token=settings.read_token or DEMO_READ_TOKEN, windows=windows,
                           **changes)
     return demo, demo_run
 
@@ -120,36 +144,32 @@ async def connect_demo_workspaces(settings: Settings, pool: Any, demo_run: Demo)
                  workspace.external_id)
 
 
-def fresh_event_id(body: bytes, run: str) -> bytes:
-    """``body`` (a webhook's JSON) with its event id made unique to this run: the envelope's
-    top-level ``event_id`` (Slack) or, failing that, ``id`` (Notion) gets ``-<run>`` appended,
-    so a later demo run against the same database is not deduplicated as a redelivery. A body
-    without either (or not a JSON object) comes back as it was."""
-    try:
-        event = json.loads(body)
-    except ValueError:
-        return body
-    if not isinstance(event, dict):
-        return body
-    for key in ("event_id", "id"):
-        if isinstance(event.get(key), str):
-            event[key] = f"{event[key]}-{run}"
-            return json.dumps(event).encode()
-    return body
-
-
 async def demo_tour(
     settings: Settings, base: str, server: uvicorn.Server, pool: Any, demo_run: Demo
 ) -> None:
-    """Once the server is up, log where the dashboard is and how to sign in, post the example
-    webhooks to ourselves (with event ids fresh to this run: :func:`fresh_event_id`), wait for
-    the queue to drain (60 s at most), then log what became of the examples' jobs and how many
-    documents the worker wrote."""
+    """Once the server is up, log where the dashboard is and how to sign in and read, say where
+    the demo is (:class:`~debounce.cli.send.DemoService`, for ``debounce send --demo``), post
+    the example webhooks to ourselves (with event ids fresh to this run:
+    :func:`fresh_event_id`) and wait for the queue to drain; then make each example edit real
+    in its stand-in, post its webhook, and log the edit's change when the feed serves it
+    (:func:`debounce.feed.read_changes`). Ends with what became of the examples' jobs, how
+    many documents the worker wrote and the command that edits a page again (60 s at most
+    per wait)."""
     while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
         await asyncio.sleep(0.05)
     how = (f"the admin token {DEMO_ADMIN_TOKEN!r} (the demo's; DEBOUNCE_ADMIN_TOKEN sets "
            "another)" if settings.admin_token == DEMO_ADMIN_TOKEN else "DEBOUNCE_ADMIN_TOKEN")
     log.info("demo: dashboard at %s/admin/ — sign in with %s", base, how)
+    read_token = settings.read_token or DEMO_READ_TOKEN
+    demo_token = read_token == DEMO_READ_TOKEN
+    log.info("demo: consumers read the documents and the change feed with %s: curl -H "
+             "'Authorization: Bearer %s' %s/documents/changes",
+             f"the read token {DEMO_READ_TOKEN!r} (the demo's; DEBOUNCE_READ_TOKEN sets another)"
+             if demo_token else "DEBOUNCE_READ_TOKEN",
+             DEMO_READ_TOKEN if demo_token else "$DEBOUNCE_READ_TOKEN", base)
+    local = base.replace("://0.0.0.0:", "://127.0.0.1:").replace("://[::]:", "://[::1]:")
+    if demo_run.state_file is not None:
+        DemoService(local, read_token, demo_run.edit_urls).save(demo_run.state_file.parent)
     run = "run" + secrets.token_hex(4)
     job_ids: set[int] = set()
     async with httpx.AsyncClient(timeout=10) as client:
@@ -157,17 +177,22 @@ async def demo_tour(
         bodies += [(source, f"{w.name} ({source})", json.dumps(w.event).encode())
                    for source, w in demo_run.workspaces]
         for source, name, body in bodies:
-            body = fresh_event_id(body, run)
-            resp = await client.post(f"{base}/webhooks/{source}", content=body,
-                                     headers=sign_request(source, body, secret_for(settings, source)[0]))
-            log.info("demo: sent %s → %s %s", name, resp.status_code, resp.text[:200])
-            job_ids.update(_job_ids(resp))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not server.should_exit:
-        stats = await queue.stats(pool)
-        if stats["totals"]["pending"] == 0 and stats["totals"]["processing"] == 0:
-            break
-        await asyncio.sleep(0.5)
+            job_ids.update(await _post(client, settings, base, source, name,
+                                       fresh_event_id(body, run)))
+        await _drain(pool, server)
+        after = await feed.head(pool)
+        edits: list[tuple[str, str]] = []
+        for path in demo_run.edits:
+            source = path.parent.name
+            edit_url = demo_run.edit_urls.get(source)
+            edited = await demo_edit(client, edit_url, path.read_bytes()) if edit_url else None
+            if edited is None:
+                continue
+            log.info("demo: the %s stand-in %s", source, edited.edited)
+            edits.append((source, edited.text))
+            job_ids.update(await _post(client, settings, base, source, path.name, edited.body))
+    await _drain(pool, server)
+    await _log_edits_in_feed(pool, server, after, edits)
     states: dict[str, int] = {}
     for job_id in sorted(job_ids):
         job = await queue.get(pool, job_id)
@@ -179,6 +204,60 @@ async def demo_tour(
              "database)", len(job_ids),
              ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "none",
              row["n"] if row else 0)
+    log.info("demo: edit the page again and see the change arrive: `%s`%s; then `debounce "
+             "documents changes` lists the feed", EDIT_COMMAND,
+             "" if demo_run.state_file is None or demo_run.state_file.parent == Path(".debounce")
+             else f" (with DEBOUNCE_DATA_DIR={demo_run.state_file.parent})")
+
+
+async def _post(client: httpx.AsyncClient, settings: Settings, base: str, source: str,
+                name: str, body: bytes) -> list[int]:
+    """Post one webhook ``body`` of ``source`` to ourselves, signed; log the answer; returns
+    the job ids it names."""
+    resp = await client.post(f"{base}/webhooks/{source}", content=body,
+                             headers=sign_request(source, body, secret_for(settings, source)[0]))
+    log.info("demo: sent %s → %s %s", name, resp.status_code, resp.text[:200])
+    return _job_ids(resp)
+
+
+async def _drain(pool: Any, server: uvicorn.Server) -> None:
+    """Wait (60 s at most) until no job is pending or processing."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not server.should_exit:
+        stats = await queue.stats(pool)
+        if stats["totals"]["pending"] == 0 and stats["totals"]["processing"] == 0:
+            return
+        await asyncio.sleep(0.5)
+
+
+async def _log_edits_in_feed(pool: Any, server: uvicorn.Server, after: feed.Cursor,
+                             edits: list[tuple[str, str]]) -> None:
+    """Follow the change feed from ``after`` (60 s at most) until each ``(source, text)`` of
+    ``edits`` showed as a change of a document of ``source`` that contains ``text``; log each
+    with that line of the document, or log the edits that did not come."""
+    remaining = list(edits)
+    deadline = time.monotonic() + 60
+    document = queries("reads")["document"]
+    while remaining and time.monotonic() < deadline and not server.should_exit:
+        page = await feed.read_changes(pool, after, feed.MAX_LIMIT)
+        after = page.next
+        for change in page.changes:
+            row = (await fetch_one(pool, document, {"source_type": change.source,
+                                                    "document_id": change.document_id})
+                   if change.op == "upsert" else None)
+            lines = str(row["content"]).splitlines() if row else []
+            for edit in [e for e in remaining if e[0] == change.source]:
+                found = [line.strip() for line in lines if edit[1] in line]
+                if found:
+                    remaining.remove(edit)
+                    log.info("demo: feed: %s %s/%s  %r  cursor=%s", change.op, change.source,
+                             change.document_id, found[0], change.cursor.encode())
+                    break
+        if remaining and page.at_head:
+            await asyncio.sleep(0.25)
+    for source, text in remaining:
+        log.warning("demo: the %s edit %r did not reach the feed within 60 s: see "
+                    "`debounce jobs`", source, text)
 
 
 def _job_ids(resp: httpx.Response) -> list[int]:

@@ -68,15 +68,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp = command("prune", "delete finished jobs, remembered event ids and feed changes past "
                           "retention")
     sp.add_argument("--older-than", type=float, help="seconds (default 7 days)")
-    sp = command("send", "sign captured webhook bodies with the configured secret and post "
-                         "them to a running service")
+    sp = sub.add_parser(
+        "send", help="sign captured webhook bodies with the configured secret and post them to "
+        "a running service",
+        description="Sign captured webhook bodies with the configured secret and post them to a "
+        "running service. With --demo, against a running `debounce serve --demo`: an example "
+        "that describes an edit is first made real in the source's stand-in, and the command "
+        "waits until the sync writes the edit and prints its change in the feed.",
+        epilog="Edit a demo page and see the change arrive: `debounce send notion "
+        "examples/notion/page.content_updated.json --demo` (Slack: `debounce send slack "
+        "examples/slack/message_changed.json --demo`); then `debounce documents changes` "
+        "lists the feed.")
     sp.add_argument("source", choices=names)
     sp.add_argument("files", nargs="+", help="JSON bodies, e.g. examples/<source>/<event>.json")
-    sp.add_argument("--url", default=None, help="service base URL (default http://127.0.0.1:$PORT)")
+    sp.add_argument("--url", default=None, help="service base URL (default: with --demo the "
+                    "running demo's, else http://127.0.0.1:$PORT)")
     sp.add_argument("--secret", help="signing secret (default: the source's configured secret)")
     sp.add_argument("--demo", action="store_true",
-                    help="sign with the demo secret of `debounce serve --demo` when the source's "
-                         "secret is not set")
+                    help="play the source's side of a running `debounce serve --demo` (the same "
+                         "DEBOUNCE_DATA_DIR): sign with its demo secret when the source's secret "
+                         "is not set, apply an example's edit to the stand-in before posting, "
+                         "and wait for the edit's change in the feed")
     sp = command("standins", "run local stand-ins of the sources' APIs (with demo content) and "
                              "print the variables that point debounce at them")
     sp.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")

@@ -62,10 +62,22 @@ def require_reader(request: Request) -> WebState:
     # Compare with every token, so the time taken does not say which one nearly matched.
     matched = [given is not None and hmac.compare_digest(given, t.encode()) for t in tokens]
     if not any(matched):
-        raise ApiError(401, "unauthorized", "missing or wrong read token "
-                       "(Authorization: Bearer $DEBOUNCE_READ_TOKEN)",
+        raise ApiError(401, "unauthorized", _who_may_read(state),
                        headers={"WWW-Authenticate": "Bearer"})
     return state
+
+
+def _who_may_read(state: WebState) -> str:
+    """The 401's detail: which tokens may read (by their variables, never their values)."""
+    settings = state.settings
+    if settings.read_token and settings.admin_token:
+        which = "the read token (DEBOUNCE_READ_TOKEN) or the admin token (DEBOUNCE_ADMIN_TOKEN)"
+    elif settings.read_token:
+        which = "the read token (DEBOUNCE_READ_TOKEN)"
+    else:
+        which = ("the admin token (DEBOUNCE_ADMIN_TOKEN); DEBOUNCE_READ_TOKEN, unset here, "
+                 "sets a token that may read and nothing else")
+    return f"missing or wrong token: reads take {which} as 'Authorization: Bearer <token>'"
 
 
 def _source(state: WebState, raw: str | None) -> str | None:
