@@ -25,6 +25,11 @@ from debounce import queue
 pytestmark = pytest.mark.slow
 
 
+def start_worker(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 @pytest.fixture
 def limited_role(database_url: str) -> Iterator[str]:
     """A role that may read and write every table of the test schema but the workspaces
@@ -58,8 +63,7 @@ async def test_a_worker_that_cannot_prepare_says_why_once_a_try_and_still_return
            "DEBOUNCE_LOG_FORMAT": "text"}
     for name in ("SLACK_BOT_TOKEN", "DEBOUNCE_SECRET_KEY"):
         env.pop(name, None)
-    proc = subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_worker(env)
     try:
         deadline = time.monotonic() + 30
         while True:
