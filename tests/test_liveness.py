@@ -241,6 +241,8 @@ async def test_workers_killed_and_restarted_sync_everything_due_whatever_the_row
                    lambda: _at_least(pool, beta_pages, len(beta_pages)), timeout=60)
     await wait_for("nothing left due or in flight", lambda: _idle(pool), timeout=30)
     assert await scalar(pool, "select bool_or(at_concurrency_limit) from workspaces") is False
+    await wait_for("the workers' heartbeats saying they claimed (one beat every 5 s)",
+                   lambda: _claimed_recently(pool), timeout=20)
     if blocked_until is not None:
         first_sync = await scalar(pool, "select min(synced_at) from documents "
                                         "where document_id = any(%s)", beta_pages)
@@ -259,3 +261,11 @@ async def _at_least(pool: AsyncConnectionPool[Any], pages: list[str], n: int) ->
 async def _idle(pool: AsyncConnectionPool[Any]) -> bool:
     return bool(await scalar(pool, "select count(*) = 0 from sync_jobs "
                                    "where status in ('pending', 'processing')"))
+
+
+async def _claimed_recently(pool: AsyncConnectionPool[Any]) -> bool:
+    """The two workers started after the kill are alive (at least), and one of them said it
+    claimed within the last minute."""
+    workers = (await queue.stats(pool))["workers"]
+    age = workers["last_claim_age_seconds"]
+    return bool(workers["alive"] >= 2 and age is not None and age < 60)
