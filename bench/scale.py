@@ -84,9 +84,9 @@ async def _claimer(url: str, mode: Mode, until: float, lat: list[float],
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         while time.perf_counter() < until:
             t0 = time.perf_counter()
-            jobs = await queue.claim(conn, ident, limit=LIMIT, lease_seconds=60,
+            jobs = [c.job for c in await queue.claim_with_workspaces(conn, ident, limit=LIMIT, lease_seconds=60,
                                      source_limits={SOURCE: LIMIT}, budgets=mode.budgets,
-                                     workspace_limit=mode.workspace_limit, costs=mode.costs)
+                                     workspace_limit=mode.workspace_limit, costs=mode.costs)]
             lat.append((time.perf_counter() - t0) * 1000)
             if not jobs:
                 counts["empty"] += 1
