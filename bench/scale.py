@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from bench.common import emit, note, percentiles, scratch_database
+from bench.common import emit, line_up, note, percentiles, scratch_database
 from debounce import budgets, queue
 from debounce.budgets import budget_params
 from debounce.config import Settings
@@ -64,6 +64,7 @@ def _load(url: str, workspaces: int, jobs: int) -> float:
         if workspaces:
             conn.execute(WORKSPACE_ROWS, {"n": workspaces})
         conn.execute(JOB_ROWS, {"workspaces": workspaces, "jobs": jobs})
+        line_up(conn)
         conn.execute("vacuum analyze workspaces")
         conn.execute("vacuum analyze sync_jobs")
     return time.perf_counter() - t0
@@ -84,9 +85,9 @@ async def _claimer(url: str, mode: Mode, until: float, lat: list[float],
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         while time.perf_counter() < until:
             t0 = time.perf_counter()
-            jobs = [c.job for c in await queue.claim_with_workspaces(conn, ident, limit=LIMIT, lease_seconds=60,
-                                     source_limits={SOURCE: LIMIT}, budgets=mode.budgets,
-                                     workspace_limit=mode.workspace_limit, costs=mode.costs)]
+            jobs = [c.job for c in await queue.claim_with_workspaces(
+                conn, ident, limit=LIMIT, lease_seconds=60, source_limits={SOURCE: LIMIT},
+                budgets=mode.budgets, workspace_limit=mode.workspace_limit, costs=mode.costs)]
             lat.append((time.perf_counter() - t0) * 1000)
             if not jobs:
                 counts["empty"] += 1

@@ -83,8 +83,10 @@ async def test_two_concurrent_claimers_take_disjoint_workspaces_and_both_get_job
     for ws in ids:
         await queue.enqueue_many(pool, events(ws, 3, prefix="p"), now=T0)
     async with pool.connection() as conn_a, conn_a.transaction():
-        a = [c.job for c in await queue.claim_with_workspaces(conn_a, "A", limit=4, lease_seconds=60, now=at(1))]
-        b = [c.job for c in await queue.claim_with_workspaces(pool, "B", limit=4, lease_seconds=60, now=at(1))]
+        a = [c.job for c in await queue.claim_with_workspaces(
+            conn_a, "A", limit=4, lease_seconds=60, now=at(1))]
+        b = [c.job for c in await queue.claim_with_workspaces(
+            pool, "B", limit=4, lease_seconds=60, now=at(1))]
     assert len(a) == 4 and len(b) == 4
     a_ws = {j.workspace_id for j in a}
     b_ws = {j.workspace_id for j in b}
@@ -102,7 +104,8 @@ async def test_four_concurrent_claim_loops_drain_every_job_exactly_once(
 
     async def loop(i: int) -> None:
         while True:
-            jobs = [c.job for c in await queue.claim_with_workspaces(pool, f"w{i}", limit=8, lease_seconds=60, now=at(1))]
+            jobs = [c.job for c in await queue.claim_with_workspaces(
+                pool, f"w{i}", limit=8, lease_seconds=60, now=at(1))]
             if not jobs:
                 return
             claimed[i] += jobs
@@ -123,7 +126,8 @@ async def test_served_workspaces_go_to_the_back_of_the_line(
         await queue.enqueue_many(pool, events(ws, 3, prefix="p"), now=at(k))
     order: list[int | None] = []
     for step in range(9):
-        jobs = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=2, lease_seconds=60, now=at(10 + step))]
+        jobs = [c.job for c in await queue.claim_with_workspaces(
+            pool, "w", limit=2, lease_seconds=60, now=at(10 + step))]
         assert len(jobs) == 2
         order += [j.workspace_id for j in sorted(jobs, key=lambda j: j.scheduled_at)]
         await queue.complete_many(pool, jobs, now=at(10 + step))
@@ -140,7 +144,8 @@ async def test_the_lines_are_never_late_through_every_statement_on_jobs(
     # a debounced event pushes a's earliest live job later
     await queue.enqueue_many(pool, events(a, 1, prefix="live", window=60), now=at(10))
     await assert_lines_never_late(pool)
-    jobs = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=10, lease_seconds=60, now=at(40))]
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, now=at(40))]
     await assert_lines_exact(pool)                   # the claim sets the lanes it looked at
     by_prefix = {j.source_page_id: j for j in jobs}
     # an edit during a sync, then complete: a follow-up; a retry; a permanent failure; release
@@ -181,15 +186,18 @@ async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
     a, b = await add_workspaces(pool, 2)
     await queue.enqueue_many(pool, events(a, 1, prefix="p"), now=T0)
     await conn.execute("update workspaces set live_due_at = null")          # lost from line
-    assert [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=1, lease_seconds=60, now=at(1))] == []
+    assert [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=1, lease_seconds=60, now=at(1))] == []
     assert await queue.seconds_until_due(pool) is None
     assert await queue.refresh_ready(pool) == 1
     assert (await queue.seconds_until_due(pool) or 0.0) < 0
     # b is put at the head of the line with nothing to claim
     await conn.execute("update workspaces set live_due_at = %s, last_served_at = null "
                        "where id = %s", (T0 - timedelta(hours=1), b))
-    assert [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=1, lease_seconds=60, now=at(2))] == []
-    (job,) = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=1, lease_seconds=60, now=at(3))]
+    assert [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=1, lease_seconds=60, now=at(2))] == []
+    (job,) = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=1, lease_seconds=60, now=at(3))]
     assert job.workspace_id == a
     await assert_lines_exact(pool)       # the claim that looked at b set its lane from its jobs
     assert await queue.refresh_ready(pool) == 0
@@ -200,16 +208,16 @@ async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwh
     budget = ApiBudget(per_minute=60.0, burst=2.0)        # one request a second
     (a,) = await add_workspaces(pool, 1)
     await queue.enqueue_many(pool, events(a, 5, prefix="p"), now=T0)
-    jobs = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=10, lease_seconds=60, now=at(1),
-                             budgets={"notion": budget})]
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, now=at(1), budgets={"notion": budget})]
     assert len(jobs) == 2                                 # the burst pays for two syncs
     row = await (await conn.execute("select held_until from workspaces where id = %s",
                                     (a,))).fetchone()
     assert row is not None and row[0] == at(2)            # one request refilled a second later
-    assert [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=10, lease_seconds=60, now=at(1.5),
-                             budgets={"notion": budget})] == []
-    assert len([c.job for c in await queue.claim_with_workspaces(pool, "w", limit=10, lease_seconds=60, now=at(2),
-                                 budgets={"notion": budget})]) == 1
+    assert [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, now=at(1.5), budgets={"notion": budget})] == []
+    assert len([c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, now=at(2), budgets={"notion": budget})]) == 1
 
 
 async def test_the_idle_workers_due_time_reads_the_head_of_the_lines(
@@ -282,7 +290,8 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
 
     async def claimer(k: int) -> None:
         while not stop.is_set():
-            jobs = [c.job for c in await queue.claim_with_workspaces(pool, f"w{k}", limit=4, lease_seconds=60)]
+            jobs = [c.job for c in await queue.claim_with_workspaces(
+                pool, f"w{k}", limit=4, lease_seconds=60)]
             if jobs:
                 await queue.complete_many(pool, jobs)
             else:
@@ -319,8 +328,8 @@ async def test_a_bucket_drained_since_the_last_look_costs_one_empty_claim(
     assert [await budgets.take(pool, a, budget) for _ in range(2)] == [0.0, 0.0]
     stale = await queue.seconds_until_due(pool)
     assert stale is not None and stale <= 0
-    assert [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=8, lease_seconds=60,
-                             budgets={"notion": budget})] == []
+    assert [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=8, lease_seconds=60, budgets={"notion": budget})] == []
     until = await queue.seconds_until_due(pool)
     assert until is not None and 0 < until <= 1.0
 
@@ -335,7 +344,8 @@ async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
     for r in range(12):
         (ws,) = await add_workspaces(pool, 1, prefix=f"R{r}-")
         await queue.enqueue_many(pool, events(ws, 200, prefix="p"), now=T0)
-        jobs = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=200, lease_seconds=60, now=at(1))]
+        jobs = [c.job for c in await queue.claim_with_workspaces(
+            pool, "w", limit=200, lease_seconds=60, now=at(1))]
 
         finished: dict[int, SyncJob] = {}
 

@@ -11,7 +11,6 @@ from typing import Any
 from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
-from debounce.budgets import UNLIMITED
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.queue.checks import (
     MAX_BIGINT,
@@ -24,7 +23,7 @@ from debounce.queue.checks import (
 )
 from debounce.queue.lifecycle import job_of
 from debounce.sql import queries
-from debounce.types import ApiBudget, JobStatus, SyncJob
+from debounce.types import JobStatus, SyncJob
 
 __all__ = [
     "PRUNE_LOCK_ID",
