@@ -3,184 +3,167 @@
 --   python -m debounce.schema_dump > sql/schema.sql
 -- (tests/test_schema_file.py fails until the two agree).
 
+-- Name: claim_candidate; Type: TYPE
+
+CREATE TYPE claim_candidate AS (
+	id bigint,
+	source_type text,
+	workspace_id bigint,
+	priority integer,
+	scheduled_at timestamp with time zone
+);
+
+-- Name: claim_offer; Type: TYPE
+
+CREATE TYPE claim_offer AS (
+	id bigint,
+	rate double precision,
+	level double precision,
+	cost double precision,
+	in_flight integer,
+	room integer
+);
+
 -- Name: claim_pick(timestamp with time zone, integer, text[], integer[], text[], double precision[], double precision[], double precision[], integer); Type: FUNCTION
 
 CREATE FUNCTION claim_pick(p_now timestamp with time zone, p_limit integer, p_sources text[], p_rooms integer[], p_budget_sources text[], p_per_minutes double precision[], p_bursts double precision[], p_costs double precision[], p_workspace_limit integer) RETURNS SETOF bigint
     LANGUAGE plpgsql
     AS $$
 declare
-    v_now  timestamptz := coalesce(p_now, now());
-    v_ws   bigint[] := '{}';
-    v_took bigint[];
-    v_n    integer;
-    i      integer;
+    v_now   timestamptz := coalesce(p_now, now());
+    v_ws    bigint[] := '{}';
+    v_took  bigint[];
+    v_n     integer;
+    v_offers claim_offer[];
+    v_cands claim_candidate[];
+    v_ids   bigint[];
+    i       integer;
 begin
-    -- the workspaces to look at: each source's live line, then its bulk line
+    -- 1. workspaces from the head of each source's line, live lane then bulk lane
     for i in 1 .. coalesce(cardinality(p_sources), 0) loop
         v_n := least(p_rooms[i], p_limit);
         continue when v_n is null or v_n <= 0;
         select coalesce(array_agg(l.id), '{}') into v_took
           from (select w.id from workspaces w
-                 where w.source_type = p_sources[i] and w.status = 'active'
-                   and w.credentials_error is null
-                   and w.live_due_at is not null and not w.at_concurrency_limit
-                   and greatest(w.live_due_at, w.blocked_until, w.held_until,
-                                w.last_served_at) <= v_now
-                 order by greatest(w.live_due_at, w.blocked_until, w.held_until,
-                                   w.last_served_at), w.served_seq
+                 where w.source_type = p_sources[i] and w.live_line_at <= v_now
+                 order by w.live_line_at, w.served_seq
                  limit v_n
                    for no key update skip locked) l;
         if cardinality(v_took) < v_n then
             select v_took || coalesce(array_agg(b.id), '{}') into v_took
               from (select w.id from workspaces w
-                     where w.source_type = p_sources[i] and w.status = 'active'
-                       and w.credentials_error is null
-                       and w.bulk_due_at is not null and not w.at_concurrency_limit
-                       and greatest(w.bulk_due_at, w.blocked_until, w.held_until,
-                                    w.last_served_at) <= v_now
+                     where w.source_type = p_sources[i] and w.bulk_line_at <= v_now
                        and w.id <> all(v_took)
-                     order by greatest(w.bulk_due_at, w.blocked_until, w.held_until,
-                                       w.last_served_at), w.served_seq
+                     order by w.bulk_line_at, w.served_seq
                      limit v_n - cardinality(v_took)
                        for no key update skip locked) b;
         end if;
         v_ws := v_ws || v_took;
     end loop;
 
-    if cardinality(v_ws) = 0 then
-        -- no workspace in line: the jobs of no workspace, per source, in turns
-        return query
-        select c.id
-          from unnest(p_sources, p_rooms) as s(source_type, room)
+    -- 2. candidates: the due jobs of no workspace, per source, up to its room
+    select coalesce(array_agg(row(j.id, j.source_type, null, j.priority,
+                                  j.scheduled_at)::claim_candidate), '{}')
+      into v_cands
+      from unnest(p_sources, p_rooms) as s(source_type, room)
+     cross join lateral (
+        select j.id, j.source_type, j.priority, j.scheduled_at
+          from sync_jobs j
+         where j.status = 'pending' and j.workspace_id is null
+           and j.source_type = s.source_type and j.scheduled_at <= v_now
+         order by j.priority desc, j.scheduled_at
+         limit least(s.room, p_limit)
+           for update of j skip locked
+     ) j
+     where s.room > 0;
+
+    -- 3. and each locked workspace's due jobs, up to what it may take now (the budget and K)
+    if cardinality(v_ws) > 0 then
+        select array_agg(row(w.id, b.rate, b.level, least(coalesce(d.cost, 1), b.burst),
+                             f.in_flight,
+                             greatest(least(p_workspace_limit - f.in_flight,
+                                            case when b.rate = 0 then p_limit
+                                                 else floor(b.level / least(coalesce(d.cost, 1),
+                                                                            b.burst))::int
+                                            end), 0))::claim_offer)
+          into v_offers
+          from workspaces w
+          left join unnest(p_budget_sources, p_per_minutes, p_bursts, p_costs)
+                    as d(source_type, per_minute, burst, cost) on d.source_type = w.source_type
+         cross join lateral workspace_bucket(v_now, w.budget_tokens, w.budget_refilled_at,
+                                             coalesce(w.budget_per_minute, d.per_minute),
+                                             coalesce(w.budget_burst, d.burst)) b
+         cross join lateral (select count(*)::int as in_flight from sync_jobs p
+                              where p.workspace_id = w.id and p.status = 'processing') f
+         where w.id = any(v_ws);
+        select v_cands || coalesce(array_agg(row(j.id, j.source_type, o.id, j.priority,
+                                                 j.scheduled_at)::claim_candidate), '{}')
+          into v_cands
+          from unnest(v_offers) o
          cross join lateral (
-            select j.id, j.priority, j.scheduled_at,
-                   row_number() over (order by j.priority desc, j.scheduled_at, j.id) as turn
-              from (select j.id, j.priority, j.scheduled_at
-                      from sync_jobs j
-                     where j.status = 'pending'
-                       and j.workspace_id is null
-                       and j.source_type = s.source_type
-                       and j.scheduled_at <= v_now
-                     order by j.priority desc, j.scheduled_at
-                     limit least(s.room, p_limit)
-                       for update of j skip locked) j
-         ) c
-         where s.room > 0
-         order by c.priority < 0, c.turn, c.priority desc, c.scheduled_at, c.id
-         limit p_limit;
-        return;
+            select j.id, j.source_type, j.priority, j.scheduled_at
+              from sync_jobs j
+             where j.workspace_id = o.id and j.status = 'pending'
+               and j.scheduled_at <= v_now and j.source_type = any(p_sources)
+             order by j.priority desc, j.scheduled_at
+             limit o.room
+               for update of j skip locked
+         ) j
+         where o.room > 0;
     end if;
 
-    return query
-    with rooms as (
-        select * from unnest(p_sources, p_rooms) as r(source_type, room)
-    ), defaults as (
-        select * from unnest(p_budget_sources, p_per_minutes, p_bursts, p_costs)
-               as d(source_type, per_minute, burst, cost)
-    ), ws as (
-        select w.id, b.rate, b.level, least(coalesce(d.cost, 1), b.burst) as cost,
-               f.in_flight,
-               greatest(least(p_workspace_limit - f.in_flight,
-                              case when b.rate = 0 then p_limit
-                                   else floor(b.level / least(coalesce(d.cost, 1),
-                                                              b.burst))::int
-                              end), 0) as room
-          from workspaces w
-          left join defaults d on d.source_type = w.source_type
-         cross join lateral (
-            select count(*)::int as in_flight from sync_jobs p
-             where p.workspace_id = w.id and p.status = 'processing'
-         ) f
-         cross join lateral (    -- sql/budgets.sql, _bucket
-            select p.rate, p.burst,
-                   case when p.rate = 0 then p.burst
-                        else least(p.burst, coalesce(w.budget_tokens, p.burst)
-                                            + p.rate * greatest(0, extract(epoch from v_now
-                                                  - coalesce(w.budget_refilled_at, v_now))))
-                   end as level
-              from (select coalesce(w.budget_per_minute, d.per_minute, 0) / 60.0 as rate,
-                           greatest(1, coalesce(w.budget_burst, d.burst, 1)) as burst) p
-         ) b
-         where w.id = any(v_ws)
-    ), picked as (
-        select c.*
-          from ws
-         cross join lateral (
-            select j.id, j.source_type, j.workspace_id, j.priority, j.scheduled_at
-              from sync_jobs j
-             where j.workspace_id = ws.id
-               and j.status = 'pending'
-               and j.scheduled_at <= v_now
-               and j.source_type = any(p_sources)
-             order by j.priority desc, j.scheduled_at
-             limit ws.room
-               for update of j skip locked
-         ) c
-         where ws.room > 0
-        union all
-        select c.*
-          from rooms s
-         cross join lateral (
-            select j.id, j.source_type, j.workspace_id, j.priority, j.scheduled_at
-              from sync_jobs j
-             where j.status = 'pending'
-               and j.workspace_id is null
-               and j.source_type = s.source_type
-               and j.scheduled_at <= v_now
-             order by j.priority desc, j.scheduled_at
-             limit least(s.room, p_limit)
-               for update of j skip locked
-         ) c
-         where s.room > 0
-    ), turns as (
-        select p.*, row_number() over (partition by p.workspace_id, p.source_type
-                                       order by p.priority desc, p.scheduled_at, p.id) as turn
-          from picked p
-    ), ordered as (
-        select t.*, row_number() over (partition by t.source_type
-                                       order by t.priority < 0, t.turn, t.priority desc,
-                                                t.scheduled_at, t.id) as source_turn
-          from turns t
-    ), due as (
-        select o.id, o.workspace_id
-          from ordered o
-          join rooms r on r.source_type = o.source_type
-         where o.source_turn <= r.room
-         order by o.priority < 0, o.turn, o.priority desc, o.scheduled_at, o.id
-         limit p_limit
-    ), served as (
-        -- each claimed job's requests reserved in its bucket; a workspace served goes to the
-        -- back of its line; one left unable to take a job is held (see the header)
+    -- 4. the batch, in turns: every group's first job, then every second job, ...; live
+    --    before bulk; each source within its room; `limit` in all
+    v_ids := array(
+        select t.id
+          from (select o.*, row_number() over (partition by o.source_type
+                                               order by o.bulk, o.turn, o.priority desc,
+                                                        o.scheduled_at, o.id) as source_turn
+                  from (select c.*, c.priority < 0 as bulk,
+                               row_number() over (partition by c.workspace_id, c.source_type
+                                                  order by c.priority desc, c.scheduled_at,
+                                                           c.id) as turn
+                          from unnest(v_cands) c) o) t
+          join unnest(p_sources, p_rooms) as r(source_type, room)
+            on r.source_type = t.source_type
+         where t.source_turn <= r.room
+         order by t.bulk, t.turn, t.priority desc, t.scheduled_at, t.id
+         limit p_limit);
+
+    -- 5. the workspaces looked at: budget reserved for the jobs taken, served ones (and those
+    --    with room but no job they could lock) to the back of the line, the hold and the
+    --    concurrency flag set, and the lanes exact without the jobs taken
+    if cardinality(v_ws) > 0 then
         update workspaces w
-           set budget_tokens      = case when ws.rate > 0 and c.n > 0 then ws.level - ws.cost * c.n
-                                         else w.budget_tokens end,
-               budget_refilled_at = case when ws.rate > 0 and c.n > 0
-                                         then greatest(v_now, coalesce(w.budget_refilled_at, v_now))
-                                         else w.budget_refilled_at end,
-               last_served_at     = case when c.n > 0 or (ws.room > 0 and f.n is null)
-                                         then v_now else w.last_served_at end,
-               served_seq         = case when c.n > 0 or (ws.room > 0 and f.n is null)
-                                         then nextval('workspaces_served_seq')
-                                         else w.served_seq end,
-               at_concurrency_limit = ws.in_flight + coalesce(c.n, 0) >= p_workspace_limit,
-               held_until         = case
-                   when ws.in_flight + coalesce(c.n, 0) >= p_workspace_limit then null
-                   when ws.rate > 0 and ws.level - ws.cost * coalesce(c.n, 0) < ws.cost
-                       then v_now + make_interval(secs => (ws.cost - (ws.level
-                                                   - ws.cost * coalesce(c.n, 0))) / ws.rate)
-                   else null end
-          from ws
-          left join (select d.workspace_id, count(*)::int as n from due d
-                      where d.workspace_id is not null group by d.workspace_id) c
-            on c.workspace_id = ws.id
-          left join (select p.workspace_id, count(*)::int as n from picked p
-                      where p.workspace_id is not null group by p.workspace_id) f
-            on f.workspace_id = ws.id
-         where w.id = ws.id
-           and w.id = any(v_ws)
-        returning w.id
-    )
-    select due.id from due;
+           set budget_tokens        = case when o.rate > 0 and t.n > 0
+                                           then o.level - o.cost * t.n else w.budget_tokens end,
+               budget_refilled_at   = case when o.rate > 0 and t.n > 0
+                                           then greatest(v_now, coalesce(w.budget_refilled_at,
+                                                                         v_now))
+                                           else w.budget_refilled_at end,
+               last_served_at       = case when t.n > 0 or (o.room > 0 and t.offered = 0)
+                                           then v_now else w.last_served_at end,
+               served_seq           = case when t.n > 0 or (o.room > 0 and t.offered = 0)
+                                           then nextval('workspaces_served_seq')
+                                           else w.served_seq end,
+               at_concurrency_limit = o.in_flight + t.n >= p_workspace_limit,
+               held_until           = case
+                   when o.in_flight + t.n >= p_workspace_limit then null
+                   when o.rate > 0 and o.level - o.cost * t.n < o.cost
+                       then v_now + make_interval(secs => (o.cost - (o.level - o.cost * t.n))
+                                                          / o.rate)
+                   end,
+               live_due_at          = l.live_due_at,
+               bulk_due_at          = l.bulk_due_at
+          from unnest(v_offers) o
+         cross join lateral (
+            select count(*) filter (where c.id = any(v_ids))::int as n, count(*)::int as offered
+              from unnest(v_cands) c where c.workspace_id = o.id
+         ) t
+         cross join lateral workspace_lanes(o.id, v_ids) l
+         where w.id = o.id;
+    end if;
+    return query select unnest(v_ids);
 end
 $$;
 
@@ -237,116 +220,93 @@ begin
     return new;
 end $$;
 
--- Name: sync_jobs_ready_flush(); Type: FUNCTION
+-- Name: workspace_bucket(timestamp with time zone, double precision, timestamp with time zone, double precision, double precision); Type: FUNCTION
 
-CREATE FUNCTION sync_jobs_ready_flush() RETURNS trigger
-    LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_generic_plan'
+CREATE FUNCTION workspace_bucket(at_time timestamp with time zone, tokens double precision, refilled_at timestamp with time zone, per_minute double precision, capacity double precision) RETURNS TABLE(rate double precision, burst double precision, level double precision)
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
-declare
-    touched bigint[];
-    freed   bigint[];
-begin
-    touched := nullif(current_setting('debounce.ready_touched', true), '')::bigint[];
-    freed := nullif(current_setting('debounce.ready_freed', true), '')::bigint[];
-    if touched is null and freed is null then
-        return null;
-    end if;
-    touched := coalesce(touched, '{}');
-    freed := coalesce(freed, '{}');
-    perform set_config('debounce.ready_touched', '', true);
-    perform set_config('debounce.ready_freed', '', true);
-    perform workspaces_ready_refresh(array(select distinct t from unnest(touched) t order by t),
-                                     array(select distinct f from unnest(freed) f order by f));
-    return null;
-end
+    select p.rate, p.burst,
+           case when p.rate = 0 then p.burst
+                else least(p.burst, coalesce(tokens, p.burst)
+                                    + p.rate * greatest(0, extract(epoch from at_time
+                                                           - coalesce(refilled_at, at_time))))
+           end
+      from (select coalesce(per_minute, 0) / 60.0 as rate,
+                   greatest(1, coalesce(capacity, 1))::float8 as burst) p
 $$;
 
--- Name: sync_jobs_ready_note(); Type: FUNCTION
+-- Name: workspace_lanes(bigint, bigint[]); Type: FUNCTION
 
-CREATE FUNCTION sync_jobs_ready_note() RETURNS trigger
-    LANGUAGE plpgsql
+CREATE FUNCTION workspace_lanes(ws bigint, taken bigint[]) RETURNS TABLE(live_due_at timestamp with time zone, bulk_due_at timestamp with time zone)
+    LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
-declare
-    touched bigint[];
-    freed   bigint[];
-begin
-    -- touched: a pending job came, went or moved (its due time, lane or workspace);
-    -- freed: a job left 'processing' (or its workspace).
-    if tg_op = 'INSERT' then
-        select array_agg(distinct n.workspace_id) into touched
-          from new_rows n where n.workspace_id is not null and n.status = 'pending';
-    elsif tg_op = 'DELETE' then
-        select array_agg(distinct o.workspace_id) filter (where o.status = 'pending'),
-               array_agg(distinct o.workspace_id) filter (where o.status = 'processing')
-          into touched, freed
-          from old_rows o
-         where o.workspace_id is not null;
-    else
-        select array_agg(distinct x.ws) filter (where x.touched),
-               array_agg(distinct x.ws) filter (where x.freed)
-          into touched, freed
-          from old_rows o
-          join new_rows n on n.id = o.id
-         cross join lateral (values
-                (o.workspace_id, o.status = 'pending',
-                 o.status = 'processing' and (n.status <> 'processing'
-                                              or n.workspace_id is distinct from o.workspace_id)),
-                (n.workspace_id, n.status = 'pending', false)) as x(ws, touched, freed)
-         where x.ws is not null
-           and (x.touched or x.freed)
-           and (o.status, o.scheduled_at, o.priority < 0, o.workspace_id)
-               is distinct from (n.status, n.scheduled_at, n.priority < 0, n.workspace_id);
-    end if;
-    if touched is not null then
-        perform set_config('debounce.ready_touched',
-            (coalesce(nullif(current_setting('debounce.ready_touched', true), ''), '{}')::bigint[]
-             || touched)::text, true);
-    end if;
-    if freed is not null then
-        perform set_config('debounce.ready_freed',
-            (coalesce(nullif(current_setting('debounce.ready_freed', true), ''), '{}')::bigint[]
-             || freed)::text, true);
-    end if;
-    return null;
-end
+    select (select min(j.scheduled_at) from sync_jobs j
+             where j.workspace_id = ws and j.status = 'pending' and j.priority >= 0
+               and j.id <> all(taken)),
+           (select min(j.scheduled_at) from sync_jobs j
+             where j.workspace_id = ws and j.status = 'pending' and j.priority < 0
+               and j.id <> all(taken))
 $$;
 
--- Name: workspaces_ready_refresh(bigint[], bigint[]); Type: FUNCTION
+-- Name: workspace_line_at(timestamp with time zone, text, text, boolean, timestamp with time zone, timestamp with time zone, timestamp with time zone); Type: FUNCTION
 
-CREATE FUNCTION workspaces_ready_refresh(touched bigint[], freed bigint[]) RETURNS integer
+CREATE FUNCTION workspace_line_at(due timestamp with time zone, status text, credentials_error text, at_concurrency_limit boolean, blocked_until timestamp with time zone, held_until timestamp with time zone, last_served_at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((due IS NOT NULL) AND (status = 'active'::text) AND (credentials_error IS NULL) AND (NOT at_concurrency_limit)) THEN GREATEST(due, blocked_until, held_until, last_served_at) ELSE NULL::timestamp with time zone END;
+
+-- Name: workspaces_line_move(bigint[], timestamp with time zone[], integer[], boolean[]); Type: FUNCTION
+
+CREATE FUNCTION workspaces_line_move(p_ws bigint[], p_due timestamp with time zone[], p_priority integer[], p_freed boolean[]) RETURNS integer
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 declare
     changed integer;
-    cleared integer;
 begin
-    perform 1 from workspaces where id = any(touched) or id = any(freed)
-     order by id for no key update;
+    perform 1 from workspaces where id = any(p_ws) order by id for no key update;
+    update workspaces w
+       set live_due_at = least(w.live_due_at, m.live_due_at),
+           bulk_due_at = least(w.bulk_due_at, m.bulk_due_at),
+           at_concurrency_limit = w.at_concurrency_limit and not m.freed
+      from (select m.ws, min(m.due) filter (where m.priority >= 0) as live_due_at,
+                   min(m.due) filter (where m.priority < 0) as bulk_due_at,
+                   bool_or(m.freed) as freed
+              from unnest(p_ws, p_due, p_priority, p_freed) as m(ws, due, priority, freed)
+             where m.ws is not null
+             group by m.ws) m
+     where w.id = m.ws
+       and (w.live_due_at, w.bulk_due_at, w.at_concurrency_limit)
+           is distinct from (least(w.live_due_at, m.live_due_at),
+                             least(w.bulk_due_at, m.bulk_due_at),
+                             w.at_concurrency_limit and not m.freed);
+    get diagnostics changed = row_count;
+    return changed;
+end
+$$;
+
+-- Name: workspaces_line_repair(bigint[], integer); Type: FUNCTION
+
+CREATE FUNCTION workspaces_line_repair(ids bigint[], workspace_limit integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+declare
+    changed integer;
+begin
+    perform 1 from workspaces where id = any(ids) order by id for no key update;
     update workspaces w
        set live_due_at = v.live_due_at, bulk_due_at = v.bulk_due_at,
            at_concurrency_limit = v.at_concurrency_limit
-      from (select r.id,
-                   (select min(j.scheduled_at) from sync_jobs j
-                     where j.workspace_id = r.id and j.workspace_id is not null
-                       and j.status = 'pending'
-                       and j.priority >= 0) as live_due_at,
-                   (select min(j.scheduled_at) from sync_jobs j
-                     where j.workspace_id = r.id and j.workspace_id is not null
-                       and j.status = 'pending'
-                       and j.priority < 0) as bulk_due_at,
-                   r.at_concurrency_limit and not r.id = any(freed) as at_concurrency_limit
-              from workspaces r where r.id = any(touched)) v
+      from (select r.id, l.live_due_at, l.bulk_due_at,
+                   r.at_concurrency_limit
+                   and (select count(*) from sync_jobs p
+                         where p.workspace_id = r.id and p.status = 'processing')
+                       >= workspace_limit as at_concurrency_limit
+              from workspaces r cross join lateral workspace_lanes(r.id, '{}') l
+             where r.id = any(ids)) v
      where w.id = v.id
        and (w.live_due_at, w.bulk_due_at, w.at_concurrency_limit)
            is distinct from (v.live_due_at, v.bulk_due_at, v.at_concurrency_limit);
     get diagnostics changed = row_count;
-    -- a sync ended and no pending job changed (a completion): only the K hold ends
-    update workspaces w set at_concurrency_limit = false
-     where w.id = any(freed) and not w.id = any(touched) and w.at_concurrency_limit;
-    get diagnostics cleared = row_count;
-    return changed + cleared;
+    return changed;
 end
 $$;
 
@@ -621,6 +581,8 @@ CREATE TABLE workspaces (
     last_served_at timestamp with time zone,
     served_seq bigint DEFAULT 0 NOT NULL,
     at_concurrency_limit boolean DEFAULT false NOT NULL,
+    live_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(live_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
+    bulk_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(bulk_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
     CONSTRAINT workspaces_budget_burst_check CHECK ((budget_burst >= (1)::double precision)),
     CONSTRAINT workspaces_budget_per_minute_check CHECK ((budget_per_minute >= (0)::double precision)),
     CONSTRAINT workspaces_check CHECK (((origin = 'env'::text) OR (credentials IS NOT NULL))),
@@ -800,13 +762,13 @@ CREATE UNIQUE INDEX workspaces_env ON workspaces USING btree (source_type) WHERE
 
 CREATE UNIQUE INDEX workspaces_external ON workspaces USING btree (source_type, external_id) WHERE (external_id IS NOT NULL);
 
--- Name: workspaces_ready_bulk; Type: INDEX
+-- Name: workspaces_line_bulk; Type: INDEX
 
-CREATE INDEX workspaces_ready_bulk ON workspaces USING btree (source_type, GREATEST(bulk_due_at, blocked_until, held_until, last_served_at), served_seq) WHERE ((status = 'active'::text) AND (credentials_error IS NULL) AND (bulk_due_at IS NOT NULL) AND (NOT at_concurrency_limit));
+CREATE INDEX workspaces_line_bulk ON workspaces USING btree (source_type, bulk_line_at, served_seq) WHERE (bulk_line_at IS NOT NULL);
 
--- Name: workspaces_ready_live; Type: INDEX
+-- Name: workspaces_line_live; Type: INDEX
 
-CREATE INDEX workspaces_ready_live ON workspaces USING btree (source_type, GREATEST(live_due_at, blocked_until, held_until, last_served_at), served_seq) WHERE ((status = 'active'::text) AND (credentials_error IS NULL) AND (live_due_at IS NOT NULL) AND (NOT at_concurrency_limit));
+CREATE INDEX workspaces_line_live ON workspaces USING btree (source_type, live_line_at, served_seq) WHERE (live_line_at IS NOT NULL);
 
 -- Name: documents documents_feed_append; Type: TRIGGER
 
@@ -815,30 +777,6 @@ CREATE TRIGGER documents_feed_append AFTER INSERT OR DELETE OR UPDATE ON documen
 -- Name: documents documents_feed_position; Type: TRIGGER
 
 CREATE TRIGGER documents_feed_position BEFORE INSERT OR UPDATE ON documents FOR EACH ROW EXECUTE FUNCTION document_feed_position();
-
--- Name: sync_jobs sync_jobs_ready_delete; Type: TRIGGER
-
-CREATE TRIGGER sync_jobs_ready_delete AFTER DELETE ON sync_jobs REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION sync_jobs_ready_note();
-
--- Name: sync_jobs sync_jobs_ready_flush_delete; Type: TRIGGER
-
-CREATE CONSTRAINT TRIGGER sync_jobs_ready_flush_delete AFTER DELETE ON sync_jobs DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((old.workspace_id IS NOT NULL)) EXECUTE FUNCTION sync_jobs_ready_flush();
-
--- Name: sync_jobs sync_jobs_ready_flush_insert; Type: TRIGGER
-
-CREATE CONSTRAINT TRIGGER sync_jobs_ready_flush_insert AFTER INSERT ON sync_jobs DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((new.workspace_id IS NOT NULL)) EXECUTE FUNCTION sync_jobs_ready_flush();
-
--- Name: sync_jobs sync_jobs_ready_flush_update; Type: TRIGGER
-
-CREATE CONSTRAINT TRIGGER sync_jobs_ready_flush_update AFTER UPDATE ON sync_jobs DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((((old.workspace_id IS NOT NULL) OR (new.workspace_id IS NOT NULL)) AND ((old.status IS DISTINCT FROM new.status) OR (old.scheduled_at IS DISTINCT FROM new.scheduled_at) OR (old.priority IS DISTINCT FROM new.priority) OR (old.workspace_id IS DISTINCT FROM new.workspace_id)))) EXECUTE FUNCTION sync_jobs_ready_flush();
-
--- Name: sync_jobs sync_jobs_ready_insert; Type: TRIGGER
-
-CREATE TRIGGER sync_jobs_ready_insert AFTER INSERT ON sync_jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION sync_jobs_ready_note();
-
--- Name: sync_jobs sync_jobs_ready_update; Type: TRIGGER
-
-CREATE TRIGGER sync_jobs_ready_update AFTER UPDATE ON sync_jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION sync_jobs_ready_note();
 
 -- Name: conversation_audiences conversation_audiences_workspace_id_fkey; Type: FK CONSTRAINT
 
