@@ -44,6 +44,8 @@ alter table workspaces
     add column bulk_line_at timestamptz generated always as (
         workspace_line_at(bulk_due_at, status, credentials_error, at_concurrency_limit,
                           blocked_until, held_until, last_served_at)) stored;
+alter table workspaces add constraint workspaces_lines_finite check (
+    isfinite(live_line_at) and isfinite(bulk_line_at));      -- every time column (015)
 create index workspaces_line_live on workspaces (source_type, live_line_at, served_seq)
     where live_line_at is not null;
 create index workspaces_line_bulk on workspaces (source_type, bulk_line_at, served_seq)
