@@ -3,7 +3,7 @@ rate against the number of workspaces with due work, and the budget rows as a ho
 
 Per case (0 = jobs of no workspace, then 1, 100, 1 000, 10 000 workspaces), ``JOBS`` due
 Notion jobs spread evenly over the workspaces, budgets unmetered (only the claim's own cost
-shows) and then the sources' default budgets: the project's own ``queue.claim`` (the worker's
+shows) and then the sources' default budgets: the project's own ``queue.claim_with_workspaces`` (the worker's
 form: one source, room 8, K = the default ``DEBOUNCE_WORKSPACE_CONCURRENCY``) and
 ``queue.complete_many`` in claim loops of 8 — claim p50/p99 of 1 loop and of 4 concurrent
 loops, ``seconds_until_due`` p50, drain jobs/s with 1 and with 4 loops (each for a fixed
@@ -122,7 +122,7 @@ async def _until_due(url: str, n: int) -> dict[str, float]:
 
 
 def claim_params(mode: Mode) -> dict[str, Any]:
-    """The parameters ``queue.claim`` binds for the worker's form of the claim (EXPLAIN)."""
+    """The parameters ``queue.claim_with_workspaces`` binds for the worker's form of the claim (EXPLAIN)."""
     return {"now": None, "worker_id": "explain", "limit": LIMIT, "lease_seconds": 60.0,
             "sources": [SOURCE], "rooms": [LIMIT], "workspace_limit": mode.workspace_limit,
             **budget_params(mode.budgets, mode.costs)}
