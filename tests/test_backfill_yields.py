@@ -10,8 +10,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-import integrations
-from debounce import workspaces
+from debounce import registry, workspaces
 from debounce.config import Settings, SourceWindow
 from debounce.secrets import Keyring, new_key
 from debounce.types import ApiBudget
@@ -65,7 +64,7 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
                               name="Notion", credentials={"access_token": N_TOKEN})
         await workspaces.save(pool, keyring, source_type="slack", external_id=DEFAULT_TEAM_ID,
                               name="Slack", credentials={"access_token": S_TOKEN})
-        worker = Worker(settings, pool, integrations.create_all(settings),
+        worker = Worker(settings, pool, registry.create_all(settings),
                         conninfo=database_url)
         running = asyncio.create_task(worker.run())
         try:

@@ -17,8 +17,7 @@ import pytest
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
-import integrations
-from debounce import feed, queue
+from debounce import feed, queue, registry
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
 from debounce.documents import DocumentStore
@@ -77,7 +76,7 @@ async def stack(
     )
     app = create_app(settings, pool=pool)
     store = DocumentStore(pool)
-    sources = integrations.create_all(settings)
+    sources = registry.create_all(settings)
     worker = Worker(settings, pool, sources, conninfo=database_url)
     task = asyncio.create_task(worker.run())
     async with app.router.lifespan_context(app), httpx.AsyncClient(

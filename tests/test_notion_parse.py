@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from starlette.datastructures import Headers
 
+from debounce import registry
 from debounce.config import Settings
 from debounce.contract import Integration, PageEvent, WebhookError
 from integrations.notion import NotionSettings, NotionSyncer, NotionWebhooks, create, normalize_id
@@ -239,7 +240,6 @@ def test_registry_finds_the_notion_source() -> None:
     integration = create(NotionSettings())
     assert integration.source_type == "notion"
     assert isinstance(integration, Integration)
-    import integrations
 
-    assert "notion" in integrations.source_types()
-    assert isinstance(integrations.create("notion", Settings()), NotionSyncer)
+    assert "notion" in registry.source_types()
+    assert isinstance(registry.create("notion", Settings()), NotionSyncer)

@@ -15,8 +15,7 @@ from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 
-import integrations
-from debounce import feed
+from debounce import feed, registry
 from debounce.config import Settings
 from debounce.contract import Audience
 from debounce.documents import Document, DocumentStore, content_sha256
@@ -206,9 +205,9 @@ async def test_visible_to_asks_the_registry_which_sources_carry_audiences(
 ) -> None:
     """No source is named in the read path: ``visible_to`` filters the sources whose spec
     declares audiences (``Source.audiences``), and says which when there are several."""
-    assert integrations.get("slack").audiences and not integrations.get("notion").audiences
-    chat = dataclasses.replace(integrations.get("slack"), source_type="chat")
-    monkeypatch.setitem(integrations._extra, "chat", chat)  # a second source with audiences
+    assert registry.get("slack").audiences and not registry.get("notion").audiences
+    chat = dataclasses.replace(registry.get("slack"), source_type="chat")
+    monkeypatch.setitem(registry._extra, "chat", chat)  # a second source with audiences
     application = app_for(pool)
     async with (application.router.lifespan_context(application),
                 httpx.AsyncClient(transport=httpx.ASGITransport(app=application),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-import integrations
+from debounce import registry
 from debounce.cli import backfill, workspace_cmds
 from debounce.cli.admin import handshake_commands
 
@@ -23,7 +23,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``debounce`` command."""
-    names = integrations.source_types()
+    names = registry.source_types()
     listed = ", ".join(names)
     p = OneLineParser(
         prog="debounce",

@@ -27,8 +27,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-import integrations
-from debounce import audiences, enumerations, queue, workspaces
+from debounce import audiences, enumerations, queue, registry, workspaces
 from debounce.config import Settings
 from debounce.queue.checks import check_text
 from debounce.types import JobStatus
@@ -167,7 +166,7 @@ async def sources(request: Request) -> Response:
     jobs by state (completed: within the job retention), last sync, last error, rate budget and
     backfill."""
     state = signed_in(request)
-    registered = integrations.sources()
+    registered = registry.sources()
     configured: dict[str, tuple[bool, str | None]] = {}
     for name in _source_names(state):
         source = registered.get(name)
@@ -260,7 +259,7 @@ async def resync(request: Request) -> Response:
         raise ApiError(400, "unknown_source", f"no integration named {source!r}")
     raw_page = form.get("page_id", "")
     try:
-        page_id = integrations.normalize_page_id(source, raw_page)
+        page_id = registry.normalize_page_id(source, raw_page)
         done = await queue.resync(state.db, source, page_id, max_attempts=state.settings.max_attempts)
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import integrations
-from debounce import enumerations, queue, workspaces
+from debounce import enumerations, queue, registry, workspaces
 from debounce.db import Db, fetch_all
 from debounce.sql import queries
 from debounce.types import ApiBudget, JobStatus
@@ -129,7 +128,7 @@ def backfill_text(p: enumerations.Progress | None) -> str | None:
 
 
 async def _progress(db: Db, w: dict[str, Any]) -> enumerations.Progress | None:
-    sources = integrations.sources()
+    sources = registry.sources()
     return await enumerations.latest(
         db, w["id"], per_minute=float(w["budget"]["per_minute"] or 0),
         requests_per_page=(sources[w["source_type"]].requests_per_page

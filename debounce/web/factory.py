@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-import integrations
+from debounce import registry
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.contract import WebhookParser
@@ -44,7 +44,7 @@ ROUTES = [
     Route("/workspaces/{workspace_id}", workspace_api.get_workspace, methods=["GET"]),
     Route("/workspaces/{workspace_id}/{action}", workspace_api.set_workspace_status,
           methods=["POST"]),
-    *[route for source in integrations.source_types() for route in (
+    *[route for source in registry.source_types() for route in (
         Route(f"/{source}/install", oauth.install, methods=["GET"]),
         Route(f"/{source}/oauth_redirect", oauth.oauth_redirect, methods=["GET"]),
     )],
@@ -69,7 +69,7 @@ def create_app(
     ``pool``: an open pool to use (the caller closes it); by default the lifespan opens one on
     ``settings.database_url`` (its statements limited to the webhook deadline) and closes it.
     ``sources``: webhook parsers by source type; by default every registered source's
-    (``integrations.parsers``: the web builds no syncer). ``freeze_heap``: once the lifespan
+    (``registry.parsers``: the web builds no syncer). ``freeze_heap``: once the lifespan
     has started, freeze what start-up loaded (:func:`debounce.heap.freeze_startup_objects`;
     for the process's own app, not for apps built inside another program such as a test).
 
@@ -78,8 +78,8 @@ def create_app(
     """
     if pool is None and not settings.database_url:
         raise ValueError("DATABASE_URL is not set (debounce serve starts an embedded Postgres)")
-    parsers = sources if sources is not None else integrations.parsers(settings)
-    registered = integrations.sources()
+    parsers = sources if sources is not None else registry.parsers(settings)
+    registered = registry.sources()
     state = WebState(settings=settings, sources=parsers, pool=pool,
                      audience_sources=frozenset(name for name in parsers
                                                 if name in registered

@@ -16,8 +16,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-import integrations
-from debounce import queue
+from debounce import queue, registry
 from debounce.audiences import AudienceStore
 from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
@@ -56,7 +55,7 @@ class Worker:
     """The claim loop of one process (see the package docstring).
 
     ``pool``: an open ``AsyncConnectionPool`` (autocommit connections); ``sources``: the
-    sources' syncers by source type (``integrations.create_all``); each sync gets a
+    sources' syncers by source type (``registry.create_all``); each sync gets a
     :class:`~debounce.contract.SyncContext` with the store fenced by its claim, the
     workspace's credentials, its meter and its checkpoint. ``conninfo``: the database URL used
     for the ``LISTEN`` connection (default: the pool's).
@@ -116,7 +115,7 @@ class Worker:
             s: b for s in self.sources if (b := settings.budget(s)) is not None}
         self.workspace_limit = max(1, settings.workspace_concurrency)
         #: Requests a typical sync of each source costs (``Source.requests_per_page``).
-        known = integrations.sources()
+        known = registry.sources()
         self.costs = {s: known[s].requests_per_page for s in self.sources if s in known}
 
     # --- public -------------------------------------------------------------------------------
