@@ -49,7 +49,12 @@ def add_parser(sub: Any) -> None:
 
 async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Run ``debounce backfill``; returns the exit code (1: no such workspace, or one
-    failed or is blocked by its credentials error)."""
+    failed or is blocked by its credentials error). The environment's workspace of the
+    source (its token set, e.g. ``NOTION_TOKEN``) is registered first, as a worker or web
+    process does when it starts: the command need not wait for one to have run."""
+    token = workspaces.env_tokens(settings).get(args.source)
+    if token:
+        await workspaces.ensure_env_workspace(pool, args.source, token)
     if args.workspace is not None:
         try:
             rows = [await resolve_workspace(pool, settings, args.workspace, args.source)]

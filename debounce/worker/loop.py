@@ -336,11 +336,18 @@ class Worker:
             assert v.retry_after is not None
             self._observe(job, started, kind)
             WORKER.budget_yields.labels(job.source_type).inc()
-            log.info("budget exhausted after %d requests; yielding for %.2f s",
-                     len(checkpoint.responses), v.retry_after, extra=job.log_fields())
+            # Normal operation, said in one line: the job stays pending at its place in
+            # line (its due time, already past, is not news) until the bucket can pay.
+            whose = (f"workspace {job.workspace_id}'s" if job.workspace_id is not None
+                     else f"the {job.source_type} source's")
+            fetched = len(checkpoint.responses)
+            kept = (f" (it keeps the {fetched} response{'s' if fetched != 1 else ''} fetched "
+                    "so far)" if fetched else "")
+            log.info("%s API budget is spent: job %d waits for a request, due in %.1f s%s",
+                     whose, job.id, v.retry_after, kept, extra=job.log_fields())
             await self._record_failure(queue.Failure(
                 job, v.error, retry_after=v.retry_after, keep_place=True,
-                checkpoint=self._checkpoint_of(job, checkpoint)))
+                checkpoint=self._checkpoint_of(job, checkpoint)), said=True)
         elif kind is VerdictKind.CREDENTIALS:
             # Its workspace's token does not decrypt here (no key, another key): a
             # configuration problem, said once and marked on the workspace by
@@ -429,8 +436,9 @@ class Worker:
             # One of its workspace's K syncs ended: its other jobs may be claimable now
             self._ask_again(job.source_type)
 
-    async def _record_failure(self, failure: queue.Failure) -> None:
-        """Record a failed sync; the job keeps its lease (not its sync slot) until it is."""
+    async def _record_failure(self, failure: queue.Failure, *, said: bool = False) -> None:
+        """Record a failed sync; the job keeps its lease (not its sync slot) until it is.
+        Logs the job's new state unless the caller ``said`` what happens to it already."""
         job = failure.job
         self.finishing.add(job.id)
         self._wake.set()  # its sync slot is free: the claim may take the next job now
@@ -440,8 +448,9 @@ class Worker:
         else:
             if row.status.value == "pending" or job.workspace_id is not None:
                 self._ask_again(job.source_type)  # a retry, or one of its workspace's K ended
-            log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
-                     extra=job.log_fields())
+            if not said:
+                log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
+                         extra=job.log_fields())
 
     async def _drain(self) -> None:
         """Let running syncs finish within the grace period, then release what is left."""
