@@ -24,7 +24,7 @@ class OneLineParser(argparse.ArgumentParser):
 def known_source(value: str) -> str:
     """``value`` if it names a source (an ``argparse`` type: a filter naming no source would
     match nothing and print nothing, so it is a usage error, as the read API's 400 is)."""
-    names = integrations.source_types()
+    names = registry.source_types()
     if value not in names:
         raise argparse.ArgumentTypeError(f"unknown source {value!r} (known: {', '.join(names)})")
     return value
