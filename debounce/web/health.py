@@ -62,7 +62,8 @@ async def metrics(request: Request) -> Response:
                 state.metrics.jobs.labels(source, status.value).set(counts[status.value])
         state.metrics.oldest_due_age.set(current["oldest_due_age_seconds"])
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
-            state.metrics.feed_lag.set(await feed.lag(state.db))
+            state.metrics.feed_lag.set(await feed.lag(state.read_db))
+            state.metrics.replica_lag.set(await feed.replica_lag(state.read_db))
     except _UNREACHABLE as exc:
         log.warning("metrics: queue depth or feed lag unavailable (%s)", exc.__class__.__name__)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
