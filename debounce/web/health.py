@@ -53,6 +53,7 @@ async def metrics(request: Request) -> Response:
     """``GET /metrics``: Prometheus text format; the queue-depth gauges and the feed's lag are
     read from the database at scrape time (left as they were if it is unreachable)."""
     state = web_state(request)
+    state.metrics.feed_waiting.set(state.signal.waiting if state.signal is not None else 0)
     try:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
             current = await queue.stats(state.db)
