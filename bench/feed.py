@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
 import time
 from typing import Any
 
@@ -116,7 +117,9 @@ async def _write_cost(url: str, quick: bool) -> None:
         await _writes(pool, docs, docs, writers, "warm")  # the rows exist: every write an update
         best: dict[str, float] = {"off": 0.0, "log": 0.0, "log_follower": 0.0,
                                   "log_notify_before": 0.0}
+        ratios: dict[str, list[float]] = {"log": [], "log_follower": [], "log_notify_before": []}
         for r in range(rounds):
+            this: dict[str, float] = {}
             for name in best:
                 await _variant(pool, name)
                 stop = asyncio.Event()
@@ -132,7 +135,11 @@ async def _write_cost(url: str, quick: bool) -> None:
                     stop.set()
                     await following
                 best[name] = max(best[name], rate)
+                this[name] = rate
                 note(f"feed_write round {r} {name}: {rate:.0f} upserts/s")
+            ratios["log"].append(this["log"] / this["off"])
+            ratios["log_follower"].append(this["log_follower"] / this["log"])
+            ratios["log_notify_before"].append(this["log_notify_before"] / this["log"])
         await _variant(pool, "log")
         overhead = 1 - best["log"] / best["off"]
         with_follower = best["log_follower"] / best["log"]
@@ -145,6 +152,12 @@ async def _write_cost(url: str, quick: bool) -> None:
              log_overhead_pct=round(100 * overhead, 1),
              follower_ratio=round(with_follower, 3),
              follower_ratio_before=round(best["log_notify_before"] / best["log"], 3),
+             # the same ratios within each round (the load of a shared machine drifts between
+             # rounds): their medians
+             median_round_log_ratio=round(statistics.median(ratios["log"]), 3),
+             median_round_follower_ratio=round(statistics.median(ratios["log_follower"]), 3),
+             median_round_follower_ratio_before=round(
+                 statistics.median(ratios["log_notify_before"]), 3),
              goal_log_overhead_le_20pct=overhead <= 0.20,
              goal_follower_ge_0_9x=with_follower >= 0.9)
     finally:
@@ -272,9 +285,12 @@ async def _standby_load(cluster: PrimaryAndStandby, url: str, standby_url: str,
                               "document_reads_per_s": round(reads[1] / seconds),
                               "primary_cpu_ms_per_write": round(1000 * cpu / writes, 3)}
             note(f"feed_standby followers on the {where}: {figures[where]}")
+        capacity = await _read_capacity(primary, standby, writes, writers)
+        note(f"feed_standby read capacity of the standby: {capacity}")
         emit("feed_standby", writers=writers, followers=followers, writes=writes,
+             standby_read_capacity=capacity,
              followers_on_primary=figures["primary"], followers_on_standby=figures["standby"],
-             standby_feed_reads_per_s=figures["standby"]["feed_reads_per_s"],
+             standby_feed_reads_per_s=capacity["feed_reads_per_s"],
              primary_cpu_saved_pct=round(100 * (1 - figures["standby"]["primary_cpu_ms_per_write"]
                                                 / figures["primary"]["primary_cpu_ms_per_write"]), 1),
              goal_standby_takes_read_load_off_primary=(
@@ -283,6 +299,32 @@ async def _standby_load(cluster: PrimaryAndStandby, url: str, standby_url: str,
     finally:
         await standby.close()
         await primary.close()
+
+
+async def _read_capacity(primary: AsyncConnectionPool[Any], standby: AsyncConnectionPool[Any],
+                         writes: int, writers: int) -> dict[str, Any]:
+    """Feed reads per second the standby serves (8 readers, ``limit=100``, each walking the
+    feed from its start to its head and again, no waiting) while the primary takes ``writes``
+    document writes."""
+    stop = asyncio.Event()
+    counts = [0, 0]
+
+    async def reader() -> None:
+        after = None
+        while not stop.is_set():
+            page = await feed.read_changes(standby, after, 100, primary=primary)
+            counts[0] += 1
+            counts[1] += len(page.changes)
+            after = None if page.at_head else page.next
+
+    readers = [asyncio.create_task(reader()) for _ in range(8)]
+    t0 = time.perf_counter()
+    rate = await _writes(primary, 200, writes, writers, "capacity")
+    seconds = time.perf_counter() - t0
+    stop.set()
+    await asyncio.gather(*readers)
+    return {"readers": 8, "feed_reads_per_s": round(counts[0] / seconds),
+            "changes_per_s": round(counts[1] / seconds), "primary_upserts_per_s": round(rate)}
 
 
 async def _latencies(url: str, quick: bool) -> None:

@@ -9,12 +9,14 @@ import asyncio
 import random
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
 from conftest import fresh_schema
+from test_cli_errors import ROOT, clean_env, run
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
@@ -315,3 +317,23 @@ async def test_the_read_routes_use_the_replica_and_the_writes_the_primary(
         resync = await client.post("/resync/notion/" + "1" * 32,
                                    headers={"Authorization": "Bearer admin"})
         assert resync.status_code == 202, resync.text
+
+
+async def test_the_read_only_commands_read_the_replica(
+    cluster: PrimaryAndStandby, urls: tuple[str, str],
+    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]], tmp_path: Path
+) -> None:
+    primary, standby = pools
+    await DocumentStore(primary).upsert(doc("cli", "from the standby"))
+    await replayed(cluster)
+    await servable(standby)
+    env = clean_env(tmp_path, DATABASE_URL=urls[0], DATABASE_REPLICA_URL=urls[1])
+    done = await asyncio.to_thread(run, ["documents", "changes"], env, ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[:3] == ["upsert", "notion", "cli"]
+    # A broken replica URL breaks the reads, not the writes: the reads did go there.
+    env = clean_env(tmp_path, DATABASE_URL=urls[0],
+                    DATABASE_REPLICA_URL="postgresql://nobody@127.0.0.1:1/none")
+    assert (await asyncio.to_thread(run, ["documents", "changes"], env, ROOT)).returncode == 1
+    assert (await asyncio.to_thread(run, ["resync", "notion", "1" * 32], env,
+                                    ROOT)).returncode == 0
