@@ -27,12 +27,19 @@ create table document_graves (
 
 alter table document_feed drop column followers_until;
 
+-- 4. The change of an UPDATE is appended by the BEFORE trigger (the row is locked there and
+--    the write will happen), so an update no longer queues an AFTER trigger event with both
+--    row versions; the AFTER trigger stays for INSERT (the grave) and DELETE. Content is
+--    compared by its hash: comparing the text itself detoasts both versions.
 create or replace function document_feed_position() returns trigger language plpgsql as $$
 declare
     prev documents;
 begin
     if tg_op = 'UPDATE' then
         prev := old;
+        if old.content_sha256 = new.content_sha256 then
+            prev.content := new.content;   -- the same hash: the same content
+        end if;
         prev.synced_at := new.synced_at;
         prev.source_updated_at := new.source_updated_at;
         prev.listed_at := new.listed_at;
@@ -45,8 +52,17 @@ begin
         if new.updated_at is not distinct from old.updated_at then
             new.updated_at := now();   -- a change a consumer sees is a new updated_at
         end if;
+        new.feed_xid := greatest(pg_current_xact_id(), old.feed_xid);
+        new.feed_seq := nextval('document_changes_seq');
+        insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
+                                      source_page_id, op, updated_at, content_sha256)
+        values (new.feed_xid, new.feed_seq, new.source_type, new.workspace_id, new.document_id,
+                new.source_page_id,
+                case when new.deleted_at is null then 'upsert' else 'delete' end,
+                new.updated_at, new.content_sha256);
+        return new;
     end if;
-    new.feed_xid := greatest(pg_current_xact_id(), case when tg_op = 'UPDATE' then old.feed_xid end);
+    new.feed_xid := pg_current_xact_id();
     new.feed_seq := nextval('document_changes_seq');
     return new;
 end $$;
@@ -67,7 +83,7 @@ begin
         values (old.source_type, old.document_id, position)
         on conflict (source_type, document_id)
         do update set feed_xid = greatest(g.feed_xid, excluded.feed_xid);
-    elsif tg_op = 'INSERT' then
+    else
         position := new.feed_xid;
         select g.feed_xid into grave from document_graves g
          where g.source_type = new.source_type and g.document_id = new.document_id;
@@ -83,13 +99,10 @@ begin
                 new.source_page_id,
                 case when new.deleted_at is null then 'upsert' else 'delete' end,
                 new.updated_at, new.content_sha256);
-    elsif new.feed_seq is distinct from old.feed_seq then
-        insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
-                                      source_page_id, op, updated_at, content_sha256)
-        values (new.feed_xid, new.feed_seq, new.source_type, new.workspace_id, new.document_id,
-                new.source_page_id,
-                case when new.deleted_at is null then 'upsert' else 'delete' end,
-                new.updated_at, new.content_sha256);
     end if;
     return null;
 end $$;
+
+drop trigger documents_feed_append on documents;
+create trigger documents_feed_append after insert or delete on documents
+    for each row execute function document_feed_append();

@@ -16,9 +16,9 @@ import httpx
 import psycopg
 import pytest
 from conftest import fresh_schema
-from test_cli_errors import ROOT, clean_env, run
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
+from test_cli_errors import ROOT, clean_env, run
 
 from bench.pgcluster import PrimaryAndStandby
 from debounce import feed
