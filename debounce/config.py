@@ -195,6 +195,13 @@ class Settings:
         "DATABASE_URL", TEXT, "Postgres URL",
         unset="`debounce serve` starts an embedded Postgres under `DEBOUNCE_DATA_DIR`, which "
               "the commands run by hand then use; `migrate`, `worker`, `web` refuse to start")
+    database_replica_url: str | None = variable(
+        "DATABASE_REPLICA_URL", TEXT,
+        "Postgres URL of a hot standby of `DATABASE_URL` (a Heroku follower): the read-only "
+        "routes (`GET /documents`, `GET /documents/{source}/{id}`, `GET /documents/changes`), "
+        "the dashboard's pages and the read-only commands (`documents changes`) read there; "
+        "everything that writes stays on `DATABASE_URL` (docs/scaling.md, \"Read replicas\")",
+        unset="every read goes to `DATABASE_URL`")
     port: int = variable("PORT", INTEGER,
                          "web port (`web`, `serve`; where `debounce send` posts by default)", 8000)
     data_dir: str = variable(

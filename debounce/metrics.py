@@ -33,7 +33,11 @@ class WebMetrics:
       scrape time; docs/deploying.md, "Alerts");
     - ``debounce_feed_lag_seconds``: how far the change feed's servable head lags the newest
       written change (the age of the oldest change committed but held back by an older open
-      transaction; 0 when none), read at scrape time.
+      transaction; 0 when none), read at scrape time from the server the feed is read from;
+    - ``debounce_replica_lag_seconds``: the replay lag of ``DATABASE_REPLICA_URL`` (0 when it
+      has replayed all it received, and when no replica is set), read at scrape time;
+    - ``debounce_feed_waiting_followers``: long-polls of the change feed waiting in this
+      process right now.
     """
 
     def __init__(self) -> None:
@@ -85,6 +89,17 @@ class WebMetrics:
             "debounce_feed_lag_seconds",
             "Seconds the change feed's servable head lags the newest written change "
             "(held back by open transactions).",
+            registry=self.registry,
+        )
+        self.replica_lag = Gauge(
+            "debounce_replica_lag_seconds",
+            "Seconds the read replica (DATABASE_REPLICA_URL) lags the primary's commits "
+            "(0 when it has replayed all it received, or no replica is set).",
+            registry=self.registry,
+        )
+        self.feed_waiting = Gauge(
+            "debounce_feed_waiting_followers",
+            "Long-polls of the change feed waiting in this process.",
             registry=self.registry,
         )
 

@@ -117,7 +117,8 @@ returning e.*
 --   stale or missing → a bulk job (priority %(priority)s, due now, no debounce window), unless
 --            the page has an active job already, which it keeps (ON CONFLICT DO NOTHING:
 --            enumerating twice creates nothing twice);
--- the documents of listed pages are stamped listed_at (whole-listing kinds), and the
+-- the documents of listed pages are stamped listed_at (whole-listing kinds) and, when they
+-- have no workspace (it was removed), attached to this enumeration's; and the
 -- enumeration's cursor becomes %(cursor)s with its counts, newest_seen and lease renewed.
 -- Returns the enumeration row (no row: the lease was lost; nothing was written).
 with clock as (
@@ -154,10 +155,13 @@ with clock as (
     do nothing
     returning source_page_id
 ), listed as (
+    -- Stamp listed_at (whole listings), and re-attach a document left without a workspace
+    -- (its workspace was removed, then connected again as a new row) to the one listing it.
     update documents d
-       set listed_at = clock.now
+       set listed_at = case when e.kind <> 'reconcile' then clock.now else d.listed_at end,
+           workspace_id = coalesce(d.workspace_id, e.workspace_id)
       from input i, e, clock
-     where e.kind <> 'reconcile'
+     where (e.kind <> 'reconcile' or (d.workspace_id is null and e.workspace_id is not null))
        and d.source_type = e.source_type and d.source_page_id = i.page_id
     returning d.id
 ), counts as (

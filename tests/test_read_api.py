@@ -273,9 +273,10 @@ async def test_a_long_poll_is_woken_by_a_write_and_times_out_with_the_same_next(
     head = (await client.get("/documents/changes")).json()["next"]
     timed_out = await client.get("/documents/changes", params={"after": head, "wait": "0.05"})
     assert timed_out.json() == {"changes": [], "next": head}
+    assert timed_out.headers["debounce-served-by"] == "primary"
+    assert timed_out.headers["debounce-replica-lag-seconds"] == "0.000"
     signal = app.state.web.feed_signal()
     await signal.listening.wait()
-    await signal.follow(pool)  # writers notify from now on: the poll's wait is not capped
     polling = asyncio.create_task(client.get("/documents/changes",
                                              params={"after": head, "wait": "60"}))
     while signal.waiting == 0:    # the poll read nothing and waits
@@ -290,3 +291,4 @@ async def test_metrics_export_the_feed_lag(client: httpx.AsyncClient) -> None:
     text = (await client.get("/metrics")).text
     assert "# TYPE debounce_feed_lag_seconds gauge" in text
     assert "debounce_feed_lag_seconds 0.0" in text
+    assert "debounce_replica_lag_seconds 0.0" in text

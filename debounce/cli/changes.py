@@ -1,5 +1,6 @@
 """``debounce documents changes``: the change feed read straight from the database, one line
-per change; ``--follow`` waits for more (LISTEN/NOTIFY) until interrupted."""
+per change; ``--follow`` waits for more (the feed's frontier, polled while it waits) until
+interrupted. With ``DATABASE_REPLICA_URL`` set it reads the replica."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from debounce.sql import queries
 
 __all__ = ["FOLLOW_WAIT_SECONDS", "change_line", "run"]
 
-#: Seconds one wait of ``--follow`` lasts before it reads again (a backstop: notifications
-#: wake it sooner).
+#: Seconds one wait of ``--follow`` lasts before it reads again (a backstop: the frontier's
+#: moves wake it sooner).
 FOLLOW_WAIT_SECONDS = 30.0
 
 
@@ -84,8 +85,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
                 print(change_line(change))
             print(_resume(page.next))
             return 0
-        assert settings.database_url
-        signal = ChangeSignal(settings.database_url)
+        signal = ChangeSignal(pool)
         position = after
         try:
             with contextlib.suppress(asyncio.CancelledError):

@@ -200,6 +200,7 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
 
         def stop() -> None:
             log.info("stopping")
+            app.state.web.stop_waiting()  # answer the feed's long-polls now, not at their end
             server.should_exit = True
             if worker is not None:
                 worker.stop()

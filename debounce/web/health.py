@@ -53,6 +53,7 @@ async def metrics(request: Request) -> Response:
     """``GET /metrics``: Prometheus text format; the queue-depth gauges and the feed's lag are
     read from the database at scrape time (left as they were if it is unreachable)."""
     state = web_state(request)
+    state.metrics.feed_waiting.set(state.signal.waiting if state.signal is not None else 0)
     try:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
             current = await queue.stats(state.db)
@@ -65,7 +66,8 @@ async def metrics(request: Request) -> Response:
         age = current["workers"]["last_claim_age_seconds"]
         state.metrics.last_claim_age.set(float("nan") if age is None else age)
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
-            state.metrics.feed_lag.set(await feed.lag(state.db))
+            state.metrics.feed_lag.set(await feed.lag(state.read_db))
+            state.metrics.replica_lag.set(await feed.replica_lag(state.read_db))
     except _UNREACHABLE as exc:
         log.warning("metrics: queue depth or feed lag unavailable (%s)", exc.__class__.__name__)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
