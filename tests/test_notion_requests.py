@@ -407,3 +407,35 @@ def test_every_event_kind_is_in_the_table_of_docs_notion() -> None:
         assert f"`{name}`" in table, name
     for path in EXAMPLES.glob("page.*.json"):
         assert f"`{json.loads(path.read_text())['type']}`" in table, path.name
+
+
+# -- API version 2026-03-11: the shapes the stand-in answers --------------------------------
+
+
+async def test_the_stand_in_answers_as_api_2026_03_11(
+        fake: FakeNotion, server: BackgroundServer, notion: NotionSyncer) -> None:
+    import httpx
+
+    from integrations.notion import NOTION_VERSION
+    from standins.notion_content import EVERY_BLOCK_IDS, every_block_type
+    assert NOTION_VERSION == "2026-03-11"
+    assert notion.client.api(TOKEN).options.notion_version == "2026-03-11"
+    page = fake.add_page(title="Shapes", blocks=every_block_type())
+    fake.set_trashed(page)
+    headers = {"Authorization": f"Bearer {TOKEN}", "Notion-Version": NOTION_VERSION}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers) as http:
+        got = (await http.get(f"/v1/pages/{page}")).json()
+        assert got["in_trash"] is True and "archived" not in got   # renamed in 2026-03-11
+        fake.set_trashed(page, False)
+        kids = (await http.get(f"/v1/blocks/{page}/children", params={"page_size": 100})).json()
+        assert all("archived" not in b and "in_trash" in b for b in kids["results"])
+        types = {b["type"] for b in kids["results"]}
+        assert "meeting_notes" in types and "transcription" not in types
+        meeting = next(b for b in kids["results"] if b["type"] == "meeting_notes")
+        assert meeting["meeting_notes"]["children"]["transcript_block_id"] == \
+            EVERY_BLOCK_IDS["meeting_transcript"]
+        plain = (await http.get(f"/v1/pages/{page}/markdown")).json()["markdown"]
+        full = (await http.get(f"/v1/pages/{page}/markdown",
+                               params={"include_transcript": "true"})).json()["markdown"]
+    assert "Notes taken during it." in plain and "good morning" not in plain
+    assert "good morning, everyone" in full

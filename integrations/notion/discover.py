@@ -40,7 +40,7 @@ from integrations.notion.webhook import normalize_id
 
 #: The fields of a search result a page sync reads (kept in the bulk job's payload).
 LISTING_FIELDS = ("object", "id", "url", "parent", "created_time", "last_edited_time",
-                  "created_by", "last_edited_by", "properties", "in_trash", "archived")
+                  "created_by", "last_edited_by", "properties", "in_trash")
 
 __all__ = ["SEARCH_PAGE_SIZE", "NotionDiscoverer", "discovered"]
 
