@@ -38,6 +38,13 @@ class WebMetrics:
       has replayed all it received, and when no replica is set), read at scrape time;
     - ``debounce_feed_waiting_followers``: long-polls of the change feed waiting in this
       process right now.
+    - ``debounce_workspace_sync_requests{source, workspace, lane}``,
+      ``debounce_workspace_synced_pages{source, workspace, lane}`` and their ratio
+      ``debounce_workspace_requests_per_page{source, workspace, lane}``: what syncs cost per
+      workspace (``workspace``: its numeric id; ``lane``: ``live`` or ``bulk``), read from
+      ``workspace_sync_costs`` at scrape time (``debounce.sync_costs``). The one exception to
+      "no workspace id is a label": workspaces are few (connected ones, not pages) and the
+      budget this shows is per workspace.
     """
 
     def __init__(self) -> None:
@@ -102,6 +109,19 @@ class WebMetrics:
             "Long-polls of the change feed waiting in this process.",
             registry=self.registry,
         )
+
+        self.sync_requests = Gauge(
+            "debounce_workspace_sync_requests",
+            "Requests page syncs sent, per workspace and lane (live, bulk; read at scrape time).",
+            ["source", "workspace", "lane"], registry=self.registry)
+        self.synced_pages = Gauge(
+            "debounce_workspace_synced_pages",
+            "Pages synced, per workspace and lane (read at scrape time).",
+            ["source", "workspace", "lane"], registry=self.registry)
+        self.requests_per_page = Gauge(
+            "debounce_workspace_requests_per_page",
+            "Requests sent per page synced, per workspace and lane (read at scrape time).",
+            ["source", "workspace", "lane"], registry=self.registry)
 
     def count_webhook(self, source: str, outcome: str, n: int = 1) -> None:
         """Add ``n`` to ``debounce_webhooks_total{source, outcome}``."""

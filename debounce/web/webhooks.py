@@ -187,6 +187,7 @@ def _events(state: WebState, source: str, routed: list[tuple[Any, int | None]]) 
                 max_wait_seconds=window.max_wait_seconds,
                 max_attempts=settings.max_attempts,
                 workspace_id=workspace_id,
+                kinds=tuple(e.kinds),
                 payload_json=(queue.payload_text(e.payload) if isinstance(e.payload, Mapping)
                               else None),
             )

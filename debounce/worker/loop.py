@@ -29,6 +29,7 @@ from debounce.contract import (
 from debounce.documents import DocumentStore
 from debounce.metrics import WORKER
 from debounce.retry import Backoff, backoff_delay
+from debounce.sync_costs import SyncCosts, lane_of
 from debounce.types import ApiBudget, SyncJob
 from debounce.worker import heartbeat, maintenance
 from debounce.worker.access import WorkspaceAccess
@@ -117,6 +118,9 @@ class Worker:
         #: Requests a typical sync of each source costs (``Source.requests_per_page``).
         known = registry.sources()
         self.costs = {s: known[s].requests_per_page for s in self.sources if s in known}
+        #: Requests and pages synced per workspace and lane, written about once a second
+        #: (``debounce.sync_costs``: requests per synced page on /metrics and the dashboard).
+        self.sync_costs = SyncCosts(pool)
 
     # --- public -------------------------------------------------------------------------------
 
@@ -156,6 +160,7 @@ class Worker:
                     await self._claim_loop()
         finally:
             await self._drain()
+            await self.sync_costs.flush()
             for task in helpers:
                 task.cancel()
             for task in helpers:
@@ -308,6 +313,7 @@ class Worker:
             raise  # shutdown: _drain releases the job
         except Exception as exc:
             await self._failed(job, started, checkpoint, exc)
+            await self._count_cost(job, meter, synced=False)
         else:
             self._observe(job, started, "completed")
             self.completed += 1
@@ -315,6 +321,7 @@ class Worker:
                      time.monotonic() - started, result.written, result.unchanged, result.deleted,
                      extra=job.log_fields())
             await self._complete(job)
+            await self._count_cost(job, meter, synced=True)
             await self.access.learn(job, credentials, self._meter(job))
         finally:
             if not asyncio.current_task().cancelling():  # type: ignore[union-attr]
@@ -388,6 +395,16 @@ class Worker:
             log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())
             delay = backoff_delay(job.attempts, self.settings.backoff_seconds)
             await self._record_failure(queue.Failure(job, v.error, backoff_seconds=delay))
+
+    async def _count_cost(self, job: SyncJob, meter: WorkspaceMeter | None, *,
+                          synced: bool) -> None:
+        """Add the requests ``job``'s sync sent (and its page, when it ``synced``) to its
+        workspace's counts (a job of no workspace has no meter: not counted)."""
+        if meter is None or job.workspace_id is None:
+            return
+        self.sync_costs.add(job.workspace_id, lane_of(job.priority), meter.taken,
+                            1 if synced else 0)
+        await self.sync_costs.maybe_flush()
 
     def _meter(self, job: SyncJob) -> WorkspaceMeter | None:
         """The budget meter of ``job``'s workspace (``None``: a job of no workspace)."""
