@@ -19,6 +19,7 @@ import traceback
 from datetime import UTC, datetime
 
 from bench import (
+    backfill,
     coalesce,
     common,
     deadlocks,
@@ -40,6 +41,7 @@ BENCHMARKS = {
     "freshness": freshness.run,    # API budgets: staleness, requests, 429s (issue 12, 13)
     "scale": scale.run,            # the claim against 0 … 10 000 workspaces (issue 22)
     "feed": feed.run,              # the change feed: write overhead, changes/s served (issue 23)
+    "backfill": backfill.run,      # a Notion page sync's requests, before/after (issue 31)
     "deadlocks": deadlocks.run,    # a mixed load: pg_stat_database.deadlocks stays 0 (issue 29)
 }
 

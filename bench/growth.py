@@ -42,7 +42,7 @@ def _enqueue_params(page: str) -> dict[str, Any]:
             "payloads": [Jsonb({"type": "page.content_updated", "entity": {"id": page}})],
             "event_ids": [uuid.uuid4().hex], "debounce_seconds": [0.0],
             "max_wait_seconds": [3600.0], "priorities": [0], "max_attempts": [5],
-            "workspace_ids": [None], "notify_within": 0.0}
+            "workspace_ids": [None], "change_kinds": ["content"], "notify_within": 0.0}
 
 
 def _claim_params() -> dict[str, Any]:

@@ -170,6 +170,7 @@ def pgbench_script(hot: bool) -> str:
         "priorities": "ARRAY[0]",
         "max_attempts": "ARRAY[5]",
         "workspace_ids": "ARRAY[NULL::bigint]",
+        "change_kinds": "ARRAY['content']",
         "notify_within": "2.0",
     }
     text = queries("queue")["enqueue_many"]

@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-import integrations
-from debounce import eventloop
+from debounce import eventloop, registry
 from debounce.cli import run_worker
 from debounce.config import Settings
 from debounce.db import execute
@@ -45,7 +44,7 @@ async def record(store: DocumentStore, job: SyncJob) -> int:
 
 
 def main() -> int:
-    integrations.register(
+    registry.register(
         "noop", lambda settings: NoopIntegration(record=record if LOG_SYNCS else None)
     )
     settings = Settings.from_env()

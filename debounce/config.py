@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-import integrations
+from debounce import registry
 from debounce.contract.settings import env_bool, env_int, env_seconds, env_str
 from debounce.contract.source import DEFAULT_WINDOW
 from debounce.retry import DEFAULT_BACKOFF_SECONDS
@@ -195,6 +195,13 @@ class Settings:
         "DATABASE_URL", TEXT, "Postgres URL",
         unset="`debounce serve` starts an embedded Postgres under `DEBOUNCE_DATA_DIR`, which "
               "the commands run by hand then use; `migrate`, `worker`, `web` refuse to start")
+    database_replica_url: str | None = variable(
+        "DATABASE_REPLICA_URL", TEXT,
+        "Postgres URL of a hot standby of `DATABASE_URL` (a Heroku follower): the read-only "
+        "routes (`GET /documents`, `GET /documents/{source}/{id}`, `GET /documents/changes`), "
+        "the dashboard's pages and the read-only commands (`documents changes`) read there; "
+        "everything that writes stays on `DATABASE_URL` (docs/scaling.md, \"Read replicas\")",
+        unset="every read goes to `DATABASE_URL`")
     port: int = variable("PORT", INTEGER,
                          "web port (`web`, `serve`; where `debounce send` posts by default)", 8000)
     data_dir: str = variable(
@@ -305,7 +312,7 @@ class Settings:
         for key in [k for k in values if k not in own]:
             extra[key] = values.pop(key)
         if extra:
-            declared = integrations.source_settings()
+            declared = registry.source_settings()
             unknown = sorted(k for k in extra if k not in declared)
             if unknown:
                 raise TypeError(f"Settings got unknown setting(s): {', '.join(unknown)}")
@@ -326,7 +333,7 @@ class Settings:
         :data:`DEFAULT_WINDOW` (30 s / 300 s)."""
         if source_type in self.windows:
             return self.windows[source_type]
-        source = integrations.sources().get(source_type)
+        source = registry.sources().get(source_type)
         return source.window if source is not None else DEFAULT_WINDOW
 
     def budget(self, source_type: str) -> ApiBudget | None:
@@ -334,21 +341,21 @@ class Settings:
         else ``None`` (unmetered). A per-minute rate of 0 also means unmetered."""
         if source_type in self.budgets:
             return self.budgets[source_type]
-        source = integrations.sources().get(source_type)
+        source = registry.sources().get(source_type)
         return source.budget if source is not None else None
 
     def source_budgets(self) -> dict[str, ApiBudget]:
         """The default budget of every registered source that has one (see :meth:`budget`)."""
-        return {s: b for s in integrations.sources() if (b := self.budget(s)) is not None}
+        return {s: b for s in registry.sources() if (b := self.budget(s)) is not None}
 
     def source_settings(self, source_type: str) -> Any:
         """The typed settings of ``source_type`` (its ``Source.settings_type``) from the values
         set here and its defaults.
 
         Raises:
-            integrations.UnknownSource: nothing is registered under that name.
+            registry.UnknownSource: nothing is registered under that name.
         """
-        return integrations.get(source_type).configure(self)
+        return registry.get(source_type).configure(self)
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
@@ -368,7 +375,7 @@ class Settings:
         source_values: dict[str, Any] = {}
         windows: dict[str, SourceWindow] = {}
         budgets: dict[str, ApiBudget] = {}
-        for source in integrations.sources().values():
+        for source in registry.sources().values():
             for setting in source.settings:
                 source_values[setting.name] = setting.parse(env.get(setting.env))
             debounce, max_wait = source.window_settings()

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 
-import integrations
+from debounce import registry
 from debounce.config import ENV, EnvVar, Settings, number_text
 from debounce.contract import Source, SourceSetting
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="list every registered source (third-party ones too), not only "
                              "the built-in ones")
     args = parser.parse_args(argv)
-    sources = integrations.sources() if args.installed else integrations.builtin_sources()
+    sources = registry.sources() if args.installed else registry.builtin_sources()
     sys.stdout.write(reference(sources))
     return 0
 

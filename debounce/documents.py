@@ -158,6 +158,18 @@ class DocumentStore:
         )
         return dict(row) if row else None
 
+    async def current(self, source_type: str, document_id: str) -> Document | None:
+        """The live stored document (``None``: none, or marked deleted), audience left out."""
+        row = await fetch_one(
+            self.db, _Q["current_document"], {"source_type": source_type, "document_id": document_id}
+        )
+        if row is None:
+            return None
+        return Document(source_type=source_type, document_id=document_id,
+                        source_page_id=row["source_page_id"], title=row["title"],
+                        content=row["content"], url=row["url"], metadata=dict(row["metadata"]),
+                        source_updated_at=row["source_updated_at"])
+
     async def get_state(self, source_type: str, source_page_id: str) -> dict[str, Any]:
         """The integration's saved state for one job key (``{}`` if none)."""
         row = await fetch_one(

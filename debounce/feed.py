@@ -14,6 +14,17 @@ database cluster's system identifier (``pg_control_system()``), so a cursor of a
 (a logical restore, another database) is refused, as is one below the retention frontier
 (pruned) or past the current transaction id (a point-in-time restore): :class:`CursorGone`,
 which carries the head to follow from after re-reading the documents.
+
+**Reads write nothing**, so a hot standby serves them (PostgreSQL manual, "Hot Standby"): a
+standby's snapshot counts the primary's running transactions as running, so the ``xmin`` rule
+holds there too, and a physical standby has the primary's system identifier, so one cursor is
+valid on every server of the cluster. A cursor past a *standby's* ``xmax`` comes from a more
+advanced server (the primary, or a replica further ahead): that is replay lag, and the read
+answers no changes and the same cursor (:attr:`FeedPage.behind`) — unless the primary, when the
+caller gives it, has not reached that transaction either: then it is a point-in-time restore
+(``future``). On a primary a cursor past ``xmax`` is always ``future``. The epoch check that
+writes (:func:`reset_epoch`, after a logical restore) runs where writing is allowed: ``debounce
+migrate`` and the prune; until then a read serves nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from debounce.db import Db, execute, fetch_all, fetch_one
+from debounce.db import Db, fetch_all, fetch_one
 from debounce.queue import PRUNE_LOCK_ID
 from debounce.sql import queries
 
@@ -37,18 +48,17 @@ __all__ = [
     "CursorError",
     "CursorGone",
     "FeedPage",
-    "NOTIFY_CHANNEL",
-    "follow",
+    "frontier",
     "head",
     "lag",
     "prune_changes",
     "read_changes",
+    "replica_lag",
+    "reset_epoch",
 ]
 
 _Q = queries("feed")
 
-#: The channel the triggers of migration 013 notify (once per writing transaction).
-NOTIFY_CHANNEL = "debounce_documents"
 #: Largest ``limit`` of one read.
 MAX_LIMIT = 1000
 #: Largest sequence number (bigint): a head cursor ``(xmin - 1, MAX_SEQ)`` is past every change
@@ -147,22 +157,31 @@ class Change:
 class FeedPage:
     """One read: ``changes`` in feed order, ``next`` the cursor to read after them (past
     every change examined, matched or not: the cursor read after when there was none),
-    ``at_head`` whether the read reached the servable head, and ``pending`` whether committed
-    changes wait behind an open transaction (a follower should look again soon even without a
-    notification)."""
+    ``at_head`` whether the read reached the servable head, ``pending`` whether committed
+    changes wait behind an open transaction, ``behind`` whether the server cannot serve the cursor
+    yet — a standby has not replayed its transaction, or the log awaits :func:`reset_epoch`
+    (the page is empty and ``next`` the cursor given),
+    ``standby`` whether a standby answered, and ``replica_lag`` its replay lag in seconds (0 on
+    a primary)."""
 
     changes: list[Change]
     next: Cursor
     at_head: bool
     pending: bool
+    behind: bool = False
+    standby: bool = False
+    replica_lag: float = 0.0
 
 
 @dataclass(frozen=True)
 class _State:
     epoch: str
+    current: bool
     pruned: tuple[int, int]
     xmin: int
     xmax: int
+    standby: bool
+    replica_lag: float
 
     @property
     def head(self) -> Cursor:
@@ -172,17 +191,33 @@ class _State:
 async def _state(db: Db) -> _State:
     row = await fetch_one(db, _Q["state"], {})
     assert row is not None
-    return _State(row["epoch"], (int(row["pruned_xid"]), int(row["pruned_seq"])),
-                  int(row["xmin"]), int(row["xmax"]))
+    return _State(row["epoch"], bool(row["epoch_current"]),
+                  (int(row["pruned_xid"]), int(row["pruned_seq"])), int(row["xmin"]),
+                  int(row["xmax"]), bool(row["standby"]), float(row["replica_lag_seconds"]))
 
 
-def _check(after: Cursor, state: _State) -> None:
+async def _behind(after: Cursor, state: _State, primary: Db | None) -> bool:
+    """Whether ``after`` (past this server's ``xmax``) is replay lag rather than a restore."""
+    if not state.standby:
+        return False
+    if primary is None:
+        return True
+    row = await fetch_one(primary, _Q["primary_xmax"], {})
+    return row is not None and after.xid < int(row["xmax"])
+
+
+async def _check(after: Cursor, state: _State, primary: Db | None) -> bool:
+    """Raises :class:`CursorGone` when ``after`` cannot be followed here; ``True`` when this
+    server has not replayed its transaction yet (a standby behind the cursor's server)."""
     if after.epoch != state.epoch:
         raise CursorGone("epoch", state.head)
     if after.position() < state.pruned:
         raise CursorGone("pruned", state.head)
     if after.xid >= state.xmax:
+        if await _behind(after, state, primary):
+            return True
         raise CursorGone("future", state.head)
+    return False
 
 
 async def head(db: Db) -> Cursor:
@@ -198,11 +233,15 @@ async def read_changes(
     *,
     source_type: str | None = None,
     workspace_id: int | None = None,
+    primary: Db | None = None,
 ) -> FeedPage:
     """Up to ``limit`` changes after ``after`` (``None``: from the oldest retained) that match
-    the filters (``None``: any), gap-free (see the module docstring). Changes the filters
-    exclude are skipped without being returned: ``next`` moves past them (at most a few
-    thousand examined per call; a page may then be empty and not at the head).
+    the filters (``None``: any), gap-free (see the module docstring), writing nothing (``db``
+    may be a hot standby). Changes the filters exclude are skipped without being returned:
+    ``next`` moves past them (at most a few thousand examined per call; a page may then be
+    empty and not at the head). ``primary``: the primary, when ``db`` may be a standby — a
+    cursor past the standby's transactions is asked about there (lag, or a restore); without
+    it such a cursor is taken for lag.
 
     Raises:
         ValueError: ``limit`` outside 1..:data:`MAX_LIMIT`.
@@ -212,8 +251,14 @@ async def read_changes(
     if not 1 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit must be between 1 and {MAX_LIMIT}")
     state = await _state(db)
-    if after is not None:
-        _check(after, state)
+    extra: dict[str, Any] = {"standby": state.standby, "replica_lag": state.replica_lag}
+    if after is not None and await _check(after, state, primary):
+        return FeedPage([], after, True, False, behind=True, **extra)
+    if not state.current:
+        # The log was copied from another cluster (a logical restore) and reset_epoch has not
+        # run yet: nothing in it is ours to serve (a cursor of that cluster was refused above
+        # by its epoch); the follower looks again soon.
+        return FeedPage([], after or state.head, True, True, behind=True, **extra)
     position = after.position() if after is not None else state.pruned
     filtered = source_type is not None or workspace_id is not None
     scan = max(limit, _SCAN) if filtered else limit
@@ -241,7 +286,7 @@ async def read_changes(
     if at_head:
         summary = await fetch_one(db, _Q["pending"], {})
         pending = bool(summary and summary["pending"])
-    return FeedPage(changes, Cursor(state.epoch, *position), at_head, pending)
+    return FeedPage(changes, Cursor(state.epoch, *position), at_head, pending, **extra)
 
 
 def _change(epoch: str, row: Any) -> Change:
@@ -250,10 +295,28 @@ def _change(epoch: str, row: Any) -> Change:
                   row["updated_at"], row["content_sha256"])
 
 
-async def follow(db: Db, seconds: float) -> None:
-    """Ask the writers to NOTIFY :data:`NOTIFY_CHANNEL` for the next ``seconds`` (a follower
-    waits; with none, writes skip the NOTIFY and its global commit lock)."""
-    await execute(db, _Q["follow"], {"seconds": float(seconds)})
+async def replica_lag(db: Db) -> float:
+    """Seconds ``db``, a hot standby, lags its primary's commits: 0 when it has replayed
+    everything it received, and on a primary."""
+    return (await _state(db)).replica_lag
+
+
+async def frontier(db: Db) -> tuple[bool, str | None]:
+    """``(standby, position)``: whether ``db`` is a standby, and the newest servable change's
+    position as text (``None``: none). It moves exactly when a change becomes servable: what
+    a process polls while followers wait (:mod:`debounce.feed_listen`)."""
+    row = await fetch_one(db, _Q["frontier"], {})
+    assert row is not None
+    return bool(row["standby"]), row["position"]
+
+
+async def reset_epoch(db: Db) -> int | None:
+    """After a logical restore into another cluster, empty the change log copied from there
+    and reset the retention frontier (cursors of the old cluster answer 410 ``epoch``);
+    ``None`` when the log is this cluster's already. Writes: run on the primary (``debounce
+    migrate`` and the prune do). Returns the changes removed."""
+    row = await fetch_one(db, _Q["reset_epoch"], {})
+    return int(row["purged"]) if row is not None else None
 
 
 async def lag(db: Db) -> float:
@@ -280,6 +343,7 @@ async def prune_changes(
         raise ValueError("older_than must be non-negative seconds")
     if limit is not None and limit < 1:
         raise ValueError("limit must be at least 1")
+    await reset_epoch(db)
     row = await fetch_one(db, _Q["prune"], {
         "older_than": float(older_than), "limit": limit, "exclusive": exclusive,
         "lock_id": PRUNE_LOCK_ID, "now": now})

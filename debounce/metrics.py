@@ -33,7 +33,18 @@ class WebMetrics:
       scrape time; docs/deploying.md, "Alerts");
     - ``debounce_feed_lag_seconds``: how far the change feed's servable head lags the newest
       written change (the age of the oldest change committed but held back by an older open
-      transaction; 0 when none), read at scrape time.
+      transaction; 0 when none), read at scrape time from the server the feed is read from;
+    - ``debounce_replica_lag_seconds``: the replay lag of ``DATABASE_REPLICA_URL`` (0 when it
+      has replayed all it received, and when no replica is set), read at scrape time;
+    - ``debounce_feed_waiting_followers``: long-polls of the change feed waiting in this
+      process right now.
+    - ``debounce_workspace_sync_requests{source, workspace, lane}``,
+      ``debounce_workspace_synced_pages{source, workspace, lane}`` and their ratio
+      ``debounce_workspace_requests_per_page{source, workspace, lane}``: what syncs cost per
+      workspace (``workspace``: its numeric id; ``lane``: ``live`` or ``bulk``), read from
+      ``workspace_sync_costs`` at scrape time (``debounce.sync_costs``). The one exception to
+      "no workspace id is a label": workspaces are few (connected ones, not pages) and the
+      budget this shows is per workspace.
     """
 
     def __init__(self) -> None:
@@ -87,6 +98,30 @@ class WebMetrics:
             "(held back by open transactions).",
             registry=self.registry,
         )
+        self.replica_lag = Gauge(
+            "debounce_replica_lag_seconds",
+            "Seconds the read replica (DATABASE_REPLICA_URL) lags the primary's commits "
+            "(0 when it has replayed all it received, or no replica is set).",
+            registry=self.registry,
+        )
+        self.feed_waiting = Gauge(
+            "debounce_feed_waiting_followers",
+            "Long-polls of the change feed waiting in this process.",
+            registry=self.registry,
+        )
+
+        self.sync_requests = Gauge(
+            "debounce_workspace_sync_requests",
+            "Requests page syncs sent, per workspace and lane (live, bulk; read at scrape time).",
+            ["source", "workspace", "lane"], registry=self.registry)
+        self.synced_pages = Gauge(
+            "debounce_workspace_synced_pages",
+            "Pages synced, per workspace and lane (read at scrape time).",
+            ["source", "workspace", "lane"], registry=self.registry)
+        self.requests_per_page = Gauge(
+            "debounce_workspace_requests_per_page",
+            "Requests sent per page synced, per workspace and lane (read at scrape time).",
+            ["source", "workspace", "lane"], registry=self.registry)
 
     def count_webhook(self, source: str, outcome: str, n: int = 1) -> None:
         """Add ``n`` to ``debounce_webhooks_total{source, outcome}``."""

@@ -2,7 +2,9 @@
 
 Applied versions are recorded in ``schema_migrations``. A session-level advisory lock makes it
 safe to run from several processes at once (a Heroku ``release`` phase racing a ``debounce
-serve``): the second waits, then finds nothing left to do.
+serve``): the second waits, then finds nothing left to do. Once the schema is current, the
+change feed's epoch is checked (:func:`debounce.feed.reset_epoch`: a log restored from another
+cluster is emptied here, where writing is allowed, not by a read).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, LiteralString
 
 import psycopg
 
+from debounce import feed
 from debounce.sql import migrations
 
 __all__ = ["MIGRATION_LOCK_ID", "SchemaStatus", "applied_versions", "migrate", "schema_status"]
@@ -99,6 +102,9 @@ async def migrate(conninfo: str) -> list[str]:
                     )
                 log.info("applied migration %s", name)
                 applied_now.append(name)
+            purged = await feed.reset_epoch(conn)
+            if purged is not None:
+                log.info("change feed: a log of another cluster emptied (%d changes)", purged)
         finally:
             await conn.execute("select pg_advisory_unlock(%s)", (MIGRATION_LOCK_ID,))
     return applied_now

@@ -61,6 +61,8 @@ class JobEvent:
     #: The workspace the event came from (``workspaces.id``; ``None``: none).
     workspace_id: int | None = None
     payload_json: str | None = None
+    #: What the event says changed (``PageEvent.kinds``); ``()``: it does not say.
+    kinds: tuple[str, ...] = ()
 
 
 class Claimed(NamedTuple):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import integrations
+from debounce import registry
 from debounce.budgets import budget_params
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.secrets import Keyring, SecretKeyError, fingerprint
@@ -197,7 +197,7 @@ def env_tokens(settings: Any) -> dict[str, str]:
     """``{source type: token}`` of the sources whose environment sets a token (their
     :class:`~debounce.contract.Source` ``token_setting``): each defines a workspace."""
     out: dict[str, str] = {}
-    for source in integrations.sources().values():
+    for source in registry.sources().values():
         token = source.token(settings)
         if token:
             out[source.source_type] = token

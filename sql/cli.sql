@@ -18,3 +18,8 @@ select * from documents where document_id = %(document_id)s order by synced_at d
 -- document_by_row_id --
 -- One document by its row id (the number the dashboard shows).
 select * from documents where id = %(id)s
+
+-- workspace_in_feed --
+-- Whether the change feed holds a change of workspace %(workspace_id)s (a removed workspace's
+-- changes stay, with its id: `documents changes --workspace` may still follow them).
+select exists (select 1 from document_changes where workspace_id = %(workspace_id)s) as found

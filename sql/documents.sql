@@ -114,6 +114,13 @@ select null from allowed where not ok
 -- One document by its key.
 select * from documents where source_type = %(source_type)s and document_id = %(document_id)s
 
+-- current_document --
+-- One live document by its key (none when it is missing or marked deleted): what a sync that
+-- fetches only part of a page keeps of the rest (title, url, metadata, content, edit time).
+select title, url, content, metadata, source_updated_at, source_page_id
+  from documents
+ where source_type = %(source_type)s and document_id = %(document_id)s and deleted_at is null
+
 -- get_state --
 -- The integration's saved state for one job key (Slack: history watermark).
 select state from sync_state where source_type = %(source_type)s and source_page_id = %(source_page_id)s

@@ -117,7 +117,8 @@ returning e.*
 --   stale or missing → a bulk job (priority %(priority)s, due now, no debounce window), unless
 --            the page has an active job already, which it keeps (ON CONFLICT DO NOTHING:
 --            enumerating twice creates nothing twice);
--- the documents of listed pages are stamped listed_at (whole-listing kinds), and the
+-- the documents of listed pages are stamped listed_at (whole-listing kinds) and, when they
+-- have no workspace (it was removed), attached to this enumeration's; and the
 -- enumeration's cursor becomes %(cursor)s with its counts, newest_seen and lease renewed.
 -- Returns the enumeration row (no row: the lease was lost; nothing was written).
 with clock as (
@@ -153,16 +154,23 @@ with clock as (
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
     do nothing
     returning workspace_id, scheduled_at, priority
-), line_moves as (
-    select i.workspace_id as ws, i.scheduled_at as due, i.priority, false as freed from ins i
-), {{queue._line_upkeep}}
 ), listed as (
+    -- Stamp listed_at (whole listings), and re-attach a document left without a workspace
+    -- (its workspace was removed, then connected again as a new row) to the one listing it.
     update documents d
-       set listed_at = clock.now
+       set listed_at = case when e.kind <> 'reconcile' then clock.now else d.listed_at end,
+           workspace_id = coalesce(d.workspace_id, e.workspace_id)
       from input i, e, clock
-     where e.kind <> 'reconcile'
+     where (e.kind <> 'reconcile' or (d.workspace_id is null and e.workspace_id is not null))
        and d.source_type = e.source_type and d.source_page_id = i.page_id
+       and (select count(*) from ins) >= 0            -- after the jobs (docs/claim.md)
     returning d.id
+), line_moves as (
+    -- after the documents: the lock order is jobs, documents, workspaces (docs/claim.md)
+    select i.workspace_id as ws, i.scheduled_at as due, i.priority, false as freed
+      from ins i
+     where (select count(*) from listed) >= 0
+), {{queue._line_upkeep}}
 ), counts as (
     select (select count(*) from input)::int                       as n,
            (select count(*) from judged where current)::int        as current,

@@ -1,9 +1,30 @@
 -- state --
--- Where the feed stands for one read: the database's epoch (its system identifier), the
--- retention frontier (a cursor below it is gone), and the current snapshot's xmin and xmax
--- (changes below xmin are servable; a cursor at or past xmax names a transaction that never
--- ran here). When the stored identifier is another cluster's (a logical restore), the log
--- copied from there is emptied and the frontier reset, once: the first read after a restore.
+-- Where the feed stands for one read, writing nothing (a hot standby runs it too): the
+-- cluster's epoch (its system identifier: a physical standby shares the primary's), whether
+-- the log is this cluster's (false after a logical restore, until `reset_epoch` runs), the
+-- retention frontier (a cursor below it is gone), the current snapshot's xmin and xmax
+-- (changes below xmin are servable; a cursor at or past xmax names a transaction this server
+-- has not seen), whether this server is a standby, and its replay lag in seconds (0 on a
+-- primary, and on a standby that has replayed everything it received).
+select sys.id as epoch,
+       f.system_identifier = sys.id as epoch_current,
+       f.pruned_xid::text as pruned_xid, f.pruned_seq,
+       pg_snapshot_xmin(snap.s)::text as xmin,
+       pg_snapshot_xmax(snap.s)::text as xmax,
+       pg_is_in_recovery() as standby,
+       case when not pg_is_in_recovery()
+                 or pg_last_wal_receive_lsn() is not distinct from pg_last_wal_replay_lsn()
+            then 0.0
+            else coalesce(extract(epoch from now() - pg_last_xact_replay_timestamp()), 0.0)
+       end::float8 as replica_lag_seconds
+  from (select system_identifier::text as id from pg_control_system()) sys,
+       document_feed f,
+       (select pg_current_snapshot() as s) snap
+
+-- reset_epoch --
+-- After a logical restore into another cluster (the stored system identifier is not this
+-- cluster's), empty the log copied from there and reset the retention frontier; nothing
+-- otherwise. Run by places that may write: `debounce migrate` and the prune. Returns how many changes it removed (no row: nothing to do).
 with sys as (
     select system_identifier::text as id from pg_control_system()
 ), reset as (
@@ -15,16 +36,27 @@ with sys as (
 ), purge as (
     delete from document_changes where exists (select 1 from reset)
     returning 1
-), snap as (
-    select pg_current_snapshot() as s
+), graves as (
+    delete from document_graves where exists (select 1 from reset)
+    returning 1
 )
-select sys.id as epoch,
-       case when exists (select 1 from reset) then '0' else f.pruned_xid::text end as pruned_xid,
-       case when exists (select 1 from reset) then 0 else f.pruned_seq end as pruned_seq,
-       pg_snapshot_xmin(snap.s)::text as xmin,
-       pg_snapshot_xmax(snap.s)::text as xmax,
-       (select count(*) from purge) as purged
-  from sys, document_feed f, snap
+select (select count(*) from purge) as purged
+  from reset
+
+-- frontier --
+-- The newest servable change's position (NULL: none): it moves exactly when a change becomes
+-- servable (every change below it was servable already when it was), so a process polls it
+-- while followers wait and wakes them when it moves. One backward step of the primary key.
+select (select c.feed_xid::text || '.' || c.seq
+          from document_changes c
+         where c.feed_xid < pg_snapshot_xmin(pg_current_snapshot())
+         order by c.feed_xid desc, c.seq desc
+         limit 1) as position,
+       pg_is_in_recovery() as standby
+
+-- primary_xmax --
+-- The xmax of the current snapshot (a transaction id at or past it has not started here).
+select pg_snapshot_xmax(pg_current_snapshot())::text as xmax
 
 -- changes --
 -- The next %(limit)s changes after position (%(after_xid)s, %(after_seq)s) and below
@@ -88,12 +120,11 @@ with clock as (
       from (select feed_xid, seq from doomed order by feed_xid desc, seq desc limit 1) m
      where (m.feed_xid, m.seq) > (f.pruned_xid, f.pruned_seq)
     returning 1
+), buried as (
+    -- a grave below every running transaction can no longer raise a position (migration 017)
+    delete from document_graves g
+     where (select got from lock) and g.feed_xid < pg_snapshot_xmin(pg_current_snapshot())
+    returning 1
 )
 select (select count(*) from doomed) as changes, (select got from lock) as ran,
-       (select count(*) from frontier) as moved
-
--- follow --
--- A follower waits: ask the writers to NOTIFY for the next %(seconds)s seconds (never shortens
--- what another follower asked for).
-update document_feed
-   set followers_until = greatest(followers_until, now() + make_interval(secs => %(seconds)s::float8))
+       (select count(*) from frontier) as moved, (select count(*) from buried) as graves

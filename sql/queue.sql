@@ -30,10 +30,10 @@ with clock as (
       from unnest(%(source_types)s::text[], %(source_page_ids)s::text[], %(payloads)b::jsonb[],
                   %(event_ids)s::text[], %(debounce_seconds)s::float8[],
                   %(max_wait_seconds)s::float8[], %(priorities)s::int[], %(max_attempts)s::int[],
-                  %(workspace_ids)s::bigint[])
+                  %(workspace_ids)s::bigint[], %(change_kinds)s::text[])
            with ordinality
            as i(source_type, source_page_id, payload, event_id, debounce_seconds,
-                max_wait_seconds, priority, max_attempts, workspace_id, ord)
+                max_wait_seconds, priority, max_attempts, workspace_id, kinds, ord)
 ), dedup as (
     select distinct on (source_type, coalesce(event_id, '#' || ord)) *
       from input
@@ -61,7 +61,10 @@ with clock as (
            (array_agg(debounce_seconds order by ord desc))[1] as debounce_seconds,
            (array_agg(max_wait_seconds order by ord desc))[1] as max_wait_seconds,
            max(max_attempts)                                  as max_attempts,
-           (array_agg(workspace_id order by ord desc))[1]     as workspace_id
+           (array_agg(workspace_id order by ord desc))[1]     as workspace_id,
+           -- what the events said changed (migration 018): '' → '{}', "everything", absorbs
+           debounce_union_kinds(coalesce(string_to_array(kinds, ','), '{}'))
+                                                              as change_kinds
       from accepted
      group by source_type, source_page_id
 ), moved_from as (
@@ -76,14 +79,14 @@ with clock as (
     insert into sync_jobs as j
            (source_type, source_page_id, status, payload, event_id, event_count, priority,
             max_attempts, scheduled_at, first_event_at, max_wait_until, revision,
-            created_at, updated_at, workspace_id)
+            created_at, updated_at, workspace_id, change_kinds)
     select m.source_type, m.source_page_id, 'pending', m.payload, m.event_id, m.n, m.priority,
            m.max_attempts,
            least(clock.now + make_interval(secs => m.debounce_seconds),
                  clock.now + make_interval(secs => m.max_wait_seconds)),
            clock.now,
            clock.now + make_interval(secs => m.max_wait_seconds),
-           m.n, clock.now, clock.now, m.workspace_id
+           m.n, clock.now, clock.now, m.workspace_id, m.change_kinds
       from merged m cross join clock
      order by m.source_type, m.source_page_id   -- one lock order for every batch: no deadlocks
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
@@ -94,6 +97,7 @@ with clock as (
         -- installed teams is one job, read with the token of the team that spoke last).
         workspace_id   = coalesce(excluded.workspace_id, j.workspace_id),
         event_count    = j.event_count + excluded.event_count,
+        change_kinds   = debounce_merge_kinds(j.change_kinds, excluded.change_kinds),
         priority       = greatest(j.priority, excluded.priority),
         max_attempts   = greatest(j.max_attempts, excluded.max_attempts),
         revision       = j.revision + excluded.revision,

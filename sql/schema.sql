@@ -167,30 +167,53 @@ begin
 end
 $$;
 
+-- Name: debounce_merge_kinds(text[], text[]); Type: FUNCTION
+
+CREATE FUNCTION debounce_merge_kinds(a text[], b text[]) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select case when a is null then b
+                when b is null then a
+                when cardinality(a) = 0 or cardinality(b) = 0 then '{}'::text[]
+                else array(select distinct k from unnest(a || b) as u(k) order by k) end
+$$;
+
 -- Name: document_feed_append(); Type: FUNCTION
 
 CREATE FUNCTION document_feed_append() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+declare
+    position xid8;
+    grave xid8;
 begin
     if tg_op = 'DELETE' then
+        position := greatest(pg_current_xact_id(), old.feed_xid);
         insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
                                       source_page_id, op, updated_at, content_sha256)
-        values (greatest(pg_current_xact_id(), old.feed_xid), nextval('document_changes_seq'),
+        values (position, nextval('document_changes_seq'),
                 old.source_type, old.workspace_id, old.document_id, old.source_page_id,
                 'delete', now(), old.content_sha256);
-    elsif tg_op = 'INSERT' or new.feed_seq is distinct from old.feed_seq then
+        insert into document_graves as g (source_type, document_id, feed_xid)
+        values (old.source_type, old.document_id, position)
+        on conflict (source_type, document_id)
+        do update set feed_xid = greatest(g.feed_xid, excluded.feed_xid);
+    else
+        position := new.feed_xid;
+        select g.feed_xid into grave from document_graves g
+         where g.source_type = new.source_type and g.document_id = new.document_id;
+        if grave > position then
+            -- Raised past the deletion of an earlier row of this document; the nested update
+            -- moves only the position (bookkeeping: it appends nothing itself).
+            position := grave;
+            update documents set feed_xid = position where id = new.id;
+        end if;
         insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
                                       source_page_id, op, updated_at, content_sha256)
-        values (new.feed_xid, new.feed_seq, new.source_type, new.workspace_id, new.document_id,
+        values (position, new.feed_seq, new.source_type, new.workspace_id, new.document_id,
                 new.source_page_id,
                 case when new.deleted_at is null then 'upsert' else 'delete' end,
                 new.updated_at, new.content_sha256);
-    else
-        return null;
-    end if;
-    if (select followers_until from document_feed) > now() then
-        perform pg_notify('debounce_documents', '');
     end if;
     return null;
 end $$;
@@ -205,6 +228,9 @@ declare
 begin
     if tg_op = 'UPDATE' then
         prev := old;
+        if old.content_sha256 = new.content_sha256 then
+            prev.content := new.content;   -- the same hash: the same content
+        end if;
         prev.synced_at := new.synced_at;
         prev.source_updated_at := new.source_updated_at;
         prev.listed_at := new.listed_at;
@@ -214,8 +240,20 @@ begin
         if prev is not distinct from new then
             return new;   -- only bookkeeping moved: no change for consumers
         end if;
+        if new.updated_at is not distinct from old.updated_at then
+            new.updated_at := now();   -- a change a consumer sees is a new updated_at
+        end if;
+        new.feed_xid := greatest(pg_current_xact_id(), old.feed_xid);
+        new.feed_seq := nextval('document_changes_seq');
+        insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
+                                      source_page_id, op, updated_at, content_sha256)
+        values (new.feed_xid, new.feed_seq, new.source_type, new.workspace_id, new.document_id,
+                new.source_page_id,
+                case when new.deleted_at is null then 'upsert' else 'delete' end,
+                new.updated_at, new.content_sha256);
+        return new;
     end if;
-    new.feed_xid := greatest(pg_current_xact_id(), case when tg_op = 'UPDATE' then old.feed_xid end);
+    new.feed_xid := pg_current_xact_id();
     new.feed_seq := nextval('document_changes_seq');
     return new;
 end $$;
@@ -310,6 +348,13 @@ begin
 end
 $$;
 
+-- Name: debounce_union_kinds(text[]); Type: AGGREGATE
+
+CREATE AGGREGATE debounce_union_kinds(text[]) (
+    SFUNC = debounce_merge_kinds,
+    STYPE = text[]
+);
+
 -- Name: conversation_audiences; Type: TABLE
 
 CREATE TABLE conversation_audiences (
@@ -356,9 +401,15 @@ CREATE TABLE document_feed (
     system_identifier text NOT NULL,
     pruned_xid xid8 DEFAULT '0'::xid8 NOT NULL,
     pruned_seq bigint DEFAULT 0 NOT NULL,
-    followers_until timestamp with time zone,
-    CONSTRAINT document_feed_one_check CHECK (one),
-    CONSTRAINT document_feed_times_finite CHECK (isfinite(followers_until))
+    CONSTRAINT document_feed_one_check CHECK (one)
+);
+
+-- Name: document_graves; Type: TABLE
+
+CREATE TABLE document_graves (
+    source_type text NOT NULL,
+    document_id text NOT NULL,
+    feed_xid xid8 NOT NULL
 );
 
 -- Name: documents; Type: TABLE
@@ -495,6 +546,7 @@ CREATE TABLE sync_jobs (
     finished_at timestamp with time zone,
     workspace_id bigint,
     checkpoint jsonb,
+    change_kinds text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT sync_jobs_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT sync_jobs_check CHECK (((status = 'processing'::text) = (lease_token IS NOT NULL))),
     CONSTRAINT sync_jobs_event_count_check CHECK ((event_count >= 0)),
@@ -544,6 +596,20 @@ CREATE TABLE workers (
     last_claim_at timestamp with time zone,
     CONSTRAINT workers_times_finite CHECK ((isfinite(started_at) AND isfinite(seen_at) AND isfinite(last_claim_at))),
     CONSTRAINT workers_worker_id_check CHECK ((worker_id <> ''::text))
+);
+
+-- Name: workspace_sync_costs; Type: TABLE
+
+CREATE TABLE workspace_sync_costs (
+    workspace_id bigint NOT NULL,
+    lane text NOT NULL,
+    requests bigint DEFAULT 0 NOT NULL,
+    pages bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT workspace_sync_costs_lane_check CHECK ((lane = ANY (ARRAY['live'::text, 'bulk'::text]))),
+    CONSTRAINT workspace_sync_costs_pages_check CHECK ((pages >= 0)),
+    CONSTRAINT workspace_sync_costs_requests_check CHECK ((requests >= 0)),
+    CONSTRAINT workspace_sync_costs_updated_at_check CHECK (isfinite(updated_at))
 );
 
 -- Name: workspaces; Type: TABLE
@@ -624,6 +690,11 @@ ALTER TABLE ONLY document_changes
 ALTER TABLE ONLY document_feed
     ADD CONSTRAINT document_feed_pkey PRIMARY KEY (one);
 
+-- Name: document_graves document_graves_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY document_graves
+    ADD CONSTRAINT document_graves_pkey PRIMARY KEY (source_type, document_id);
+
 -- Name: documents documents_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY documents
@@ -673,6 +744,11 @@ ALTER TABLE ONLY verification_tokens
 
 ALTER TABLE ONLY workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (worker_id);
+
+-- Name: workspace_sync_costs workspace_sync_costs_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY workspace_sync_costs
+    ADD CONSTRAINT workspace_sync_costs_pkey PRIMARY KEY (workspace_id, lane);
 
 -- Name: workspaces workspaces_pkey; Type: CONSTRAINT
 
@@ -773,7 +849,7 @@ CREATE INDEX workspaces_line_live ON workspaces USING btree (source_type, live_l
 
 -- Name: documents documents_feed_append; Type: TRIGGER
 
-CREATE TRIGGER documents_feed_append AFTER INSERT OR DELETE OR UPDATE ON documents FOR EACH ROW EXECUTE FUNCTION document_feed_append();
+CREATE TRIGGER documents_feed_append AFTER INSERT OR DELETE ON documents FOR EACH ROW EXECUTE FUNCTION document_feed_append();
 
 -- Name: documents documents_feed_position; Type: TRIGGER
 
@@ -798,3 +874,8 @@ ALTER TABLE ONLY enumerations
 
 ALTER TABLE ONLY sync_jobs
     ADD CONSTRAINT sync_jobs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE SET NULL;
+
+-- Name: workspace_sync_costs workspace_sync_costs_workspace_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY workspace_sync_costs
+    ADD CONSTRAINT workspace_sync_costs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE;

@@ -3,7 +3,7 @@
 It stands in for a real integration so the worker's own costs and behaviour (claims, leases,
 retries, coalescing) can be measured without any API. It ships in the wheel (unlike
 ``tests/``) so the benchmarks run from an installed package too. Register it in a worker
-process with ``integrations.register("noop", lambda settings: NoopIntegration())``.
+process with ``registry.register("noop", lambda settings: NoopIntegration())``.
 """
 
 from __future__ import annotations

@@ -272,8 +272,7 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
             "cover": None,
             "icon": {"type": "emoji", "emoji": icon} if icon else None,
             "parent": dict(parent) if parent else {"type": "workspace", "workspace": True},
-            "archived": in_trash,
-            "in_trash": in_trash,
+            "in_trash": in_trash,   # 2026-03-11: `archived` is gone (renamed in_trash)
             "is_locked": False,
             "properties": props,
             "url": f"https://www.notion.so/{_slug(plain)}-{compact(pid)}".replace("/-", "/"),
@@ -309,7 +308,6 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
                 "created_by": _user(DEFAULT_USER),
                 "last_edited_by": _user(DEFAULT_USER),
                 "has_children": bool(kids),
-                "archived": False,
                 "in_trash": False,
                 "type": btype,
                 btype: spec.get(btype, {}),
@@ -327,13 +325,12 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
         self._owners.pop(block_id, None)
 
     def set_trashed(self, object_id: str, in_trash: bool = True) -> None:
-        """Move a page or database to the trash (``in_trash``/``archived`` true) or back."""
+        """Move a page or database to the trash (``in_trash`` true) or back."""
         oid = norm_id(object_id) or object_id
         target = self.pages.get(oid) or self.databases.get(oid) or self.data_sources.get(oid)
         if target is None:
             raise KeyError(object_id)
         target["in_trash"] = in_trash
-        target["archived"] = in_trash
 
     def touch(self, page_id: str, last_edited_time: str) -> None:
         """Set a page's ``last_edited_time`` (ISO 8601, e.g. ``2026-11-21T08:00:00.000Z``)."""

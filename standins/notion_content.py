@@ -196,6 +196,9 @@ EVERY_BLOCK_IDS = {
     "comment_link": "0f1e2d3c-4b5a-4968-8776-655443322117",
     "synced_original": "0f1e2d3c-4b5a-4968-8776-655443322118",
     "other_page": "0f1e2d3c-4b5a-4968-8776-655443322119",
+    "meeting_summary": "0f1e2d3c-4b5a-4968-8776-65544332211a",
+    "meeting_notes": "0f1e2d3c-4b5a-4968-8776-65544332211b",
+    "meeting_transcript": "0f1e2d3c-4b5a-4968-8776-65544332211c",
 }
 
 
@@ -266,10 +269,17 @@ def every_block_type() -> list[BlockSpec]:
         _with_id(synced_block([paragraph("Synced content.")]), "synced_original"),
         synced_block([paragraph("Synced content.")], ids["synced_original"]),
         block("template", {"rich_text": rich_text("Add a task")}, [to_do("New task")]),
+        # API 2026-03-11's meeting_notes (the transcription block before): summary, notes and
+        # transcript are child blocks its ``children`` object names.
         block(
             "meeting_notes",
-            {"title": rich_text("Weekly sync"), "status": "notes_ready"},
-            [paragraph("Summary of the meeting.")],
+            {"title": rich_text("Weekly sync"), "status": "notes_ready",
+             "children": {"summary_block_id": ids["meeting_summary"],
+                          "notes_block_id": ids["meeting_notes"],
+                          "transcript_block_id": ids["meeting_transcript"]}},
+            [_with_id(paragraph("Summary of the meeting."), "meeting_summary"),
+             _with_id(paragraph("Notes taken during it."), "meeting_notes"),
+             _with_id(paragraph("Transcript: good morning, everyone."), "meeting_transcript")],
         ),
         block("unsupported", {"block_type": "form"}),
         block("ai_block", {"rich_text": rich_text("Text of a future type")}, [paragraph("Its child.")]),

@@ -173,7 +173,9 @@ class NotionMarkdown:
             page_id, roots = self._page_of(object_id), [object_id]
         else:
             return self._not_found(object_id)
-        state: dict[str, Any] = {"left": self.markdown_block_limit, "unknown": [], "page": page_id}
+        state: dict[str, Any] = {"left": self.markdown_block_limit, "unknown": [], "page": page_id,
+                                 "transcripts": request.query_params.get("include_transcript")
+                                 in ("true", "True", "1")}
         lines: list[str] = []
         for bid in roots:
             lines += self._render(bid, 0, state)
@@ -291,7 +293,14 @@ class NotionMarkdown:
         if btype == "tab":
             return [f"{tab}<tabs>", *self._tabs(kids, depth + 1, state), f"{tab}</tabs>"]
         if btype == "meeting_notes":
+            # 2026-03-11 (``transcription`` before): its summary, notes and transcript are
+            # child blocks named by ``children``; the transcript only with include_transcript
+            # (https://developers.notion.com/reference/retrieve-page-markdown), else left out.
             title = render_rich_text_enhanced(body.get("title"))
+            refs = body.get("children") or {}
+            transcript = refs.get("transcript_block_id") if isinstance(refs, dict) else None
+            if transcript and not state.get("transcripts"):
+                kids = [k for k in kids if k != transcript]
             return [f"{tab}<meeting-notes>", *([f"{tab}\t{title}"] if title else []), *children(),
                     f"{tab}</meeting-notes>"]
         if btype == "template":

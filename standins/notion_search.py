@@ -187,7 +187,7 @@ class NotionSearch:
                 "created_time": DEFAULT_TIME, "last_edited_time": DEFAULT_TIME,
                 "created_by": {"object": "user", "id": DEFAULT_USER},
                 "last_edited_by": {"object": "user", "id": DEFAULT_USER},
-                "has_children": False, "archived": False, "in_trash": False,
+                "has_children": False, "in_trash": False,
                 "type": "paragraph",
                 "paragraph": {"rich_text": rich_text(line), "color": "default"},
             }

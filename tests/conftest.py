@@ -6,6 +6,9 @@ it may well point at production (the README's own "Running it for real" exports 
 tests create and drop schemas.
 Each test gets its own schema (``search_path`` set in the connection string), migrated from
 ``sql/``; subprocesses receive the same string as ``DATABASE_URL``.
+
+The dashboard's browser tests (marked ``browser``) need Debian's Chromium: ``pytest`` deselects
+them, ``pytest -m browser`` runs them (see :func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -13,17 +16,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from chromium import missing_line
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from debounce.migrate import migrate
+
+
+def _named_on_the_command_line(config: pytest.Config) -> set[Path]:
+    """The test files the command line names itself (``tests/test_x.py``,
+    ``tests/test_x.py::test_y``), not through a directory."""
+    here = config.invocation_params.dir
+    named = set()
+    for arg in config.args:
+        path = (here / arg.split("::")[0]).resolve()
+        if path.is_file():
+            named.add(path)
+    return named
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the ``browser`` tests unless the ``-m`` expression names ``browser`` (``pytest
+    -m browser``: then ``-m`` decides) or their file is named on the command line (``pytest
+    tests/test_dashboard_browser.py``). When browser tests remain selected on a machine without
+    Chromium, stop the session before any test with one line saying what to install."""
+    if not re.search(r"\bbrowser\b", config.getoption("markexpr") or ""):
+        named = _named_on_the_command_line(config)
+        dropped = [i for i in items if i.get_closest_marker("browser") and i.path not in named]
+        if dropped:
+            items[:] = [i for i in items if i not in dropped]
+            config.hook.pytest_deselected(items=dropped)
+    if any(i.get_closest_marker("browser") for i in items):
+        missing = missing_line()
+        if missing:
+            raise pytest.UsageError(missing)
 
 
 def server_url_for_tests(env: Mapping[str, str]) -> str | None:
@@ -35,12 +70,14 @@ def server_url_for_tests(env: Mapping[str, str]) -> str | None:
 def _no_production_database() -> Iterator[None]:
     """Subprocesses started by tests inherit the environment: drop ``DATABASE_URL`` so a test
     that forgets to pass its own cannot reach a database that was not given for tests."""
-    saved = os.environ.pop("DATABASE_URL", None)
+    saved = {name: os.environ.pop(name, None)
+             for name in ("DATABASE_URL", "DATABASE_REPLICA_URL")}
     try:
         yield
     finally:
-        if saved is not None:
-            os.environ["DATABASE_URL"] = saved
+        for name, value in saved.items():
+            if value is not None:
+                os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

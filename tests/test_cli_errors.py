@@ -57,7 +57,8 @@ def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
     ``PORT`` (a service on 8000 — the README's first line running in another terminal — must
     not change what a command answers here), plus ``extra``."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "PORT"))}
+           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "DATABASE_REPLICA_URL",
+                                  "PORT"))}
     return {**env, "DEBOUNCE_DATA_DIR": str(data_dir), "PORT": str(free_port()), **extra}
 
 

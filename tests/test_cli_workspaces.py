@@ -159,6 +159,25 @@ def test_adding_the_environments_own_token_is_refused_and_stores_nothing(
                                                              + notion_demo.DEMO_SECOND_WORKSPACE_ID)
 
 
+def test_backfill_registers_the_environments_workspace_before_any_worker_ran(
+        database_url: str) -> None:
+    """Issue 28: `debounce backfill notion` right after the first start answered "no active
+    notion workspace" although NOTION_TOKEN was set: the command registers the environment's
+    workspace as the worker and the web do when they start."""
+    env = clean_env(DATABASE_URL=database_url)
+    assert "no active notion workspace: connect one first" in one_line_error(
+        debounce("backfill", "notion", "--no-wait", env=env), 1)
+    env["NOTION_TOKEN"] = notion_demo.DEMO_TOKEN
+    done = debounce("backfill", "notion", "--no-wait", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "backfill of workspace 1 (notion (environment)): started\n"
+    again = debounce("backfill", "notion", "--no-wait", env=env)
+    assert again.stdout == "backfill of workspace 1 (notion (environment)): already running (backfill)\n"
+    listed = debounce("workspaces", "list", env=env)
+    (row,) = [line for line in listed.stdout.splitlines() if line.lstrip().startswith("1 ")]
+    assert " env " in row
+
+
 # -- item 8: keeping the key -------------------------------------------------------------------
 
 def test_new_key_prints_the_key_and_says_to_keep_it(tmp_path: Path) -> None:

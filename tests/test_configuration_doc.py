@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-import integrations
-from debounce import config
+from debounce import config, registry
 from debounce.config import ENV, EnvVar, Settings
 from debounce.config_reference import COMMAND
 from debounce.contract import SourceSetting
@@ -73,7 +72,7 @@ def env_var(f: Field[Any]) -> EnvVar:
 
 
 def source_specs() -> list[tuple[str, SourceSetting]]:
-    return [(source_type, spec) for source_type, source in integrations.builtin_sources().items()
+    return [(source_type, spec) for source_type, source in registry.builtin_sources().items()
             for spec in (*source.settings, *source.window_settings(), *source.budget_settings())]
 
 

@@ -4,7 +4,12 @@ running service: its SQLite index ends equal to the documents, through edits, de
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+import signal
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -85,3 +90,63 @@ async def test_the_consumer_keeps_its_index_equal_to_the_documents(
         index.commit()
         await store.upsert(doc("page-c", "gamma"))
         await check()
+
+
+async def _line(stream: asyncio.StreamReader) -> str:
+    return (await asyncio.wait_for(stream.readline(), 60)).decode().rstrip("\n")
+
+
+async def test_the_consumer_says_what_it_does_and_ends_quietly_on_ctrl_c(
+    pool: AsyncConnectionPool[Any], database_url: str, tmp_path: Path
+) -> None:
+    """Issue 28: it printed nothing while it ran and ended in a 50-line traceback on Ctrl-C.
+    Run as the doc says, in a subprocess: each change a line, a line when it waits, and
+    Ctrl-C a last line and exit 130, its index saved."""
+    store = DocumentStore(pool)
+    await store.upsert(doc("page-a", "alpha", title="Alpha"))
+    await servable(pool)
+    app = create_app(Settings(database_url=database_url, read_token=READ))
+    index = tmp_path / "index.db"
+    waiting = "up to date; waiting for changes (Ctrl-C stops)"
+    with BackgroundServer(app, lifespan="on") as server:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(ROOT / "examples" / "consumer.py"), server.url, READ, str(index),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            assert await _line(proc.stdout) == "read 1 documents; following the change feed"
+            assert await _line(proc.stdout) == "upsert notion page-a: Alpha"
+            assert await _line(proc.stdout) == waiting
+            await store.upsert(doc("page-b", "beta", title="Beta"))
+            assert [await _line(proc.stdout) for _ in range(2)] == [
+                "upsert notion page-b: Beta", waiting]
+            await store.mark_deleted("notion", ["page-a"])
+            assert [await _line(proc.stdout) for _ in range(2)] == [
+                "delete notion page-a: Alpha", waiting]
+            proc.send_signal(signal.SIGINT)
+            rest = (await asyncio.wait_for(proc.stdout.read(), 30)).decode()
+            err = (await asyncio.wait_for(proc.stderr.read(), 30)).decode()
+            assert await asyncio.wait_for(proc.wait(), 30) == 130
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert rest == f"stopped; {index} keeps the index and where to go on from\n"
+    assert err == ""
+    with sqlite3.connect(index) as db:
+        assert [r[0] for r in db.execute("select document_id from docs")] == ["page-b"]
+
+
+def test_the_consumer_refuses_bad_arguments_in_one_line(database_url: str, tmp_path: Path) -> None:
+    example = str(ROOT / "examples" / "consumer.py")
+    usage = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=30)
+    assert (usage.returncode, usage.stderr) == (
+        1, "usage: python examples/consumer.py URL TOKEN index.db\n")
+    app = create_app(Settings(database_url=database_url, read_token=READ))
+    with BackgroundServer(app, lifespan="on") as server:
+        wrong = subprocess.run([sys.executable, example, server.url, "not-the-token",
+                                str(tmp_path / "index.db")], capture_output=True, text=True,
+                               timeout=30)
+    assert wrong.returncode == 1
+    assert wrong.stderr.startswith("error: 401 from ") and wrong.stderr.count("\n") == 1, wrong.stderr
+    assert "read token" in wrong.stderr

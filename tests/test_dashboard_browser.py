@@ -2,6 +2,9 @@
 ``chromium-driver``, installed by .ci/run) driven by Selenium against the app served on
 loopback with its lifespan, over a database filled through ``debounce.queue``.
 
+Marked ``browser``: ``pytest`` deselects them; ``pytest -m browser`` runs them, and fails at
+once with one line saying what to install where Chromium is missing (``tests/chromium.py``).
+
 With ``DEBOUNCE_SCREENSHOTS=<dir>`` the tests also save one screenshot per screen there
 (``DEBOUNCE_SCREENSHOTS=docs/dashboard pytest tests/test_dashboard_browser.py`` refreshes the
 ones in docs/dashboard.md).
@@ -23,6 +26,7 @@ from typing import Any
 
 import one_job
 import pytest
+from chromium import CHROMEDRIVER, CHROMIUM
 from dashboard_seed import (
     ADMIN,
     FAILED_PAGE,
@@ -52,19 +56,15 @@ from standins.notion_api import DEMO_PAGE_ID, FakeNotion
 from standins.server import BackgroundServer
 from tests.test_notion_sync import make_job
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
+pytestmark = pytest.mark.browser
+
 SCREENSHOTS = os.environ.get("DEBOUNCE_SCREENSHOTS")
 
 
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
-    """A fresh headless Chromium (own profile directory), 1280 px wide."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        pytest.fail(f"the dashboard's browser tests need {' and '.join(missing)}: install Debian's "
-                    "browser with `apt-get install -y chromium chromium-driver` (.ci/run does)",
-                    pytrace=False)
+    """A fresh headless Chromium (own profile directory), 1280 px wide (the session has
+    checked that Chromium is installed: ``conftest.py``)."""
     profile = tempfile.mkdtemp(prefix="debounce-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)

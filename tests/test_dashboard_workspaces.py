@@ -253,10 +253,36 @@ async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
     # bulk jobs (the listed pages to sync and the re-check).
     assert shown["listed"] == shown["current"] + shown["to-sync"] + shown["had-a-job"]
     assert shown["synced"] + shown["remaining"] == shown["to-sync"] + shown["rechecks"]
-    # Remaining 2 × 2 requests a Notion page ÷ 150 a minute: 1.6 s.
+    # Remaining 2 × 1 request a Notion page (issue 31) ÷ 150 a minute: 0.8 s.
     summary = ("backfill done: 5 listed = 1 current + 3 to sync + 1 already had a job; "
                "1 re-check (a document the listing no longer shows); 2 synced, 2 remaining, "
-               "ETA 2 s")
+               "ETA 1 s")
     assert cell(html, "backfill-summary") == summary
     sources = unescape((await client.get("/admin/sources")).text)
     assert f'<span class="backfill">{summary}</span>' in sources
+
+
+async def test_the_workspace_page_and_metrics_show_requests_per_synced_page(
+        client: httpx.AsyncClient, pool: AsyncConnectionPool[Any], ws: SeededWorkspaces) -> None:
+    from debounce.sync_costs import SyncCosts, read
+    page = (await client.get(f"/admin/workspaces/{ws.notion}")).text
+    assert "no page synced yet" in cell(page, "workspace-costs")
+    costs = SyncCosts(pool)
+    costs.add(ws.notion, "bulk", 1000, 1000)   # a backfill: one request per page
+    costs.add(ws.notion, "live", 10, 8)        # body edits, and a new page (2)
+    costs.add(ws.notion, "live", 1, 0)         # a sync that yielded: its request counts
+    await costs.flush()
+    assert {c.lane: c.per_page for c in await read(pool, ws.notion)} == {
+        "bulk": 1.0, "live": 11 / 8}
+    page = (await client.get(f"/admin/workspaces/{ws.notion}")).text
+    shown = cell(page, "workspace-costs")
+    assert "live 1.38 (11 requests, 8 pages" in shown and "bulk 1.00 (1000 requests" in shown
+    text = (await client.get("/metrics")).text
+    labels = f'lane="bulk",source="notion",workspace="{ws.notion}"'
+    assert f"debounce_workspace_requests_per_page{{{labels}}} 1.0" in text
+    assert f"debounce_workspace_sync_requests{{{labels}}} 1000.0" in text
+    assert f"debounce_workspace_synced_pages{{{labels}}} 1000.0" in text
+    # a workspace removed meanwhile: its counts are dropped, nothing fails
+    costs.add(424242, "live", 3, 1)
+    await costs.flush()
+    assert all(c.workspace_id != 424242 for c in await read(pool))

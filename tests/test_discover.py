@@ -125,7 +125,11 @@ async def test_notion_lists_pages_and_data_sources_in_pages_of_100_resumable_els
     assert len(edits) == 253 and all(e.utcoffset() == timedelta(0) for e in edits)
     assert edits == sorted(edits)
     kinds = {i.source_page_id: i.payload for i in items}
-    assert kinds[pages[0]] == {"entity": {"id": pages[0], "type": "page"}}
+    assert kinds[pages[0]]["entity"] == {"id": pages[0], "type": "page"}
+    # the listing's page object travels with the page's bulk job (issue 31): what its sync reads
+    listing = kinds[pages[0]]["listing"]
+    assert listing["id"] == pages[0] and listing["object"] == "page"
+    assert {"properties", "last_edited_time", "parent", "url", "in_trash"} <= set(listing)
     assert kinds[sources[0]] == {"entity": {"id": sources[0], "type": "data_source"}}
     assert next(i for i in items if i.source_page_id == pages[7]).title == "Page 7"
     assert next(i for i in items if i.source_page_id == sources[2]).title == "Tracker 2"

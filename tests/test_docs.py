@@ -34,7 +34,7 @@ _SHORT -= {"secrets"}
 #: Inside shell blocks too: a file of the repository passed to a command.
 _SHELL_FILE = re.compile(r"(?<![\w/.])((?:examples|sql|bench|tests|docs)/[\w./-]+\.(?:json|py|sql|md))")
 #: Dotted names that are not modules but strings the code uses, each with the file saying so.
-NAMES = {"debounce.integrations": "integrations/__init__.py",  # the entry point group
+NAMES = {"debounce.integrations": "debounce/registry.py",  # the entry point group
          "integrations.notion.sdk": "integrations/notion/client.py"}  # the SDK's logger
 
 

@@ -17,8 +17,7 @@ import pytest
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
-import integrations
-from debounce import feed, queue
+from debounce import feed, queue, registry
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
 from debounce.documents import DocumentStore
@@ -77,7 +76,7 @@ async def stack(
     )
     app = create_app(settings, pool=pool)
     store = DocumentStore(pool)
-    sources = integrations.create_all(settings)
+    sources = registry.create_all(settings)
     worker = Worker(settings, pool, sources, conninfo=database_url)
     task = asyncio.create_task(worker.run())
     async with app.router.lifespan_context(app), httpx.AsyncClient(
@@ -160,8 +159,11 @@ async def test_edit_during_sync_is_followed_by_a_second_sync(stack: Stack) -> No
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
     stack.notion.add_page(PAGE, title="v2", blocks=[n.paragraph("second")])
+    # Body and title changed: Notion sends page.content_updated and, for the title (a
+    # property), page.properties_updated (its event reference); the follow-up syncs both.
     resp = await send(stack.client, "notion", dict(template, id="b"))
     assert resp.json()["jobs"][0]["outcome"] in ("requeued_after_running", "created")
+    await send(stack.client, "notion", dict(template, id="c", type="page.properties_updated"))
     await asyncio.sleep(1.2)  # the follow-up's debounce window
     await settled(stack.pool)
     doc = await stack.store.get("notion", PAGE)

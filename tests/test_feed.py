@@ -16,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 from debounce import feed
 from debounce.documents import Document, DocumentStore, content_sha256
 from debounce.feed_listen import ChangeSignal, read_waiting
+from debounce.migrate import migrate
 from debounce.worker.maintenance import prune_once
 
 T0 = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -205,16 +206,28 @@ async def test_a_cursor_of_another_database_or_from_the_future_is_gone(
     assert future.value.reason == "future"
 
 
-async def test_a_restored_log_of_another_cluster_is_emptied_on_first_read(
-    pool: AsyncConnectionPool[Any]
+async def test_a_restored_log_of_another_cluster_is_served_by_no_read_and_emptied_by_migrate(
+    pool: AsyncConnectionPool[Any], database_url: str
 ) -> None:
+    """A read writes nothing (a standby runs it): it serves nothing of a log copied from
+    another cluster; ``debounce migrate`` (or the prune) empties it."""
     await DocumentStore(pool).upsert(doc("a", "1"))
     async with pool.connection() as conn:
         await conn.execute("update document_feed set system_identifier = '42'")
     page = await feed.read_changes(pool, None, 10)
-    assert page.changes == [] and page.next.epoch != "42"
+    assert page.changes == [] and page.behind and page.next.epoch != "42"
+    assert await scalar(pool, "select count(*) from document_changes") == 1   # untouched
+    assert await migrate(database_url) == []
+    assert await scalar(pool, "select count(*) from document_changes") == 0
     await DocumentStore(pool).upsert(doc("a", "2"))
     assert [c.content_sha256 for c in (await read_all(pool))[0]] == [content_sha256("2")]
+
+
+async def scalar(pool: AsyncConnectionPool[Any], query: str) -> Any:
+    async with pool.connection() as conn:
+        row = await (await conn.execute(query)).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return row[0]
 
 
 async def test_retention_prunes_old_changes_and_moves_the_oldest_cursor(
@@ -245,12 +258,11 @@ async def test_retention_prunes_old_changes_and_moves_the_oldest_cursor(
 async def test_a_waiting_reader_is_woken_by_a_write(
     pool: AsyncConnectionPool[Any], database_url: str
 ) -> None:
-    signal = ChangeSignal(database_url)
+    signal = ChangeSignal(pool)
     try:
         start = await feed.head(pool)
         signal.mark()
         await signal.listening.wait()
-        assert await signal.follow(pool)    # writers notify from now on: waits are not capped
         waiting = asyncio.create_task(read_waiting(pool, signal, start, 10, 30.0))
         while signal.waiting == 0:          # it read nothing and waits
             assert not waiting.done()

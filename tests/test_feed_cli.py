@@ -13,8 +13,9 @@ from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from test_cli_errors import DEBOUNCE, ROOT, clean_env, one_line, run
 
-from debounce import feed
+from debounce import feed, workspaces
 from debounce.documents import Document, DocumentStore
+from debounce.secrets import Keyring, new_key
 
 THREAD = "C0123ABCD/1732450000.000100"
 
@@ -62,6 +63,60 @@ async def test_a_bad_cursor_is_one_line_and_a_non_zero_exit(
     done = await asyncio.to_thread(run, ["documents", "changes", *args], env, ROOT)
     assert done.returncode == code
     assert expected in one_line(done)
+
+
+@pytest.mark.parametrize("args", [
+    ["documents", "--source", "jira"],
+    ["documents", "changes", "--source", "jira"],
+    ["documents", "changes", "--follow", "--source", "jira"],
+    ["jobs", "--source", "jira"],
+])
+async def test_a_source_filter_naming_no_source_is_one_line_naming_the_known_ones(
+    database_url: str, tmp_path: Path, args: list[str]
+) -> None:
+    """Issue 28: the filter matched nothing, so the command printed nothing and exited 0."""
+    env = clean_env(tmp_path, DATABASE_URL=database_url)
+    done = await asyncio.to_thread(run, args, env, ROOT)
+    assert done.returncode == 2
+    assert "unknown source 'jira' (known: notion, slack)" in one_line(done)
+    assert done.stdout == ""
+
+
+async def test_a_workspace_filter_naming_no_workspace_is_one_line(
+    pool: AsyncConnectionPool[Any], database_url: str, tmp_path: Path
+) -> None:
+    """Issue 28: ``--workspace 99`` printed nothing and exited 0; a workspace of another source
+    than ``--source`` matches nothing either. A removed workspace's changes can still be read."""
+    keyring = Keyring(new_key())
+    slack = await workspaces.save(pool, keyring, source_type="slack", external_id="T0FEED",
+                                  name="Feed team", credentials={"access_token": "xoxb-feed"})
+    store = DocumentStore(pool)
+    await store.upsert(doc(THREAD, "t", source="slack"))
+    async with pool.connection() as conn:  # an unfenced store writes no workspace
+        await conn.execute("update documents set workspace_id = %s where document_id = %s",
+                           (slack["id"], THREAD))  # test-only SQL
+    await servable(pool)
+    env = clean_env(tmp_path, DATABASE_URL=database_url)
+    for args, expected in (
+        (["--workspace", "99"], "error: no workspace 99 (`debounce workspaces list` shows the ids)"),
+        (["--workspace", "99", "--follow"], "error: no workspace 99"),
+        (["--workspace", str(slack["id"]), "--source", "notion"],
+         f"error: workspace {slack['id']} is a slack workspace, not notion"),
+    ):
+        done = await asyncio.to_thread(run, ["documents", "changes", *args], env, ROOT)
+        assert done.returncode == 1, (args, done.stderr)
+        assert one_line(done).startswith(expected), args
+        assert done.stdout == ""
+    for filters in (["--workspace", str(slack["id"])],
+                    ["--workspace", str(slack["id"]), "--source", "slack"]):
+        done = await asyncio.to_thread(run, ["documents", "changes", *filters], env, ROOT)
+        assert done.returncode == 0, done.stderr
+        assert [line.split()[2] for line in done.stdout.splitlines()[:-1]] == [THREAD]
+    await workspaces.remove(pool, int(slack["id"]))
+    done = await asyncio.to_thread(run, ["documents", "changes", "--workspace", str(slack["id"])],
+                                   env, ROOT)
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[2] for line in done.stdout.splitlines()[:-1]] == [THREAD]
 
 
 async def test_follow_prints_new_changes_until_interrupted(

@@ -181,7 +181,6 @@ async def test_the_schema_holds_no_infinite_time_and_returns_no_claim_bookkeepin
     await queue.resync(pool, "notion", BETA_ID)   # a job row to try the constraint on
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         for table, column in (("workspaces", "held_until"), ("workspaces", "blocked_until"),
-                              ("document_feed", "followers_until"),
                               ("sync_jobs", "scheduled_at")):
             for value in ("infinity", "-infinity"):
                 with pytest.raises(psycopg.errors.CheckViolation):

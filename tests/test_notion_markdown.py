@@ -15,6 +15,7 @@ from debounce.documents import DocumentStore
 from integrations.notion import NotionSettings, NotionSyncer
 from integrations.notion import markdown as markdown_module
 from integrations.notion.markdown import clean_markdown, page_markdown, splice_unknown
+from integrations.notion.refusals import EndpointRefusals
 from standins.notion_api import (
     DEMO_PAGE_ID,
     FakeNotion,
@@ -129,7 +130,7 @@ async def test_truncated_page_fetches_unknown_blocks_and_keeps_every_text(
     fake.markdown_block_limit = 10_000
     whole = NotionSyncer(notion.settings)
     try:
-        full = await page_markdown(whole.client.bind(context), page, set())
+        full = await page_markdown(whole.client.bind(context), page, EndpointRefusals())
     finally:
         await whole.aclose()
     assert full == truncated

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from starlette.datastructures import Headers
 
+from debounce import registry
 from debounce.config import Settings
 from debounce.contract import Integration, PageEvent, WebhookError
 from integrations.notion import NotionSettings, NotionSyncer, NotionWebhooks, create, normalize_id
@@ -38,23 +39,43 @@ def notion() -> NotionWebhooks:
 
 
 @pytest.mark.parametrize(
-    ("name", "page_id"),
+    ("name", "page_id", "kinds"),
     [
-        ("page.created.json", PAGE),
-        ("page.content_updated.json", PAGE),
-        ("page.properties_updated.json", PAGE),
-        ("page.deleted.json", PAGE),
-        ("page.undeleted.json", PAGE),
-        ("comment.created.json", PAGE),  # data.page_id, not the comment's entity.id
-        ("database.schema_updated.json", DATABASE),
+        # what each event says changed (docs/notion.md, "Which event asks for what")
+        ("page.created.json", PAGE, ()),
+        ("page.content_updated.json", PAGE, ("content",)),
+        ("page.properties_updated.json", PAGE, ("properties",)),
+        ("page.deleted.json", PAGE, ("properties",)),
+        ("page.undeleted.json", PAGE, ()),
+        ("comment.created.json", PAGE, ("content",)),  # data.page_id, not the comment's id
+        ("database.schema_updated.json", DATABASE, ()),
     ],
 )
-def test_examples_map_to_their_page(notion: NotionWebhooks, name: str, page_id: str) -> None:
+def test_examples_map_to_their_page(notion: NotionWebhooks, name: str, page_id: str,
+                                    kinds: tuple[str, ...]) -> None:
     body = example(name)
     event = json.loads(body)
     result = notion.parse_webhook(sign(body), body)
-    assert result.events == [PageEvent(source_page_id=page_id, event_id=event["id"], payload=event)]
+    assert result.events == [PageEvent(source_page_id=page_id, event_id=event["id"], payload=event,
+                                       kinds=kinds)]
     assert result.verification_token is None
+
+
+@pytest.mark.parametrize(
+    ("event_type", "kinds"),
+    [("page.content_updated", ("content",)), ("page.properties_updated", ("properties",)),
+     ("page.moved", ()), ("page.created", ()), ("page.undeleted", ()),
+     ("page.deleted", ("properties",)), ("page.locked", ("properties",)),
+     ("page.unlocked", ("properties",)), ("page.transcript_deleted", ("content",)),
+     ("page.something_new", ()), ("data_source.schema_updated", ()),
+     ("data_source.content_updated", ())],
+)
+def test_each_event_type_says_what_changed(notion: NotionWebhooks, event_type: str,
+                                           kinds: tuple[str, ...]) -> None:
+    event = {"id": "e-1", "type": event_type, "timestamp": "2026-11-20T23:55:34.285Z",
+             "entity": {"id": PAGE, "type": event_type.split(".")[0]}}
+    body = json.dumps(event).encode()
+    assert notion.parse_webhook(sign(body), body).events[0].kinds == kinds
 
 
 def test_every_example_is_covered() -> None:
@@ -239,7 +260,6 @@ def test_registry_finds_the_notion_source() -> None:
     integration = create(NotionSettings())
     assert integration.source_type == "notion"
     assert isinstance(integration, Integration)
-    import integrations
 
-    assert "notion" in integrations.source_types()
-    assert isinstance(integrations.create("notion", Settings()), NotionSyncer)
+    assert "notion" in registry.source_types()
+    assert isinstance(registry.create("notion", Settings()), NotionSyncer)

@@ -440,6 +440,8 @@ Meeting notes: Weekly sync
 
 Summary of the meeting.
 
+Notes taken during it.
+
 [unsupported Notion block: form]
 
 Text of a future type

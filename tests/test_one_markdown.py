@@ -177,13 +177,15 @@ async def test_every_block_type_stores_the_same_markdown_by_both_paths(conn: Con
         "Escapes: 2 \\* 3 = 6, \\[brackets\\], \\<callout>, \\$5, a_b, \\_c\\_, \\~tilde\\~, "
         "back\\slash, R&D \\&amp; {x} | y ^z",
         "| multi line | [link](https://example.com/a_b) |",
-        "Meeting notes: Weekly sync\n\nSummary of the meeting.",
+        "Meeting notes: Weekly sync\n\nSummary of the meeting.\n\nNotes taken during it.",
         "📌 Tab two\n\nSecond tab body.",
         "[unsupported Notion block: form]",
         "- Level 1\n  - Level 2\n    - Level 3\n\n      under level 3",
     ):
         assert expected in markdown_path, expected
     assert enhanced_tags(markdown_path) == [] and enhanced_tags(walk) == []
+    # meeting notes (API 2026-03-11): summary and notes kept, the transcript left out by both
+    assert "good morning, everyone" not in markdown_path and "good morning" not in walk
 
 
 async def test_demo_documents_are_one_markdown_by_both_paths(conn: Conn) -> None:

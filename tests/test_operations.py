@@ -30,7 +30,7 @@ def test_the_tests_never_use_database_url() -> None:
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment of a subprocess: ours without any debounce setting, plus ``extra``."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL"))}
+           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "DATABASE_REPLICA_URL"))}
     return {**env, **extra}
 
 

@@ -15,8 +15,7 @@ from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 
-import integrations
-from debounce import feed
+from debounce import feed, registry
 from debounce.config import Settings
 from debounce.contract import Audience
 from debounce.documents import Document, DocumentStore, content_sha256
@@ -206,9 +205,9 @@ async def test_visible_to_asks_the_registry_which_sources_carry_audiences(
 ) -> None:
     """No source is named in the read path: ``visible_to`` filters the sources whose spec
     declares audiences (``Source.audiences``), and says which when there are several."""
-    assert integrations.get("slack").audiences and not integrations.get("notion").audiences
-    chat = dataclasses.replace(integrations.get("slack"), source_type="chat")
-    monkeypatch.setitem(integrations._extra, "chat", chat)  # a second source with audiences
+    assert registry.get("slack").audiences and not registry.get("notion").audiences
+    chat = dataclasses.replace(registry.get("slack"), source_type="chat")
+    monkeypatch.setitem(registry._extra, "chat", chat)  # a second source with audiences
     application = app_for(pool)
     async with (application.router.lifespan_context(application),
                 httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
@@ -274,9 +273,10 @@ async def test_a_long_poll_is_woken_by_a_write_and_times_out_with_the_same_next(
     head = (await client.get("/documents/changes")).json()["next"]
     timed_out = await client.get("/documents/changes", params={"after": head, "wait": "0.05"})
     assert timed_out.json() == {"changes": [], "next": head}
+    assert timed_out.headers["debounce-served-by"] == "primary"
+    assert timed_out.headers["debounce-replica-lag-seconds"] == "0.000"
     signal = app.state.web.feed_signal()
     await signal.listening.wait()
-    await signal.follow(pool)  # writers notify from now on: the poll's wait is not capped
     polling = asyncio.create_task(client.get("/documents/changes",
                                              params={"after": head, "wait": "60"}))
     while signal.waiting == 0:    # the poll read nothing and waits
@@ -291,3 +291,4 @@ async def test_metrics_export_the_feed_lag(client: httpx.AsyncClient) -> None:
     text = (await client.get("/metrics")).text
     assert "# TYPE debounce_feed_lag_seconds gauge" in text
     assert "debounce_feed_lag_seconds 0.0" in text
+    assert "debounce_replica_lag_seconds 0.0" in text

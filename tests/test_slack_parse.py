@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from starlette.datastructures import Headers
 
-import integrations
+from debounce import registry
 from debounce.config import Settings
 from debounce.contract import Integration, WebhookError, WebhookResult
 from integrations.slack import SlackSettings, SlackSyncer, SlackWebhooks
@@ -288,11 +288,11 @@ def test_unknown_envelope_type_is_acknowledged() -> None:
 
 
 def test_registry_finds_the_slack_integration() -> None:
-    integ = integrations.create("slack", Settings(slack_signing_secret=SECRET))
+    integ = registry.create("slack", Settings(slack_signing_secret=SECRET))
     assert isinstance(integ, SlackSyncer)
     assert isinstance(integ, Integration)
     assert integ.source_type == "slack"
-    assert "slack" in integrations.source_types()
+    assert "slack" in registry.source_types()
 
 
 def test_parsing_is_fast() -> None:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-import integrations
+from debounce import registry
 from debounce.cli import sign_request
 from debounce.config import Settings
 from debounce.documents import DocumentStore
@@ -40,18 +40,18 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     (info / "entry_points.txt").write_text("[debounce.integrations]\necho = echo_source:SOURCE\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.syspath_prepend(str(EXAMPLE))
-    integrations._installed.cache_clear()
+    registry._installed.cache_clear()
     yield
-    integrations._installed.cache_clear()
+    registry._installed.cache_clear()
     sys.modules.pop("echo_source", None)
 
 
 def test_the_example_source_is_loaded_through_its_entry_point(installed: None) -> None:
     assert "echo_source" not in sys.modules
-    source = integrations.get("echo")
+    source = registry.get("echo")
     assert "echo_source" in sys.modules               # imported by the entry point's loader
     assert source.source_type == "echo"
-    assert integrations.source_types() == ["echo", "notion", "slack"]
+    assert registry.source_types() == ["echo", "notion", "slack"]
     # Its typed settings, from the environment like every source's.
     settings = Settings.from_env({"ECHO_SIGNING_SECRET": SECRET, "ECHO_DEBOUNCE_SECONDS": "2"})
     assert settings.source_settings("echo").echo_signing_secret == SECRET
@@ -76,7 +76,7 @@ async def test_the_example_source_goes_from_webhook_to_document(
                                  headers=sign_request("echo", body, SECRET))
     assert refused.status_code == 401 and refused.json()["error"] == "invalid_signature"
     assert resp.status_code == 200 and resp.json()["jobs"][0]["outcome"] == "created"
-    syncers = integrations.create_all(settings)
+    syncers = registry.create_all(settings)
     worker = Worker(settings, pool, syncers, conninfo=database_url)
     task = asyncio.create_task(worker.run())
     store = DocumentStore(pool)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
 from debounce.config import Settings
-from debounce.contract import PermanentError, RateLimited, SyncContext, SyncResult
+from debounce.contract import BudgetExhausted, PermanentError, RateLimited, SyncContext, SyncResult
 from debounce.types import JobEvent, JobStatus, SyncJob
 from debounce.worker import Worker
 
@@ -121,6 +122,31 @@ async def test_rate_limited_is_retried_at_retry_after_without_spending_an_attemp
     assert second_job.attempts == 1  # the rate-limited attempt was given back
     state = await job_state(pool, r.job.id)
     assert "429 from source" in (state.last_error or "")
+
+
+async def test_a_spent_budget_is_one_info_line_saying_when_the_job_goes_on(
+    pool: AsyncConnectionPool[Any], run_worker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 28: "budget exhausted after 1 requests; yielding …" and "now pending (due <a time
+    already past>)" read as trouble; a budget wait is normal operation."""
+    integration = ScriptedIntegration(
+        lambda job: BudgetExhausted(0.4) if len(integration.calls) == 1 else None)
+    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
+                              max_wait_seconds=0)
+    with caplog.at_level(logging.INFO, logger="debounce.worker"):
+        run_worker(integration)
+
+        async def done() -> bool:
+            return (await job_state(pool, r.job.id)).status is JobStatus.COMPLETED
+
+        await wait_for(done)
+    about = [rec for rec in caplog.records if getattr(rec, "job_id", None) == r.job.id]
+    lines = [(rec.levelno, rec.getMessage()) for rec in about]
+    assert (logging.INFO, f"the noop source's API budget is spent: job {r.job.id} waits for a "
+            "request, due in 0.4 s") in lines, lines
+    assert not [m for _, m in lines if "exhausted" in m or m.startswith("now pending")], lines
+    assert all(level == logging.INFO for level, _ in lines), lines
+    assert len(integration.calls) == 2
 
 
 async def test_permanent_error_fails_at_once(pool: AsyncConnectionPool[Any], run_worker: Any) -> None:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-import integrations
+from debounce import registry
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
 from debounce.secrets import new_key
@@ -129,7 +129,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
         assert resp.status_code == 200 and resp.json()["jobs"][0]["outcome"] == "created", resp.text
 
     settings = world["settings"]
-    worker = Worker(settings, pool, integrations.create_all(settings),
+    worker = Worker(settings, pool, registry.create_all(settings),
                     conninfo=settings.database_url)
     running = asyncio.create_task(worker.run())
     try:

@@ -47,13 +47,21 @@ async def _worker(settings: Settings) -> int:
         return await run_worker(s)
 
 
+#: The hand-run commands that only read: with ``DATABASE_REPLICA_URL`` set they read there.
+READ_ONLY_COMMANDS = ("documents", "jobs", "stats")
+
+
 async def _admin(args: argparse.Namespace, settings: Settings) -> int:
     """A command a person runs by hand: it reads or enqueues, and never migrates (an
-    unmigrated database is one line saying how to migrate)."""
+    unmigrated database is one line saying how to migrate). The commands that only read
+    (:data:`READ_ONLY_COMMANDS`) use ``DATABASE_REPLICA_URL`` when it is set."""
     async with database(settings, args.command) as s:
         assert s.database_url
         await require_migrated(s, embedded=not settings.database_url)
-        pool = open_pool(s.database_url, max_size=2)
+        url = s.database_url
+        if args.command in READ_ONLY_COMMANDS and s.database_replica_url:
+            url = s.database_replica_url
+        pool = open_pool(url, max_size=2)
         await pool.open(wait=True, timeout=30)
         try:
             return await COMMANDS[args.command](args, s, pool)

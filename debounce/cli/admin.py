@@ -8,8 +8,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import integrations
-from debounce import audiences, feed, queue
+from debounce import audiences, feed, queue, registry
 from debounce.cli import backfill, changes, workspace_cmds
 from debounce.cli.errors import fail
 from debounce.config import Settings
@@ -29,10 +28,10 @@ def _print(obj: Any) -> None:
 async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Manual re-sync of one page (due now); ``--workspace`` (id or the source's id): the
     workspace whose token reads a page debounce has not synced yet."""
-    source = integrations.sources().get(args.source)
+    source = registry.sources().get(args.source)
     if source is None:
         return fail(f"unknown source {args.source!r} (known: "
-                     f"{', '.join(integrations.source_types())})", 2)
+                     f"{', '.join(registry.source_types())})", 2)
     try:
         page_id = source.page_id(args.page_id)
     except ValueError as exc:
@@ -147,7 +146,7 @@ async def _find_documents(pool: Any, ref: str) -> list[Any]:
     q = queries("cli")
     found: dict[int, Any] = {}
     ref = ref.strip()
-    candidates = {ref} | {s.normalize_page_id(ref) for s in integrations.sources().values()}
+    candidates = {ref} | {s.normalize_page_id(ref) for s in registry.sources().values()}
     for document_id in sorted(candidates):
         row = await fetch_one(pool, q["document"], {"document_id": document_id})
         if row is not None:
@@ -161,7 +160,7 @@ async def _find_documents(pool: Any, ref: str) -> list[Any]:
 
 def handshake_commands() -> dict[str, str]:
     """``{command name: source type}`` of the sources that have a handshake token."""
-    return {s.handshake_command: s.source_type for s in integrations.sources().values()
+    return {s.handshake_command: s.source_type for s in registry.sources().values()
             if s.handshake_command}
 
 

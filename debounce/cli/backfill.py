@@ -21,8 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-import integrations
-from debounce import enumerations, workspaces
+from debounce import enumerations, registry, workspaces
 from debounce.cli.errors import fail
 from debounce.cli.workspace_cmds import Refused, resolve_workspace
 from debounce.config import Settings
@@ -40,7 +39,7 @@ def add_parser(sub: Any) -> None:
     text = ("copy every page (channel) a workspace can see: enumerate it and sync what is "
             "missing or stale, in the bulk lane (the workers do it); shows the progress")
     sp = sub.add_parser("backfill", help=text, description=text)
-    sp.add_argument("source", choices=integrations.source_types())
+    sp.add_argument("source", choices=registry.source_types())
     sp.add_argument("--workspace", metavar="ID",
                     help="only this workspace: its id or the source's id of it (default: every "
                          "active one of SOURCE)")
@@ -50,7 +49,12 @@ def add_parser(sub: Any) -> None:
 
 async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Run ``debounce backfill``; returns the exit code (1: no such workspace, or one
-    failed or is blocked by its credentials error)."""
+    failed or is blocked by its credentials error). The environment's workspace of the
+    source (its token set, e.g. ``NOTION_TOKEN``) is registered first, as a worker or web
+    process does when it starts: the command need not wait for one to have run."""
+    token = workspaces.env_tokens(settings).get(args.source)
+    if token:
+        await workspaces.ensure_env_workspace(pool, args.source, token)
     if args.workspace is not None:
         try:
             rows = [await resolve_workspace(pool, settings, args.workspace, args.source)]
@@ -63,7 +67,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     if not rows:
         return fail(f"no active {args.source} workspace: connect one first "
                      "(debounce workspaces add, or an install flow)")
-    source = integrations.get(args.source)
+    source = registry.get(args.source)
     for row in rows:
         started = await enumerations.request(pool, row["id"], "backfill")
         verb = ("started" if started and started.get("inserted")

@@ -1,5 +1,6 @@
 """``debounce documents changes``: the change feed read straight from the database, one line
-per change; ``--follow`` waits for more (LISTEN/NOTIFY) until interrupted."""
+per change; ``--follow`` waits for more (the feed's frontier, polled while it waits) until
+interrupted. With ``DATABASE_REPLICA_URL`` set it reads the replica."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ import contextlib
 import sys
 from typing import Any
 
-from debounce import feed
+from debounce import feed, workspaces
 from debounce.cli.errors import CliError
 from debounce.config import Settings
+from debounce.db import fetch_one
 from debounce.feed_listen import ChangeSignal, read_waiting
+from debounce.sql import queries
 
 __all__ = ["FOLLOW_WAIT_SECONDS", "change_line", "run"]
 
-#: Seconds one wait of ``--follow`` lasts before it reads again (a backstop: notifications
-#: wake it sooner).
+#: Seconds one wait of ``--follow`` lasts before it reads again (a backstop: the frontier's
+#: moves wake it sooner).
 FOLLOW_WAIT_SECONDS = 30.0
 
 
@@ -34,14 +37,37 @@ def _resume(cursor: feed.Cursor) -> str:
     return f"next: debounce documents changes --after {cursor.encode()}"
 
 
+async def _check_workspace(pool: Any, workspace_id: int, source_type: str | None) -> None:
+    """Refuse a ``--workspace`` filter that can match nothing: a workspace that never was (no
+    row, and no change of it left from before it was removed), or one of another source than
+    ``--source``.
+
+    Raises:
+        CliError: the line saying so (exit 1).
+    """
+    rows = await workspaces.list_workspaces(pool, workspace_id)
+    if not rows:
+        row = await fetch_one(pool, queries("cli")["workspace_in_feed"],
+                              {"workspace_id": workspace_id})
+        if row is None or not row["found"]:
+            raise CliError(f"error: no workspace {workspace_id} (`debounce workspaces list` "
+                           "shows the ids)")
+        return
+    kind = rows[0]["source_type"]
+    if source_type is not None and kind != source_type:
+        raise CliError(f"error: workspace {workspace_id} is a {kind} workspace, not {source_type}: "
+                       "no change matches both filters")
+
+
 async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Print the changes after ``--after`` (default: the oldest retained), at most
     ``--limit`` per read, filtered by ``--source``/``--workspace``; then the line to resume
     from. With ``--follow``, keep reading until Ctrl-C.
 
     Raises:
-        CliError: a malformed cursor, a bad limit, or a cursor the feed cannot follow
-            (another database, pruned: the message says what to do).
+        CliError: a malformed cursor, a bad limit, a workspace that is not there (or not of
+            ``--source``), or a cursor the feed cannot follow (another database, pruned: the
+            message says what to do).
     """
     try:
         after = feed.Cursor.decode(args.after) if args.after else None
@@ -49,6 +75,8 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         raise CliError(f"error: {exc} (pass a cursor this command printed)", 2) from None
     if not 1 <= args.limit <= feed.MAX_LIMIT:
         raise CliError(f"error: --limit must be between 1 and {feed.MAX_LIMIT}", 2)
+    if args.workspace is not None:
+        await _check_workspace(pool, args.workspace, args.source)
     filters = {"source_type": args.source, "workspace_id": args.workspace}
     try:
         if not args.follow:
@@ -57,8 +85,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
                 print(change_line(change))
             print(_resume(page.next))
             return 0
-        assert settings.database_url
-        signal = ChangeSignal(settings.database_url)
+        signal = ChangeSignal(pool)
         position = after
         try:
             with contextlib.suppress(asyncio.CancelledError):

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import uvicorn
 
-import integrations
-from debounce import feed, queue, workspaces
+from debounce import feed, queue, registry, workspaces
 from debounce.cli.send import (
     DEMO_STATE_FILE,
     DemoService,
@@ -76,7 +75,7 @@ def demo_setups(stack: contextlib.ExitStack | contextlib.AsyncExitStack
     from standins.demos import DEMOS
 
     started = []
-    for source in integrations.sources().values():
+    for source in registry.sources().values():
         demo = DEMOS.get(source.source_type)
         if demo is None:
             continue

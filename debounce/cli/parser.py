@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-import integrations
+from debounce import registry
 from debounce.cli import backfill, workspace_cmds
 from debounce.cli.admin import handshake_commands
 
-__all__ = ["OneLineParser", "build_parser"]
+__all__ = ["OneLineParser", "build_parser", "known_source"]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -21,9 +21,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
+def known_source(value: str) -> str:
+    """``value`` if it names a source (an ``argparse`` type: a filter naming no source would
+    match nothing and print nothing, so it is a usage error, as the read API's 400 is)."""
+    names = registry.source_types()
+    if value not in names:
+        raise argparse.ArgumentTypeError(f"unknown source {value!r} (known: {', '.join(names)})")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``debounce`` command."""
-    names = integrations.source_types()
+    names = registry.source_types()
     listed = ", ".join(names)
     p = OneLineParser(
         prog="debounce",
@@ -58,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "of it; default: the workspace of its document, else the environment's)")
     sp = command("jobs", "list jobs, newest first (a table; --json for every field)")
     sp.add_argument("--status", choices=["pending", "processing", "completed", "failed"])
-    sp.add_argument("--source", help=f"only this source ({listed})")
+    sp.add_argument("--source", type=known_source, help=f"only this source ({listed})")
     sp.add_argument("--limit", type=int, default=20, help="how many (default 20)")
     sp.add_argument("--cursor", type=int, help="next_cursor of the previous page")
     sp.add_argument("--json", action="store_true", help="JSON with every field, payloads included")
@@ -102,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("action", nargs="?", choices=["changes"],
                     help="changes: the change feed, one line per change, then the cursor to "
                          "resume from (docs/consumers.md)")
-    sp.add_argument("--source", help=f"only this source ({listed})")
+    sp.add_argument("--source", type=known_source, help=f"only this source ({listed})")
     sp.add_argument("--id", help="document id: print its Markdown")
     sp.add_argument("--limit", type=int, default=50, help="how many (default 50)")
     sp.add_argument("--after", metavar="CURSOR", help="changes: after this cursor (default: "

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 import psycopg
 import uvicorn
 
-import integrations
+from debounce import registry
 from debounce.cli.errors import CliError
 from debounce.config import Settings
 from debounce.db import open_pool
@@ -128,7 +128,7 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
     pool = open_pool(settings.database_url, max_size=settings.worker_concurrency + 4,
                      timeout=settings.pool_timeout_seconds, name="debounce-worker")
     await pool.open(wait=False)
-    sources = integrations.create_all(settings)
+    sources = registry.create_all(settings)
     worker = Worker(settings, pool, sources, conninfo=settings.database_url)
     if install_signal_handlers:
         install_signals(worker.stop)
@@ -193,13 +193,14 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
                                             access_log=False, lifespan="on"))
         worker = None
         if with_worker:
-            sources = integrations.create_all(settings)
+            sources = registry.create_all(settings)
             worker = Worker(settings, pool, sources, conninfo=settings.database_url)
             for integration in sources.values():
                 stack.push_async_callback(integration.aclose)
 
         def stop() -> None:
             log.info("stopping")
+            app.state.web.stop_waiting()  # answer the feed's long-polls now, not at their end
             server.should_exit = True
             if worker is not None:
                 worker.stop()
@@ -210,7 +211,7 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
             tasks.append(asyncio.create_task(worker.run()))
         base = f"http://{host}:{port}"
         log.info("serving %s (webhooks at %s/webhooks/{%s}; database %s)", base, base,
-                 ",".join(integrations.source_types()), redact(settings.database_url))
+                 ",".join(registry.source_types()), redact(settings.database_url))
         if demo_run is not None:
             tasks.append(asyncio.create_task(demo_tour(settings, base, server, pool, demo_run)))
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

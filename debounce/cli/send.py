@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-import integrations
+from debounce import registry
 from debounce.cli.errors import CliError
 from debounce.config import Settings
 
@@ -41,7 +41,7 @@ def sign_request(source: str, body: bytes, secret: str, *, timestamp: int | None
     Raises:
         ValueError: unknown source, or a source that does not sign its webhooks.
     """
-    spec = integrations.sources().get(source)
+    spec = registry.sources().get(source)
     if spec is None or spec.sign is None:
         raise ValueError(f"unknown source {source!r}, or it does not sign webhooks")
     return spec.sign(body, secret, timestamp)
@@ -55,7 +55,7 @@ def secret_for(settings: Settings, source: str, *, demo: bool = False) -> tuple[
         SystemExit: one line: the source does not sign, or its secret is unset and ``demo``
             is false.
     """
-    spec = integrations.sources().get(source)
+    spec = registry.sources().get(source)
     if spec is None or spec.sign is None:
         raise SystemExit(f"error: source {source!r} does not sign its webhooks")
     configured = spec.signing_secret(settings)

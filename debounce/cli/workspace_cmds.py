@@ -14,8 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import integrations
-from debounce import budgets, enumerations, workspaces
+from debounce import budgets, enumerations, registry, workspaces
 from debounce.cli.errors import fail
 from debounce.config import Settings
 from debounce.secrets import Keyring, SecretKeyError, fingerprint, new_key
@@ -38,7 +37,7 @@ def add_parser(sub: Any) -> None:
     sp.add_argument("--json", action="store_true", help="JSON")
     sp = ws.add_parser("add", help="connect a workspace by its token (its id is asked of the "
                                    "source)", description="connect a workspace by its token")
-    sp.add_argument("source", choices=integrations.source_types())
+    sp.add_argument("source", choices=registry.source_types())
     sp.add_argument("--token", required=True, help="the workspace's access token")
     sp.add_argument("--name", help="display name (default: the source's)")
     for action in ("pause", "resume", "remove"):
@@ -202,7 +201,7 @@ async def _refuse_env_token(args: argparse.Namespace, settings: Settings, pool: 
 
 
 async def _add(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
-    source = integrations.get(args.source)
+    source = registry.get(args.source)
     if source.identify is None:
         return fail(f"source {args.source} cannot identify a token", 2)
     keyring = Keyring(settings.secret_key)  # SecretKeyError when unset: one line

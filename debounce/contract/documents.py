@@ -57,6 +57,11 @@ class DocumentWriter(Protocol):
         """Insert or update ``doc`` (an unchanged document is not rewritten)."""
         ...
 
+    async def current(self, source_type: str, document_id: str) -> Document | None:
+        """The live stored document (``None``: none, or marked deleted): what a sync that
+        fetches only part of a page keeps of the rest. Its ``audience`` is ``None``."""
+        ...
+
     async def mark_deleted(self, source_type: str, document_ids: Sequence[str]) -> list[str]:
         """Mark these documents deleted; returns the ids that were not deleted before."""
         ...

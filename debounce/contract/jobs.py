@@ -96,6 +96,10 @@ class SyncJob:
     #: What an earlier claim of this job had fetched when it yielded its slot
     #: (``{"revision": n, "responses": {...}}``, see :mod:`debounce.contract.metering`), else ``None``.
     checkpoint: dict[str, Any] | None = None
+    #: What the events the job absorbed said changed (``PageEvent.kinds``, merged by the
+    #: enqueue: the union, sorted); empty: unknown or everything (a bulk job, a re-sync, an
+    #: event that does not say) — the sync fetches everything it would without a hint.
+    change_kinds: tuple[str, ...] = ()
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SyncJob:
@@ -128,6 +132,7 @@ class SyncJob:
             finished_at=_utc_or_none(row["finished_at"]),
             workspace_id=row.get("workspace_id"),
             checkpoint=row.get("checkpoint"),
+            change_kinds=tuple(row.get("change_kinds") or ()),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -146,6 +151,8 @@ class SyncJob:
                 value = value.isoformat()
             elif isinstance(value, enum.Enum):
                 value = value.value
+            elif isinstance(value, tuple):
+                value = list(value)
             out[name] = value
         return out
 

@@ -6,7 +6,7 @@ A source is a package under ``integrations/`` (or a third-party distribution, th
 (for ``debounce send``), how it spells page ids, and the factories of its two halves: the
 :class:`~debounce.contract.sync.WebhookParser` (web) and the
 :class:`~debounce.contract.sync.Syncer` (worker). The service — configuration, CLI, web, worker —
-iterates the registry (``integrations/__init__.py``) and names no source.
+iterates the registry (:mod:`debounce.registry`, entry points) and names no source.
 """
 
 from __future__ import annotations

@@ -15,12 +15,17 @@ class PageEvent:
 
     ``source_page_id`` is the job key (a Notion page/database id, a Slack channel id);
     ``event_id`` the source's id of the event (the idempotency key; ``None`` if it has none);
-    ``payload`` the JSON the job keeps as its latest event.
+    ``payload`` the JSON the job keeps as its latest event; ``kinds``: what the event says
+    changed, in the source's own words (Notion: ``"content"``, ``"properties"``), merged by the
+    enqueue into the job's :attr:`~debounce.contract.SyncJob.change_kinds` (the union over the
+    events it absorbed); ``()``: the event does not say (the sync fetches everything), and
+    that absorbs every other kind of the job.
     """
 
     source_page_id: str
     event_id: str | None
     payload: dict[str, Any]
+    kinds: tuple[str, ...] = ()
     #: The source's id of the workspace the event came from (Notion ``workspace_id``, Slack
     #: ``team_id``) and, for a Slack Enterprise Grid org, its ``enterprise_id``: routing
     #: metadata, read from the payload, so not part of the event's equality.

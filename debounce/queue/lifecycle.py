@@ -123,6 +123,7 @@ def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, notify_wit
         "priorities": [e.priority for e in events],
         "max_attempts": [e.max_attempts for e in events],
         "workspace_ids": [e.workspace_id for e in events],
+        "change_kinds": [",".join(e.kinds) for e in events],
         "notify_within": float(notify_within),
     }
 

@@ -14,8 +14,7 @@ import re
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-import integrations
-from debounce import queue
+from debounce import queue, registry
 from debounce.db import fetch_one
 from debounce.sql import queries
 from debounce.web.errors import ApiError
@@ -83,7 +82,7 @@ async def resync(request: Request) -> Response:
     state = require_admin(request)
     source = source_param(state.sources, request.path_params["source"])
     try:
-        page_id = integrations.normalize_page_id(source, request.path_params["page_id"])
+        page_id = registry.normalize_page_id(source, request.path_params["page_id"])
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
     workspace_id = int_param(request.query_params.get("workspace_id"), "workspace_id")

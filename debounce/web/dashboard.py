@@ -6,6 +6,8 @@ Actions (POST, CSRF-checked, then a redirect back with a flash message): retry a
 re-sync a page, backfill a workspace. Sign-in, the session cookie and CSRF are
 :mod:`.dashboard_auth`; templates, error pages and headers :mod:`.dashboard_render`; the reads
 :mod:`.dashboard_data` and :mod:`.dashboard_workspaces`. docs/dashboard.md shows each screen.
+The screens read ``WebState.read_db`` (the replica when ``DATABASE_REPLICA_URL`` is set: a page
+shown right after an action may lag it by the replica's lag); the actions write to the primary.
 
 Bad parameters are 4xx pages, never 500s: ids and cursors must be ASCII digits within bigint,
 text filters storable and at most ``queue.MAX_KEY_BYTES`` bytes, states known; a workspace
@@ -27,8 +29,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-import integrations
-from debounce import audiences, enumerations, queue, workspaces
+from debounce import audiences, enumerations, queue, registry, workspaces
 from debounce.config import Settings
 from debounce.queue.checks import check_text
 from debounce.types import JobStatus
@@ -124,7 +125,7 @@ async def _workspace_param(request: Request, state: WebState) -> _Workspace | No
     if value is None:
         raise ApiError(400, "bad_request", f"workspace must be a workspace's numeric id (1 or "
                        f"more: the id column of `debounce workspaces list`), got {raw[:40]!r}")
-    found = await data.workspace_name(state.db, value)
+    found = await data.workspace_name(state.read_db, value)
     if found is None:
         raise ApiError(404, "not_found", f"no workspace {value} (the Sources page and "
                        "`debounce workspaces list` show the connected ones)")
@@ -157,7 +158,7 @@ async def overview(request: Request) -> Response:
     """``GET /admin/``: jobs by state and source, the oldest due age, what finished in the last
     hour (completed, failed, end-to-end lag p50/p95/max)."""
     state = signed_in(request)
-    view = await data.overview(state.db, _source_names(state))
+    view = await data.overview(state.read_db, _source_names(state))
     return page(request, "overview.html", {"nav": "overview", "o": view})
 
 
@@ -167,7 +168,7 @@ async def sources(request: Request) -> Response:
     jobs by state (completed: within the job retention), last sync, last error, rate budget and
     backfill."""
     state = signed_in(request)
-    registered = integrations.sources()
+    registered = registry.sources()
     configured: dict[str, tuple[bool, str | None]] = {}
     for name in _source_names(state):
         source = registered.get(name)
@@ -176,7 +177,7 @@ async def sources(request: Request) -> Response:
         else:
             configured[name] = (source.signing_secret(state.settings) is not None, source.secret_env())
     retention = state.settings.job_retention_seconds
-    views = await ws_data.source_views(state.db, configured,
+    views = await ws_data.source_views(state.read_db, configured,
                                        budgets=state.settings.source_budgets(),
                                        completed_window_seconds=retention)
     return page(request, "sources.html", {"nav": "sources", "sources": views})
@@ -199,7 +200,7 @@ async def jobs(request: Request) -> Response:
     if cursor == 0:
         raise ApiError(400, "bad_request", "cursor must be a job id (1 or more)")
     workspace = await _workspace_param(request, state)
-    result = await data.list_jobs(state.db, status=status, source_type=source,
+    result = await data.list_jobs(state.read_db, status=status, source_type=source,
                                   source_page_id=page_id,
                                   workspace_id=workspace.id if workspace else None,
                                   finished_within=within, limit=PAGE_SIZE, cursor=cursor)
@@ -221,10 +222,10 @@ async def job(request: Request) -> Response:
     due and lease times), its page's documents, the retry and re-sync buttons."""
     state = signed_in(request)
     job_id = _path_id(request, "job_id", "job")
-    found = await queue.get(state.db, job_id)
+    found = await queue.get(state.read_db, job_id)
     if found is None:
         raise ApiError(404, "not_found", f"no job {job_id}")
-    documents = await data.page_documents(state.db, found.source_type, found.source_page_id)
+    documents = await data.page_documents(state.read_db, found.source_type, found.source_page_id)
     return page(request, "job.html", {"nav": "jobs", "job": found, "documents": documents,
                                        "here": request.url.path})
 
@@ -260,7 +261,7 @@ async def resync(request: Request) -> Response:
         raise ApiError(400, "unknown_source", f"no integration named {source!r}")
     raw_page = form.get("page_id", "")
     try:
-        page_id = integrations.normalize_page_id(source, raw_page)
+        page_id = registry.normalize_page_id(source, raw_page)
         done = await queue.resync(state.db, source, page_id, max_attempts=state.settings.max_attempts)
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
@@ -278,13 +279,13 @@ async def workspace(request: Request) -> Response:
     last sync, its newest jobs — and its backfill button."""
     state = signed_in(request)
     workspace_id = _path_id(request, "workspace_id", "workspace")
-    view = await ws_data.workspace_view(state.db, workspace_id,
+    view = await ws_data.workspace_view(state.read_db, workspace_id,
                                         budgets=state.settings.source_budgets(),
                                         completed_window_seconds=state.settings.job_retention_seconds)
     if view is None:
         raise ApiError(404, "not_found", f"no workspace {workspace_id} (the Sources page and "
                        "`debounce workspaces list` show the connected ones)")
-    recent = await data.list_jobs(state.db, workspace_id=workspace_id, limit=RECENT_JOBS)
+    recent = await data.list_jobs(state.read_db, workspace_id=workspace_id, limit=RECENT_JOBS)
     return page(request, "workspace.html", {
         "nav": "sources", "w": view, "jobs": recent.jobs, "more_jobs": recent.next_cursor,
         "window": state.settings.job_retention_seconds, "here": request.url.path,
@@ -333,7 +334,7 @@ async def documents(request: Request) -> Response:
     if cursor == 0:
         raise ApiError(400, "bad_request", "cursor must be a document id (1 or more)")
     workspace = await _workspace_param(request, state)
-    result = await data.list_documents(state.db, source_type=source, title=title, cursor=cursor,
+    result = await data.list_documents(state.read_db, source_type=source, title=title, cursor=cursor,
                                        limit=PAGE_SIZE, state=shown,
                                        workspace_id=workspace.id if workspace else None)
     filters = {"source": source or "", "workspace": str(workspace.id) if workspace else "",
@@ -351,7 +352,7 @@ async def document(request: Request) -> Response:
     as text) and raw, its metadata, and a re-sync button for its page."""
     state = signed_in(request)
     doc_id = _path_id(request, "doc_id", "document")
-    doc = await data.get_document(state.db, doc_id)
+    doc = await data.get_document(state.read_db, doc_id)
     if doc is None:
         raise ApiError(404, "not_found", f"no document {doc_id}")
     rendered = Markup(data.render_markdown(doc["content"]))  # html disabled: safe

@@ -8,12 +8,12 @@ Every datetime returned is timezone-aware UTC; durations are seconds (float).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import integrations
-from debounce import enumerations, queue, workspaces
+from debounce import enumerations, queue, registry, sync_costs, workspaces
 from debounce.db import Db, fetch_all
 from debounce.sql import queries
 from debounce.types import ApiBudget, JobStatus
@@ -48,7 +48,8 @@ class WorkspaceView:
     holds its figures (``per_minute``, ``burst``, ``available``, ``source_default``);
     ``blocked_until`` / ``rate_limit_reason``: the latest rate limit a source answered (the
     claim skips the workspace while ``blocked``); ``backfill`` describes its latest backfill or
-    sweep, ``progress`` holds its figures."""
+    sweep, ``progress`` holds its figures; ``costs`` what its page syncs cost (requests per
+    synced page, live and bulk)."""
 
     name: str
     configured: bool
@@ -77,6 +78,9 @@ class WorkspaceView:
     rate_limit_reason: str | None = None
     progress: enumerations.Progress | None = None
     connected_at: datetime | None = None
+    #: What its page syncs cost, by lane (``live``, ``bulk``): requests, pages, their ratio
+    #: (``debounce.sync_costs``); empty before its first sync.
+    costs: dict[str, sync_costs.Cost] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ def backfill_text(p: enumerations.Progress | None) -> str | None:
 
 
 async def _progress(db: Db, w: dict[str, Any]) -> enumerations.Progress | None:
-    sources = integrations.sources()
+    sources = registry.sources()
     return await enumerations.latest(
         db, w["id"], per_minute=float(w["budget"]["per_minute"] or 0),
         requests_per_page=(sources[w["source_type"]].requests_per_page
@@ -189,7 +193,9 @@ async def workspace_view(
     w = found[0]
     activity = await fetch_all(db, _Q["workspace_activity"], {
         "now": now, "window_seconds": completed_window_seconds, "id": workspace_id})
-    return _workspace_view(w, activity[0] if activity else {}, await _progress(db, w), now)
+    view = _workspace_view(w, activity[0] if activity else {}, await _progress(db, w), now)
+    costs = {c.lane: c for c in await sync_costs.read(db, workspace_id)}
+    return dataclasses.replace(view, costs=costs)
 
 
 def _workspace_view(w: dict[str, Any], activity: Any, progress: enumerations.Progress | None,

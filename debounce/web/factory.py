@@ -8,8 +8,11 @@ the dashboard under ``/admin/`` (:mod:`.dashboard`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from types import FrameType
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -18,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-import integrations
+from debounce import registry
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.contract import WebhookParser
@@ -30,7 +33,7 @@ from debounce.web.inputs import ControlCharacterGuard
 from debounce.web.state import WebState
 from debounce.workspaces import Directory, env_tokens
 
-__all__ = ["create_app"]
+__all__ = ["answer_waiters_on_signals", "create_app"]
 
 ROUTES = [
     Route("/webhooks/{source}", webhooks.webhook, methods=["POST"]),
@@ -44,7 +47,7 @@ ROUTES = [
     Route("/workspaces/{workspace_id}", workspace_api.get_workspace, methods=["GET"]),
     Route("/workspaces/{workspace_id}/{action}", workspace_api.set_workspace_status,
           methods=["POST"]),
-    *[route for source in integrations.source_types() for route in (
+    *[route for source in registry.source_types() for route in (
         Route(f"/{source}/install", oauth.install, methods=["GET"]),
         Route(f"/{source}/oauth_redirect", oauth.oauth_redirect, methods=["GET"]),
     )],
@@ -55,6 +58,41 @@ ROUTES = [
     Route("/readyz", health.readyz, methods=["GET"]),
     Route("/metrics", health.metrics, methods=["GET"]),
 ]
+
+
+def answer_waiters_on_signals(state: WebState) -> Callable[[], None]:
+    """Under a server that handles SIGTERM/SIGINT with Python handlers (``uvicorn
+    debounce.web:app``, the Procfile's web line), answer the feed's waiting followers as soon
+    as the signal comes: uvicorn waits for open requests *before* the lifespan ends, and a
+    long-poll may last 60 s, beyond a platform's shutdown grace. The server's own handler runs
+    after. Nothing outside the main thread, or where the handler is not a Python function
+    (``debounce web``/``serve`` stop the waiters themselves). Returns what restores the
+    handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    saved: dict[int, Any] = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+        if not callable(previous) or getattr(previous, "__module__", "") == "asyncio.unix_events":
+            continue
+
+        def chained(signum: int, frame: FrameType | None,
+                    previous: Callable[[int, FrameType | None], Any] = previous) -> None:
+            loop.call_soon_threadsafe(state.stop_waiting)
+            previous(signum, frame)
+
+        saved[sig] = previous
+        signal.signal(sig, chained)
+
+    def restore() -> None:
+        for sig, previous in saved.items():
+            if signal.getsignal(sig) is not previous:
+                signal.signal(sig, previous)
+
+    return restore
 
 
 def create_app(
@@ -69,7 +107,7 @@ def create_app(
     ``pool``: an open pool to use (the caller closes it); by default the lifespan opens one on
     ``settings.database_url`` (its statements limited to the webhook deadline) and closes it.
     ``sources``: webhook parsers by source type; by default every registered source's
-    (``integrations.parsers``: the web builds no syncer). ``freeze_heap``: once the lifespan
+    (``registry.parsers``: the web builds no syncer). ``freeze_heap``: once the lifespan
     has started, freeze what start-up loaded (:func:`debounce.heap.freeze_startup_objects`;
     for the process's own app, not for apps built inside another program such as a test).
 
@@ -78,8 +116,8 @@ def create_app(
     """
     if pool is None and not settings.database_url:
         raise ValueError("DATABASE_URL is not set (debounce serve starts an embedded Postgres)")
-    parsers = sources if sources is not None else integrations.parsers(settings)
-    registered = integrations.sources()
+    parsers = sources if sources is not None else registry.parsers(settings)
+    registered = registry.sources()
     state = WebState(settings=settings, sources=parsers, pool=pool,
                      audience_sources=frozenset(name for name in parsers
                                                 if name in registered
@@ -98,6 +136,16 @@ def create_app(
                 statement_timeout=settings.webhook_deadline_seconds,
             )
             await state.pool.open(wait=False)
+        if settings.database_replica_url and state.replica is None:
+            state.replica = open_pool(
+                settings.database_replica_url,
+                max_size=settings.pool_max_size,
+                timeout=settings.pool_timeout_seconds,
+                name="debounce-web-replica",
+                statement_timeout=settings.webhook_deadline_seconds,
+            )
+            await state.replica.open(wait=False)
+        restore_signals = answer_waiters_on_signals(state)
         state.batcher = EnqueueBatcher(state.db, flushers=max(1, min(4, settings.pool_max_size // 2)),
                                        notify_within=settings.poll_interval_seconds)
         state.batcher.start()
@@ -107,11 +155,17 @@ def create_app(
         try:
             yield
         finally:
+            restore_signals()
+            state.stop_waiting()
             await state.batcher.stop()
             state.batcher = None
             if state.signal is not None:
                 await state.signal.close()
                 state.signal = None
+            if state.replica is not None:
+                await state.replica.close()
+                state.replica = None
+            state.stopping = False
             if own:
                 await state.db.close()
                 state.pool = None

@@ -11,7 +11,7 @@ from psycopg_pool import PoolTimeout
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce import feed, queue
+from debounce import feed, queue, sync_costs
 from debounce.migrate import schema_status
 from debounce.sql import queries
 from debounce.types import JobStatus
@@ -53,6 +53,7 @@ async def metrics(request: Request) -> Response:
     """``GET /metrics``: Prometheus text format; the queue-depth gauges and the feed's lag are
     read from the database at scrape time (left as they were if it is unreachable)."""
     state = web_state(request)
+    state.metrics.feed_waiting.set(state.signal.waiting if state.signal is not None else 0)
     try:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
             current = await queue.stats(state.db)
@@ -65,7 +66,19 @@ async def metrics(request: Request) -> Response:
         age = current["workers"]["last_claim_age_seconds"]
         state.metrics.last_claim_age.set(float("nan") if age is None else age)
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
-            state.metrics.feed_lag.set(await feed.lag(state.db))
+            state.metrics.feed_lag.set(await feed.lag(state.read_db))
+            state.metrics.replica_lag.set(await feed.replica_lag(state.read_db))
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            costs = await sync_costs.read(state.db)
+        m = state.metrics
+        for gauge in (m.sync_requests, m.synced_pages, m.requests_per_page):
+            gauge.clear()
+        for c in costs:
+            labels = (c.source_type, str(c.workspace_id), c.lane)
+            m.sync_requests.labels(*labels).set(c.requests)
+            m.synced_pages.labels(*labels).set(c.pages)
+            if c.per_page is not None:
+                m.requests_per_page.labels(*labels).set(round(c.per_page, 4))
     except _UNREACHABLE as exc:
         log.warning("metrics: queue depth or feed lag unavailable (%s)", exc.__class__.__name__)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

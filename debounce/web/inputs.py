@@ -84,9 +84,11 @@ class ControlCharacterGuard:
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope) -> str | None:
-        for route in self.routes:
-            if isinstance(route, Mount) and route.matches(scope)[0] is Match.FULL:
-                return None  # a mounted app (the dashboard) renders its own 4xx pages
+        for route in self.routes:   # the route that will answer: the first that matches
+            if route.matches(scope)[0] is Match.FULL:
+                if isinstance(route, Mount):
+                    return None  # a mounted app (the dashboard) renders its own 4xx pages
+                break
         query = scope.get("query_string", b"").decode("latin-1")
         if query:
             for key, value in parse_qsl(query, keep_blank_values=True):

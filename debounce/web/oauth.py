@@ -15,8 +15,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-import integrations
-from debounce import workspaces
+from debounce import registry, workspaces
 from debounce.contract import Installer, InstallError
 from debounce.secrets import Keyring, SecretKeyError
 from debounce.web.state import WebState, web_state
@@ -35,7 +34,7 @@ def _page(status: int, title: str, body: str) -> HTMLResponse:
 
 
 def _installer(state: WebState, source: str) -> Installer | HTMLResponse:
-    spec = integrations.sources().get(source)
+    spec = registry.sources().get(source)
     if spec is None or spec.installer is None:
         return _page(404, "Unknown source", f"debounce has no install flow for {source!r}.")
     try:

@@ -28,7 +28,7 @@ from debounce.web.inputs import source_param
 from debounce.web.state import WebState, web_state
 
 __all__ = ["DEFAULT_LIMIT", "MAX_DOCUMENTS", "MAX_WAIT_SECONDS", "changes", "document_json",
-           "get_document", "list_documents", "require_reader"]
+           "get_document", "list_documents", "require_reader", "served_by"]
 
 _Q = queries("reads")
 
@@ -128,14 +128,26 @@ async def changes(request: Request) -> Response:
     source_type = _source(state, params.get("source"))
     workspace_id = int_param(params.get("workspace_id"), "workspace_id")
     try:
-        page = await read_waiting(state.db, state.feed_signal(), after, limit, wait,
-                                  source_type=source_type, workspace_id=workspace_id)
+        page = await read_waiting(state.read_db, state.feed_signal(), after, limit, wait,
+                                  source_type=source_type, workspace_id=workspace_id,
+                                  primary=state.primary_if_replica)
     except feed.CursorGone as gone:
         return JSONResponse({"error": "cursor_gone", "detail": gone.explain(),
                              "reason": gone.reason, "cursor": gone.head.encode()},
                             status_code=410)
     return JSONResponse({"changes": [c.to_json() for c in page.changes],
-                         "next": page.next.encode()})
+                         "next": page.next.encode()}, headers=served_by(page))
+
+
+def served_by(page: feed.FeedPage) -> dict[str, str]:
+    """The feed answer's headers: which kind of server answered (``Debounce-Served-By``:
+    ``primary`` or ``standby``), its replay lag (``Debounce-Replica-Lag-Seconds``) and, when
+    it had not replayed the cursor's transaction yet, ``Debounce-Behind: 1``."""
+    headers = {"Debounce-Served-By": "standby" if page.standby else "primary",
+               "Debounce-Replica-Lag-Seconds": f"{page.replica_lag:.3f}"}
+    if page.behind:
+        headers["Debounce-Behind"] = "1"
+    return headers
 
 
 def document_json(row: Any) -> dict[str, Any]:
@@ -176,7 +188,8 @@ def _listing_filters(state: WebState, request: Request) -> dict[str, Any]:
     if filters["visible_to"] is not None:
         if filters["workspace_id"] is None:
             raise ApiError(400, "bad_request", "visible_to needs workspace_id: the "
-                           "workspace (GET /workspaces) whose user it names")
+                           "workspace_id of the documents (as GET /documents?source=slack "
+                           "shows it) whose user it names")
         # Only a source whose documents carry audiences (Source.audiences) can say who reads
         # them; with no source given, the one such source registered.
         with_audiences = sorted(state.audience_sources)
@@ -191,6 +204,19 @@ def _listing_filters(state: WebState, request: Request) -> dict[str, Any]:
     return filters
 
 
+def _listing_cursor(raw: str | None) -> int:
+    """The listing's ``cursor``: a ``next_cursor`` of an earlier answer (the text of a whole
+    number, the last document's row id), or none."""
+    try:
+        after_id = int_param(raw, "cursor", 0)
+    except ApiError:
+        raise ApiError(400, "bad_request", "cursor must be the next_cursor of an earlier "
+                       "answer of GET /documents, passed back unchanged (or none to start "
+                       "from the first document)") from None
+    assert after_id is not None
+    return after_id
+
+
 async def list_documents(request: Request) -> Response:
     """``GET /documents?source=&workspace_id=&updated_after=&visible_to=&cursor=&limit=``:
     documents in id order with their content and audience, deleted ones included
@@ -201,15 +227,14 @@ async def list_documents(request: Request) -> Response:
     state = require_reader(request)
     filters = _listing_filters(state, request)
     limit = _limit(request.query_params.get("limit"), MAX_DOCUMENTS)
-    after_id = int_param(request.query_params.get("cursor"), "cursor", 0)
-    assert after_id is not None
+    after_id = _listing_cursor(request.query_params.get("cursor"))
     if filters["visible_to"] is not None:
         rows = await audiences.list_visible(
-            state.db, source_type=filters["source_type"], workspace_id=filters["workspace_id"],
+            state.read_db, source_type=filters["source_type"], workspace_id=filters["workspace_id"],
             user_id=filters["visible_to"], after_id=after_id, limit=limit, include_deleted=True,
             updated_after=filters["updated_after"])
     else:
-        rows = await fetch_all(state.db, _Q["list_documents"],
+        rows = await fetch_all(state.read_db, _Q["list_documents"],
                                {**filters, "after_id": after_id, "limit": limit})
     next_cursor = str(rows[-1]["id"]) if len(rows) == limit else None
     return JSONResponse({"documents": [document_json(r) for r in rows],
@@ -222,7 +247,7 @@ async def get_document(request: Request) -> Response:
     state = require_reader(request)
     source = source_param(state.sources, request.path_params["source"])
     document_id = request.path_params["document_id"]
-    row = await fetch_one(state.db, _Q["document"],
+    row = await fetch_one(state.read_db, _Q["document"],
                           {"source_type": source, "document_id": document_id})
     if row is None:
         raise ApiError(404, "not_found", f"no {source} document {document_id[:200]!r}")

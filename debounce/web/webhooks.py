@@ -21,8 +21,7 @@ import psycopg
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-import integrations
-from debounce import queue, workspaces
+from debounce import queue, registry, workspaces
 from debounce.contract import WebhookError, WebhookResult
 from debounce.db import fetch_one
 from debounce.sql import queries
@@ -124,7 +123,7 @@ async def _handshake(state: WebState, source: str, token: str) -> Response:
     async with asyncio.timeout(state.settings.webhook_deadline_seconds):
         await fetch_one(state.db, _Q["save_verification_token"],
                         {"source_type": source, "token": token, "keep": VERIFICATION_TOKENS_KEPT})
-    spec = integrations.sources().get(source)
+    spec = registry.sources().get(source)
     log.warning(
         "%s verification token received: %r — paste it into the source's webhook settings to "
         "verify the endpoint, then set it as %s (also shown by `debounce %s`)", source, token,
@@ -188,6 +187,7 @@ def _events(state: WebState, source: str, routed: list[tuple[Any, int | None]]) 
                 max_wait_seconds=window.max_wait_seconds,
                 max_attempts=settings.max_attempts,
                 workspace_id=workspace_id,
+                kinds=tuple(e.kinds),
                 payload_json=(queue.payload_text(e.payload) if isinstance(e.payload, Mapping)
                               else None),
             )

@@ -14,8 +14,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-import integrations
-from debounce import enumerations, queue, workspaces
+from debounce import enumerations, queue, registry, workspaces
 from debounce.web.admin_api import DIGITS, require_admin
 from debounce.web.errors import ApiError
 from debounce.web.state import WebState
@@ -48,7 +47,7 @@ async def _one(state: WebState, workspace_id: int) -> dict[str, Any]:
     if not rows:
         raise ApiError(404, "not_found", f"no workspace {workspace_id}")
     row = _json(rows[0])
-    source = integrations.sources().get(row["source_type"])
+    source = registry.sources().get(row["source_type"])
     progress = await enumerations.latest(
         state.db, workspace_id, per_minute=float(row["budget"]["per_minute"] or 0),
         requests_per_page=source.requests_per_page if source else 1.0)

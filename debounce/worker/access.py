@@ -14,8 +14,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-import integrations
-from debounce import workspaces
+from debounce import registry, workspaces
 from debounce.config import Settings
 from debounce.contract import BudgetExhausted, Meter
 from debounce.secrets import Keyring
@@ -216,7 +215,7 @@ class WorkspaceAccess:
                 or credentials.get("origin") != "env" or credentials.get("external_id")):
             return
         self._learned.add(job.workspace_id)
-        source = integrations.sources().get(job.source_type)
+        source = registry.sources().get(job.source_type)
         token = source.token(self.settings) if source else None
         if source is None or source.identify is None or not token:
             return

@@ -28,8 +28,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-import integrations
-from debounce import enumerations
+from debounce import enumerations, registry
 from debounce.audiences import AudienceStore
 from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
@@ -72,7 +71,7 @@ class Enumerator:
         self.lease_seconds = settings.lease_seconds
 
     def _default_on(self) -> list[str]:
-        known = integrations.sources()
+        known = registry.sources()
         return [s for s in self.integrations if s in known and known[s].reconcile_by_default]
 
     async def run(self, stopping: asyncio.Event) -> None:

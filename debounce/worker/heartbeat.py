@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 from debounce.db import execute
 from debounce.queue.operations import HEARTBEAT_SECONDS
 from debounce.sql import queries
-from debounce.worker.errors import log_db_error
+from debounce.worker.errors import log_db_error, stop_if_cancelled
 
 __all__ = ["FORGET_AFTER_SECONDS", "beat", "heartbeat", "leave"]
 
@@ -64,4 +64,5 @@ async def heartbeat(pool: AsyncConnectionPool[Any], worker_id: str,
                        None if claimed is None else max(0.0, time.monotonic() - claimed))
         except Exception as exc:
             log_db_error("saying the worker is alive", exc)
+        stop_if_cancelled()
         await asyncio.sleep(interval)

@@ -16,8 +16,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-import integrations
-from debounce import queue
+from debounce import queue, registry
 from debounce.audiences import AudienceStore
 from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
@@ -30,6 +29,7 @@ from debounce.contract import (
 from debounce.documents import DocumentStore
 from debounce.metrics import WORKER
 from debounce.retry import Backoff, backoff_delay
+from debounce.sync_costs import SyncCosts, lane_of
 from debounce.types import ApiBudget, SyncJob
 from debounce.worker import heartbeat, maintenance
 from debounce.worker.access import WorkspaceAccess
@@ -56,7 +56,7 @@ class Worker:
     """The claim loop of one process (see the package docstring).
 
     ``pool``: an open ``AsyncConnectionPool`` (autocommit connections); ``sources``: the
-    sources' syncers by source type (``integrations.create_all``); each sync gets a
+    sources' syncers by source type (``registry.create_all``); each sync gets a
     :class:`~debounce.contract.SyncContext` with the store fenced by its claim, the
     workspace's credentials, its meter and its checkpoint. ``conninfo``: the database URL used
     for the ``LISTEN`` connection (default: the pool's).
@@ -116,8 +116,11 @@ class Worker:
             s: b for s in self.sources if (b := settings.budget(s)) is not None}
         self.workspace_limit = max(1, settings.workspace_concurrency)
         #: Requests a typical sync of each source costs (``Source.requests_per_page``).
-        known = integrations.sources()
+        known = registry.sources()
         self.costs = {s: known[s].requests_per_page for s in self.sources if s in known}
+        #: Requests and pages synced per workspace and lane, written about once a second
+        #: (``debounce.sync_costs``: requests per synced page on /metrics and the dashboard).
+        self.sync_costs = SyncCosts(pool)
 
     # --- public -------------------------------------------------------------------------------
 
@@ -157,6 +160,7 @@ class Worker:
                     await self._claim_loop()
         finally:
             await self._drain()
+            await self.sync_costs.flush()
             for task in helpers:
                 task.cancel()
             for task in helpers:
@@ -306,6 +310,7 @@ class Worker:
             raise  # shutdown: _drain releases the job
         except Exception as exc:
             await self._failed(job, started, checkpoint, exc)
+            await self._count_cost(job, meter, synced=False)
         else:
             self._observe(job, started, "completed")
             self.completed += 1
@@ -313,6 +318,7 @@ class Worker:
                      time.monotonic() - started, result.written, result.unchanged, result.deleted,
                      extra=job.log_fields())
             await self._complete(job)
+            await self._count_cost(job, meter, synced=True)
             await self.access.learn(job, credentials, self._meter(job))
         finally:
             if not asyncio.current_task().cancelling():  # type: ignore[union-attr]
@@ -334,11 +340,18 @@ class Worker:
             assert v.retry_after is not None
             self._observe(job, started, kind)
             WORKER.budget_yields.labels(job.source_type).inc()
-            log.info("budget exhausted after %d requests; yielding for %.2f s",
-                     len(checkpoint.responses), v.retry_after, extra=job.log_fields())
+            # Normal operation, said in one line: the job stays pending at its place in
+            # line (its due time, already past, is not news) until the bucket can pay.
+            whose = (f"workspace {job.workspace_id}'s" if job.workspace_id is not None
+                     else f"the {job.source_type} source's")
+            fetched = len(checkpoint.responses)
+            kept = (f" (it keeps the {fetched} response{'s' if fetched != 1 else ''} fetched "
+                    "so far)" if fetched else "")
+            log.info("%s API budget is spent: job %d waits for a request, due in %.1f s%s",
+                     whose, job.id, v.retry_after, kept, extra=job.log_fields())
             await self._record_failure(queue.Failure(
                 job, v.error, retry_after=v.retry_after, keep_place=True,
-                checkpoint=self._checkpoint_of(job, checkpoint)))
+                checkpoint=self._checkpoint_of(job, checkpoint)), said=True)
         elif kind is VerdictKind.CREDENTIALS:
             # Its workspace's token does not decrypt here (no key, another key): a
             # configuration problem, said once and marked on the workspace by
@@ -379,6 +392,16 @@ class Worker:
             log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())
             delay = backoff_delay(job.attempts, self.settings.backoff_seconds)
             await self._record_failure(queue.Failure(job, v.error, backoff_seconds=delay))
+
+    async def _count_cost(self, job: SyncJob, meter: WorkspaceMeter | None, *,
+                          synced: bool) -> None:
+        """Add the requests ``job``'s sync sent (and its page, when it ``synced``) to its
+        workspace's counts (a job of no workspace has no meter: not counted)."""
+        if meter is None or job.workspace_id is None:
+            return
+        self.sync_costs.add(job.workspace_id, lane_of(job.priority), meter.taken,
+                            1 if synced else 0)
+        await self.sync_costs.maybe_flush()
 
     def _meter(self, job: SyncJob) -> WorkspaceMeter | None:
         """The budget meter of ``job``'s workspace (``None``: a job of no workspace)."""
@@ -427,8 +450,9 @@ class Worker:
             # One of its workspace's K syncs ended: its other jobs may be claimable now
             self._ask_again(job.source_type)
 
-    async def _record_failure(self, failure: queue.Failure) -> None:
-        """Record a failed sync; the job keeps its lease (not its sync slot) until it is."""
+    async def _record_failure(self, failure: queue.Failure, *, said: bool = False) -> None:
+        """Record a failed sync; the job keeps its lease (not its sync slot) until it is.
+        Logs the job's new state unless the caller ``said`` what happens to it already."""
         job = failure.job
         self.finishing.add(job.id)
         self._wake.set()  # its sync slot is free: the claim may take the next job now
@@ -438,8 +462,9 @@ class Worker:
         else:
             if row.status.value == "pending" or job.workspace_id is not None:
                 self._ask_again(job.source_type)  # a retry, or one of its workspace's K ended
-            log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
-                     extra=job.log_fields())
+            if not said:
+                log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
+                         extra=job.log_fields())
 
     async def _drain(self) -> None:
         """Let running syncs finish within the grace period, then release what is left."""

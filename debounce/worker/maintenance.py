@@ -21,7 +21,7 @@ from debounce.migrate import schema_status
 from debounce.retry import Backoff
 from debounce.secrets import SecretKeyError
 from debounce.types import SyncJob
-from debounce.worker.errors import log_db_error
+from debounce.worker.errors import log_db_error, stop_if_cancelled
 
 __all__ = ["PRUNE_BATCH", "lease_keeper", "prune_once", "pruner", "reaper", "renew_leases",
            "wait_for_schema", "wait_until_prepared"]
@@ -68,6 +68,7 @@ async def lease_keeper(
             await renew_leases(pool, running, finishing, lease_seconds)
         except Exception as exc:
             log_db_error("extending leases", exc)
+        stop_if_cancelled()
 
 
 async def reaper(pool: AsyncConnectionPool[Any], lease_seconds: float, wake: Callable[[], None]) -> None:
@@ -82,6 +83,7 @@ async def reaper(pool: AsyncConnectionPool[Any], lease_seconds: float, wake: Cal
                 wake()
         except Exception as exc:
             log_db_error("requeueing expired leases", exc)
+        stop_if_cancelled()
         await asyncio.sleep(interval)
 
 
@@ -143,6 +145,7 @@ async def pruner(
                     log.info("recomputed the claim's line of %d workspaces", repaired)
         except Exception as exc:
             log_db_error("pruning", exc)
+        stop_if_cancelled()
         await asyncio.sleep(interval)
 
 

@@ -20,11 +20,12 @@ https://developers.notion.com/reference/webhooks-events-delivery:
   ``database.*`` / ``data_source.*`` → the ``entity.id``, synced as a document of its schema;
   anything else (``file_upload.*``, …) is acknowledged and ignored.
 
-Sync half — through ``notion-client``'s ``AsyncClient`` (Notion-Version 2025-09-03): one
-``pages.retrieve`` (https://developers.notion.com/reference/retrieve-a-page), then the block
-tree through ``blocks.children.list`` (https://developers.notion.com/reference/get-block-children,
-100 per request, paged with the SDK's ``async_collect_paginated_api``), rendered to Markdown by
-``render.py``; or ``databases.retrieve`` + ``data_sources.retrieve``
+Sync half — through ``notion-client``'s ``AsyncClient`` (Notion-Version 2026-03-11), asking
+only for what changed (``sync.py``; docs/notion.md, "What a page sync asks for"): the page
+object (``pages.retrieve``, https://developers.notion.com/reference/retrieve-a-page, or the
+listing's copy a bulk job carries) and/or the content (``pages.retrieve_markdown``, else the
+block tree through ``blocks.children.list``, rendered to Markdown by ``render.py``); or
+``databases.retrieve`` + ``data_sources.retrieve``
 (https://developers.notion.com/reference/database, .../data-source) for a database.
 
 Retries (see :class:`~integrations.notion.client.NotionClient`): the SDK's own retry loop is

@@ -36,9 +36,15 @@ from integrations.notion.settings import NotionSettings
 __all__ = ["DEFAULT_RETRY_AFTER", "NOTION_VERSION", "NotionCall", "NotionClient", "api_error",
            "endpoint_name"]
 
-#: The Notion API version we speak (notion-client 3.1's default; pinned so an SDK upgrade
-#: cannot change the response shapes under us). 2025-09-03 splits databases into data sources.
-NOTION_VERSION = "2025-09-03"
+#: The Notion API version we speak, pinned so an SDK upgrade cannot change the response shapes
+#: under us: the newest (https://developers.notion.com/reference/versioning, "our latest version
+#: is 2026-03-11"; notion-client 3.1 defaults to 2025-09-03). 2025-09-03 split databases into
+#: data sources; 2026-03-11 renamed ``archived`` to ``in_trash``, the ``transcription`` block to
+#: ``meeting_notes`` and ``after`` to ``position`` for appending blocks (which we never do):
+#: https://developers.notion.com/guides/get-started/upgrade-guide-2026-03-11. It also pins the
+#: markdown endpoint's output: the endpoint has no format version of its own (its only
+#: parameter is ``include_transcript``).
+NOTION_VERSION = "2026-03-11"
 
 #: One logger for the whole source, named as before the split into modules.
 log = logging.getLogger("integrations.notion")

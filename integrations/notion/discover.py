@@ -38,6 +38,10 @@ from integrations.notion.properties import parse_time, title_of
 from integrations.notion.richtext import plain_text
 from integrations.notion.webhook import normalize_id
 
+#: The fields of a search result a page sync reads (kept in the bulk job's payload).
+LISTING_FIELDS = ("object", "id", "url", "parent", "created_time", "last_edited_time",
+                  "created_by", "last_edited_by", "properties", "in_trash")
+
 __all__ = ["SEARCH_PAGE_SIZE", "NotionDiscoverer", "discovered"]
 
 #: Results per ``search`` request: Notion's maximum (the reference: "page_size ... Maximum: 100").
@@ -54,17 +58,23 @@ def discovered(result: Mapping[str, Any]) -> Discovered | None:
     database, or no id): the job key is the id spelled as the webhooks spell it
     (:func:`~integrations.notion.webhook.normalize_id`, dashed lower-case), ``edited_at`` its
     ``last_edited_time`` (aware UTC), the payload ``{"entity": {"id", "type"}}`` that makes
-    the sync fetch the right kind."""
+    the sync fetch the right kind, and for a page ``"listing"``: the result's page object
+    (:data:`LISTING_FIELDS`), which spares its sync the ``pages.retrieve``."""
     kind = _KINDS.get(str(result.get("object")))
     raw_id = result.get("id")
     if kind is None or not isinstance(raw_id, str) or not raw_id.strip():
         return None
     object_id = normalize_id(raw_id)
     title = title_of(result) if kind == "page" else plain_text(result.get("title")).strip()
+    payload: dict[str, Any] = {"entity": {"id": object_id, "type": kind}}
+    if kind == "page":
+        # The listing's page object travels with the bulk job: its sync asks for the
+        # content alone (search results are full page objects; issue 31).
+        payload["listing"] = {k: result[k] for k in LISTING_FIELDS if k in result}
     return Discovered(
         source_page_id=object_id,
         edited_at=parse_time(result.get("last_edited_time")),
-        payload={"entity": {"id": object_id, "type": kind}},
+        payload=payload,
         title=title,
     )
 

@@ -36,6 +36,7 @@ from notion_client.errors import APIResponseError
 
 from integrations.notion.client import NotionCall
 from integrations.notion.enhanced import enhanced_to_markdown
+from integrations.notion.refusals import EndpointRefusals
 from integrations.notion.richtext import NOTION_BASE_URL, notion_url
 
 #: Pages whose Markdown is longer than this (characters) are converted in a thread.
@@ -110,21 +111,26 @@ def splice_unknown(markdown: str, block_id: str, subtree: str) -> str:
     return markdown[: match.start()] + "\n".join(lines) + markdown[match.end():]
 
 
-async def page_markdown(call: NotionCall, page_id: str, refused: set[str]) -> str | None:
+async def page_markdown(call: NotionCall, page_id: str, refusals: EndpointRefusals,
+                        workspace_id: int | None = None) -> str | None:
     """Page ``page_id``'s content as stored Markdown through the markdown endpoint: unknown
     blocks fetched and spliced in, cleaned (:func:`clean_markdown`), then converted to the
     block walk's CommonMark/GFM (:func:`~integrations.notion.enhanced.enhanced_to_markdown`);
-    ``None`` when the endpoint does
-    not serve and the block walk must be used: 403 (no read-content capability: the token is
-    added to ``refused``, so later syncs skip the endpoint; logged once), 404/400 or any other
-    non-transient 4xx, a malformed answer, or more than :data:`MAX_MARKDOWN_REQUESTS` requests.
+    ``None`` when the endpoint does not serve and the block walk must be used: it refused this
+    workspace's token (403: no read-content capability; 400 ``invalid_request_url``: an API
+    without the endpoint) — remembered in ``refusals``, so later syncs of the workspace skip
+    the endpoint until it is retried (:mod:`integrations.notion.refusals`) — or 404 or another
+    non-transient 4xx, a malformed answer, more than :data:`MAX_MARKDOWN_REQUESTS` requests.
+
+    The request pins nothing beyond ``Notion-Version`` (the endpoint's only parameter is
+    ``include_transcript``, left at its default, false: see docs/notion.md, "Meeting notes").
 
     Raises:
         RateLimited: a 429 with a long ``Retry-After`` (as every request).
         HTTPResponseError: 5xx once the in-process retries are spent (the queue retries).
     """
     token = call.token
-    if token in refused:
+    if await refusals.refused(call.context, workspace_id, token):
         return None
     pending = [page_id]
     seen = {page_id}
@@ -142,14 +148,16 @@ async def page_markdown(call: NotionCall, page_id: str, refused: set[str]) -> st
         except APIResponseError as exc:
             if exc.status >= 500 or exc.status in (401, 429):
                 raise
-            if exc.status == 403:
-                refused.add(token)
-                log.info("notion: the markdown endpoint answered 403 (no read-content "
-                         "capability); this workspace's pages use the block walk")
+            code = getattr(exc.code, "value", exc.code)
+            if exc.status == 403 or code == "invalid_request_url":
+                await refusals.remember(call.context, workspace_id, token,
+                                        f"{exc.status} {code}")
             else:
                 log.info("notion: the markdown endpoint answered %s for %s; block walk",
                          exc.status, object_id)
             return None
+        if requests == 1:
+            await refusals.forget(call.context, workspace_id)
         if not isinstance(answer, dict) or not isinstance(answer.get("markdown"), str):
             return None
         text = str(answer["markdown"])

@@ -180,6 +180,22 @@ class _Renderer:
             return lines
         return [*lines, "", *kids] if lines else kids
 
+    def meeting_notes(self, node: BlockNode, data: Mapping[str, Any]) -> list[str]:
+        """A ``meeting_notes`` block (API 2026-03-11; ``transcription`` before): ``Meeting
+        notes: <title>``, then its summary and notes (the children its ``children`` object
+        names, or every child when it names none), **without the transcript** (the child named
+        ``transcript_block_id``): the markdown endpoint leaves transcripts out unless asked
+        (``include_transcript``, default false), so both paths write the same document, and
+        a transcript is long verbatim speech of the attendees, whose summary and notes are
+        what a reader searches (docs/notion.md, "Meeting notes")."""
+        title = _one_line(render_rich_text(data.get("title")))
+        refs = data.get("children")
+        transcript = refs.get("transcript_block_id") if isinstance(refs, Mapping) else None
+        kept = [c for c in node.children if not transcript or c.id != transcript]
+        shown = BlockNode(node.block, kept)
+        return self.with_children([f"Meeting notes: {title}" if title else "Meeting notes"],
+                                  shown)
+
     def block_link(self, node: BlockNode) -> str:
         """A stable link to the block in its page, ``""`` when the page is unknown."""
         return notion_url(self.page_id, node.id or None) if self.page_id else ""
@@ -345,8 +361,7 @@ class _Renderer:
         if t == "template":
             return self.with_children(self.text_lines(data), node)
         if t in ("meeting_notes", "transcription"):
-            title = _one_line(render_rich_text(data.get("title")))
-            return self.with_children([f"Meeting notes: {title}" if title else "Meeting notes"], node)
+            return self.meeting_notes(node, data)
         if t in _SILENT:
             return []
         return self.unknown(node)

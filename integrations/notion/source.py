@@ -98,8 +98,13 @@ SOURCE = Source(
     identify=identify,
     installer=installer,
     budget=BUDGET,
-    # pages.retrieve + pages.retrieve_markdown (docs/notion.md).
-    requests_per_page=2.0,
+    # What a typical page sync costs (docs/notion.md, "What a page sync asks for"): one request
+    # for a backfilled page (the listing's page object travels with the job), a body edit or a
+    # property edit; two for a new, moved or re-synced page. The claim reserves this much of the
+    # workspace's budget per sync and never gives back what a sync did not spend, so a higher
+    # figure would waste budget on every one-request sync; a two-request sync takes its second
+    # request from the bucket.
+    requests_per_page=1.0,
     # Search sorted by last edit makes a sweep cheap: one request per 100 pages edited since.
     reconcile_by_default=True,
 )

@@ -35,6 +35,7 @@ from integrations.notion.properties import (
     title_of,
     user_id,
 )
+from integrations.notion.refusals import EndpointRefusals
 from integrations.notion.render import _NO_RECURSE, BlockNode, render_blocks
 from integrations.notion.richtext import plain_text, render_rich_text
 from integrations.notion.settings import NotionSettings
@@ -58,6 +59,13 @@ class NotionSyncer:
     (:func:`~integrations.notion.markdown.page_markdown`). ``page_size`` is the block-children
     page size (Notion's maximum, 100).
 
+    What a page sync asks for (:meth:`_plan`, docs/notion.md "Which event asks for what"): a
+    bulk job still carrying its listing's page object costs the markdown request alone; a live
+    job whose events all said ``content`` costs the markdown request (title and properties
+    kept from the stored document), ``properties`` the page object alone (content kept); a
+    re-sync, a job whose events said nothing or something structural, a page without a stored
+    document: both, as before.
+
     ``object_not_found`` for the page/database itself, or ``in_trash``: success, the document
     is marked deleted. Every request, the in-process retries included, is charged to the
     workspace's budget and every read is kept in the sync's checkpoint (its
@@ -74,6 +82,8 @@ class NotionSyncer:
         max_inline_wait: float = 1.0,
         timeout_seconds: float = 30.0,
         page_size: int = 100,
+        ask_what_changed: bool = True,
+        refusals: EndpointRefusals | None = None,
     ) -> None:
         self.settings = settings
         self.client = NotionClient(settings, retry_delays=retry_delays,
@@ -81,9 +91,12 @@ class NotionSyncer:
                                    timeout_seconds=timeout_seconds)
         self.discoverer = NotionDiscoverer(self.client)
         self.page_size = page_size
-        #: Tokens whose workspace answered 403 to the markdown endpoint: later syncs go
-        #: straight to the block walk.
-        self._no_read_content: set[str] = set()
+        #: Use the listing's page object and the job's change kinds (issue 31); ``False``:
+        #: every page sync asks for both halves (the behaviour before, kept for the
+        #: benchmarks' "before").
+        self.ask_what_changed = ask_what_changed
+        #: Workspaces whose token the markdown endpoint refused (:mod:`.refusals`).
+        self.refusals = refusals if refusals is not None else EndpointRefusals()
         #: Pages whose stored content was found holding enhanced-Markdown tags (warned once).
         self._warned_dialect: set[str] = set()
 
@@ -156,8 +169,7 @@ class NotionSyncer:
         kind = _entity_kind(job.payload)
         try:
             if kind == "page":
-                page = await call.fetch(api.pages.retrieve, page_id=object_id)
-                return await self._sync_page(call, job, page)
+                return await self._sync_page_job(call, job)
             if kind == "database":
                 db = await call.fetch(api.databases.retrieve, database_id=object_id)
                 return await self._sync_database(call, job, db)
@@ -210,18 +222,79 @@ class NotionSyncer:
             return SyncResult(unchanged=1)
         return SyncResult(written=1)
 
+    async def _plan(self, call: NotionCall, job: SyncJob) -> _Plan:
+        """What this page sync asks for (the class docstring; docs/notion.md)."""
+        everything = _Plan(page=None, stored=None, fetch_page=True, fetch_content=True)
+        if not self.ask_what_changed:
+            return everything
+        listing = _listing(job.payload)
+        kinds = frozenset(job.change_kinds)
+        if listing is None and (not kinds or not kinds <= _PARTIAL_KINDS or job.priority > 0):
+            return everything  # nothing (or something structural) said, or a re-sync
+        stored = await call.context.writer().current(SOURCE_TYPE, job.source_page_id)
+        if listing is not None:
+            listed = parse_time(listing.get("last_edited_time"))
+            known = stored.source_updated_at if stored is not None else None
+            if known is not None and (listed is None or listed < known):
+                # The stored document is newer than the listing (a sync since): the listing
+                # would take its properties back in time.
+                return everything
+            return _Plan(page=listing, stored=stored, fetch_page=False, fetch_content=True)
+        if stored is None:
+            return everything  # nothing stored to keep the other half from
+        return _Plan(page=None, stored=stored, fetch_page="properties" in kinds,
+                     fetch_content="content" in kinds)
+
+    async def _sync_page_job(self, call: NotionCall, job: SyncJob) -> SyncResult:
+        """A page job: the requests :meth:`_plan` chose, then the document."""
+        plan = await self._plan(call, job)
+        page = plan.page
+        if plan.fetch_page:
+            page = await call.fetch(call.api.pages.retrieve, page_id=job.source_page_id)
+            if page is None:
+                return await self._deleted(call, job)  # not found (deleted or unshared)
+        if page is not None:
+            return await self._sync_page(call, job, page, plan)
+        # Content only: the page object is the stored document's.
+        assert plan.stored is not None
+        try:
+            content = await self._content(call, job, job.source_page_id)
+        except APIResponseError as exc:
+            if _code(exc) == APIErrorCode.ObjectNotFound.value:
+                return await self._deleted(call, job)
+            raise
+        stored = plan.stored
+        edited = parse_time(job.payload.get("timestamp"))
+        known = stored.source_updated_at
+        doc = dataclasses.replace(
+            stored, source_page_id=job.source_page_id, content=content,
+            # The event's time: the page was edited then (Notion's own last_edited_time is
+            # the minute of the last edit, so this is never older); never back in time.
+            source_updated_at=max(t for t in (edited, known) if t is not None)
+            if edited or known else None)
+        return await self._write(call, job, doc)
+
+    async def _content(self, call: NotionCall, job: SyncJob, page_id: str) -> str:
+        """The page's body as stored Markdown: the markdown endpoint, else the block walk."""
+        content = await page_markdown(call, page_id, self.refusals, job.workspace_id)
+        if content is None:  # the markdown endpoint does not serve: the block walk
+            content = render_blocks(await self._walk(call, page_id), page_id=page_id)
+        self._check_dialect(page_id, content)
+        return content
+
     async def _sync_page(
-        self, call: NotionCall, job: SyncJob, page: dict[str, Any] | None
+        self, call: NotionCall, job: SyncJob, page: dict[str, Any] | None,
+        plan: _Plan | None = None,
     ) -> SyncResult:
         if page is None:
             return await self._deleted(call, job)  # page not found (deleted or no longer shared)
         if page.get("in_trash") or page.get("archived"):
             return await self._deleted(call, job)  # page is in the trash
         page_id = str(page.get("id") or job.source_page_id)
-        content = await page_markdown(call, page_id, self._no_read_content)
-        if content is None:  # the markdown endpoint does not serve: the block walk
-            content = render_blocks(await self._walk(call, page_id), page_id=page_id)
-        self._check_dialect(page_id, content)
+        if plan is not None and not plan.fetch_content and plan.stored is not None:
+            content = plan.stored.content  # properties only: the body is as stored
+        else:
+            content = await self._content(call, job, page_id)
         raw_props = page.get("properties")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         created_by = user_id(page.get("created_by"))
@@ -329,6 +402,29 @@ class NotionSyncer:
             source_updated_at=parse_time(ds.get("last_edited_time")),
         )
         return await self._write(call, job, doc)
+
+
+#: The kinds a page sync can fetch on their own (the rest, or none, mean everything).
+_PARTIAL_KINDS = frozenset({"content", "properties"})
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What one page sync asks for: ``page`` the page object it already has (a listing's),
+    ``stored`` the stored document (kept for the half not fetched), and whether it fetches the
+    page object and the content."""
+
+    page: dict[str, Any] | None
+    stored: Document | None
+    fetch_page: bool
+    fetch_content: bool
+
+
+def _listing(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The page object a bulk job's payload carries from its listing (``search``), if any."""
+    listing = payload.get("listing")
+    if isinstance(listing, dict) and listing.get("object") == "page" and listing.get("id"):
+        return listing
+    return None
 
 
 def _entity_kind(payload: Mapping[str, Any]) -> str | None:

@@ -28,13 +28,36 @@ from typing import Any
 from debounce.contract import PageEvent, WebhookError, WebhookResult, header
 from integrations.notion.settings import NotionSettings
 
-__all__ = ["SIGNATURE_HEADER", "NotionWebhooks", "normalize_id"]
+__all__ = ["EVENT_KINDS", "SIGNATURE_HEADER", "NotionWebhooks", "normalize_id"]
 
 SIGNATURE_HEADER = "x-notion-signature"
 
 #: Event type prefixes → what the job key is (https://developers.notion.com/reference/webhooks-events-delivery).
 _ENTITY_PREFIXES = ("page.", "database.", "data_source.")
 _COMMENT_PREFIX = "comment."
+
+#: What each event type says changed (``PageEvent.kinds``; the table in docs/notion.md, "Which
+#: event asks for what", with the reference of each type:
+#: https://developers.notion.com/reference/webhooks-events-delivery). ``"content"``: the body
+#: (the markdown request alone); ``"properties"``: the page object (``pages.retrieve`` alone:
+#: title, properties, parent, trash state — so a deletion, a lock or a change of who may see
+#: the page costs one small request). A type not listed (``page.created``, ``page.moved``,
+#: ``page.undeleted``, ``database.*``, ``data_source.*``, any type Notion adds) says nothing:
+#: ``()``, the sync fetches everything.
+EVENT_KINDS: dict[str, tuple[str, ...]] = {
+    "page.content_updated": ("content",),
+    "page.transcript_deleted": ("content",),
+    "page.properties_updated": ("properties",),
+    "page.deleted": ("properties",),
+    "page.locked": ("properties",),
+    "page.unlocked": ("properties",),
+    "page.permissions_updated": ("properties",),
+    # A comment is not part of the document, but comment.created also carries suggested
+    # edits of the body: the body, the cheapest request that covers them.
+    "comment.created": ("content",),
+    "comment.updated": ("content",),
+    "comment.deleted": ("content",),
+}
 
 
 #: What a verification token looks like (``secret_`` and letters and digits, as in Notion's
@@ -182,6 +205,7 @@ class NotionWebhooks:
             return WebhookResult(note=f"ignored event type {event_type}")
         return WebhookResult(
             events=[PageEvent(source_page_id=normalize_id(key), event_id=event_id, payload=event,
+                              kinds=EVENT_KINDS.get(event_type, ()),
                               workspace=_text(event.get("workspace_id")))]
         )
 

@@ -11,7 +11,7 @@ import asyncio
 import os
 import sys
 
-import integrations
+from debounce import registry
 from debounce.cli import run_worker
 from debounce.config import Settings
 from debounce.db import fetch_one
@@ -34,7 +34,7 @@ async def record(store: DocumentStore, job: SyncJob) -> int:
 
 
 def main() -> int:
-    integrations.register(
+    registry.register(
         "noop",
         lambda settings: NoopIntegration(record=record, sleep_first_only=True),
     )

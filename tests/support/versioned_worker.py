@@ -14,7 +14,7 @@ import os
 import random
 import sys
 
-import integrations
+from debounce import registry
 from debounce.cli import run_worker
 from debounce.config import Settings
 from debounce.contract import SyncContext, SyncResult
@@ -64,7 +64,7 @@ class VersionedIntegration:
 
 
 def main() -> int:
-    integrations.register("versioned", lambda settings: VersionedIntegration())
+    registry.register("versioned", lambda settings: VersionedIntegration())
     settings = Settings.from_env()
     configure(settings.log_format, "WARNING")
     return asyncio.run(run_worker(settings))

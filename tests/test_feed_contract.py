@@ -1,0 +1,158 @@
+"""The change feed's contract holes of issue 30: per-document order across a row deleted and
+inserted again (point 5), every served change moves ``updated_at``, and a listing re-attaches
+a document whose workspace was removed (point 6) — on real Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from feed_wait import servable
+from psycopg_pool import AsyncConnectionPool
+
+from debounce import enumerations, feed, workspaces
+from debounce.contract import Discovered
+from debounce.documents import Document, DocumentStore, content_sha256
+from debounce.secrets import Keyring, new_key
+
+T_OLD = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def doc(document_id: str, content: str) -> Document:
+    return Document(source_type="notion", document_id=document_id, source_page_id=document_id,
+                    title="T", url=None, content=content, metadata={})
+
+
+async def changes_of(pool: AsyncConnectionPool[Any], document_id: str) -> list[tuple[str, str]]:
+    """``(op, content_sha256)`` of ``document_id``'s changes, as a follower reads them."""
+    await servable(pool)
+    out: list[tuple[str, str]] = []
+    after = None
+    while True:
+        page = await feed.read_changes(pool, after, 100)
+        out += [(c.op, c.content_sha256) for c in page.changes if c.document_id == document_id]
+        after = page.next
+        if page.at_head and not page.changes:
+            return out
+
+
+async def row_sha(pool: AsyncConnectionPool[Any], document_id: str) -> str:
+    row = await DocumentStore(pool).get("notion", document_id)
+    assert row is not None
+    return str(row["content_sha256"])
+
+
+async def test_a_row_deleted_and_inserted_again_by_an_older_transaction_keeps_document_order(
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    """Issue 30, point 5, as filed: T1 takes its id; T2 inserts D; T3 deletes D's row; T1
+    inserts D again and commits last. The last change served is T1's upsert, as the row."""
+    async with await psycopg.AsyncConnection.connect(database_url) as t1:
+        await t1.execute("select pg_current_xact_id()")
+        await DocumentStore(pool).upsert(doc("D", "h1"))                      # T2
+        async with pool.connection() as t3:
+            await t3.execute("delete from documents where document_id = 'D'")  # T3
+        await DocumentStore(t1).upsert(doc("D", "h2"))
+        await t1.commit()
+    assert await changes_of(pool, "D") == [("upsert", content_sha256("h1")),
+                                           ("delete", content_sha256("h1")),
+                                           ("upsert", content_sha256("h2"))]
+    assert await row_sha(pool, "D") == content_sha256("h2")
+
+
+async def test_an_insert_that_waited_for_a_concurrent_delete_comes_after_it(
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    """The same, with T3's delete still open while T1 inserts: T1's insert waits for it (the
+    unique key) and is then placed after T3's delete."""
+    await DocumentStore(pool).upsert(doc("D", "h1"))
+    async with await psycopg.AsyncConnection.connect(database_url) as t1, \
+            await psycopg.AsyncConnection.connect(database_url) as t3:
+        await t1.execute("select pg_current_xact_id()")
+        await t3.execute("delete from documents where document_id = 'D'")
+        inserting = asyncio.create_task(DocumentStore(t1).upsert(doc("D", "h2")))
+        async with pool.connection() as watch:   # T1 waits on T3's row
+            while not await (await watch.execute(
+                    "select exists (select 1 from pg_stat_activity where wait_event_type = "
+                    "'Lock' and pid = %s)", (t1.info.backend_pid,))).fetchone() == (True,):
+                assert not inserting.done()
+                await asyncio.sleep(0.01)
+        await t3.commit()
+        assert await inserting == "inserted"
+        await t1.commit()
+    assert await changes_of(pool, "D") == [("upsert", content_sha256("h1")),
+                                           ("delete", content_sha256("h1")),
+                                           ("upsert", content_sha256("h2"))]
+    async with pool.connection() as conn:   # the row's position is its last change's
+        row = await (await conn.execute(
+            "select (d.feed_xid, d.feed_seq) = (select feed_xid, seq from document_changes "
+            "order by feed_xid desc, seq desc limit 1) from documents d")).fetchone()
+    assert row == (True,)
+
+
+async def test_the_prune_buries_graves_no_transaction_can_raise_against(
+    pool: AsyncConnectionPool[Any]
+) -> None:
+    await DocumentStore(pool).upsert(doc("D", "h1"))
+    async with pool.connection() as conn:
+        await conn.execute("delete from documents where document_id = 'D'")
+        assert await (await conn.execute("select count(*) from document_graves")).fetchone() == (1,)
+    await servable(pool)
+    await feed.prune_changes(pool, 86400)
+    async with pool.connection() as conn:
+        assert await (await conn.execute("select count(*) from document_graves")).fetchone() == (0,)
+
+
+async def add_workspace(pool: AsyncConnectionPool[Any], external_id: str) -> int:
+    row = await workspaces.save(pool, Keyring(new_key()), source_type="notion",
+                                external_id=external_id, name=external_id,
+                                credentials={"access_token": f"tok-{external_id}"})
+    return int(row["id"])
+
+
+async def test_removing_a_workspace_is_a_change_with_a_new_updated_at(
+    pool: AsyncConnectionPool[Any]
+) -> None:
+    ws = await add_workspace(pool, "W")
+    await DocumentStore(pool).upsert(doc("p", "x"))
+    async with pool.connection() as conn:   # attached long ago (test-only SQL)
+        await conn.execute("update documents set workspace_id = %s, updated_at = %s", (ws, T_OLD))
+    before = await feed.head(pool)
+    await workspaces.remove(pool, ws)
+    row = await DocumentStore(pool).get("notion", "p")
+    assert row is not None and row["workspace_id"] is None and row["updated_at"] > T_OLD
+    await servable(pool)
+    page = await feed.read_changes(pool, before, 10)
+    assert [(c.document_id, c.workspace_id) for c in page.changes] == [("p", None)]
+    assert page.changes[0].updated_at == row["updated_at"]
+    # bookkeeping alone moves neither
+    async with pool.connection() as conn:
+        await conn.execute("update documents set synced_at = now(), listed_at = now()")
+    again = await DocumentStore(pool).get("notion", "p")
+    assert again is not None and again["updated_at"] == row["updated_at"]
+
+
+async def test_a_listing_reattaches_a_document_whose_workspace_was_removed(
+    pool: AsyncConnectionPool[Any]
+) -> None:
+    """The demo's second run: the workspace removed, connected again as a new row; its backfill
+    finds the page current, and the document joins the new workspace."""
+    old = await add_workspace(pool, "W")
+    edited = datetime(2026, 11, 1, tzinfo=UTC)
+    await DocumentStore(pool).upsert(Document("notion", "p", "p", "p", "# p",
+                                              source_updated_at=edited))
+    async with pool.connection() as conn:
+        await conn.execute("update documents set workspace_id = %s", (old,))
+    await workspaces.remove(pool, old)
+    new = await add_workspace(pool, "W")
+    started = await enumerations.request(pool, new)
+    assert started is not None
+    assert await enumerations.lease(pool, "w1", ["notion"], 60) is not None
+    row = await enumerations.record_page(pool, started["id"], "w1",
+                                         [Discovered("p", edited, {})], None,
+                                         lease_seconds=60, max_attempts=5)
+    assert row is not None and row["current"] == 1 and row["page_enqueued"] == 0
+    document = await DocumentStore(pool).get("notion", "p")
+    assert document is not None and document["workspace_id"] == new
