@@ -189,52 +189,6 @@ async def test_a_follower_on_the_standby_gets_every_committed_change_once_in_doc
     await _check_served(primary, seen)
 
 
-async def test_a_follower_switching_servers_mid_stream_loses_nothing_and_gets_no_410(
-    cluster: PrimaryAndStandby, urls: tuple[str, str],
-    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]]
-) -> None:
-    primary, standby = pools
-    after: list[feed.Cursor | None] = [None]
-    behind = [0]
-
-    async def follow(reads: int) -> list[feed.Change]:
-        # primary, primary, standby, standby, …: a cursor of the primary read on the standby;
-        # the standby's replay paused from the first primary read to the second standby read,
-        # so the primary's cursors are often past it.
-        on_standby = reads // 2 % 2 == 1
-        if reads % 4 in (0, 3) and reads < 1000:
-            async with standby.connection() as conn:
-                await conn.execute("select pg_wal_replay_pause()" if reads % 4 == 0
-                                   else "select pg_wal_replay_resume()")
-            if reads % 4 == 0:
-                await asyncio.sleep(0.02)   # the writers commit past the paused standby
-        # (the primary's reads go to its head; the standby's come in small steps)
-        page = await feed.read_changes(standby if on_standby else primary, after[0],
-                                       4 if on_standby else 1000,
-                                       primary=primary if on_standby else None)
-        behind[0] += page.behind
-        assert not page.behind or (page.changes == [] and page.next == after[0])
-        after[0] = page.next
-        return page.changes
-
-    # No transaction held open here: the primary's cursors move on while the standby waits.
-    seen = await _run_writers(urls, follow, held=0, rounds=25)
-    async with standby.connection() as conn:
-        await conn.execute("select pg_wal_replay_resume()")
-    await replayed(cluster)
-    await servable(primary)
-    await servable(standby)
-    reads = 1000
-    while True:
-        changes = await follow(reads)
-        seen += changes
-        reads += 1
-        if not changes and reads > 1004:
-            break
-    assert behind[0] > 0, "the standby was never behind a cursor of the primary"
-    await _check_served(primary, seen)
-
-
 async def test_a_cursor_the_standby_has_not_replayed_waits_and_only_a_restore_is_gone(
     cluster: PrimaryAndStandby,
     pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]]
