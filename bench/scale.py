@@ -243,7 +243,7 @@ def _p50(d: Mapping[str, Any], key: str) -> float:
 async def _run(url: str, quick: bool) -> dict[str, Any]:
     jobs = 20_000 if quick else 100_000
     seconds = 3.0 if quick else 8.0
-    from integrations import get
+    from debounce.registry import get
 
     notion = get(SOURCE)
     modes = [Mode("unmetered", None, None),
