@@ -37,6 +37,7 @@ from debounce.queue.checks import (
 )
 from debounce.queue.lifecycle import (
     Failure,
+    claim,
     claim_with_workspaces,
     complete_many,
     enqueue_brief,
@@ -77,6 +78,7 @@ __all__ = [
     "JobPage",
     "backoff_delay",
     "check_payload",
+    "claim",
     "claim_with_workspaces",
     "complete_many",
     "enqueue_brief",
