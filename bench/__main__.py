@@ -18,7 +18,19 @@ import time
 import traceback
 from datetime import UTC, datetime
 
-from bench import backfill, coalesce, common, feed, freshness, growth, ingest, scale, throughput, wakeup
+from bench import (
+    backfill,
+    coalesce,
+    common,
+    deadlocks,
+    feed,
+    freshness,
+    growth,
+    ingest,
+    scale,
+    throughput,
+    wakeup,
+)
 
 BENCHMARKS = {
     "ingest": ingest.run,          # 1 (+ web memory, 5)
@@ -30,6 +42,7 @@ BENCHMARKS = {
     "scale": scale.run,            # the claim against 0 … 10 000 workspaces (issue 22)
     "feed": feed.run,              # the change feed: write overhead, changes/s served (issue 23)
     "backfill": backfill.run,      # a Notion page sync's requests, before/after (issue 31)
+    "deadlocks": deadlocks.run,    # pg_stat_database.deadlocks under a mixed load (issue 29)
 }
 
 

@@ -73,22 +73,37 @@ returning {{_public_columns}}
 
 -- remove_workspace --
 -- Disconnect a workspace: its pending jobs go (nothing will sync them), its documents stay
--- (their workspace becomes NULL), running syncs finish. Its active jobs are locked first (in
--- (source_type, source_page_id) order, like every statement that locks several jobs), then the
--- workspace row: a sync of it finishing meanwhile locks its job, then the workspace row at
--- commit (the claim's line, migration 011), so locking the row first and the jobs after (the
--- foreign key's ON DELETE SET NULL) could deadlock with it.
-with held as (
+-- (their workspace becomes NULL), running syncs finish, its enumerations and audiences go.
+-- Every row the removal changes is locked before the workspace row, in the order the other
+-- statements lock them (jobs before their workspace, migration 011): its enumerations, its active jobs
+-- (in (source_type, source_page_id) order), its documents, its audiences, then the row; each
+-- step reads the one before, so they run in that order. Deleting the row first would lock them
+-- after it (the foreign keys' cascades) and could deadlock with an enumeration, a sync or the
+-- line's upkeep holding one of them while it waits for the workspace.
+with enums as (
+    select id from enumerations where workspace_id = %(id)s order by id for update
+), held as (
     select id from sync_jobs
      where workspace_id = %(id)s and status in ('pending', 'processing')
+       and (select count(*) from enums) >= 0
      order by source_type, source_page_id
+       for update
+), docs as (
+    select id from documents
+     where workspace_id = %(id)s and (select count(*) from held) >= 0
+     order by id
+       for update
+), audiences as (
+    select conversation_id from conversation_audiences
+     where workspace_id = %(id)s and (select count(*) from docs) >= 0
+     order by conversation_id
        for update
 ), dropped as (
     delete from sync_jobs
-     where workspace_id = %(id)s and status = 'pending' and (select count(*) from held) >= 0
+     where workspace_id = %(id)s and status = 'pending' and (select count(*) from audiences) >= 0
     returning 1
 ), gone as (
-    delete from workspaces where id = %(id)s and (select count(*) from held) >= 0 returning id
+    delete from workspaces where id = %(id)s and (select count(*) from dropped) >= 0 returning id
 )
 select (select id from gone) as id, (select count(*) from dropped) as dropped_jobs
 

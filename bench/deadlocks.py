@@ -1,0 +1,161 @@
+"""Deadlocks under a mixed load (issue 29): Postgres's own count must stay 0.
+
+Every statement that changes jobs at once, from separate connections, for 20 s (quick 4 s) on
+32 workspaces: two webhook streams (``enqueue_brief`` batches, due now and debounced, some
+taking a page over to another workspace), four claimers (``claim_with_workspaces`` with K = 4)
+recording completions, failures and releases, an enumerator (backfills: listing pages and
+their re-checks), the expired-lease sweep, and a workspace removed and connected again while
+its syncs finish. Reports ``pg_stat_database.deadlocks`` of the scratch database before and
+after (the statements' lock order is what keeps it at 0: every job before its workspace row,
+docs/design.md, "Lock order"; nothing retries a statement the detector cancelled) and how many
+statements each kind ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from bench.common import emit, note, scratch_database
+from debounce import enumerations, queue, workspaces
+from debounce.contract import Discovered
+from debounce.queue import Failure
+from debounce.secrets import Keyring, new_key
+from debounce.types import JobEvent
+
+WORKSPACES = 32
+PAGES = 400
+DEADLOCKS = "select deadlocks from pg_stat_database where datname = current_database()"
+
+
+async def _deadlocks(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        row = await (await conn.execute(DEADLOCKS)).fetchone()
+        return int(row[0]) if row else 0
+
+
+async def _load(url: str, seconds: float) -> dict[str, Any]:
+    keys = Keyring(new_key())
+    counts: dict[str, int] = {}
+    errors: list[str] = []
+
+    def count(kind: str, n: int = 1) -> None:
+        counts[kind] = counts.get(kind, 0) + n
+
+    async with AsyncConnectionPool(url, min_size=10, max_size=12, open=False,
+                                   kwargs={"autocommit": True}, timeout=30) as pool:
+        ids: list[int] = []
+        for i in range(WORKSPACES):
+            row = await workspaces.save(pool, keys, source_type="notion", external_id=f"D{i}",
+                                        name=f"D{i}", credentials={"access_token": f"t{i}"})
+            ids.append(int(row["id"]))
+        stop = time.monotonic() + seconds
+        rng = random.Random(29)
+
+        async def guarded(kind: str, body: Any) -> None:
+            while time.monotonic() < stop:
+                try:
+                    await body()
+                except psycopg.errors.DeadlockDetected as exc:
+                    errors.append(f"{kind}: {exc}")
+                    count(f"{kind}_deadlocked")
+                except psycopg.errors.ForeignKeyViolation:
+                    count(f"{kind}_workspace_gone")   # an event for a workspace just removed
+
+        async def webhooks(k: int) -> None:
+            n = 0
+
+            async def one() -> None:
+                nonlocal n
+                batch = [JobEvent("notion", f"page-{rng.randrange(PAGES)}", {"n": n},
+                                  event_id=f"w{k}-{n}-{i}",
+                                  debounce_seconds=0.0 if i % 2 else 0.05,
+                                  max_wait_seconds=1.0, workspace_id=rng.choice(ids))
+                         for i in range(6)]
+                n += 1
+                await queue.enqueue_brief(pool, batch)
+                count("webhook_batches")
+
+            await guarded("webhooks", one)
+
+        async def claimer(k: int) -> None:
+            async def one() -> None:
+                got = await queue.claim_with_workspaces(pool, f"c{k}", limit=8, lease_seconds=0.5,
+                                                        workspace_limit=4)
+                count("claims")
+                if not got:
+                    await asyncio.sleep(0.002)
+                    return
+                jobs = [c.job for c in got]
+                rng.shuffle(jobs)
+                third = max(1, len(jobs) // 3)
+                await queue.complete_many(pool, jobs[third:])
+                count("completions")
+                if len(jobs) > 1:
+                    await queue.fail_many(pool, [Failure(j, "bench", backoff_seconds=0.01)
+                                                 for j in jobs[:third // 2 or 1]])
+                    count("failures")
+                    rest = jobs[third // 2 or 1:third]
+                    if rest:
+                        await queue.release(pool, rest)
+                        count("releases")
+
+            await guarded("claimer", one)
+
+        async def enumerator() -> None:
+            async def one() -> None:
+                ws = rng.choice(ids)
+                await enumerations.request(pool, ws, "backfill")
+                leased = await enumerations.lease(pool, "enum", ["notion"], 30.0)
+                if leased is None:
+                    return
+                items = [Discovered(f"page-{rng.randrange(PAGES)}", None) for _ in range(20)]
+                await enumerations.record_page(pool, leased["id"], "enum", items, "next",
+                                               lease_seconds=30.0, max_attempts=5)
+                await enumerations.finish(pool, leased["id"], "enum", max_attempts=5)
+                count("enumeration_pages")
+
+            await guarded("enumerator", one)
+
+        async def sweeper() -> None:
+            async def one() -> None:
+                await queue.requeue_expired(pool)
+                count("requeues")
+                await asyncio.sleep(0.05)
+
+            await guarded("sweeper", one)
+
+        async def remover() -> None:
+            async def one() -> None:
+                ws = ids.pop(rng.randrange(len(ids)))
+                await workspaces.remove(pool, ws)
+                row = await workspaces.save(pool, keys, source_type="notion",
+                                            external_id=f"D-again-{ws}", name="again",
+                                            credentials={"access_token": "again"})
+                ids.append(int(row["id"]))
+                count("removals")
+                await asyncio.sleep(0.2)
+
+            await guarded("remover", one)
+
+        await asyncio.gather(webhooks(0), webhooks(1), *(claimer(k) for k in range(4)),
+                             enumerator(), sweeper(), remover())
+    return {"counts": counts, "errors": errors[:3]}
+
+
+def run(server_url: str, quick: bool) -> dict[str, Any]:
+    seconds = 4.0 if quick else 20.0
+    with scratch_database(server_url, "deadlocks") as url:
+        before = asyncio.run(_deadlocks(url))
+        note(f"deadlocks: mixed load for {seconds:.0f} s")
+        outcome = asyncio.run(_load(url, seconds))
+        time.sleep(1.0)              # backends report their counters about once a second
+        after = asyncio.run(_deadlocks(url))
+    return emit("deadlocks", seconds=seconds, deadlocks=after - before,
+                statements=outcome["counts"], errors=outcome["errors"],
+                goal_no_deadlocks=after - before == 0)
