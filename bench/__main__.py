@@ -42,7 +42,7 @@ BENCHMARKS = {
     "scale": scale.run,            # the claim against 0 … 10 000 workspaces (issue 22)
     "feed": feed.run,              # the change feed: write overhead, changes/s served (issue 23)
     "backfill": backfill.run,      # a Notion page sync's requests, before/after (issue 31)
-    "deadlocks": deadlocks.run,    # pg_stat_database.deadlocks under a mixed load (issue 29)
+    "deadlocks": deadlocks.run,    # a mixed load: pg_stat_database.deadlocks stays 0 (issue 29)
 }
 
 

@@ -6,9 +6,8 @@ taking a page over to another workspace), four claimers (``claim_with_workspaces
 recording completions, failures and releases, an enumerator (backfills: listing pages and
 their re-checks), the expired-lease sweep, and a workspace removed and connected again while
 its syncs finish. Reports ``pg_stat_database.deadlocks`` of the scratch database before and
-after (the statements' lock order is what keeps it at 0: every job before its workspace row,
-docs/design.md, "Lock order"; nothing retries a statement the detector cancelled) and how many
-statements each kind ran.
+after (the statements' lock order, docs/claim.md, "Keeping the line", is what keeps it at 0;
+nothing retries a statement the detector cancelled) and how many statements each kind ran.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 import psycopg
 
-from bench.common import DEFAULT_URL, ROOT, scratch_database, stop
+from bench.common import DEFAULT_URL, ROOT, line_up, scratch_database, stop
 from bench.throughput import (
     ADD_WORKSPACES,
     INSERT_JOBS,
@@ -50,6 +50,7 @@ def drain(url: str, jobs: int, processes: int, workspaces: bool, code: Path,
             token = Keyring(SECRET_KEY).encrypt({"access_token": "bench-token"})
             conn.execute(ADD_WORKSPACES, {"n": WORKSPACES, "credentials": token})
             conn.execute(SPREAD_JOBS, {"n": WORKSPACES})
+            line_up(conn)
             conn.execute("analyze workspaces")
         conn.execute("vacuum analyze sync_jobs")
     env = {**os.environ, "DATABASE_URL": url, "DEBOUNCE_SECRET_KEY": SECRET_KEY,

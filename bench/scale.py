@@ -3,7 +3,7 @@ rate against the number of workspaces with due work, and the budget rows as a ho
 
 Per case (0 = jobs of no workspace, then 1, 100, 1 000, 10 000 workspaces), ``JOBS`` due
 Notion jobs spread evenly over the workspaces, budgets unmetered (only the claim's own cost
-shows) and then the sources' default budgets: the project's own ``queue.claim`` (the worker's
+shows) and then the sources' default budgets: the project's own ``queue.claim_with_workspaces`` (the worker's
 form: one source, room 8, K = the default ``DEBOUNCE_WORKSPACE_CONCURRENCY``) and
 ``queue.complete_many`` in claim loops of 8 — claim p50/p99 of 1 loop and of 4 concurrent
 loops, ``seconds_until_due`` p50, drain jobs/s with 1 and with 4 loops (each for a fixed
@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from bench.common import emit, note, percentiles, scratch_database
+from bench.common import emit, line_up, note, percentiles, scratch_database
 from debounce import budgets, queue
 from debounce.budgets import budget_params
 from debounce.config import Settings
@@ -64,6 +64,7 @@ def _load(url: str, workspaces: int, jobs: int) -> float:
         if workspaces:
             conn.execute(WORKSPACE_ROWS, {"n": workspaces})
         conn.execute(JOB_ROWS, {"workspaces": workspaces, "jobs": jobs})
+        line_up(conn)
         conn.execute("vacuum analyze workspaces")
         conn.execute("vacuum analyze sync_jobs")
     return time.perf_counter() - t0
@@ -84,9 +85,9 @@ async def _claimer(url: str, mode: Mode, until: float, lat: list[float],
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         while time.perf_counter() < until:
             t0 = time.perf_counter()
-            jobs = await queue.claim(conn, ident, limit=LIMIT, lease_seconds=60,
-                                     source_limits={SOURCE: LIMIT}, budgets=mode.budgets,
-                                     workspace_limit=mode.workspace_limit, costs=mode.costs)
+            jobs = [c.job for c in await queue.claim_with_workspaces(
+                conn, ident, limit=LIMIT, lease_seconds=60, source_limits={SOURCE: LIMIT},
+                budgets=mode.budgets, workspace_limit=mode.workspace_limit, costs=mode.costs)]
             lat.append((time.perf_counter() - t0) * 1000)
             if not jobs:
                 counts["empty"] += 1
@@ -121,7 +122,7 @@ async def _until_due(url: str, n: int) -> dict[str, float]:
 
 
 def claim_params(mode: Mode) -> dict[str, Any]:
-    """The parameters ``queue.claim`` binds for the worker's form of the claim (EXPLAIN)."""
+    """The parameters ``queue.claim_with_workspaces`` binds for the worker's form of the claim (EXPLAIN)."""
     return {"now": None, "worker_id": "explain", "limit": LIMIT, "lease_seconds": 60.0,
             "sources": [SOURCE], "rooms": [LIMIT], "workspace_limit": mode.workspace_limit,
             **budget_params(mode.budgets, mode.costs)}

@@ -21,7 +21,7 @@ import psutil
 import psycopg
 from cryptography.fernet import Fernet
 
-from bench.common import RssSampler, emit, note, scratch_database, spawn, stop
+from bench.common import RssSampler, emit, line_up, note, scratch_database, spawn, stop
 from debounce.secrets import Keyring
 
 INSERT_JOBS = """
@@ -130,6 +130,7 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
                         token = Keyring(SECRET_KEY).encrypt({"access_token": "bench-token"})
                         conn.execute(ADD_WORKSPACES, {"n": WORKSPACES, "credentials": token})
                         conn.execute(SPREAD_JOBS, {"n": WORKSPACES})
+                        line_up(conn)
                         conn.execute("analyze workspaces")
                     conn.execute("vacuum analyze sync_jobs")
                 note(f"worker throughput: {variant}, {workers} process(es), {n} jobs")

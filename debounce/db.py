@@ -64,38 +64,6 @@ async def fetch_all(db: Db, query: LiteralString, params: Mapping[str, Any]) -> 
         return await cur.fetchall() if _returns_rows(cur) else []
 
 
-#: How many times a statement cancelled by Postgres's deadlock detector is run (see
-#: :func:`fetch_all_retrying`).
-DEADLOCK_ATTEMPTS = 3
-
-
-async def fetch_all_retrying(db: Db, query: LiteralString,
-                             params: Mapping[str, Any]) -> list[DictRow]:
-    """:func:`fetch_all`, run again (up to :data:`DEADLOCK_ATTEMPTS` times in all) when
-    Postgres's deadlock detector cancels it — only where the statement is a transaction of its
-    own (``db`` a pool, or an autocommit connection): a deadlock rolls back everything the
-    statement did, so running it again is what Postgres's documentation advises
-    (https://www.postgresql.org/docs/current/explicit-locking.html#LOCKING-DEADLOCKS). Inside
-    a caller's transaction the error is raised (that transaction is aborted).
-
-    The queue's statements that change jobs (enqueue, claim, complete) end with the deferred
-    recompute of their workspaces' ready line (migration 011), which locks workspace rows in id
-    order; concurrent enqueues, claims and completions have still been seen, rarely (a few in
-    thousands under tests/test_claim_scale.py's load), to wait on each other's rows.
-
-    Raises:
-        psycopg.errors.DeadlockDetected: on the last attempt, or inside a caller's transaction.
-    """
-    for attempt in range(DEADLOCK_ATTEMPTS):
-        try:
-            return await fetch_all(db, query, params)
-        except psycopg.errors.DeadlockDetected:
-            own = isinstance(db, AsyncConnectionPool) or bool(db.autocommit)
-            if attempt + 1 == DEADLOCK_ATTEMPTS or not own:
-                raise
-    raise AssertionError("unreachable")
-
-
 async def fetch_one(db: Db, query: LiteralString, params: Mapping[str, Any]) -> DictRow | None:
     """Run ``query`` with ``params`` in one round trip; the first row or ``None``."""
     async with connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:

@@ -79,25 +79,33 @@ def queries(name: str) -> dict[str, LiteralString]:
     """Named queries of ``sql/<name>.sql`` as ``{query_name: statement}``.
 
     A statement includes a fragment (``-- _name --``) of its own file as ``{{_name}}`` and
-    one of another file as ``{{file._name}}``.
+    one of another file as ``{{file._name}}``; a fragment may include others the same way.
 
     Raises:
         FileNotFoundError: no such file.
         ValueError: the file has text before its first header, a name twice, or includes a
             fragment that is not defined.
     """
-    statements, own = _parsed(name)
+    statements, _ = _parsed(name)
 
-    def include(match: re.Match[str]) -> str:
-        where, fragment = match.group(1), match.group(2)
-        fragments = _parsed(where)[1] if where else own
-        if fragment not in fragments:
-            raise ValueError(f"sql/{name}.sql includes undefined fragment "
-                             f"{(where + '.') if where else ''}{fragment}")
-        return fragments[fragment]
+    def expand(text: str, file: str, depth: int = 0) -> str:
+        """``text`` of ``sql/<file>.sql`` with its includes expanded (a fragment may include
+        others: of its own file, or named with theirs)."""
+        if depth > 8:
+            raise ValueError(f"sql/{name}.sql: fragments include each other in a loop")
+
+        def include(match: re.Match[str]) -> str:
+            where, fragment = match.group(1) or file, match.group(2)
+            fragments = _parsed(where)[1]
+            if fragment not in fragments:
+                raise ValueError(f"sql/{name}.sql includes undefined fragment "
+                                 f"{(where + '.') if where != name else ''}{fragment}")
+            return expand(fragments[fragment], where, depth + 1)
+
+        return _INCLUDE.sub(include, text)
 
     # Expanded from reviewed files of the repository, never from input: literal statements.
-    return {k: compact(_INCLUDE.sub(include, v)) for k, v in statements.items()}
+    return {k: compact(expand(v, name)) for k, v in statements.items()}
 
 
 def compact(statement: str) -> LiteralString:

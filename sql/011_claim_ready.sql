@@ -1,17 +1,7 @@
 -- 011: a claim whose cost depends on what it claims, not on how many workspaces exist.
 --
--- Each workspace row carries its place in the claim's line (docs/design.md, "Fair claim"):
---   live_due_at / bulk_due_at  the earliest scheduled_at of its pending live (priority >= 0) /
---                              bulk (priority < 0) jobs; NULL: none. Kept exact by the trigger
---                              below, after every statement that changes a job.
---   held_until                 set by the claim that last looked: its bucket cannot pay for a
---                              sync before then; 'infinity': K syncs in flight (cleared when one
---                              of them leaves 'processing'). NULL: no hold.
---   last_served_at, served_seq when the claim last took a job of it (served_seq breaks ties
---                              between workspaces served at the same instant).
--- A workspace is claimable when greatest(lane due, blocked_until, held_until, last_served_at)
--- <= now, and the claim takes workspaces in that order (least recently served or joined
--- first): an index scan that stops after `limit` rows, whatever the number of workspaces.
+-- The line this migration added, and the rules of the claim that reads it: docs/claim.md.
+-- Migration 016 replaced the triggers below; sql/schema.sql shows the schema as it stands.
 alter table workspaces add column live_due_at    timestamptz;
 alter table workspaces add column bulk_due_at    timestamptz;
 alter table workspaces add column held_until     timestamptz;
@@ -44,17 +34,7 @@ create index workspaces_ready_bulk
                    served_seq)
     where status = 'active' and credentials_error is null and bulk_due_at is not null;
 
--- Keep live_due_at / bulk_due_at exact, and free a workspace held at K when one of its syncs
--- ends, whichever statement changed the jobs (the queue's, the enumerations', a workspace's
--- removal, a hand-written UPDATE). Statement triggers note the workspaces a statement touched
--- (transaction-local settings debounce.ready_touched / debounce.ready_freed); at commit, a
--- deferred constraint trigger recomputes them all at once (workspaces_ready_refresh). Its
--- workspace rows are locked in id order, after every job lock of the transaction, so two
--- transactions never wait on each other's workspace rows in opposite orders; and the locks are
--- taken *before* the earliest jobs are read, with a fresh snapshot: every other transaction
--- that changed jobs of the same workspace either committed before (and is seen) or recomputes
--- after this one commits, so the last recompute always sees every committed job and a due job
--- can never be left behind an empty lane. Returns how many workspace rows changed.
+-- The triggers that kept the line until migration 016 (docs/claim.md, "Keeping the line").
 create function workspaces_ready_refresh(touched bigint[], freed bigint[]) returns integer
 language plpgsql as $$
 declare

@@ -7,32 +7,8 @@
 -- (docs/benchmarks-history.md, section 10). PL/pgSQL keeps each statement of a function prepared for the session, and the
 -- statements below are simple enough for a generic plan: the choice costs index probes.
 --
--- claim_pick(now, limit, sources, rooms, budget defaults, workspace_limit) chooses and locks
--- the jobs one claim takes and does everything the claim does to workspaces; it returns the
--- ids of the chosen jobs, and the claim statement (sql/claim.sql, claim) marks
--- them processing. The rules are the claim's, unchanged (docs/design.md, "Fair claim"):
---   * per source (sources[i], at most rooms[i] jobs and `limit` in all), workspaces are taken
---     from the live line, then the bulk line (migration 011's indexes), active, token
---     decrypting, not blocked, not held, least recently served first, FOR NO KEY UPDATE SKIP
---     LOCKED;
---   * each workspace offers min(free in-flight places below workspace_limit, whole syncs its
---     bucket can pay) of its due jobs, and the requests of those it gives are reserved in its
---     bucket; jobs of no workspace form one more group per source, with no budget;
---   * the batch is taken in turns (each workspace's first job, then each second job, ...),
---     live jobs (priority >= 0) before bulk ones, each source within its room; among equals,
---     the earlier due time, then the older job (lower id);
---   * a workspace served (or looked at with room and no job it could lock) goes to the back of
---     its line; one left unable to take a job is held until its bucket pays for a sync, or
---     ('infinity') until one of its K syncs ends.
--- When no workspace of these sources is in line, only the jobs of no workspace are looked at,
--- with one statement of per-source index probes (the same rules on fewer groups). The general
--- statement would give the same jobs, but its plan for that case is slower: 4.9-5.2 ms
--- against 1.7-2.1 ms per claim of 6 jobs (measured 2026-11-25); hence the two copies of the
--- per-source probe of jobs of no workspace below.
--- The budget defaults are parallel arrays: budget_sources text[], per_minutes float8[] (NULL:
--- unmetered unless a workspace sets its own), bursts float8[], costs float8[] (requests of one
--- sync, >= 1). The bucket is sql/budgets.sql's _bucket, written out here (a migration is
--- applied as written).
+-- claim_pick(...) chooses and locks the jobs one claim takes (the rules: docs/claim.md;
+-- migration 016 replaced it).
 create function claim_pick(p_now timestamptz, p_limit integer, p_sources text[],
                            p_rooms integer[], p_budget_sources text[],
                            p_per_minutes float8[], p_bursts float8[], p_costs float8[],

@@ -4,22 +4,16 @@
 -- rate = per_minute / 60 requests per second. A per_minute of 0 means no budget (unlimited).
 -- The source's defaults (used where the workspace sets none) come from a relation d
 -- (per_minute, burst) that each statement joins: %(default_per_minute)s / %(default_burst)s
--- here, one row per source in the claim (sql/claim.sql). %(now)s: a timestamptz or NULL (the
+-- here, one row per source in the workspace listing (sql/workspaces.sql). %(now)s: a timestamptz or NULL (the
 -- database's clock).
 
 -- _bucket --
 -- The bucket of workspace row w at clock.now, with the source's defaults d: rate
--- (requests/s, 0: unlimited), burst, level (requests available now).
-cross join lateral (
-    select p.rate, p.burst,
-           case when p.rate = 0 then p.burst
-                else least(p.burst, coalesce(w.budget_tokens, p.burst)
-                                    + p.rate * greatest(0, extract(epoch from clock.now
-                                          - coalesce(w.budget_refilled_at, clock.now))))
-           end as level
-      from (select coalesce(w.budget_per_minute, d.per_minute, 0) / 60.0 as rate,
-                   greatest(1, coalesce(w.budget_burst, d.burst, 1)) as burst) p
-) b
+-- (requests/s, 0: unlimited), burst, level (requests available now): the function
+-- workspace_bucket (migration 016), which the claim uses too.
+cross join lateral workspace_bucket(clock.now, w.budget_tokens, w.budget_refilled_at,
+                                    coalesce(w.budget_per_minute, d.per_minute),
+                                    coalesce(w.budget_burst, d.burst)) b
 
 -- take_budget --
 -- Charge %(n)s requests to workspace %(id)s, one statement: granted when the bucket holds them
@@ -80,7 +74,7 @@ select coalesce(p.blocked_until <= p.now, true),
 -- Set (or, with NULLs, clear back to the source's default) workspace %(id)s's budget:
 -- %(per_minute)s requests per minute (0: unlimited), %(burst)s requests of capacity. The
 -- bucket starts full at its new size, so a claim's hold on the empty bucket (held_until,
--- sql/claim.sql) ends; a workspace at its concurrency limit stays flagged
+-- docs/claim.md) ends; a workspace at its concurrency limit stays flagged
 -- (at_concurrency_limit). Returns the row, or nothing for an unknown id.
 update workspaces
    set budget_per_minute  = %(per_minute)s::float8,

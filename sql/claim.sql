@@ -1,38 +1,31 @@
--- The claim, and the idle worker's "when could I claim next" (sql/queue.sql holds every
--- other statement on sync_jobs). Times: %(now)s is a timestamptz or NULL (the database's
--- clock); tests pass it to control time. The budget parameters (%(budget_sources)s,
--- %(budget_per_minutes)s, %(budget_bursts)s, %(budget_costs)s, %(workspace_limit)s) are
--- described on the claim.
+-- The claim, the idle worker's "when could I claim next", and the line's repair. What the claim
+-- guarantees, the data it reads and why each piece exists: docs/claim.md. The choice itself is
+-- the function claim_pick (migration 016, as sql/schema.sql shows it). %(now)s is a
+-- timestamptz or NULL (the database's clock); tests pass it to control time.
 
 -- _workspace_sources --
--- The sources of the workspaces in line (a skip scan of the two line indexes: one probe per
--- source, not one row per workspace); a relation with one column, source_type.
-with recursive live_src(source_type) as (
-    (select source_type from workspaces
-      where status = 'active' and credentials_error is null and live_due_at is not null
+-- The sources with a workspace in line: a skip scan of the two line indexes (one probe per
+-- source, not one row per workspace); one column, source_type.
+with recursive live(source_type) as (
+    (select source_type from workspaces where live_line_at is not null
       order by source_type limit 1)
     union all
     select (select w.source_type from workspaces w
-             where w.status = 'active' and w.credentials_error is null
-               and w.live_due_at is not null
-               and w.source_type > live_src.source_type
+             where w.live_line_at is not null and w.source_type > live.source_type
              order by w.source_type limit 1)
-      from live_src where live_src.source_type is not null
-), bulk_src(source_type) as (
-    (select source_type from workspaces
-      where status = 'active' and credentials_error is null and bulk_due_at is not null
+      from live where live.source_type is not null
+), bulk(source_type) as (
+    (select source_type from workspaces where bulk_line_at is not null
       order by source_type limit 1)
     union all
     select (select w.source_type from workspaces w
-             where w.status = 'active' and w.credentials_error is null
-               and w.bulk_due_at is not null
-               and w.source_type > bulk_src.source_type
+             where w.bulk_line_at is not null and w.source_type > bulk.source_type
              order by w.source_type limit 1)
-      from bulk_src where bulk_src.source_type is not null
+      from bulk where bulk.source_type is not null
 )
-select source_type from live_src where source_type is not null
+select source_type from live where source_type is not null
 union
-select source_type from bulk_src where source_type is not null
+select source_type from bulk where source_type is not null
 
 -- _unowned_sources --
 -- The sources of pending jobs of no workspace (a skip scan of sync_jobs_due_unowned).
@@ -49,50 +42,15 @@ with recursive s(source_type) as (
 select source_type from s where source_type is not null
 
 -- claim --
--- Claim up to %(limit)s due jobs (scheduled_at <= now) for one worker, fairly, touching
--- O(limit) workspaces and jobs however many workspaces exist (migration 011):
---   * workspaces are taken from their line (workspaces_ready_live, then _bulk): active, its
---     token decrypts (credentials_error is null), with a job due in the lane, not blocked by a
---     429, not held (held_until: its bucket cannot pay yet), not at its concurrency limit
---     (at_concurrency_limit: K syncs in flight), least recently served first — up to the
---     worker's room per source, live lane first, FOR NO KEY UPDATE SKIP LOCKED: a concurrent
---     claim takes the next workspaces in line instead of coming back empty;
---   * a job of a workspace is claimable only while its token bucket's level >= one sync's cost
---     (sql/budgets.sql; the source defaults given as %(budget_sources)s text[] /
---     %(budget_per_minutes)s float8[] / %(budget_bursts)s float8[], with %(budget_costs)s
---     float8[]: the requests a typical sync of the source costs) and it has fewer than
---     %(workspace_limit)s jobs in flight; each workspace offers at most min(free in-flight
---     places, whole syncs its bucket can pay now) jobs, and the claim reserves those requests
---     in the bucket;
---   * the batch is taken in turns: every picked workspace's first job, then every second job,
---     … with live jobs (priority >= 0: webhooks, re-syncs) before bulk jobs (priority < 0:
---     backfill, reconciliation), so a workspace with 10 000 due jobs delays another's edit by
---     at most one claim round;
---   * a workspace served goes to the back of its line (last_served_at); one whose look was
---     wasted is held until its bucket can pay (or, at K, flagged until a sync of it ends), so an
---     empty bucket costs one look per refill, not one per claim;
---   * jobs of no workspace (the source's settings give the token) form one more group with
---     no budget.
--- %(sources)s (text[]) with %(rooms)s (int[]) names the sources to claim for, each taking at
--- most its room (the worker's per-source share of its slots); a caller that wants any source
--- names those of pending_sources. The choice, its row locks and what it does to workspaces are
--- the function claim_pick (migration 014, where the rules above are written out): PL/pgSQL
--- keeps its statements prepared, so a claim is not parsed and planned at every execution.
--- Rows are taken FOR UPDATE SKIP LOCKED; rows locked beyond the limit are released at commit.
--- Sets the lease, attempts + 1, and records the revision the sync will cover. Each claimed row
--- comes with what its sync needs of its workspace (NULL for a job of no workspace), read in the
--- same statement instead of one query per job: ws_status, ws_origin, ws_external_id,
--- ws_bot_user_id, ws_credentials (the encrypted token; NULL for the environment's workspace).
+-- Claim up to %(limit)s due jobs for worker %(worker_id)s (docs/claim.md): %(sources)s text[]
+-- with %(rooms)s int[] (at most that many jobs of each source); the sources' budget defaults
+-- as parallel arrays %(budget_sources)s text[], %(budget_per_minutes)s float8[] (NULL:
+-- unmetered), %(budget_bursts)s float8[], %(budget_costs)s float8[] (requests of one sync);
+-- %(workspace_limit)s (K) syncs in flight per workspace. claim_pick chooses and locks the jobs;
+-- this statement marks them processing (lease, attempts + 1, the revision the sync covers) and
+-- returns each with what its sync needs of its workspace (NULL for a job of no workspace).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
-), due as (
-    -- the choice, the row locks and the workspaces' side (migration 014)
-    select array(select p.id
-                   from claim_pick(%(now)s::timestamptz, %(limit)s::int, %(sources)s::text[],
-                                   %(rooms)s::int[], %(budget_sources)s::text[],
-                                   %(budget_per_minutes)s::float8[], %(budget_bursts)s::float8[],
-                                   %(budget_costs)s::float8[], %(workspace_limit)s::int) as p(id)
-               ) as ids
 ), claimed as (
     update sync_jobs j
        set status           = 'processing',
@@ -104,7 +62,11 @@ with clock as (
            retry_at         = null,
            updated_at       = clock.now
       from clock
-     where j.id = any((select ids from due)::bigint[])     -- by primary key
+     where j.id = any(array(
+               select claim_pick(%(now)s::timestamptz, %(limit)s::int, %(sources)s::text[],
+                                 %(rooms)s::int[], %(budget_sources)s::text[],
+                                 %(budget_per_minutes)s::float8[], %(budget_bursts)s::float8[],
+                                 %(budget_costs)s::float8[], %(workspace_limit)s::int)))
     returning j.*
 )
 select c.*, w.status as ws_status, w.origin as ws_origin, w.external_id as ws_external_id,
@@ -120,44 +82,25 @@ union
 select source_type from ({{_unowned_sources}}) u
 
 -- refresh_ready --
--- The self-healing path of the workspace lines (migration 011), for workspaces with id >
--- %(after)s, at most %(batch)s of them: recompute their lanes' due times from their pending
--- jobs, and end the K hold of those with fewer than %(workspace_limit)s jobs in flight. The
--- triggers keep both exact at every commit; this repairs rows that statements run with
--- triggers disabled left behind (a restore with session_replication_role = replica). Locks the
--- batch's rows before reading the jobs (workspaces_ready_refresh), so it never overwrites a
--- newer value with an older one. Returns how many rows changed and the batch's last id.
+-- The line's safety net (docs/claim.md, "Keeping the line"), for workspaces with id >
+-- %(after)s, at most %(batch)s of them: their lanes set from their pending jobs, and the
+-- concurrency flag ended where fewer than %(workspace_limit)s syncs are in flight
+-- (workspaces_line_repair locks them in id order, then reads the jobs). Repairs what a
+-- statement that bypassed the queue's left (a hand-written UPDATE, a restore). Returns how many
+-- rows changed and the batch's last id.
 with batch as (
-    select w.id,
-           w.at_concurrency_limit
-           and (select count(*) from sync_jobs p
-                 where p.workspace_id = w.id and p.status = 'processing')
-               < %(workspace_limit)s::int as free
-      from workspaces w
-     where w.id > %(after)s::bigint
-     order by w.id
+    select w.id from workspaces w where w.id > %(after)s::bigint order by w.id
      limit %(batch)s::int
 )
-select workspaces_ready_refresh(array(select id from batch),
-                                array(select id from batch where free)) as changed,
+select workspaces_line_repair(array(select id from batch), %(workspace_limit)s::int) as changed,
        (select max(id) from batch) as last_id
 
 -- seconds_until_due --
 -- Seconds from the database's clock until the claim could next take a job of
--- %(source_types)s (text[], NULL: any source): negative (or zero) when a job is claimable
--- now; NULL if nothing is pending. The worker sleeps this long (bounded by its poll
--- interval). Read from the head of each workspace line (sql/claim.sql, claim): a
--- workspace's jobs count from when it can take one — the end of a 429 block, or when the
--- last claim that looked at it said its bucket would pay for a sync again; jobs of a paused or
--- revoked workspace, of one whose token a worker could not decrypt (credentials_error), or of
--- one with K jobs in flight (a finishing sync wakes its worker), are
--- not counted. A bucket drained by charges since the last claim looked costs one wasted
--- claim, which then holds the workspace until the refill (the claim applies the budgets and
--- K when it looks; this query needs neither). Constant cost: one index probe per source and
--- lane.
-with clock as (
-    select clock_timestamp() as now
-), sources as (
+-- %(source_types)s (text[], NULL: any source): zero or negative when one is claimable now; NULL
+-- if nothing is pending. The heads of the lines and the earliest job of no workspace, one
+-- index probe per source and lane (docs/claim.md, "When to claim next").
+with sources as (
     select unnest(%(source_types)s::text[]) as source_type
      where %(source_types)s::text[] is not null
     union all
@@ -167,22 +110,11 @@ with clock as (
     select source_type from ({{_unowned_sources}}) u
      where %(source_types)s::text[] is null
 ), due as (
-    select (select greatest(w.live_due_at, w.blocked_until, w.held_until, w.last_served_at)
-              from workspaces w
-             where w.source_type = s.source_type and w.status = 'active'
-               and w.credentials_error is null
-               and w.live_due_at is not null and not w.at_concurrency_limit
-             order by greatest(w.live_due_at, w.blocked_until, w.held_until, w.last_served_at)
-             limit 1) as at
+    select (select min(w.live_line_at) from workspaces w
+             where w.source_type = s.source_type) as at
       from sources s
     union all
-    select (select greatest(w.bulk_due_at, w.blocked_until, w.held_until, w.last_served_at)
-              from workspaces w
-             where w.source_type = s.source_type and w.status = 'active'
-               and w.credentials_error is null
-               and w.bulk_due_at is not null and not w.at_concurrency_limit
-             order by greatest(w.bulk_due_at, w.blocked_until, w.held_until, w.last_served_at)
-             limit 1)
+    select (select min(w.bulk_line_at) from workspaces w where w.source_type = s.source_type)
       from sources s
     union all
     select (select min(j.scheduled_at) from sync_jobs j
@@ -190,6 +122,5 @@ with clock as (
                and j.source_type = s.source_type)
       from sources s
 )
-select extract(epoch from min(due.at) - (select now from clock))::float8 as seconds
+select extract(epoch from min(due.at) - clock_timestamp())::float8 as seconds
   from due
- where due.at is not null                -- NULL: nothing pending in that line

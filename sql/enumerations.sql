@@ -153,7 +153,7 @@ with clock as (
      order by j.page_id
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
     do nothing
-    returning source_page_id
+    returning workspace_id, scheduled_at, priority
 ), listed as (
     -- Stamp listed_at (whole listings), and re-attach a document left without a workspace
     -- (its workspace was removed, then connected again as a new row) to the one listing it.
@@ -163,7 +163,14 @@ with clock as (
       from input i, e, clock
      where (e.kind <> 'reconcile' or (d.workspace_id is null and e.workspace_id is not null))
        and d.source_type = e.source_type and d.source_page_id = i.page_id
+       and (select count(*) from ins) >= 0            -- after the jobs (docs/claim.md)
     returning d.id
+), line_moves as (
+    -- after the documents: the lock order is jobs, documents, workspaces (docs/claim.md)
+    select i.workspace_id as ws, i.scheduled_at as due, i.priority, false as freed
+      from ins i
+     where (select count(*) from listed) >= 0
+), {{queue._line_upkeep}}
 ), counts as (
     select (select count(*) from input)::int                       as n,
            (select count(*) from judged where current)::int        as current,
@@ -182,7 +189,7 @@ update enumerations x
        lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::float8),
        updated_at       = clock.now
   from e, counts, clock
- where x.id = e.id
+ where x.id = e.id and (select count(*) from line) >= 0
 returning x.*, counts.enqueued as page_enqueued
 
 -- finish_enumeration --
@@ -197,15 +204,6 @@ with clock as (
     select * from enumerations
      where id = %(id)s and lease_owner = %(owner)s and status = 'running'
        for update
-), ws as (
-    update workspaces w
-       set reconciled_at       = clock.now,
-           reconcile_watermark = greatest(w.reconcile_watermark, e.newest_seen),
-           full_reconciled_at  = case when e.kind <> 'reconcile' then clock.now
-                                      else w.full_reconciled_at end
-      from e, clock
-     where w.id = e.workspace_id
-    returning w.id
 ), vanished as (
     select distinct d.source_page_id
       from documents d, e
@@ -224,6 +222,21 @@ with clock as (
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
     do nothing
     returning 1
+), ws as (
+    -- after the rechecks' job rows (it reads their count): the workspace's line moves to its
+    -- due rechecks as workspaces_line_move would move it (docs/claim.md), in the same update
+    update workspaces w
+       set reconciled_at       = clock.now,
+           reconcile_watermark = greatest(w.reconcile_watermark, e.newest_seen),
+           full_reconciled_at  = case when e.kind <> 'reconcile' then clock.now
+                                      else w.full_reconciled_at end,
+           live_due_at         = case when r.n > 0 and %(priority)s::int >= 0
+                                      then least(w.live_due_at, clock.now) else w.live_due_at end,
+           bulk_due_at         = case when r.n > 0 and %(priority)s::int < 0
+                                      then least(w.bulk_due_at, clock.now) else w.bulk_due_at end
+      from e, clock, (select count(*) as n from rechecks) r
+     where w.id = e.workspace_id
+    returning w.id
 )
 update enumerations x
    set status = 'done', finished_at = clock.now, updated_at = clock.now, cursor = null,

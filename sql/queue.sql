@@ -1,7 +1,22 @@
 -- Every statement on sync_jobs. Times: %(now)s is a timestamptz or NULL (NULL: the database's
 -- now()); tests pass it to control time. Durations are float seconds. Each is one round trip.
 -- pg_notify('debounce_jobs', source_type) is sent only when a job becomes due now, never for an
--- ordinary debounced event (NOTIFY serialises commits).
+-- ordinary debounced event (NOTIFY serialises commits). A statement that changes jobs of
+-- workspaces ends by moving their line (the claim's index of who has due work,
+-- docs/claim.md): its CTE line_moves lists the jobs it changed and _line_upkeep calls
+-- workspaces_line_move with them, after every job row of the statement is locked.
+
+-- _line_upkeep --
+-- The line's upkeep of a statement, from its CTE line_moves (ws, due: scheduled_at of a job
+-- pending now, else NULL; priority; freed: the job left 'processing'): one call of
+-- workspaces_line_move (migration 016), whose arguments need every changed job row, so the
+-- workspace rows are locked after the job rows; no call when no job of a workspace changed.
+line as (
+    select workspaces_line_move(array_agg(m.ws), array_agg(m.due), array_agg(m.priority),
+                                array_agg(m.freed)) as moved
+      from line_moves m
+     where m.ws is not null
+    having count(*) > 0
 
 -- _enqueue_upsert --
 -- The debounce upsert shared by enqueue_many and enqueue_brief, up to its RETURNING list
@@ -52,6 +67,14 @@ with clock as (
                                                               as change_kinds
       from accepted
      group by source_type, source_page_id
+), moved_from as (
+    -- a job in flight that an event of another workspace takes over leaves its workspace
+    -- (whose concurrency flag then ends, as when the sync ends)
+    select j.workspace_id
+      from merged m
+      join sync_jobs j on j.source_type = m.source_type and j.source_page_id = m.source_page_id
+                      and j.status = 'processing'
+     where m.workspace_id is not null and j.workspace_id <> m.workspace_id
 ), upsert as (
     insert into sync_jobs as j
            (source_type, source_page_id, status, payload, event_id, event_count, priority,
@@ -95,8 +118,15 @@ with clock as (
         updated_at     = excluded.updated_at
 
 -- _enqueue_notify --
--- The wake-up of idle workers (enqueue_many's NOTIFY), one CTE over the upsert's rows.
-notify as (
+-- The wake-up of idle workers (enqueue_many's NOTIFY), one CTE over the upsert's rows, and the
+-- line's upkeep.
+line_moves as (
+    select u.workspace_id as ws, u.scheduled_at as due, u.priority, false as freed
+      from upsert u where u.status = 'pending'
+    union all
+    select f.workspace_id, null, 0, true from moved_from f
+), {{_line_upkeep}}
+), notify as (
     -- At most one notification per source per batch, and only for a job due within
     -- %(notify_within)s seconds (the workers' longest idle sleep): a worker woken early
     -- re-reads the earliest due time and sleeps exactly until it, so a window shorter than
@@ -141,15 +171,16 @@ notify as (
                            and s.status in ('pending', 'processing')
      where not exists (select 1 from accepted a where a.ord = i.ord)
 )
-select r.*, (select count(*) from notify) as notified from result r order by r.ord
+select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+  from result r order by r.ord
 
 -- enqueue_brief --
 -- enqueue_many for the web: the same statement, returning per input event (ord) only what the
 -- webhook's answer and metrics use: outcome, job id, due time (NULL for a duplicate whose page
 -- has no active job); not the job's row (its payload would travel back and be parsed again).
 {{_enqueue_upsert}}
-    returning j.id, j.source_type, j.source_page_id, j.status, j.scheduled_at,
-              (j.xmax = 0) as inserted
+    returning j.id, j.source_type, j.source_page_id, j.status, j.scheduled_at, j.workspace_id,
+              j.priority, (j.xmax = 0) as inserted
 ), {{_enqueue_notify}}
 ), result as (
     select a.ord,
@@ -167,7 +198,8 @@ select r.*, (select count(*) from notify) as notified from result r order by r.o
                            and s.status in ('pending', 'processing')
      where not exists (select 1 from accepted a where a.ord = i.ord)
 )
-select r.*, (select count(*) from notify) as notified from result r order by r.ord
+select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+  from result r order by r.ord
 
 -- complete_many --
 -- Finish claimed jobs, one statement for a batch: %(ids)s (bigint[]) with their %(lease_tokens)s
@@ -200,12 +232,18 @@ with clock as (
       from held, clock
      where j.id = held.id
     returning j.*
+), line_moves as (
+    select x.workspace_id as ws, case when x.status = 'pending' then x.scheduled_at end as due,
+           x.priority, true as freed
+      from done x
+), {{_line_upkeep}}
 ), notify as (
     select pg_notify('debounce_jobs', d.source_type)
       from (select distinct d.source_type from done d, clock
              where d.status = 'pending' and d.scheduled_at <= clock.now) d
 )
-select d.*, (select count(*) from notify) as notified from done d
+select d.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+  from done d
 
 -- fail_many --
 -- Record failed syncs of claimed jobs, one statement for a batch: %(ids)s (bigint[]) with
@@ -281,12 +319,18 @@ with clock as (
       from held, input i, clock
      where j.id = held.id and i.id = j.id and j.lease_token = i.lease_token
     returning j.*
+), line_moves as (
+    select x.workspace_id as ws, case when x.status = 'pending' then x.scheduled_at end as due,
+           x.priority, true as freed
+      from failed x
+), {{_line_upkeep}}
 ), notify as (
     select pg_notify('debounce_jobs', f.source_type)
       from (select distinct f.source_type from failed f, clock
              where f.status = 'pending' and f.scheduled_at <= clock.now) f
 )
-select f.*, (select count(*) from notify) as notified from failed f
+select f.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+  from failed f
 
 -- extend_leases --
 -- Push the lease of running syncs to now + %(lease_seconds)s. Only claims still held
@@ -326,10 +370,16 @@ with held as (
       from held
      where j.id = held.id
     returning j.*
+), line_moves as (
+    select x.workspace_id as ws, case when x.status = 'pending' then x.scheduled_at end as due,
+           x.priority, true as freed
+      from released x
+), {{_line_upkeep}}
 ), notify as (
     select pg_notify('debounce_jobs', source_type) from (select distinct source_type from released) r
 )
-select r.*, (select count(*) from notify) as notified from released r
+select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+  from released r
 
 -- requeue_expired --
 -- Jobs whose lease ran out (their worker died): back to pending, due now, or failed when
@@ -362,11 +412,17 @@ with clock as (
       from expired, clock
      where j.id = expired.id
     returning j.*
+), line_moves as (
+    select x.workspace_id as ws, case when x.status = 'pending' then x.scheduled_at end as due,
+           x.priority, true as freed
+      from requeued x
+), {{_line_upkeep}}
 ), notify as (
     select pg_notify('debounce_jobs', source_type)
       from (select distinct source_type from requeued where status = 'pending') r
 )
-select r.*, (select count(*) from notify) as notified from requeued r
+select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+  from requeued r
 
 -- resync --
 -- Manual re-sync: the page's active job becomes due now with at least %(priority)s; a page
@@ -400,10 +456,15 @@ with clock as (
         revision       = j.revision + case when j.status = 'processing' then 1 else 0 end,
         updated_at     = excluded.updated_at
     returning j.*, (j.xmax = 0) as inserted
+), line_moves as (
+    select u.workspace_id as ws, u.scheduled_at as due, u.priority, false as freed
+      from up u where u.status = 'pending'
+), {{_line_upkeep}}
 ), notify as (
     select pg_notify('debounce_jobs', source_type) from up
 )
-select u.*, (select count(*) from notify) as notified from up u
+select u.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+  from up u
 
 -- retry --
 -- Manual retry of a failed job: pending, due now, attempts reset. Only if the page has no
@@ -421,10 +482,15 @@ with clock as (
                           and a.source_page_id = j.source_page_id
                           and a.status in ('pending', 'processing'))
     returning j.*
+), line_moves as (
+    select r.workspace_id as ws, r.scheduled_at as due, r.priority, false as freed
+      from revived r
+), {{_line_upkeep}}
 ), notify as (
     select pg_notify('debounce_jobs', source_type) from revived
 )
-select r.*, (select count(*) from notify) as notified from revived r
+select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+  from revived r
 
 -- get --
 -- One job by id.

@@ -75,7 +75,7 @@ returning {{_public_columns}}
 -- Disconnect a workspace: its pending jobs go (nothing will sync them), its documents stay
 -- (their workspace becomes NULL), running syncs finish, its enumerations and audiences go.
 -- Every row the removal changes is locked before the workspace row, in the order the other
--- statements lock them (jobs before their workspace, migration 011): its enumerations, its active jobs
+-- statements lock them (docs/claim.md, "Keeping the line"): its enumerations, its active jobs
 -- (in (source_type, source_page_id) order), its documents, its audiences, then the row; each
 -- step reads the one before, so they run in that order. Deleting the row first would lock them
 -- after it (the foreign keys' cascades) and could deadlock with an enumeration, a sync or the

@@ -85,35 +85,35 @@ async def seed(db: Db) -> Seeded:
 
     # A synced page: first event 40 s ago, claimed 8 s ago, done 5 s ago (lag 35 s).
     synced = await _event(db, "notion", SYNCED_PAGE, "n-1", notion_event, now - timedelta(seconds=40))
-    [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
-                              now=now - timedelta(seconds=8))
+    [job] = [c.job for c in await queue.claim_with_workspaces(
+        db, "worker-1", limit=1, lease_seconds=60, now=now - timedelta(seconds=8))]
     await one_job.complete(db, job, now=now - timedelta(seconds=5))
     # A Slack channel synced twice in the last hour (lags 12 s and 20 s).
     for i, (ago, lag) in enumerate(((1800, 12), (600, 20))):
         await _event(db, "slack", SLACK_CHANNEL, f"s-{i}", slack_event,
                      now - timedelta(seconds=ago + lag), debounce=5)
-        [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
-                                  now=now - timedelta(seconds=ago + 1))
+        [job] = [c.job for c in await queue.claim_with_workspaces(
+            db, "worker-1", limit=1, lease_seconds=60, now=now - timedelta(seconds=ago + 1))]
         await one_job.complete(db, job, now=now - timedelta(seconds=ago))
     # A failed page: no access, failed for good.
     failed = await _event(db, "notion", FAILED_PAGE, "n-2", notion_event, now - timedelta(minutes=20))
-    [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
-                              now=now - timedelta(minutes=19))
+    [job] = [c.job for c in await queue.claim_with_workspaces(
+        db, "worker-1", limit=1, lease_seconds=60, now=now - timedelta(minutes=19))]
     await one_job.fail(db, job, "403 restricted_resource: the integration has no access to this "
                      "page <b>(share it with the integration)</b>", permanent=True,
                      now=now - timedelta(minutes=19))
     # A Slack channel waiting out a retry after a timeout.
     retrying = await _event(db, "slack", RETRYING_CHANNEL, "s-9", slack_event,
                             now - timedelta(minutes=3), debounce=5)
-    [job] = await queue.claim(db, "worker-2", limit=1, lease_seconds=60,
-                              now=now - timedelta(minutes=2))
+    [job] = [c.job for c in await queue.claim_with_workspaces(
+        db, "worker-2", limit=1, lease_seconds=60, now=now - timedelta(minutes=2))]
     await one_job.fail(db, job, "ReadTimeout: conversations.history did not answer within 10 s",
                      jitter=0, now=now - timedelta(minutes=2))
     # A page being synced right now.
     running = await _event(db, "notion", RUNNING_PAGE, "n-3", notion_event,
                            now - timedelta(seconds=45))
-    await queue.claim(db, "worker-2", limit=1, lease_seconds=60, now=now - timedelta(seconds=2),
-                      source_types=["notion"])
+    [c.job for c in await queue.claim_with_workspaces(
+        db, "worker-2", limit=1, lease_seconds=60, now=now - timedelta(seconds=2), source_types=["notion"])]
     # A page with three edits in its window, due in the future.
     pending = 0
     for i in range(3):
@@ -174,8 +174,8 @@ async def _synced(db: Db, source: str, page: str, workspace_id: int, finished: d
         source_type=source, source_page_id=page, payload={"page": page}, event_id=None,
         debounce_seconds=0, max_wait_seconds=0, workspace_id=workspace_id)],
         now=finished - timedelta(seconds=20))
-    [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
-                              now=finished - timedelta(seconds=10))
+    [job] = [c.job for c in await queue.claim_with_workspaces(
+        db, "worker-1", limit=1, lease_seconds=60, now=finished - timedelta(seconds=10))]
     assert job.source_page_id == page
     if document is not None:
         store = DocumentStore(db).fenced(job)
@@ -216,8 +216,8 @@ async def seed_workspaces(db: Db) -> SeededWorkspaces:
         source_type="slack", source_page_id="C0LONGERR1", payload={}, event_id=None,
         debounce_seconds=0, max_wait_seconds=0, workspace_id=slack["id"])],
         now=now - timedelta(minutes=6))
-    [job] = await queue.claim(db, "worker-1", limit=1, lease_seconds=60,
-                              now=now - timedelta(minutes=5))
+    [job] = [c.job for c in await queue.claim_with_workspaces(
+        db, "worker-1", limit=1, lease_seconds=60, now=now - timedelta(minutes=5))]
     await one_job.fail(db, job, LONG_ERROR, permanent=True, now=now - timedelta(minutes=5))
     # Last: a workspace with a credentials error is parked (the claim skips it).
     await workspaces.set_credentials_error(db, notion["id"], workspaces.WRONG_KEY)

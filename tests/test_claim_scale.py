@@ -1,6 +1,8 @@
 """The claim at scale (issue 22, migration 011): workspaces come from an indexed line, so a
 claim touches O(limit) workspaces, concurrent claimers take different workspaces, and the line
-never loses work (a trigger keeps it exact; staleness costs a look; ``refresh_ready`` repairs).
+never loses work (docs/claim.md, "Keeping the line": the queue's statements move it only
+earlier, the claim sets it exactly where it looks, a stale line costs a look; ``refresh_ready``
+repairs what a hand-written statement left).
 Real Postgres, time controlled through ``now=``."""
 
 from __future__ import annotations
@@ -62,6 +64,17 @@ async def assert_lines_exact(pool: AsyncConnectionPool[Any]) -> None:
     assert not wrong, f"stored lanes differ from the jobs: {wrong}"
 
 
+async def assert_lines_never_late(pool: AsyncConnectionPool[Any]) -> None:
+    """Every lane with a pending job is due no later than that job (it may be earlier, or set
+    with no job: a look the claim wastes once): the line never hides due work."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(LINES)).fetchall()
+    wrong = [r for r in rows
+             if any(truth is not None and (stored is None or stored > truth)
+                    for stored, truth in ((r[1], r[3]), (r[2], r[4])))]
+    assert not wrong, f"a lane later than its jobs: {wrong}"
+
+
 async def test_two_concurrent_claimers_take_disjoint_workspaces_and_both_get_jobs(
         pool: AsyncConnectionPool[Any]) -> None:
     """Claimer A holds its workspaces (its transaction is still open) while B claims: B takes
@@ -70,8 +83,10 @@ async def test_two_concurrent_claimers_take_disjoint_workspaces_and_both_get_job
     for ws in ids:
         await queue.enqueue_many(pool, events(ws, 3, prefix="p"), now=T0)
     async with pool.connection() as conn_a, conn_a.transaction():
-        a = await queue.claim(conn_a, "A", limit=4, lease_seconds=60, now=at(1))
-        b = await queue.claim(pool, "B", limit=4, lease_seconds=60, now=at(1))
+        a = [c.job for c in await queue.claim_with_workspaces(
+            conn_a, "A", limit=4, lease_seconds=60, now=at(1))]
+        b = [c.job for c in await queue.claim_with_workspaces(
+            pool, "B", limit=4, lease_seconds=60, now=at(1))]
     assert len(a) == 4 and len(b) == 4
     a_ws = {j.workspace_id for j in a}
     b_ws = {j.workspace_id for j in b}
@@ -89,7 +104,8 @@ async def test_four_concurrent_claim_loops_drain_every_job_exactly_once(
 
     async def loop(i: int) -> None:
         while True:
-            jobs = await queue.claim(pool, f"w{i}", limit=8, lease_seconds=60, now=at(1))
+            jobs = [c.job for c in await queue.claim_with_workspaces(
+                pool, f"w{i}", limit=8, lease_seconds=60, now=at(1))]
             if not jobs:
                 return
             claimed[i] += jobs
@@ -110,53 +126,56 @@ async def test_served_workspaces_go_to_the_back_of_the_line(
         await queue.enqueue_many(pool, events(ws, 3, prefix="p"), now=at(k))
     order: list[int | None] = []
     for step in range(9):
-        jobs = await queue.claim(pool, "w", limit=2, lease_seconds=60, now=at(10 + step))
+        jobs = [c.job for c in await queue.claim_with_workspaces(
+            pool, "w", limit=2, lease_seconds=60, now=at(10 + step))]
         assert len(jobs) == 2
         order += [j.workspace_id for j in sorted(jobs, key=lambda j: j.scheduled_at)]
         await queue.complete_many(pool, jobs, now=at(10 + step))
     assert order == ids * 3
 
 
-async def test_the_lines_stay_exact_through_every_statement_on_jobs(
+async def test_the_lines_are_never_late_through_every_statement_on_jobs(
         pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
     a, b = await add_workspaces(pool, 2)
     await queue.enqueue_many(pool, events(a, 3, prefix="live", window=30), now=T0)
     await queue.enqueue_many(pool, events(a, 2, prefix="bulk", priority=-10), now=T0)
     await queue.enqueue_many(pool, events(b, 1, prefix="live"), now=T0)
-    await assert_lines_exact(pool)
+    await assert_lines_never_late(pool)
     # a debounced event pushes a's earliest live job later
     await queue.enqueue_many(pool, events(a, 1, prefix="live", window=60), now=at(10))
-    await assert_lines_exact(pool)
-    jobs = await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(40))
-    await assert_lines_exact(pool)
+    await assert_lines_never_late(pool)
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, now=at(40))]
+    await assert_lines_exact(pool)                   # the claim sets the lanes it looked at
     by_prefix = {j.source_page_id: j for j in jobs}
     # an edit during a sync, then complete: a follow-up; a retry; a permanent failure; release
     live_1 = by_prefix[f"live-{a}-1"]
     await queue.enqueue_many(pool, events(a, 2, prefix="live", window=5), now=at(41))
     await one_job.complete(pool, live_1, now=at(42))
-    await assert_lines_exact(pool)
+    await assert_lines_never_late(pool)
     bulk = [j for j in jobs if j.priority < 0]
     await one_job.fail(pool, bulk[0], "boom", backoff_seconds=[30.0], jitter=0.0, now=at(43))
     await one_job.fail(pool, bulk[1], "gone", permanent=True, now=at(43))
-    await assert_lines_exact(pool)
+    await assert_lines_never_late(pool)
     rest = [j for j in jobs if j.id not in {live_1.id, bulk[0].id, bulk[1].id}]
     await queue.release(pool, rest[:1], now=at(44))
-    await assert_lines_exact(pool)
+    await assert_lines_never_late(pool)
     # leases of the others expire: requeued
     await queue.requeue_expired(pool, now=at(500))
-    await assert_lines_exact(pool)
+    await assert_lines_never_late(pool)
     # manual re-sync, manual retry of the failed job, a hand-written move and delete
     await queue.resync(pool, "notion", f"live-{b}-0", now=at(501))
     failed = await queue.get(pool, bulk[1].id)
     assert failed is not None
     await queue.retry(pool, failed.id, now=at(502))
-    await assert_lines_exact(pool)
+    await assert_lines_never_late(pool)
     await conn.execute("update sync_jobs set workspace_id = %s where workspace_id = %s "
                        "and status = 'pending' and priority < 0", (b, a))
-    await assert_lines_exact(pool)
     await conn.execute("delete from sync_jobs where workspace_id = %s", (b,))
+    # hand-written statements do not move the line: refresh_ready (the pruner) repairs it
+    assert await queue.refresh_ready(pool) >= 1
     await assert_lines_exact(pool)
-    assert await queue.refresh_ready(pool) == 0      # nothing for the repair to do
+    assert await queue.refresh_ready(pool) == 0      # nothing left for the repair to do
 
 
 async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
@@ -167,18 +186,21 @@ async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
     a, b = await add_workspaces(pool, 2)
     await queue.enqueue_many(pool, events(a, 1, prefix="p"), now=T0)
     await conn.execute("update workspaces set live_due_at = null")          # lost from line
-    assert await queue.claim(pool, "w", limit=1, lease_seconds=60, now=at(1)) == []
+    assert [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=1, lease_seconds=60, now=at(1))] == []
     assert await queue.seconds_until_due(pool) is None
     assert await queue.refresh_ready(pool) == 1
     assert (await queue.seconds_until_due(pool) or 0.0) < 0
     # b is put at the head of the line with nothing to claim
     await conn.execute("update workspaces set live_due_at = %s, last_served_at = null "
                        "where id = %s", (T0 - timedelta(hours=1), b))
-    assert await queue.claim(pool, "w", limit=1, lease_seconds=60, now=at(2)) == []
-    (job,) = await queue.claim(pool, "w", limit=1, lease_seconds=60, now=at(3))
+    assert [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=1, lease_seconds=60, now=at(2))] == []
+    (job,) = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=1, lease_seconds=60, now=at(3))]
     assert job.workspace_id == a
-    assert await queue.refresh_ready(pool) == 1
-    await assert_lines_exact(pool)
+    await assert_lines_exact(pool)       # the claim that looked at b set its lane from its jobs
+    assert await queue.refresh_ready(pool) == 0
 
 
 async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwhile(
@@ -186,16 +208,16 @@ async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwh
     budget = ApiBudget(per_minute=60.0, burst=2.0)        # one request a second
     (a,) = await add_workspaces(pool, 1)
     await queue.enqueue_many(pool, events(a, 5, prefix="p"), now=T0)
-    jobs = await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1),
-                             budgets={"notion": budget})
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, now=at(1), budgets={"notion": budget})]
     assert len(jobs) == 2                                 # the burst pays for two syncs
     row = await (await conn.execute("select held_until from workspaces where id = %s",
                                     (a,))).fetchone()
     assert row is not None and row[0] == at(2)            # one request refilled a second later
-    assert await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(1.5),
-                             budgets={"notion": budget}) == []
-    assert len(await queue.claim(pool, "w", limit=10, lease_seconds=60, now=at(2),
-                                 budgets={"notion": budget})) == 1
+    assert [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, now=at(1.5), budgets={"notion": budget})] == []
+    assert len([c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, now=at(2), budgets={"notion": budget})]) == 1
 
 
 async def test_the_idle_workers_due_time_reads_the_head_of_the_lines(
@@ -225,6 +247,7 @@ async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
         "insert into sync_jobs (source_type, source_page_id, scheduled_at, first_event_at, "
         "max_wait_until, workspace_id) select 'notion', 'p' || w.id || '-' || k, %s, %s, %s, "
         "w.id from workspaces w, generate_series(1, 3) k", (T0, T0, at(3600)))
+    assert await queue.refresh_ready(pool) == 2000   # hand-written rows: the repair lines them up
     await conn.execute("analyze workspaces")
     await conn.execute("analyze sync_jobs")
     claim = queries("claim")["claim"]
@@ -246,11 +269,12 @@ async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
     assert 8 <= after[1] - before[1] <= 40, after[1] - before[1]
 
 
-async def test_concurrent_enqueues_claims_and_completions_leave_the_lines_exact(
+async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_late(
         pool: AsyncConnectionPool[Any]) -> None:
     """Three enqueuers (events due now and debounced ones, over 12 workspaces) race three
-    claim-and-complete loops: afterwards every workspace's lanes equal what its jobs say, and
-    draining leaves no job behind — the line never hides due work."""
+    claim-and-complete loops: afterwards no workspace's lane is later than its jobs, draining
+    leaves no job behind — the line never hides due work — and the drain's claims, having
+    looked at every workspace, leave every lane exact."""
     ids = await add_workspaces(pool, 12)
     stop = asyncio.Event()
 
@@ -266,7 +290,8 @@ async def test_concurrent_enqueues_claims_and_completions_leave_the_lines_exact(
 
     async def claimer(k: int) -> None:
         while not stop.is_set():
-            jobs = await queue.claim(pool, f"w{k}", limit=4, lease_seconds=60)
+            jobs = [c.job for c in await queue.claim_with_workspaces(
+                pool, f"w{k}", limit=4, lease_seconds=60)]
             if jobs:
                 await queue.complete_many(pool, jobs)
             else:
@@ -277,10 +302,10 @@ async def test_concurrent_enqueues_claims_and_completions_leave_the_lines_exact(
     await asyncio.sleep(2.0)
     stop.set()
     await asyncio.gather(*tasks)
-    await assert_lines_exact(pool)
+    await assert_lines_never_late(pool)
     await asyncio.sleep(0.6)                         # every debounced job is due by now
     while True:
-        jobs = await queue.claim(pool, "drain", limit=50, lease_seconds=60)
+        jobs = [c.job for c in await queue.claim_with_workspaces(pool, "drain", limit=50, lease_seconds=60)]
         if not jobs:
             break
         await queue.complete_many(pool, jobs)
@@ -303,28 +328,42 @@ async def test_a_bucket_drained_since_the_last_look_costs_one_empty_claim(
     assert [await budgets.take(pool, a, budget) for _ in range(2)] == [0.0, 0.0]
     stale = await queue.seconds_until_due(pool)
     assert stale is not None and stale <= 0
-    assert await queue.claim(pool, "w", limit=8, lease_seconds=60,
-                             budgets={"notion": budget}) == []
+    assert [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=8, lease_seconds=60, budgets={"notion": budget})] == []
     until = await queue.seconds_until_due(pool)
     assert until is not None and 0 < until <= 1.0
 
 
 async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
         pool: AsyncConnectionPool[Any]) -> None:
-    """A finishing sync locks its job, then (at commit, the line's upkeep) its workspace row;
-    the removal locks the workspace's jobs before its row. Locking the row first (its foreign
-    key then setting the running jobs' workspace to NULL) deadlocked about one round in four."""
+    """A finishing sync locks its job, then (the line's upkeep) its workspace row; the removal
+    locks the workspace's jobs before its row. Locking the row first (its foreign key then
+    setting the running jobs' workspace to NULL) deadlocked about one round in four. Each round:
+    every sync's completion is recorded (the removal takes no running job), the workspace is
+    gone, and its jobs are completed with no workspace."""
     for r in range(12):
         (ws,) = await add_workspaces(pool, 1, prefix=f"R{r}-")
         await queue.enqueue_many(pool, events(ws, 200, prefix="p"), now=T0)
-        jobs = await queue.claim(pool, "w", limit=200, lease_seconds=60, now=at(1))
+        jobs = [c.job for c in await queue.claim_with_workspaces(
+            pool, "w", limit=200, lease_seconds=60, now=at(1))]
 
-        async def finish(jobs: list[SyncJob] = jobs) -> None:
+        finished: dict[int, SyncJob] = {}
+
+        async def finish(jobs: list[SyncJob] = jobs,
+                         finished: dict[int, SyncJob] = finished) -> None:
             for k in range(0, len(jobs), 2):
-                await queue.complete_many(pool, jobs[k:k + 2], now=at(2))
+                finished.update(await queue.complete_many(pool, jobs[k:k + 2], now=at(2)))
 
         async def remove(ws: int = ws) -> None:
             await asyncio.sleep(0.02)
             await workspaces.remove(pool, ws)
 
         await asyncio.gather(finish(), remove())      # DeadlockDetected would raise here
+        assert len(jobs) == 200 and sorted(finished) == sorted(j.id for j in jobs)
+        assert all(j.status == "completed" for j in finished.values())
+        assert await workspaces.list_workspaces(pool, ws) == []
+        async with pool.connection() as conn:
+            row = await (await conn.execute(
+                "select count(*) filter (where status = 'completed' and workspace_id is null), "
+                "count(*) from sync_jobs where id = any(%s)", ([j.id for j in jobs],))).fetchone()
+        assert row == (200, 200)

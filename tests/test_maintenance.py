@@ -40,7 +40,8 @@ async def finished_jobs(pool: AsyncConnectionPool[Any], n: int) -> None:
         result = await one_job.enqueue(pool, "noop", f"p{i}", payload={}, event_id=f"e{i}",
                                      debounce_seconds=0, max_wait_seconds=0, now=T0)
         assert result.job is not None
-    for job in await queue.claim(pool, "w", limit=n, lease_seconds=60, now=T0):
+    for job in [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=n, lease_seconds=60, now=T0)]:
         await one_job.complete(pool, job, now=T0)
 
 

@@ -54,7 +54,8 @@ async def count_rows(conn: Conn, where: str = "true") -> int:
 
 
 async def claim_one(conn: Conn, now: datetime, worker: str = "w1") -> SyncJob:
-    jobs = await queue.claim(conn, worker, limit=1, lease_seconds=60, now=now)
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        conn, worker, limit=1, lease_seconds=60, now=now)]
     assert len(jobs) == 1, jobs
     return jobs[0]
 
@@ -93,8 +94,10 @@ async def test_max_wait_caps_scheduled_at(conn: Conn) -> None:
         r = await ev(conn, "p1", f"e{i}", now=at(i * 20), debounce=30, max_wait=300)
     assert r.job.scheduled_at == at(300)
     # And the job is claimable once max wait is reached, though edits keep coming.
-    assert await queue.claim(conn, "w", limit=5, lease_seconds=60, now=at(299)) == []
-    assert len(await queue.claim(conn, "w", limit=5, lease_seconds=60, now=at(300))) == 1
+    assert [c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=5, lease_seconds=60, now=at(299))] == []
+    assert len([c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=5, lease_seconds=60, now=at(300))]) == 1
 
 
 async def test_duplicate_event_id_changes_nothing(conn: Conn) -> None:
@@ -157,7 +160,8 @@ async def test_edit_during_processing_produces_follow_up_with_new_payload(conn: 
     done = await one_job.complete(conn, job, now=at(40))
     assert done is not None
     assert done.status is JobStatus.PENDING and done.attempts == 0
-    assert await queue.claim(conn, "w", limit=1, lease_seconds=60, now=at(64)) == []
+    assert [c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=1, lease_seconds=60, now=at(64))] == []
     follow = await claim_one(conn, at(65))
     assert follow.id == job.id and follow.payload == {"v": 2}
     final = await one_job.complete(conn, follow, now=at(66))
@@ -184,7 +188,8 @@ async def test_claim_takes_only_due_jobs_by_priority_then_due_time(conn: Conn) -
     await ev(conn, "old", "e2", now=T0)
     await ev(conn, "newer", "e3", now=at(10))
     await queue.resync(conn, "notion", "urgent", now=at(20))
-    jobs = await queue.claim(conn, "w", limit=10, lease_seconds=60, now=at(41))
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=10, lease_seconds=60, now=at(41))]
     assert [j.source_page_id for j in jobs] == ["urgent", "old", "newer"]
     for j in jobs:
         assert j.status is JobStatus.PROCESSING and j.attempts == 1
@@ -194,9 +199,8 @@ async def test_claim_takes_only_due_jobs_by_priority_then_due_time(conn: Conn) -
 async def test_claim_restricted_to_sources(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0, source="notion")
     await ev(conn, "C1", "e2", now=T0, source="slack")
-    jobs = await queue.claim(
-        conn, "w", limit=10, lease_seconds=60, source_types=["slack"], now=at(60)
-    )
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=10, lease_seconds=60, source_types=["slack"], now=at(60))]
     assert [j.source_type for j in jobs] == ["slack"]
 
 
@@ -212,7 +216,8 @@ async def test_concurrent_claimers_never_claim_a_job_twice(database_url: str) ->
 
         async def claimer(n: int) -> None:
             while True:
-                jobs = await queue.claim(pool, f"w{n}", limit=7, lease_seconds=60)
+                jobs = [c.job for c in await queue.claim_with_workspaces(
+                    pool, f"w{n}", limit=7, lease_seconds=60)]
                 if not jobs:
                     return
                 claimed.extend(j.id for j in jobs)
@@ -273,7 +278,8 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
 
         async def work() -> None:
             while True:
-                jobs = await queue.claim(worker, "w", limit=1, lease_seconds=60)
+                jobs = [c.job for c in await queue.claim_with_workspaces(
+                    worker, "w", limit=1, lease_seconds=60)]
                 if jobs:
                     synced.append(jobs[0].payload["i"])
                     await one_job.complete(worker, jobs[0])
@@ -284,7 +290,8 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
 
         await asyncio.gather(produce(), work())
         # Drain what is left (a follow-up may still be pending).
-        while jobs := await queue.claim(worker, "w", limit=1, lease_seconds=60):
+        while jobs := [c.job for c in await queue.claim_with_workspaces(
+            worker, "w", limit=1, lease_seconds=60)]:
             synced.append(jobs[0].payload["i"])
             await one_job.complete(worker, jobs[0])
         # Every event is covered by a sync that started after it: the last one carries the
@@ -420,7 +427,8 @@ async def test_stale_claim_cannot_complete(conn: Conn) -> None:
 async def test_expired_lease_comes_back_and_extension_keeps_it(conn: Conn) -> None:
     await ev(conn, "a", "e1", now=T0)
     await ev(conn, "b", "e2", now=T0)
-    a, b = await queue.claim(conn, "w", limit=2, lease_seconds=60, now=at(30))
+    a, b = [c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=2, lease_seconds=60, now=at(30))]
     extended = await queue.extend_leases(conn, [a], 120, now=at(80))
     assert extended == {a.id: at(200)}
     assert await queue.requeue_expired(conn, now=at(89)) == []
@@ -549,9 +557,9 @@ async def test_unknown_status_and_bad_limits(conn: Conn) -> None:
     with pytest.raises(ValueError, match="unknown job status"):
         await queue.list_jobs(conn, status="done")
     with pytest.raises(ValueError, match="limit"):
-        await queue.claim(conn, "w", limit=0, lease_seconds=60)
+        [c.job for c in await queue.claim_with_workspaces(conn, "w", limit=0, lease_seconds=60)]
     with pytest.raises(ValueError, match="lease_seconds"):
-        await queue.claim(conn, "w", limit=1, lease_seconds=0)
+        [c.job for c in await queue.claim_with_workspaces(conn, "w", limit=1, lease_seconds=0)]
     with pytest.raises(ValueError, match="older_than"):
         await queue.prune(conn, -1)
 
@@ -570,25 +578,26 @@ async def test_claim_with_source_limits_caps_each_source(conn: Conn) -> None:
     events = [JobEvent(src, f"{src}-{i}", {}, f"{src}{i}", 0, 0)
               for src in ("notion", "slack") for i in range(5)]
     await queue.enqueue_many(conn, events, now=T0)
-    jobs = await queue.claim(conn, "w", limit=6, lease_seconds=60,
-                             source_limits={"notion": 2, "slack": 10}, now=at(1))
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=6, lease_seconds=60, source_limits={"notion": 2, "slack": 10}, now=at(1))]
     by_source = [j.source_type for j in jobs]
     assert by_source.count("notion") == 2 and by_source.count("slack") == 4
-    assert await queue.claim(conn, "w", limit=6, lease_seconds=60,
-                             source_limits={"notion": 0}, now=at(1)) == []
-    rest = await queue.claim(conn, "w", limit=10, lease_seconds=60,
-                             source_limits={"notion": 10}, now=at(1))
+    assert [c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=6, lease_seconds=60, source_limits={"notion": 0}, now=at(1))] == []
+    rest = [c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=10, lease_seconds=60, source_limits={"notion": 10}, now=at(1))]
     assert [j.source_type for j in rest] == ["notion"] * 3
 
 
 async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> None:
     await queue.enqueue_many(conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0)
                                     for i in range(4)], now=T0)
-    jobs = await queue.claim(conn, "w", limit=4, lease_seconds=60, now=at(1))
+    jobs = [c.job for c in await queue.claim_with_workspaces(conn, "w", limit=4, lease_seconds=60, now=at(1))]
     await ev(conn, "p2", "late", now=at(2), payload={"v": 2}, debounce=0)
     stale = jobs[3]
     await queue.requeue_expired(conn, now=at(100))  # every lease expired: claims lost
-    fresh = await queue.claim(conn, "w2", limit=4, lease_seconds=60, now=at(101))
+    fresh = [c.job for c in await queue.claim_with_workspaces(
+        conn, "w2", limit=4, lease_seconds=60, now=at(101))]
     await ev(conn, "p1", "during-second-run", now=at(101.5), payload={"v": 3}, debounce=5)
     done = await queue.complete_many(conn, [*fresh, stale], now=at(102))
     assert set(done) == {j.id for j in fresh}  # the stale claim matched nothing
@@ -612,7 +621,7 @@ async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
         for page in reversed(pages):
             await one_job.enqueue(pool, "notion", page, payload={}, event_id=f"seed-{page}",
                                 debounce_seconds=0, max_wait_seconds=0)
-        jobs = await queue.claim(pool, "w", limit=20, lease_seconds=60)
+        jobs = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=20, lease_seconds=60)]
         assert len(jobs) == 20
         rng = random.Random(3)
 

@@ -37,7 +37,6 @@ from debounce.queue.checks import (
 )
 from debounce.queue.lifecycle import (
     Failure,
-    claim,
     claim_with_workspaces,
     complete_many,
     enqueue_brief,
@@ -78,7 +77,6 @@ __all__ = [
     "JobPage",
     "backoff_delay",
     "check_payload",
-    "claim",
     "claim_with_workspaces",
     "complete_many",
     "enqueue_brief",

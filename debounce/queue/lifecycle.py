@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from debounce.budgets import UNLIMITED, budget_params
-from debounce.db import Db, fetch_all, fetch_all_retrying, fetch_one
+from debounce.db import Db, fetch_all, fetch_one
 from debounce.queue.checks import (
     MAX_ERROR_CHARS,
     check_int,
@@ -34,7 +34,6 @@ from debounce.types import (
 
 __all__ = [
     "Failure",
-    "claim",
     "claim_with_workspaces",
     "complete_many",
     "enqueue_brief",
@@ -76,8 +75,8 @@ async def enqueue_many(
     if not events:
         check_now(now)
         return []
-    rows = await fetch_all_retrying(db, _Q["enqueue_many"],
-                                    _enqueue_params(events, now, notify_within, validated))
+    rows = await fetch_all(db, _Q["enqueue_many"],
+                           _enqueue_params(events, now, notify_within, validated))
     return [EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=job_of(row)) for row in rows]
 
 
@@ -92,8 +91,8 @@ async def enqueue_brief(
     if not events:
         check_now(now)
         return []
-    rows = await fetch_all_retrying(db, _Q["enqueue_brief"],
-                                    _enqueue_params(events, now, notify_within, validated))
+    rows = await fetch_all(db, _Q["enqueue_brief"],
+                           _enqueue_params(events, now, notify_within, validated))
     return [EnqueueBrief(EnqueueOutcome(row["outcome"]), row["id"],
                          row["scheduled_at"].astimezone(UTC)
                          if row["scheduled_at"] is not None else None)
@@ -129,44 +128,6 @@ def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, notify_wit
     }
 
 
-async def claim(
-    db: Db,
-    worker_id: str,
-    *,
-    limit: int,
-    lease_seconds: float,
-    source_types: Sequence[str] | None = None,
-    source_limits: Mapping[str, int] | None = None,
-    budgets: Mapping[str, ApiBudget] | None = None,
-    workspace_limit: int = UNLIMITED,
-    costs: Mapping[str, float] | None = None,
-    now: datetime | None = None,
-) -> list[SyncJob]:
-    """Claim up to ``limit`` due jobs for ``worker_id`` (``FOR UPDATE SKIP LOCKED``), fairly
-    (``sql/claim.sql``, ``claim``).
-
-    Due means ``scheduled_at <= now``. Jobs of a workspace are taken only while it is active,
-    not blocked by a 429, holds budget (``budgets``: each source's default
-    :class:`~debounce.types.ApiBudget`; a source missing from it is unmetered unless the
-    workspace sets its own) for a whole sync (``costs``: requests per sync of each source,
-    default 1; a workspace offers at most as many jobs as its bucket can pay) and has fewer
-    than ``workspace_limit`` jobs in flight; workspaces are served in turn, live jobs
-    (priority >= 0) before bulk ones (priority < 0).
-    Each claimed job is ``processing`` with ``lease_expires_at = now + lease_seconds``,
-    ``attempts + 1``, a fresh ``lease_token`` and ``claimed_revision = revision``. Returned in
-    claim order. ``source_types`` restricts the claim to those sources; ``source_limits``
-    (``{source: n}``) restricts it to those sources *and* caps each at ``n`` jobs, in the same
-    single statement (the worker's per-source share of its slots).
-
-    Raises:
-        ValueError: empty worker id, ``limit < 1``, ``lease_seconds <= 0``.
-    """
-    return [c.job for c in await claim_with_workspaces(
-        db, worker_id, limit=limit, lease_seconds=lease_seconds, source_types=source_types,
-        source_limits=source_limits, budgets=budgets, workspace_limit=workspace_limit,
-        costs=costs, now=now)]
-
-
 async def claim_with_workspaces(
     db: Db,
     worker_id: str,
@@ -180,13 +141,26 @@ async def claim_with_workspaces(
     costs: Mapping[str, float] | None = None,
     now: datetime | None = None,
 ) -> list[Claimed]:
-    """:func:`claim`, each job with what its sync needs of its workspace, read by the same
-    statement (the worker's claim: no query per job): ``{"status", "origin", "external_id",
-    "bot_user_id", "credentials"}`` (``credentials``: the encrypted token, ``None`` for the
-    environment's workspace) as the claim found it, or ``None`` for a job of no workspace.
+    """Claim up to ``limit`` due jobs for ``worker_id`` (``FOR UPDATE SKIP LOCKED``), fairly:
+    what the claim guarantees is docs/claim.md; the statement is ``sql/claim.sql``, ``claim``.
+
+    Due means ``scheduled_at <= now``. Jobs of a workspace are taken only while it is active,
+    not blocked by a 429, holds budget (``budgets``: each source's default
+    :class:`~debounce.types.ApiBudget`; a source missing from it is unmetered unless the
+    workspace sets its own) for a whole sync (``costs``: requests per sync of each source,
+    default 1) and has fewer than ``workspace_limit`` jobs in flight; workspaces are served in
+    turn, live jobs (priority >= 0) before bulk ones (priority < 0). Each claimed job is
+    ``processing`` with ``lease_expires_at = now + lease_seconds``, ``attempts + 1``, a fresh
+    ``lease_token`` and ``claimed_revision = revision``; returned in claim order, each with
+    what its sync needs of its workspace, read by the same statement: ``{"status", "origin",
+    "external_id", "bot_user_id", "credentials"}`` (``credentials``: the encrypted token,
+    ``None`` for the environment's workspace), or ``None`` for a job of no workspace.
+    ``source_types`` restricts the claim to those sources; ``source_limits`` (``{source: n}``)
+    restricts it to those sources *and* caps each at ``n`` jobs (the worker's per-source share
+    of its slots).
 
     Raises:
-        ValueError: as :func:`claim`.
+        ValueError: empty worker id, ``limit < 1``, ``lease_seconds <= 0``.
     """
     check_text("worker_id", worker_id)
     check_int("limit", limit, minimum=1)
@@ -212,7 +186,7 @@ async def claim_with_workspaces(
         **budget_params(budgets, costs),
         "workspace_limit": workspace_limit,
     }
-    rows = await fetch_all_retrying(db, _CLAIM["claim"], params)
+    rows = await fetch_all(db, _CLAIM["claim"], params)
     claimed = [Claimed(SyncJob.from_row(r), _workspace_of(r)) for r in rows]
     claimed.sort(key=lambda c: (-c.job.priority, c.job.scheduled_at, c.job.id))
     return claimed
@@ -243,7 +217,7 @@ async def complete_many(
     check_now(now)
     if not jobs:
         return {}
-    rows = await fetch_all_retrying(
+    rows = await fetch_all(
         db,
         _Q["complete_many"],
         {"ids": [j.id for j in jobs], "lease_tokens": [_lease_token(j) for j in jobs], "now": now},
@@ -297,7 +271,7 @@ async def fail_many(
     check_now(now)
     if not failures:
         return {}
-    rows = await fetch_all_retrying(
+    rows = await fetch_all(
         db,
         _Q["fail_many"],
         {
@@ -345,7 +319,7 @@ async def release(
     tokens = [_lease_token(j) for j in batch]
     if not tokens:
         return []
-    rows = await fetch_all_retrying(db, _Q["release"], {"lease_tokens": tokens, "now": now})
+    rows = await fetch_all(db, _Q["release"], {"lease_tokens": tokens, "now": now})
     return [SyncJob.from_row(r) for r in rows]
 
 
@@ -356,7 +330,7 @@ async def requeue_expired(
     when their attempts are spent. Returns the rows changed (at most ``limit``)."""
     check_int("limit", limit, minimum=1)
     check_now(now)
-    rows = await fetch_all_retrying(db, _Q["requeue_expired"], {"limit": limit, "now": now})
+    rows = await fetch_all(db, _Q["requeue_expired"], {"limit": limit, "now": now})
     return [SyncJob.from_row(r) for r in rows]
 
 
@@ -364,11 +338,11 @@ async def refresh_ready(db: Db, *, workspace_limit: int = UNLIMITED, batch: int 
     """Recompute every workspace's place in the claim's line from its jobs (``sql/claim.sql``,
     ``refresh_ready``), ``batch`` workspaces per statement; returns how many rows changed.
 
-    The triggers of migration 011 keep the lines exact at the commit of every transaction that
-    changes a job; this is the self-healing path for rows written with triggers disabled (a
-    restore with ``session_replication_role = replica``). The worker's pruner runs it after
-    each prune. ``workspace_limit`` (K) ends the hold of a workspace held at K whose jobs in
-    flight are fewer than K.
+    The queue's statements move the line only earlier and the claim sets it exactly for the
+    workspaces it looks at (docs/claim.md, "Keeping the line"); this is the safety net for rows
+    that other statements changed (a hand-written UPDATE, a restore). The worker's pruner runs
+    it after each prune. ``workspace_limit`` (K) ends the concurrency flag of a workspace whose
+    jobs in flight are fewer than K.
 
     Raises:
         ValueError: ``batch < 1`` or ``workspace_limit < 1``.

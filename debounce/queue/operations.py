@@ -11,7 +11,6 @@ from typing import Any
 from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
-from debounce.budgets import UNLIMITED
 from debounce.db import Db, fetch_all, fetch_one
 from debounce.queue.checks import (
     MAX_BIGINT,
@@ -24,7 +23,7 @@ from debounce.queue.checks import (
 )
 from debounce.queue.lifecycle import job_of
 from debounce.sql import queries
-from debounce.types import ApiBudget, JobStatus, SyncJob
+from debounce.types import JobStatus, SyncJob
 
 __all__ = [
     "PRUNE_LOCK_ID",
@@ -262,25 +261,14 @@ async def prune(
     return {"jobs": int(row["jobs"]), "events": int(row["events"])}
 
 
-async def seconds_until_due(
-    db: Db,
-    source_types: Sequence[str] | None = None,
-    *,
-    budgets: Mapping[str, ApiBudget] | None = None,
-    workspace_limit: int = UNLIMITED,
-    costs: Mapping[str, float] | None = None,
-) -> float | None:
+async def seconds_until_due(db: Db, source_types: Sequence[str] | None = None) -> float | None:
     """Seconds until the claim could take a job (of ``source_types``, default any) by the
     database's clock (zero or negative when one is claimable now), or ``None`` when nothing
-    is pending. Constant cost: it reads the head of each workspace line (migration 011).
-    A workspace's jobs count from when it can take one (429 block over, its bucket able to pay
-    for a whole sync, as the last claim that looked at it found); a workspace whose last claim
-    left it with K jobs in flight is not counted until one of them ends. ``budgets``,
-    ``workspace_limit`` and ``costs`` are the claim's (:func:`~debounce.queue.claim`), which
-    applies them when it looks; they are accepted here for the callers' symmetry and unused: a
-    bucket drained since the last look costs one empty claim, which then holds the workspace
-    until its refill."""
-    del budgets, workspace_limit, costs
+    is pending. Constant cost: it reads the head of each line (docs/claim.md, "When to claim
+    next"). A workspace counts from when it can take a job as the last claim that looked at it
+    found (429 block over, its bucket able to pay for a sync, fewer than K syncs in flight): a
+    bucket drained since then costs one empty claim, which then holds the workspace until its
+    refill."""
     row = await fetch_one(
         db,
         _CLAIM["seconds_until_due"],

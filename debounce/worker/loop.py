@@ -266,10 +266,7 @@ class Worker:
         # Fewer free slots than a claim batch while syncs run: the end of one wakes the loop,
         # and nothing would be claimed before it, so the due time is not asked for.
         if asked:
-            until = await queue.seconds_until_due(self.pool, [s for s, _ in eligible],
-                                                  budgets=self.budgets,
-                                                  workspace_limit=self.workspace_limit,
-                                                  costs=self.costs)
+            until = await queue.seconds_until_due(self.pool, [s for s, _ in eligible])
             if until is not None:
                 # Due but not claimed (rows another worker holds, a bucket refilling this very
                 # moment): look again shortly, never in a busy loop.

@@ -1,0 +1,881 @@
+-- The schema the migrations sql/NNN_*.sql produce, as pg_dump prints it (normalised).
+-- Generated: do not edit. After adding a migration, regenerate it with
+--   python -m debounce.schema_dump > sql/schema.sql
+-- (tests/test_schema_file.py fails until the two agree).
+
+-- Name: claim_candidate; Type: TYPE
+
+CREATE TYPE claim_candidate AS (
+	id bigint,
+	source_type text,
+	workspace_id bigint,
+	priority integer,
+	scheduled_at timestamp with time zone
+);
+
+-- Name: claim_offer; Type: TYPE
+
+CREATE TYPE claim_offer AS (
+	id bigint,
+	rate double precision,
+	level double precision,
+	cost double precision,
+	in_flight integer,
+	room integer
+);
+
+-- Name: claim_pick(timestamp with time zone, integer, text[], integer[], text[], double precision[], double precision[], double precision[], integer); Type: FUNCTION
+
+CREATE FUNCTION claim_pick(p_now timestamp with time zone, p_limit integer, p_sources text[], p_rooms integer[], p_budget_sources text[], p_per_minutes double precision[], p_bursts double precision[], p_costs double precision[], p_workspace_limit integer) RETURNS SETOF bigint
+    LANGUAGE plpgsql
+    AS $$
+declare
+    v_now   timestamptz := coalesce(p_now, now());
+    v_ws    bigint[] := '{}';
+    v_took  bigint[];
+    v_n     integer;
+    v_offers claim_offer[];
+    v_cands claim_candidate[];
+    v_ids   bigint[];
+    i       integer;
+begin
+    -- 1. workspaces from the head of each source's line, live lane then bulk lane
+    for i in 1 .. coalesce(cardinality(p_sources), 0) loop
+        v_n := least(p_rooms[i], p_limit);
+        continue when v_n is null or v_n <= 0;
+        select coalesce(array_agg(l.id), '{}') into v_took
+          from (select w.id from workspaces w
+                 where w.source_type = p_sources[i] and w.live_line_at <= v_now
+                 order by w.live_line_at, w.served_seq
+                 limit v_n
+                   for no key update skip locked) l;
+        if cardinality(v_took) < v_n then
+            select v_took || coalesce(array_agg(b.id), '{}') into v_took
+              from (select w.id from workspaces w
+                     where w.source_type = p_sources[i] and w.bulk_line_at <= v_now
+                       and w.id <> all(v_took)
+                     order by w.bulk_line_at, w.served_seq
+                     limit v_n - cardinality(v_took)
+                       for no key update skip locked) b;
+        end if;
+        v_ws := v_ws || v_took;
+    end loop;
+
+    -- 2. candidates: the due jobs of no workspace, per source, up to its room
+    select coalesce(array_agg(row(j.id, j.source_type, null, j.priority,
+                                  j.scheduled_at)::claim_candidate), '{}')
+      into v_cands
+      from unnest(p_sources, p_rooms) as s(source_type, room)
+     cross join lateral (
+        select j.id, j.source_type, j.priority, j.scheduled_at
+          from sync_jobs j
+         where j.status = 'pending' and j.workspace_id is null
+           and j.source_type = s.source_type and j.scheduled_at <= v_now
+         order by j.priority desc, j.scheduled_at
+         limit least(s.room, p_limit)
+           for update of j skip locked
+     ) j
+     where s.room > 0;
+
+    -- 3. and each locked workspace's due jobs, up to what it may take now (the budget and K)
+    if cardinality(v_ws) > 0 then
+        select array_agg(row(w.id, b.rate, b.level, least(coalesce(d.cost, 1), b.burst),
+                             f.in_flight,
+                             greatest(least(p_workspace_limit - f.in_flight,
+                                            case when b.rate = 0 then p_limit
+                                                 else floor(b.level / least(coalesce(d.cost, 1),
+                                                                            b.burst))::int
+                                            end), 0))::claim_offer)
+          into v_offers
+          from workspaces w
+          left join unnest(p_budget_sources, p_per_minutes, p_bursts, p_costs)
+                    as d(source_type, per_minute, burst, cost) on d.source_type = w.source_type
+         cross join lateral workspace_bucket(v_now, w.budget_tokens, w.budget_refilled_at,
+                                             coalesce(w.budget_per_minute, d.per_minute),
+                                             coalesce(w.budget_burst, d.burst)) b
+         cross join lateral (select count(*)::int as in_flight from sync_jobs p
+                              where p.workspace_id = w.id and p.status = 'processing') f
+         where w.id = any(v_ws);
+        select v_cands || coalesce(array_agg(row(j.id, j.source_type, o.id, j.priority,
+                                                 j.scheduled_at)::claim_candidate), '{}')
+          into v_cands
+          from unnest(v_offers) o
+         cross join lateral (
+            select j.id, j.source_type, j.priority, j.scheduled_at
+              from sync_jobs j
+             where j.workspace_id = o.id and j.status = 'pending'
+               and j.scheduled_at <= v_now and j.source_type = any(p_sources)
+             order by j.priority desc, j.scheduled_at
+             limit o.room
+               for update of j skip locked
+         ) j
+         where o.room > 0;
+    end if;
+
+    -- 4. the batch, in turns: every group's first job, then every second job, ...; live
+    --    before bulk; each source within its room; `limit` in all
+    v_ids := array(
+        select t.id
+          from (select o.*, row_number() over (partition by o.source_type
+                                               order by o.bulk, o.turn, o.priority desc,
+                                                        o.scheduled_at, o.id) as source_turn
+                  from (select c.*, c.priority < 0 as bulk,
+                               row_number() over (partition by c.workspace_id, c.source_type
+                                                  order by c.priority desc, c.scheduled_at,
+                                                           c.id) as turn
+                          from unnest(v_cands) c) o) t
+          join unnest(p_sources, p_rooms) as r(source_type, room)
+            on r.source_type = t.source_type
+         where t.source_turn <= r.room
+         order by t.bulk, t.turn, t.priority desc, t.scheduled_at, t.id
+         limit p_limit);
+
+    -- 5. the workspaces looked at: budget reserved for the jobs taken, served ones (and those
+    --    with room but no job they could lock) to the back of the line, the hold and the
+    --    concurrency flag set, and the lanes exact without the jobs taken
+    if cardinality(v_ws) > 0 then
+        update workspaces w
+           set budget_tokens        = case when o.rate > 0 and t.n > 0
+                                           then o.level - o.cost * t.n else w.budget_tokens end,
+               budget_refilled_at   = case when o.rate > 0 and t.n > 0
+                                           then greatest(v_now, coalesce(w.budget_refilled_at,
+                                                                         v_now))
+                                           else w.budget_refilled_at end,
+               last_served_at       = case when t.n > 0 or (o.room > 0 and t.offered = 0)
+                                           then v_now else w.last_served_at end,
+               served_seq           = case when t.n > 0 or (o.room > 0 and t.offered = 0)
+                                           then nextval('workspaces_served_seq')
+                                           else w.served_seq end,
+               at_concurrency_limit = o.in_flight + t.n >= p_workspace_limit,
+               held_until           = case
+                   when o.in_flight + t.n >= p_workspace_limit then null
+                   when o.rate > 0 and o.level - o.cost * t.n < o.cost
+                       then v_now + make_interval(secs => (o.cost - (o.level - o.cost * t.n))
+                                                          / o.rate)
+                   end,
+               live_due_at          = l.live_due_at,
+               bulk_due_at          = l.bulk_due_at
+          from unnest(v_offers) o
+         cross join lateral (
+            select count(*) filter (where c.id = any(v_ids))::int as n, count(*)::int as offered
+              from unnest(v_cands) c where c.workspace_id = o.id
+         ) t
+         cross join lateral workspace_lanes(o.id, v_ids) l
+         where w.id = o.id;
+    end if;
+    return query select unnest(v_ids);
+end
+$$;
+
+-- Name: debounce_merge_kinds(text[], text[]); Type: FUNCTION
+
+CREATE FUNCTION debounce_merge_kinds(a text[], b text[]) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select case when a is null then b
+                when b is null then a
+                when cardinality(a) = 0 or cardinality(b) = 0 then '{}'::text[]
+                else array(select distinct k from unnest(a || b) as u(k) order by k) end
+$$;
+
+-- Name: document_feed_append(); Type: FUNCTION
+
+CREATE FUNCTION document_feed_append() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+declare
+    position xid8;
+    grave xid8;
+begin
+    if tg_op = 'DELETE' then
+        position := greatest(pg_current_xact_id(), old.feed_xid);
+        insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
+                                      source_page_id, op, updated_at, content_sha256)
+        values (position, nextval('document_changes_seq'),
+                old.source_type, old.workspace_id, old.document_id, old.source_page_id,
+                'delete', now(), old.content_sha256);
+        insert into document_graves as g (source_type, document_id, feed_xid)
+        values (old.source_type, old.document_id, position)
+        on conflict (source_type, document_id)
+        do update set feed_xid = greatest(g.feed_xid, excluded.feed_xid);
+    else
+        position := new.feed_xid;
+        select g.feed_xid into grave from document_graves g
+         where g.source_type = new.source_type and g.document_id = new.document_id;
+        if grave > position then
+            -- Raised past the deletion of an earlier row of this document; the nested update
+            -- moves only the position (bookkeeping: it appends nothing itself).
+            position := grave;
+            update documents set feed_xid = position where id = new.id;
+        end if;
+        insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
+                                      source_page_id, op, updated_at, content_sha256)
+        values (position, new.feed_seq, new.source_type, new.workspace_id, new.document_id,
+                new.source_page_id,
+                case when new.deleted_at is null then 'upsert' else 'delete' end,
+                new.updated_at, new.content_sha256);
+    end if;
+    return null;
+end $$;
+
+-- Name: document_feed_position(); Type: FUNCTION
+
+CREATE FUNCTION document_feed_position() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+declare
+    prev documents;
+begin
+    if tg_op = 'UPDATE' then
+        prev := old;
+        if old.content_sha256 = new.content_sha256 then
+            prev.content := new.content;   -- the same hash: the same content
+        end if;
+        prev.synced_at := new.synced_at;
+        prev.source_updated_at := new.source_updated_at;
+        prev.listed_at := new.listed_at;
+        prev.updated_at := new.updated_at;
+        prev.feed_xid := new.feed_xid;
+        prev.feed_seq := new.feed_seq;
+        if prev is not distinct from new then
+            return new;   -- only bookkeeping moved: no change for consumers
+        end if;
+        if new.updated_at is not distinct from old.updated_at then
+            new.updated_at := now();   -- a change a consumer sees is a new updated_at
+        end if;
+        new.feed_xid := greatest(pg_current_xact_id(), old.feed_xid);
+        new.feed_seq := nextval('document_changes_seq');
+        insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
+                                      source_page_id, op, updated_at, content_sha256)
+        values (new.feed_xid, new.feed_seq, new.source_type, new.workspace_id, new.document_id,
+                new.source_page_id,
+                case when new.deleted_at is null then 'upsert' else 'delete' end,
+                new.updated_at, new.content_sha256);
+        return new;
+    end if;
+    new.feed_xid := pg_current_xact_id();
+    new.feed_seq := nextval('document_changes_seq');
+    return new;
+end $$;
+
+-- Name: workspace_bucket(timestamp with time zone, double precision, timestamp with time zone, double precision, double precision); Type: FUNCTION
+
+CREATE FUNCTION workspace_bucket(at_time timestamp with time zone, tokens double precision, refilled_at timestamp with time zone, per_minute double precision, capacity double precision) RETURNS TABLE(rate double precision, burst double precision, level double precision)
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select p.rate, p.burst,
+           case when p.rate = 0 then p.burst
+                else least(p.burst, coalesce(tokens, p.burst)
+                                    + p.rate * greatest(0, extract(epoch from at_time
+                                                           - coalesce(refilled_at, at_time))))
+           end
+      from (select coalesce(per_minute, 0) / 60.0 as rate,
+                   greatest(1, coalesce(capacity, 1))::float8 as burst) p
+$$;
+
+-- Name: workspace_lanes(bigint, bigint[]); Type: FUNCTION
+
+CREATE FUNCTION workspace_lanes(ws bigint, taken bigint[]) RETURNS TABLE(live_due_at timestamp with time zone, bulk_due_at timestamp with time zone)
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    select (select min(j.scheduled_at) from sync_jobs j
+             where j.workspace_id = ws and j.status = 'pending' and j.priority >= 0
+               and j.id <> all(taken)),
+           (select min(j.scheduled_at) from sync_jobs j
+             where j.workspace_id = ws and j.status = 'pending' and j.priority < 0
+               and j.id <> all(taken))
+$$;
+
+-- Name: workspace_line_at(timestamp with time zone, text, text, boolean, timestamp with time zone, timestamp with time zone, timestamp with time zone); Type: FUNCTION
+
+CREATE FUNCTION workspace_line_at(due timestamp with time zone, status text, credentials_error text, at_concurrency_limit boolean, blocked_until timestamp with time zone, held_until timestamp with time zone, last_served_at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((due IS NOT NULL) AND (status = 'active'::text) AND (credentials_error IS NULL) AND (NOT at_concurrency_limit)) THEN GREATEST(due, blocked_until, held_until, last_served_at) ELSE NULL::timestamp with time zone END;
+
+-- Name: workspaces_line_move(bigint[], timestamp with time zone[], integer[], boolean[]); Type: FUNCTION
+
+CREATE FUNCTION workspaces_line_move(p_ws bigint[], p_due timestamp with time zone[], p_priority integer[], p_freed boolean[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+declare
+    changed integer;
+begin
+    perform 1 from workspaces where id = any(p_ws) order by id for no key update;
+    update workspaces w
+       set live_due_at = least(w.live_due_at, m.live_due_at),
+           bulk_due_at = least(w.bulk_due_at, m.bulk_due_at),
+           at_concurrency_limit = w.at_concurrency_limit and not m.freed
+      from (select m.ws, min(m.due) filter (where m.priority >= 0) as live_due_at,
+                   min(m.due) filter (where m.priority < 0) as bulk_due_at,
+                   bool_or(m.freed) as freed
+              from unnest(p_ws, p_due, p_priority, p_freed) as m(ws, due, priority, freed)
+             where m.ws is not null
+             group by m.ws) m
+     where w.id = m.ws
+       and (w.live_due_at, w.bulk_due_at, w.at_concurrency_limit)
+           is distinct from (least(w.live_due_at, m.live_due_at),
+                             least(w.bulk_due_at, m.bulk_due_at),
+                             w.at_concurrency_limit and not m.freed);
+    get diagnostics changed = row_count;
+    return changed;
+end
+$$;
+
+-- Name: workspaces_line_repair(bigint[], integer); Type: FUNCTION
+
+CREATE FUNCTION workspaces_line_repair(ids bigint[], workspace_limit integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+declare
+    changed integer;
+begin
+    perform 1 from workspaces where id = any(ids) order by id for no key update;
+    update workspaces w
+       set live_due_at = v.live_due_at, bulk_due_at = v.bulk_due_at,
+           at_concurrency_limit = v.at_concurrency_limit
+      from (select r.id, l.live_due_at, l.bulk_due_at,
+                   r.at_concurrency_limit
+                   and (select count(*) from sync_jobs p
+                         where p.workspace_id = r.id and p.status = 'processing')
+                       >= workspace_limit as at_concurrency_limit
+              from workspaces r cross join lateral workspace_lanes(r.id, '{}') l
+             where r.id = any(ids)) v
+     where w.id = v.id
+       and (w.live_due_at, w.bulk_due_at, w.at_concurrency_limit)
+           is distinct from (v.live_due_at, v.bulk_due_at, v.at_concurrency_limit);
+    get diagnostics changed = row_count;
+    return changed;
+end
+$$;
+
+-- Name: debounce_union_kinds(text[]); Type: AGGREGATE
+
+CREATE AGGREGATE debounce_union_kinds(text[]) (
+    SFUNC = debounce_merge_kinds,
+    STYPE = text[]
+);
+
+-- Name: conversation_audiences; Type: TABLE
+
+CREATE TABLE conversation_audiences (
+    source_type text NOT NULL,
+    workspace_id bigint,
+    conversation_id text NOT NULL,
+    kind text NOT NULL,
+    members text[],
+    refreshed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT conversation_audiences_kind_check CHECK ((kind = ANY (ARRAY['public_channel'::text, 'private_channel'::text, 'mpim'::text, 'im'::text]))),
+    CONSTRAINT conversation_audiences_times_finite CHECK (isfinite(refreshed_at))
+);
+
+-- Name: document_changes; Type: TABLE
+
+CREATE TABLE document_changes (
+    feed_xid xid8 NOT NULL,
+    seq bigint NOT NULL,
+    source_type text NOT NULL,
+    workspace_id bigint,
+    document_id text NOT NULL,
+    source_page_id text NOT NULL,
+    op text NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    content_sha256 text NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT document_changes_op_check CHECK ((op = ANY (ARRAY['upsert'::text, 'delete'::text]))),
+    CONSTRAINT document_changes_times_finite CHECK ((isfinite(changed_at) AND isfinite(updated_at)))
+);
+
+-- Name: document_changes_seq; Type: SEQUENCE
+
+CREATE SEQUENCE document_changes_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- Name: document_feed; Type: TABLE
+
+CREATE TABLE document_feed (
+    one boolean DEFAULT true NOT NULL,
+    system_identifier text NOT NULL,
+    pruned_xid xid8 DEFAULT '0'::xid8 NOT NULL,
+    pruned_seq bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT document_feed_one_check CHECK (one)
+);
+
+-- Name: document_graves; Type: TABLE
+
+CREATE TABLE document_graves (
+    source_type text NOT NULL,
+    document_id text NOT NULL,
+    feed_xid xid8 NOT NULL
+);
+
+-- Name: documents; Type: TABLE
+
+CREATE TABLE documents (
+    id bigint NOT NULL,
+    source_type text NOT NULL,
+    document_id text NOT NULL,
+    source_page_id text NOT NULL,
+    title text DEFAULT ''::text NOT NULL,
+    url text,
+    content text DEFAULT ''::text NOT NULL,
+    content_sha256 text NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    source_updated_at timestamp with time zone,
+    synced_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    workspace_id bigint,
+    listed_at timestamp with time zone,
+    audience_kind text,
+    audience_members text[],
+    audience_accessible_by text[],
+    feed_xid xid8,
+    feed_seq bigint,
+    CONSTRAINT documents_audience_kind_check CHECK ((audience_kind = ANY (ARRAY['public_channel'::text, 'private_channel'::text, 'mpim'::text, 'im'::text, 'workspace'::text]))),
+    CONSTRAINT documents_times_finite CHECK ((isfinite(created_at) AND isfinite(updated_at) AND isfinite(synced_at) AND isfinite(deleted_at) AND isfinite(source_updated_at) AND isfinite(listed_at)))
+);
+
+-- Name: documents_id_seq; Type: SEQUENCE
+
+ALTER TABLE documents ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME documents_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- Name: enumerations; Type: TABLE
+
+CREATE TABLE enumerations (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    source_type text NOT NULL,
+    kind text NOT NULL,
+    status text DEFAULT 'running'::text NOT NULL,
+    cursor text,
+    listing_pages integer DEFAULT 0 NOT NULL,
+    discovered integer DEFAULT 0 NOT NULL,
+    enqueued integer DEFAULT 0 NOT NULL,
+    current integer DEFAULT 0 NOT NULL,
+    active integer DEFAULT 0 NOT NULL,
+    rechecks integer DEFAULT 0 NOT NULL,
+    watermark timestamp with time zone,
+    newest_seen timestamp with time zone,
+    error text,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    lease_owner text,
+    lease_expires_at timestamp with time zone,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT enumerations_kind_check CHECK ((kind = ANY (ARRAY['backfill'::text, 'reconcile'::text, 'full_reconcile'::text]))),
+    CONSTRAINT enumerations_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text, 'failed'::text, 'cancelled'::text]))),
+    CONSTRAINT enumerations_times_finite CHECK ((isfinite(started_at) AND isfinite(updated_at) AND isfinite(finished_at) AND isfinite(lease_expires_at) AND isfinite(not_before) AND isfinite(newest_seen) AND isfinite(watermark)))
+);
+
+-- Name: enumerations_id_seq; Type: SEQUENCE
+
+ALTER TABLE enumerations ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME enumerations_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- Name: oauth_states; Type: TABLE
+
+CREATE TABLE oauth_states (
+    state text NOT NULL,
+    source_type text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT oauth_states_times_finite CHECK ((isfinite(created_at) AND isfinite(expires_at)))
+);
+
+-- Name: schema_migrations; Type: TABLE
+
+CREATE TABLE schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- Name: seen_events; Type: TABLE
+
+CREATE TABLE seen_events (
+    source_type text NOT NULL,
+    event_id text NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT seen_events_times_finite CHECK (isfinite(seen_at))
+);
+
+-- Name: sync_jobs; Type: TABLE
+
+CREATE TABLE sync_jobs (
+    id bigint NOT NULL,
+    source_type text NOT NULL,
+    source_page_id text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    event_id text,
+    event_count integer DEFAULT 1 NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 5 NOT NULL,
+    scheduled_at timestamp with time zone NOT NULL,
+    first_event_at timestamp with time zone NOT NULL,
+    max_wait_until timestamp with time zone NOT NULL,
+    retry_at timestamp with time zone,
+    lease_expires_at timestamp with time zone,
+    locked_by text,
+    lease_token uuid,
+    revision bigint DEFAULT 0 NOT NULL,
+    claimed_revision bigint,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    workspace_id bigint,
+    checkpoint jsonb,
+    change_kinds text[] DEFAULT '{}'::text[] NOT NULL,
+    CONSTRAINT sync_jobs_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT sync_jobs_check CHECK (((status = 'processing'::text) = (lease_token IS NOT NULL))),
+    CONSTRAINT sync_jobs_event_count_check CHECK ((event_count >= 0)),
+    CONSTRAINT sync_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT sync_jobs_source_page_id_check CHECK ((source_page_id <> ''::text)),
+    CONSTRAINT sync_jobs_source_type_check CHECK ((source_type <> ''::text)),
+    CONSTRAINT sync_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text]))),
+    CONSTRAINT sync_jobs_times_finite CHECK ((isfinite(scheduled_at) AND isfinite(first_event_at) AND isfinite(max_wait_until) AND isfinite(retry_at) AND isfinite(lease_expires_at) AND isfinite(created_at) AND isfinite(updated_at) AND isfinite(finished_at)))
+);
+
+-- Name: sync_jobs_id_seq; Type: SEQUENCE
+
+ALTER TABLE sync_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME sync_jobs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- Name: sync_state; Type: TABLE
+
+CREATE TABLE sync_state (
+    source_type text NOT NULL,
+    source_page_id text NOT NULL,
+    state jsonb DEFAULT '{}'::jsonb NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT sync_state_times_finite CHECK (isfinite(updated_at))
+);
+
+-- Name: verification_tokens; Type: TABLE
+
+CREATE TABLE verification_tokens (
+    source_type text NOT NULL,
+    token text NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT verification_tokens_times_finite CHECK (isfinite(received_at))
+);
+
+-- Name: workers; Type: TABLE
+
+CREATE TABLE workers (
+    worker_id text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_claim_at timestamp with time zone,
+    CONSTRAINT workers_times_finite CHECK ((isfinite(started_at) AND isfinite(seen_at) AND isfinite(last_claim_at))),
+    CONSTRAINT workers_worker_id_check CHECK ((worker_id <> ''::text))
+);
+
+-- Name: workspace_sync_costs; Type: TABLE
+
+CREATE TABLE workspace_sync_costs (
+    workspace_id bigint NOT NULL,
+    lane text NOT NULL,
+    requests bigint DEFAULT 0 NOT NULL,
+    pages bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT workspace_sync_costs_lane_check CHECK ((lane = ANY (ARRAY['live'::text, 'bulk'::text]))),
+    CONSTRAINT workspace_sync_costs_pages_check CHECK ((pages >= 0)),
+    CONSTRAINT workspace_sync_costs_requests_check CHECK ((requests >= 0)),
+    CONSTRAINT workspace_sync_costs_updated_at_check CHECK (isfinite(updated_at))
+);
+
+-- Name: workspaces; Type: TABLE
+
+CREATE TABLE workspaces (
+    id bigint NOT NULL,
+    source_type text NOT NULL,
+    external_id text,
+    enterprise_id text,
+    name text DEFAULT ''::text NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    origin text NOT NULL,
+    credentials bytea,
+    token_fingerprint text,
+    bot_user_id text,
+    connected_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_auth_error text,
+    last_auth_error_at timestamp with time zone,
+    blocked_until timestamp with time zone,
+    rate_limit_reason text,
+    budget_per_minute double precision,
+    budget_burst double precision,
+    budget_tokens double precision,
+    budget_refilled_at timestamp with time zone,
+    reconcile boolean,
+    reconcile_watermark timestamp with time zone,
+    reconciled_at timestamp with time zone,
+    full_reconciled_at timestamp with time zone,
+    credentials_error text,
+    credentials_error_at timestamp with time zone,
+    live_due_at timestamp with time zone,
+    bulk_due_at timestamp with time zone,
+    held_until timestamp with time zone,
+    last_served_at timestamp with time zone,
+    served_seq bigint DEFAULT 0 NOT NULL,
+    at_concurrency_limit boolean DEFAULT false NOT NULL,
+    live_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(live_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
+    bulk_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(bulk_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
+    CONSTRAINT workspaces_budget_burst_check CHECK ((budget_burst >= (1)::double precision)),
+    CONSTRAINT workspaces_budget_per_minute_check CHECK ((budget_per_minute >= (0)::double precision)),
+    CONSTRAINT workspaces_check CHECK (((origin = 'env'::text) OR (credentials IS NOT NULL))),
+    CONSTRAINT workspaces_check1 CHECK (((origin = 'env'::text) OR (external_id IS NOT NULL))),
+    CONSTRAINT workspaces_lines_finite CHECK ((isfinite(live_line_at) AND isfinite(bulk_line_at))),
+    CONSTRAINT workspaces_origin_check CHECK ((origin = ANY (ARRAY['env'::text, 'oauth'::text, 'cli'::text]))),
+    CONSTRAINT workspaces_source_type_check CHECK ((source_type <> ''::text)),
+    CONSTRAINT workspaces_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'revoked'::text]))),
+    CONSTRAINT workspaces_times_finite CHECK ((isfinite(connected_at) AND isfinite(updated_at) AND isfinite(last_auth_error_at) AND isfinite(blocked_until) AND isfinite(budget_refilled_at) AND isfinite(reconcile_watermark) AND isfinite(reconciled_at) AND isfinite(full_reconciled_at) AND isfinite(credentials_error_at) AND isfinite(live_due_at) AND isfinite(bulk_due_at) AND isfinite(held_until) AND isfinite(last_served_at)))
+);
+
+-- Name: workspaces_id_seq; Type: SEQUENCE
+
+ALTER TABLE workspaces ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME workspaces_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- Name: workspaces_served_seq; Type: SEQUENCE
+
+CREATE SEQUENCE workspaces_served_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- Name: document_changes document_changes_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY document_changes
+    ADD CONSTRAINT document_changes_pkey PRIMARY KEY (feed_xid, seq);
+
+-- Name: document_feed document_feed_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY document_feed
+    ADD CONSTRAINT document_feed_pkey PRIMARY KEY (one);
+
+-- Name: document_graves document_graves_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY document_graves
+    ADD CONSTRAINT document_graves_pkey PRIMARY KEY (source_type, document_id);
+
+-- Name: documents documents_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY documents
+    ADD CONSTRAINT documents_pkey PRIMARY KEY (id);
+
+-- Name: documents documents_source_type_document_id_key; Type: CONSTRAINT
+
+ALTER TABLE ONLY documents
+    ADD CONSTRAINT documents_source_type_document_id_key UNIQUE (source_type, document_id);
+
+-- Name: enumerations enumerations_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY enumerations
+    ADD CONSTRAINT enumerations_pkey PRIMARY KEY (id);
+
+-- Name: oauth_states oauth_states_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY oauth_states
+    ADD CONSTRAINT oauth_states_pkey PRIMARY KEY (state);
+
+-- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+-- Name: seen_events seen_events_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY seen_events
+    ADD CONSTRAINT seen_events_pkey PRIMARY KEY (source_type, event_id);
+
+-- Name: sync_jobs sync_jobs_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY sync_jobs
+    ADD CONSTRAINT sync_jobs_pkey PRIMARY KEY (id);
+
+-- Name: sync_state sync_state_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY sync_state
+    ADD CONSTRAINT sync_state_pkey PRIMARY KEY (source_type, source_page_id);
+
+-- Name: verification_tokens verification_tokens_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY verification_tokens
+    ADD CONSTRAINT verification_tokens_pkey PRIMARY KEY (source_type, token);
+
+-- Name: workers workers_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (worker_id);
+
+-- Name: workspace_sync_costs workspace_sync_costs_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY workspace_sync_costs
+    ADD CONSTRAINT workspace_sync_costs_pkey PRIMARY KEY (workspace_id, lane);
+
+-- Name: workspaces workspaces_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY workspaces
+    ADD CONSTRAINT workspaces_pkey PRIMARY KEY (id);
+
+-- Name: conversation_audiences_key; Type: INDEX
+
+CREATE UNIQUE INDEX conversation_audiences_key ON conversation_audiences USING btree (source_type, COALESCE(workspace_id, (0)::bigint), conversation_id);
+
+-- Name: documents_audience_members; Type: INDEX
+
+CREATE INDEX documents_audience_members ON documents USING gin (audience_members) WHERE (audience_members IS NOT NULL);
+
+-- Name: documents_audience_public; Type: INDEX
+
+CREATE INDEX documents_audience_public ON documents USING btree (workspace_id, id) WHERE (audience_kind = 'public_channel'::text);
+
+-- Name: documents_page; Type: INDEX
+
+CREATE INDEX documents_page ON documents USING btree (source_type, source_page_id);
+
+-- Name: documents_workspace; Type: INDEX
+
+CREATE INDEX documents_workspace ON documents USING btree (workspace_id) WHERE (workspace_id IS NOT NULL);
+
+-- Name: enumerations_running; Type: INDEX
+
+CREATE UNIQUE INDEX enumerations_running ON enumerations USING btree (workspace_id) WHERE (status = 'running'::text);
+
+-- Name: enumerations_workspace; Type: INDEX
+
+CREATE INDEX enumerations_workspace ON enumerations USING btree (workspace_id, id DESC);
+
+-- Name: seen_events_seen_at; Type: INDEX
+
+CREATE INDEX seen_events_seen_at ON seen_events USING btree (seen_at);
+
+-- Name: sync_jobs_active_page; Type: INDEX
+
+CREATE UNIQUE INDEX sync_jobs_active_page ON sync_jobs USING btree (source_type, source_page_id) WHERE (status = ANY (ARRAY['pending'::text, 'processing'::text]));
+
+-- Name: sync_jobs_claim_source; Type: INDEX
+
+CREATE INDEX sync_jobs_claim_source ON sync_jobs USING btree (source_type, priority DESC, scheduled_at) WHERE (status = 'pending'::text);
+
+-- Name: sync_jobs_claim_unowned; Type: INDEX
+
+CREATE INDEX sync_jobs_claim_unowned ON sync_jobs USING btree (source_type, priority DESC, scheduled_at) WHERE ((status = 'pending'::text) AND (workspace_id IS NULL));
+
+-- Name: sync_jobs_claim_workspace; Type: INDEX
+
+CREATE INDEX sync_jobs_claim_workspace ON sync_jobs USING btree (workspace_id, priority DESC, scheduled_at) WHERE (status = 'pending'::text);
+
+-- Name: sync_jobs_due; Type: INDEX
+
+CREATE INDEX sync_jobs_due ON sync_jobs USING btree (scheduled_at) WHERE (status = 'pending'::text);
+
+-- Name: sync_jobs_due_unowned; Type: INDEX
+
+CREATE INDEX sync_jobs_due_unowned ON sync_jobs USING btree (source_type, scheduled_at) WHERE ((status = 'pending'::text) AND (workspace_id IS NULL));
+
+-- Name: sync_jobs_finished; Type: INDEX
+
+CREATE INDEX sync_jobs_finished ON sync_jobs USING btree (finished_at) WHERE (status = ANY (ARRAY['completed'::text, 'failed'::text]));
+
+-- Name: sync_jobs_lease; Type: INDEX
+
+CREATE INDEX sync_jobs_lease ON sync_jobs USING btree (lease_expires_at) WHERE (status = 'processing'::text);
+
+-- Name: sync_jobs_ready_bulk; Type: INDEX
+
+CREATE INDEX sync_jobs_ready_bulk ON sync_jobs USING btree (workspace_id, scheduled_at) WHERE ((status = 'pending'::text) AND (workspace_id IS NOT NULL) AND (priority < 0));
+
+-- Name: sync_jobs_ready_live; Type: INDEX
+
+CREATE INDEX sync_jobs_ready_live ON sync_jobs USING btree (workspace_id, scheduled_at) WHERE ((status = 'pending'::text) AND (workspace_id IS NOT NULL) AND (priority >= 0));
+
+-- Name: sync_jobs_workspace; Type: INDEX
+
+CREATE INDEX sync_jobs_workspace ON sync_jobs USING btree (workspace_id, status) WHERE (workspace_id IS NOT NULL);
+
+-- Name: workspaces_env; Type: INDEX
+
+CREATE UNIQUE INDEX workspaces_env ON workspaces USING btree (source_type) WHERE (origin = 'env'::text);
+
+-- Name: workspaces_external; Type: INDEX
+
+CREATE UNIQUE INDEX workspaces_external ON workspaces USING btree (source_type, external_id) WHERE (external_id IS NOT NULL);
+
+-- Name: workspaces_line_bulk; Type: INDEX
+
+CREATE INDEX workspaces_line_bulk ON workspaces USING btree (source_type, bulk_line_at, served_seq) WHERE (bulk_line_at IS NOT NULL);
+
+-- Name: workspaces_line_live; Type: INDEX
+
+CREATE INDEX workspaces_line_live ON workspaces USING btree (source_type, live_line_at, served_seq) WHERE (live_line_at IS NOT NULL);
+
+-- Name: documents documents_feed_append; Type: TRIGGER
+
+CREATE TRIGGER documents_feed_append AFTER INSERT OR DELETE ON documents FOR EACH ROW EXECUTE FUNCTION document_feed_append();
+
+-- Name: documents documents_feed_position; Type: TRIGGER
+
+CREATE TRIGGER documents_feed_position BEFORE INSERT OR UPDATE ON documents FOR EACH ROW EXECUTE FUNCTION document_feed_position();
+
+-- Name: conversation_audiences conversation_audiences_workspace_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY conversation_audiences
+    ADD CONSTRAINT conversation_audiences_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE;
+
+-- Name: documents documents_workspace_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY documents
+    ADD CONSTRAINT documents_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE SET NULL;
+
+-- Name: enumerations enumerations_workspace_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY enumerations
+    ADD CONSTRAINT enumerations_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE;
+
+-- Name: sync_jobs sync_jobs_workspace_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY sync_jobs
+    ADD CONSTRAINT sync_jobs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE SET NULL;
+
+-- Name: workspace_sync_costs workspace_sync_costs_workspace_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY workspace_sync_costs
+    ADD CONSTRAINT workspace_sync_costs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE;
