@@ -1,7 +1,7 @@
 -- 011: a claim whose cost depends on what it claims, not on how many workspaces exist.
 --
 -- The line this migration added, and the rules of the claim that reads it: docs/claim.md.
--- Migration 016 replaced the triggers below; sql/schema.sql shows the schema as it stands.
+-- Migration 019 replaced the triggers below; sql/schema.sql shows the schema as it stands.
 alter table workspaces add column live_due_at    timestamptz;
 alter table workspaces add column bulk_due_at    timestamptz;
 alter table workspaces add column held_until     timestamptz;
@@ -34,7 +34,7 @@ create index workspaces_ready_bulk
                    served_seq)
     where status = 'active' and credentials_error is null and bulk_due_at is not null;
 
--- The triggers that kept the line until migration 016 (docs/claim.md, "Keeping the line").
+-- The triggers that kept the line until migration 019 (docs/claim.md, "Keeping the line").
 create function workspaces_ready_refresh(touched bigint[], freed bigint[]) returns integer
 language plpgsql as $$
 declare

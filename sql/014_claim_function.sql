@@ -8,7 +8,7 @@
 -- statements below are simple enough for a generic plan: the choice costs index probes.
 --
 -- claim_pick(...) chooses and locks the jobs one claim takes (the rules: docs/claim.md;
--- migration 016 replaced it).
+-- migration 019 replaced it).
 create function claim_pick(p_now timestamptz, p_limit integer, p_sources text[],
                            p_rooms integer[], p_budget_sources text[],
                            p_per_minutes float8[], p_bursts float8[], p_costs float8[],

@@ -10,7 +10,7 @@
 -- _bucket --
 -- The bucket of workspace row w at clock.now, with the source's defaults d: rate
 -- (requests/s, 0: unlimited), burst, level (requests available now): the function
--- workspace_bucket (migration 016), which the claim uses too.
+-- workspace_bucket (migration 019), which the claim uses too.
 cross join lateral workspace_bucket(clock.now, w.budget_tokens, w.budget_refilled_at,
                                     coalesce(w.budget_per_minute, d.per_minute),
                                     coalesce(w.budget_burst, d.burst)) b

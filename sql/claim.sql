@@ -1,6 +1,6 @@
 -- The claim, the idle worker's "when could I claim next", and the line's repair. What the claim
 -- guarantees, the data it reads and why each piece exists: docs/claim.md. The choice itself is
--- the function claim_pick (migration 016, as sql/schema.sql shows it). %(now)s is a
+-- the function claim_pick (migration 019, as sql/schema.sql shows it). %(now)s is a
 -- timestamptz or NULL (the database's clock); tests pass it to control time.
 
 -- _workspace_sources --

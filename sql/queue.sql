@@ -9,7 +9,7 @@
 -- _line_upkeep --
 -- The line's upkeep of a statement, from its CTE line_moves (ws, due: scheduled_at of a job
 -- pending now, else NULL; priority; freed: the job left 'processing'): one call of
--- workspaces_line_move (migration 016), whose arguments need every changed job row, so the
+-- workspaces_line_move (migration 019), whose arguments need every changed job row, so the
 -- workspace rows are locked after the job rows; no call when no job of a workspace changed.
 line as (
     select workspaces_line_move(array_agg(m.ws), array_agg(m.due), array_agg(m.priority),

@@ -1,4 +1,4 @@
--- 016: the claim written once, its line kept without triggers (docs/claim.md says what the
+-- 019: the claim written once, its line kept without triggers (docs/claim.md says what the
 -- claim guarantees and why each piece below exists; this file only names the pieces).
 --
 -- Until 015 the line (workspaces.live_due_at / bulk_due_at / at_concurrency_limit) was kept
