@@ -154,17 +154,23 @@ create type claim_offer as (id bigint, rate float8, level float8, cost float8,
 create type claim_candidate as (id bigint, source_type text, workspace_id bigint,
                                 priority integer, scheduled_at timestamptz);
 
--- The claim's choice (docs/claim.md, "The steps"): chooses and locks the jobs one claim takes,
--- does what the claim does to the workspaces it looked at, and returns the chosen ids; the
--- claim statement (sql/claim.sql) marks them processing. PL/pgSQL keeps each statement's plan
--- for the session (migration 014), and runs each with a fresh snapshot: the workspaces are
--- locked before their jobs are read.
-create function claim_pick(p_now timestamptz, p_limit integer, p_sources text[],
+-- The claim (docs/claim.md, "The steps"): chooses and locks the jobs one claim takes, does
+-- what the claim does to the workspaces it looked at, marks the jobs taken processing for
+-- p_worker_id with a lease of p_lease_seconds, and returns each (job) with what its sync needs
+-- of its workspace (ws_*, NULL for a job of no workspace). PL/pgSQL keeps each statement's
+-- plan for the session (migration 014) and runs each with a fresh snapshot: the workspaces are
+-- locked before their jobs are read, and the jobs are marked by a statement whose snapshot
+-- sees every job the steps locked (a calling statement's older snapshot would miss a job
+-- committed after it began: chosen, counted out of its lane, and never marked).
+create function claim_jobs(p_now timestamptz, p_worker_id text, p_lease_seconds float8,
+                           p_limit integer, p_sources text[],
                            p_rooms integer[], p_budget_sources text[],
                            p_per_minutes float8[], p_bursts float8[], p_costs float8[],
                            p_workspace_limit integer)
-returns setof bigint
+returns table (job sync_jobs, ws_status text, ws_origin text, ws_external_id text,
+               ws_bot_user_id text, ws_credentials bytea)
 language plpgsql as $$
+#variable_conflict use_column
 declare
     v_now   timestamptz := coalesce(p_now, now());
     v_ws    bigint[] := '{}';
@@ -299,6 +305,24 @@ begin
          cross join lateral workspace_lanes(o.id, v_ids) l
          where w.id = o.id;
     end if;
-    return query select unnest(v_ids);
+
+    -- 6. the jobs taken: processing, leased, with their workspaces as step 5 left them
+    return query
+    with claimed as (
+        update sync_jobs j
+           set status           = 'processing',
+               attempts         = j.attempts + 1,
+               locked_by        = p_worker_id,
+               lease_token      = gen_random_uuid(),
+               lease_expires_at = v_now + make_interval(secs => p_lease_seconds),
+               claimed_revision = j.revision,
+               retry_at         = null,
+               updated_at       = v_now
+         where j.id = any(v_ids)
+        returning j as job
+    )
+    select c.job, w.status, w.origin, w.external_id, w.bot_user_id, w.credentials
+      from claimed c
+      left join workspaces w on w.id = (c.job).workspace_id;
 end
 $$;

@@ -1,6 +1,6 @@
 -- The claim, the idle worker's "when could I claim next", and the line's repair. What the claim
 -- guarantees, the data it reads and why each piece exists: docs/claim.md. The choice itself is
--- the function claim_pick (migration 019, as sql/schema.sql shows it). %(now)s is a
+-- the function claim_jobs (migration 019, as sql/schema.sql shows it). %(now)s is a
 -- timestamptz or NULL (the database's clock); tests pass it to control time.
 
 -- _workspace_sources --
@@ -46,33 +46,17 @@ select source_type from s where source_type is not null
 -- with %(rooms)s int[] (at most that many jobs of each source); the sources' budget defaults
 -- as parallel arrays %(budget_sources)s text[], %(budget_per_minutes)s float8[] (NULL:
 -- unmetered), %(budget_bursts)s float8[], %(budget_costs)s float8[] (requests of one sync);
--- %(workspace_limit)s (K) syncs in flight per workspace. claim_pick chooses and locks the jobs;
--- this statement marks them processing (lease, attempts + 1, the revision the sync covers) and
--- returns each with what its sync needs of its workspace (NULL for a job of no workspace).
-with clock as (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), claimed as (
-    update sync_jobs j
-       set status           = 'processing',
-           attempts         = j.attempts + 1,
-           locked_by        = %(worker_id)s,
-           lease_token      = gen_random_uuid(),
-           lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::float8),
-           claimed_revision = j.revision,
-           retry_at         = null,
-           updated_at       = clock.now
-      from clock
-     where j.id = any(array(
-               select claim_pick(%(now)s::timestamptz, %(limit)s::int, %(sources)s::text[],
-                                 %(rooms)s::int[], %(budget_sources)s::text[],
-                                 %(budget_per_minutes)s::float8[], %(budget_bursts)s::float8[],
-                                 %(budget_costs)s::float8[], %(workspace_limit)s::int)))
-    returning j.*
-)
-select c.*, w.status as ws_status, w.origin as ws_origin, w.external_id as ws_external_id,
-       w.bot_user_id as ws_bot_user_id, w.credentials as ws_credentials
-  from claimed c
-  left join workspaces w on w.id = c.workspace_id
+-- %(workspace_limit)s (K) syncs in flight per workspace. claim_jobs chooses, locks and marks
+-- the jobs (processing, a lease of %(lease_seconds)s, attempts + 1, the revision the sync
+-- covers); each row is the job with what its sync needs of its workspace (NULL for a job of
+-- no workspace).
+select (c.job).*, c.ws_status, c.ws_origin, c.ws_external_id, c.ws_bot_user_id,
+       c.ws_credentials
+  from claim_jobs(%(now)s::timestamptz, %(worker_id)s::text, %(lease_seconds)s::float8,
+                  %(limit)s::int, %(sources)s::text[], %(rooms)s::int[],
+                  %(budget_sources)s::text[], %(budget_per_minutes)s::float8[],
+                  %(budget_bursts)s::float8[], %(budget_costs)s::float8[],
+                  %(workspace_limit)s::int) c
 
 -- pending_sources --
 -- The sources with work pending, in a workspace line or of no workspace (index skip scans):

@@ -24,11 +24,51 @@ CREATE TYPE claim_offer AS (
 	room integer
 );
 
--- Name: claim_pick(timestamp with time zone, integer, text[], integer[], text[], double precision[], double precision[], double precision[], integer); Type: FUNCTION
+-- Name: sync_jobs; Type: TABLE
 
-CREATE FUNCTION claim_pick(p_now timestamp with time zone, p_limit integer, p_sources text[], p_rooms integer[], p_budget_sources text[], p_per_minutes double precision[], p_bursts double precision[], p_costs double precision[], p_workspace_limit integer) RETURNS SETOF bigint
+CREATE TABLE sync_jobs (
+    id bigint NOT NULL,
+    source_type text NOT NULL,
+    source_page_id text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    event_id text,
+    event_count integer DEFAULT 1 NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 5 NOT NULL,
+    scheduled_at timestamp with time zone NOT NULL,
+    first_event_at timestamp with time zone NOT NULL,
+    max_wait_until timestamp with time zone NOT NULL,
+    retry_at timestamp with time zone,
+    lease_expires_at timestamp with time zone,
+    locked_by text,
+    lease_token uuid,
+    revision bigint DEFAULT 0 NOT NULL,
+    claimed_revision bigint,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    workspace_id bigint,
+    checkpoint jsonb,
+    change_kinds text[] DEFAULT '{}'::text[] NOT NULL,
+    CONSTRAINT sync_jobs_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT sync_jobs_check CHECK (((status = 'processing'::text) = (lease_token IS NOT NULL))),
+    CONSTRAINT sync_jobs_event_count_check CHECK ((event_count >= 0)),
+    CONSTRAINT sync_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT sync_jobs_source_page_id_check CHECK ((source_page_id <> ''::text)),
+    CONSTRAINT sync_jobs_source_type_check CHECK ((source_type <> ''::text)),
+    CONSTRAINT sync_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text]))),
+    CONSTRAINT sync_jobs_times_finite CHECK ((isfinite(scheduled_at) AND isfinite(first_event_at) AND isfinite(max_wait_until) AND isfinite(retry_at) AND isfinite(lease_expires_at) AND isfinite(created_at) AND isfinite(updated_at) AND isfinite(finished_at)))
+);
+
+-- Name: claim_jobs(timestamp with time zone, text, double precision, integer, text[], integer[], text[], double precision[], double precision[], double precision[], integer); Type: FUNCTION
+
+CREATE FUNCTION claim_jobs(p_now timestamp with time zone, p_worker_id text, p_lease_seconds double precision, p_limit integer, p_sources text[], p_rooms integer[], p_budget_sources text[], p_per_minutes double precision[], p_bursts double precision[], p_costs double precision[], p_workspace_limit integer) RETURNS TABLE(job sync_jobs, ws_status text, ws_origin text, ws_external_id text, ws_bot_user_id text, ws_credentials bytea)
     LANGUAGE plpgsql
     AS $$
+#variable_conflict use_column
 declare
     v_now   timestamptz := coalesce(p_now, now());
     v_ws    bigint[] := '{}';
@@ -163,7 +203,25 @@ begin
          cross join lateral workspace_lanes(o.id, v_ids) l
          where w.id = o.id;
     end if;
-    return query select unnest(v_ids);
+
+    -- 6. the jobs taken: processing, leased, with their workspaces as step 5 left them
+    return query
+    with claimed as (
+        update sync_jobs j
+           set status           = 'processing',
+               attempts         = j.attempts + 1,
+               locked_by        = p_worker_id,
+               lease_token      = gen_random_uuid(),
+               lease_expires_at = v_now + make_interval(secs => p_lease_seconds),
+               claimed_revision = j.revision,
+               retry_at         = null,
+               updated_at       = v_now
+         where j.id = any(v_ids)
+        returning j as job
+    )
+    select c.job, w.status, w.origin, w.external_id, w.bot_user_id, w.credentials
+      from claimed c
+      left join workspaces w on w.id = (c.job).workspace_id;
 end
 $$;
 
@@ -516,45 +574,6 @@ CREATE TABLE seen_events (
     event_id text NOT NULL,
     seen_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT seen_events_times_finite CHECK (isfinite(seen_at))
-);
-
--- Name: sync_jobs; Type: TABLE
-
-CREATE TABLE sync_jobs (
-    id bigint NOT NULL,
-    source_type text NOT NULL,
-    source_page_id text NOT NULL,
-    status text DEFAULT 'pending'::text NOT NULL,
-    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
-    event_id text,
-    event_count integer DEFAULT 1 NOT NULL,
-    priority integer DEFAULT 0 NOT NULL,
-    attempts integer DEFAULT 0 NOT NULL,
-    max_attempts integer DEFAULT 5 NOT NULL,
-    scheduled_at timestamp with time zone NOT NULL,
-    first_event_at timestamp with time zone NOT NULL,
-    max_wait_until timestamp with time zone NOT NULL,
-    retry_at timestamp with time zone,
-    lease_expires_at timestamp with time zone,
-    locked_by text,
-    lease_token uuid,
-    revision bigint DEFAULT 0 NOT NULL,
-    claimed_revision bigint,
-    last_error text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone,
-    workspace_id bigint,
-    checkpoint jsonb,
-    change_kinds text[] DEFAULT '{}'::text[] NOT NULL,
-    CONSTRAINT sync_jobs_attempts_check CHECK ((attempts >= 0)),
-    CONSTRAINT sync_jobs_check CHECK (((status = 'processing'::text) = (lease_token IS NOT NULL))),
-    CONSTRAINT sync_jobs_event_count_check CHECK ((event_count >= 0)),
-    CONSTRAINT sync_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
-    CONSTRAINT sync_jobs_source_page_id_check CHECK ((source_page_id <> ''::text)),
-    CONSTRAINT sync_jobs_source_type_check CHECK ((source_type <> ''::text)),
-    CONSTRAINT sync_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text]))),
-    CONSTRAINT sync_jobs_times_finite CHECK ((isfinite(scheduled_at) AND isfinite(first_event_at) AND isfinite(max_wait_until) AND isfinite(retry_at) AND isfinite(lease_expires_at) AND isfinite(created_at) AND isfinite(updated_at) AND isfinite(finished_at)))
 );
 
 -- Name: sync_jobs_id_seq; Type: SEQUENCE

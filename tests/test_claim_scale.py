@@ -239,7 +239,7 @@ async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
         pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
     """2 000 workspaces with due work: one claim reads O(limit) workspace rows, through
     indexes (the transaction's own table statistics, which count what the statements inside
-    claim_pick read too)."""
+    claim_jobs read too)."""
     await conn.execute(
         "insert into workspaces (source_type, external_id, name, origin, credentials) "
         "select 'notion', 'X' || g, 'X' || g, 'cli', '\\x00' from generate_series(1, 2000) g")
