@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import one_job
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
@@ -90,7 +91,7 @@ async def test_jobs_of_a_paused_or_revoked_workspace_wait_and_others_are_claimed
                               credentials={"access_token": "xoxb-a"})
     b = await workspaces.save(pool, keyring, source_type="slack", external_id="TB", name="B",
                               credentials={"access_token": "xoxb-b"})
-    await queue.enqueue_many(pool, [
+    await queue.enqueue_brief(pool, [
         JobEvent("slack", "CA", {}, "ea", 0, 0, workspace_id=a["id"]),
         JobEvent("slack", "CB", {}, "eb", 0, 0, workspace_id=b["id"])])
     await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth")
@@ -111,10 +112,10 @@ async def test_a_shared_channel_is_one_job_synced_by_the_team_that_spoke_last(
                               credentials={"access_token": "xoxb-a"})
     b = await workspaces.save(pool, keyring, source_type="slack", external_id="TB", name="B",
                               credentials={"access_token": "xoxb-b"})
-    first = await queue.enqueue_many(pool, [JobEvent("slack", "CSHARED", {}, "e1", 30, 300,
-                                                     workspace_id=a["id"])])
-    second = await queue.enqueue_many(pool, [JobEvent("slack", "CSHARED", {}, "e2", 30, 300,
-                                                      workspace_id=b["id"])])
+    first = await one_job.enqueue_events(pool, [JobEvent("slack", "CSHARED", {}, "e1", 30, 300,
+                                                         workspace_id=a["id"])])
+    second = await one_job.enqueue_events(pool, [JobEvent("slack", "CSHARED", {}, "e2", 30, 300,
+                                                          workspace_id=b["id"])])
     assert first[0].job is not None and second[0].job is not None
     assert first[0].job.id == second[0].job.id and second[0].job.workspace_id == b["id"]
     assert second[0].job.event_count == 2
@@ -254,9 +255,9 @@ async def test_a_429_seen_by_one_worker_stops_every_worker_for_that_workspace_on
         async def aclose(self) -> None:
             return None
 
-    await queue.enqueue_many(pool, [JobEvent("noop", f"a{i}", {}, f"ea{i}", 0, 0, workspace_id=a["id"])
+    await queue.enqueue_brief(pool, [JobEvent("noop", f"a{i}", {}, f"ea{i}", 0, 0, workspace_id=a["id"])
                                     for i in range(8)]
-                             + [JobEvent("noop", f"b{i}", {}, f"eb{i}", 0, 0, workspace_id=b["id"])
+                              + [JobEvent("noop", f"b{i}", {}, f"eb{i}", 0, 0, workspace_id=b["id"])
                                 for i in range(4)])
     settings = Settings(database_url=database_url, lease_seconds=30, poll_interval_seconds=0.2,
                         worker_concurrency=2, shutdown_grace_seconds=1, secret_key=key)
