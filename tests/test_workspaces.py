@@ -60,27 +60,36 @@ def test_a_malformed_key_is_a_configuration_error() -> None:
         Settings.from_env({"DEBOUNCE_SECRET_KEY": "not-a-fernet-key"})
 
 
+async def route(directory: workspaces.Directory, source_type: str,
+                external_id: str) -> workspaces.Route:
+    """An event's route as the web finds it (``web/webhooks._routed``): the copy re-read when
+    stale, then looked up."""
+    if directory.stale():
+        await directory.refresh()
+    return directory.lookup(source_type, external_id)
+
+
 async def test_routing_by_workspace(pool: AsyncConnectionPool[Any]) -> None:
     directory = workspaces.Directory(pool, ttl=0)
     # No workspace at all for the source: as before workspaces existed.
-    assert await directory.route("notion", "ws-x") == workspaces.Route(True, None)
+    assert await route(directory, "notion", "ws-x") == workspaces.Route(True, None)
     keyring = Keyring(new_key())
     a = await workspaces.save(pool, keyring, source_type="notion", external_id="ws-a", name="A",
                               credentials={"access_token": "secret_a"})
-    assert await directory.route("notion", "ws-a") == workspaces.Route(True, a["id"])
-    unknown = await directory.route("notion", "ws-unknown")
+    assert await route(directory, "notion", "ws-a") == workspaces.Route(True, a["id"])
+    unknown = await route(directory, "notion", "ws-unknown")
     assert not unknown.accept and unknown.reason == "unknown_workspace"
     await workspaces.set_status(pool, a["id"], "paused")
-    assert (await directory.route("notion", "ws-a")).accept  # events of a paused one queue
+    assert (await route(directory, "notion", "ws-a")).accept  # events of a paused one queue
     await workspaces.set_status(pool, a["id"], "revoked", "token_revoked")
-    revoked = await directory.route("notion", "ws-a")
+    revoked = await route(directory, "notion", "ws-a")
     assert not revoked.accept and revoked.reason == "revoked_workspace"
     # The environment's workspace takes events until its id is learned.
     env = await workspaces.ensure_env_workspace(pool, "notion", "secret_env")
-    assert await directory.route("notion", "ws-new") == workspaces.Route(True, env["id"])
+    assert await route(directory, "notion", "ws-new") == workspaces.Route(True, env["id"])
     await workspaces.learn_external_id(pool, env["id"], "ws-env", "Env")
-    assert not (await directory.route("notion", "ws-new")).accept
-    assert (await directory.route("notion", "ws-env")).workspace_id == env["id"]
+    assert not (await route(directory, "notion", "ws-new")).accept
+    assert (await route(directory, "notion", "ws-env")).workspace_id == env["id"]
 
 
 async def test_jobs_of_a_paused_or_revoked_workspace_wait_and_others_are_claimed(
