@@ -9,7 +9,7 @@ form: one source, room 8, K = the default ``DEBOUNCE_WORKSPACE_CONCURRENCY``) an
 loops, ``seconds_until_due`` p50, drain jobs/s with 1 and with 4 loops (each for a fixed
 time, on a fresh load), empty claims. The goals of the issue are printed as ``goal_*``
 booleans, with the EXPLAIN (ANALYZE, BUFFERS) of both statements at 10 000 workspaces. The
-full run adds 1 M due jobs over 10 000 workspaces. ``enqueue_many`` of 1 and 32 events is
+full run adds 1 M due jobs over 10 000 workspaces. ``enqueue_brief`` of 1 and 32 events is
 timed without and with 10 000 workspaces (the ingest path's share of keeping the lines).
 
 Hot spot: one workspace charged by 32 concurrent takers (4 workers × 8 slots,
@@ -205,7 +205,7 @@ async def _hotspot(url: str, seconds: float, jobs: int, budget: ApiBudget,
 
 
 async def _enqueue_cost(url: str, workspaces: int, reps: int) -> dict[str, Any]:
-    """ms per ``enqueue_many`` of 1 event and of 32 events (32 workspaces) on fresh pages,
+    """ms per ``enqueue_brief`` of 1 event and of 32 events (32 workspaces) on fresh pages,
     with ``workspaces`` workspaces: the ingest path's share of keeping the lines."""
     _load(url, workspaces, 1_000)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -222,7 +222,7 @@ async def _enqueue_cost(url: str, workspaces: int, reps: int) -> dict[str, Any]:
                                   else first + (r * size + i) % workspaces)
                          for i in range(size)]
                 t0 = time.perf_counter()
-                await queue.enqueue_many(conn, batch)
+                await queue.enqueue_brief(conn, batch)
                 lat.append((time.perf_counter() - t0) * 1000)
             out[f"enqueue_{size}_ms"] = percentiles(lat)
     emit("scale_enqueue", **out)

@@ -184,8 +184,8 @@ class Settings:
     docstring). ``windows`` holds the windows set explicitly (by environment or by a caller);
     a source missing from it gets the window its :class:`~debounce.contract.Source` declares.
     ``budgets`` does the same for API budgets. ``source_values`` holds the sources' own
-    settings that were set, by field name (see the module docstring); :meth:`source_settings`
-    builds one source's typed settings from it.
+    settings that were set, by field name (see the module docstring); a source's
+    ``configure(settings)`` builds its typed settings from it.
 
     Raises (construction):
         TypeError: a keyword that is neither a field nor a registered source's setting.
@@ -347,15 +347,6 @@ class Settings:
     def source_budgets(self) -> dict[str, ApiBudget]:
         """The default budget of every registered source that has one (see :meth:`budget`)."""
         return {s: b for s in registry.sources() if (b := self.budget(s)) is not None}
-
-    def source_settings(self, source_type: str) -> Any:
-        """The typed settings of ``source_type`` (its ``Source.settings_type``) from the values
-        set here and its defaults.
-
-        Raises:
-            registry.UnknownSource: nothing is registered under that name.
-        """
-        return registry.get(source_type).configure(self)
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""

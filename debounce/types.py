@@ -16,7 +16,6 @@ __all__ = [
     "Claimed",
     "EnqueueBrief",
     "EnqueueOutcome",
-    "EnqueueResult",
     "JobEvent",
     "JobStatus",
     "SourceWindow",
@@ -42,12 +41,12 @@ class EnqueueOutcome(enum.StrEnum):
 
 @dataclass(frozen=True)
 class JobEvent:
-    """One accepted webhook event, as handed to ``queue.enqueue_many``.
+    """One accepted webhook event, as handed to ``queue.enqueue_brief``.
 
     ``debounce_seconds`` and ``max_wait_seconds`` are seconds (>= 0). ``event_id`` is the
     source's idempotency key (``None``: no deduplication). ``payload_json``: ``payload``'s JSON
     text when the caller already serialised and checked it (``queue.payload_text``: the web
-    does, once per event); ``None``: ``enqueue_many`` does.
+    does, once per event); ``None``: ``enqueue_brief`` does.
     """
 
     source_type: str
@@ -82,14 +81,3 @@ class EnqueueBrief(NamedTuple):
     outcome: EnqueueOutcome
     job_id: int | None
     scheduled_at: datetime | None
-
-
-@dataclass(frozen=True)
-class EnqueueResult:
-    """What ``queue.enqueue_many`` did with one event: the outcome and the page's active job.
-
-    ``job`` is ``None`` only for a duplicate whose page has no active job any more.
-    """
-
-    outcome: EnqueueOutcome
-    job: SyncJob | None

@@ -153,16 +153,11 @@ class Directory:
                                if r["origin"] == "env" and r["external_id"] is None}
             self._loaded_at = time.monotonic()
 
-    async def route(self, source_type: str, external_id: str | None,
-                    enterprise_id: str | None = None) -> Route:
-        """The :class:`Route` of an event of ``source_type`` naming ``external_id`` (and, for an
-        org-wide install, ``enterprise_id``)."""
-        await self.refresh()
-        return self.lookup(source_type, external_id, enterprise_id)
-
     def lookup(self, source_type: str, external_id: str | None,
                enterprise_id: str | None = None) -> Route:
-        """:meth:`route` from the copy as it is (no I/O: the caller refreshes it first)."""
+        """The :class:`Route` of an event of ``source_type`` naming ``external_id`` (and, for an
+        org-wide install, ``enterprise_id``), from the copy as it is (no I/O: the caller
+        refreshes it first)."""
         if source_type not in self._sources:
             return Route(True, None)
         row = self._by_id.get((source_type, external_id)) if external_id else None

@@ -19,10 +19,9 @@ line as (
     having count(*) > 0
 
 -- _enqueue_upsert --
--- The debounce upsert shared by enqueue_many and enqueue_brief, up to its RETURNING list
--- (each statement returns what it needs). %(payloads)s is text[]: each event's payload as
--- JSON text, serialised once by the caller (debounce.queue.checks.payload_text) and parsed
--- into jsonb here.
+-- The debounce upsert of enqueue_brief, up to its RETURNING list. %(payloads)s is text[]: each
+-- event's payload as JSON text, serialised once by the caller
+-- (debounce.queue.checks.payload_text) and parsed into jsonb here.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), input as (
@@ -118,7 +117,7 @@ with clock as (
         updated_at     = excluded.updated_at
 
 -- _enqueue_notify --
--- The wake-up of idle workers (enqueue_many's NOTIFY), one CTE over the upsert's rows, and the
+-- The wake-up of idle workers (enqueue_brief's NOTIFY), one CTE over the upsert's rows, and the
 -- line's upkeep.
 line_moves as (
     select u.workspace_id as ws, u.scheduled_at as due, u.priority, false as freed
@@ -137,7 +136,7 @@ line_moves as (
                and u.scheduled_at <= clock.now
                                      + make_interval(secs => %(notify_within)s::float8)) u
 
--- enqueue_many --
+-- enqueue_brief --
 -- The debounce upsert for a batch of events, one statement. Events are deduplicated by
 -- (source_type, event_id) against seen_events (idempotency), events of one page inside the batch
 -- are merged first (latest payload wins, counts add up), then each page's one active job is
@@ -150,34 +149,10 @@ line_moves as (
 --                pending instead of completed (the follow-up sync). The first event after the
 --                claim opens a new burst (first_event_at, max_wait_until).
 -- ON CONFLICT restates the partial index predicate so Postgres infers the partial index.
--- Returns one row per input event (ord = 1-based position) with its outcome and the job.
+-- Returns one row per input event (ord = 1-based position) with only what the webhook's answer
+-- and metrics use: outcome, job id, due time (NULL for a duplicate whose page has no active
+-- job); not the job's row (its payload would travel back and be parsed again).
 -- NOTIFY: see the notify CTE.
-{{_enqueue_upsert}}
-    returning j.*, (j.xmax = 0) as inserted
-), {{_enqueue_notify}}
-), result as (
-    select a.ord,
-           case when u.inserted then 'created'
-                when u.status = 'processing' then 'requeued_after_running'
-                else 'debounced' end as outcome,
-           u.*
-      from accepted a
-      join upsert u on u.source_type = a.source_type and u.source_page_id = a.source_page_id
-    union all
-    select i.ord, 'duplicate', s.*, false
-      from input i
-      left join sync_jobs s on s.source_type = i.source_type
-                           and s.source_page_id = i.source_page_id
-                           and s.status in ('pending', 'processing')
-     where not exists (select 1 from accepted a where a.ord = i.ord)
-)
-select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
-  from result r order by r.ord
-
--- enqueue_brief --
--- enqueue_many for the web: the same statement, returning per input event (ord) only what the
--- webhook's answer and metrics use: outcome, job id, due time (NULL for a duplicate whose page
--- has no active job); not the job's row (its payload would travel back and be parsed again).
 {{_enqueue_upsert}}
     returning j.id, j.source_type, j.source_page_id, j.status, j.scheduled_at, j.workspace_id,
               j.priority, (j.xmax = 0) as inserted
@@ -206,7 +181,7 @@ select r.*, (select count(*) from notify) as notified, (select count(*) from lin
 -- (uuid[]). If no event arrived since its claim (revision = claimed_revision) a row becomes
 -- completed; otherwise it goes back to pending at the due time its events gave it, with fresh
 -- attempts (the follow-up sync). Only claims still held match. Rows are locked in
--- (source_type, source_page_id) order, the order enqueue_many uses, so the two cannot deadlock.
+-- (source_type, source_page_id) order, the order enqueue_brief uses, so the two cannot deadlock.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), held as (

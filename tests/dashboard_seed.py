@@ -170,7 +170,7 @@ async def _synced(db: Db, source: str, page: str, workspace_id: int, finished: d
     writes the page's document (``document`` "live"), or writes it and marks it deleted
     ("deleted"), through the claim's fenced store as a sync does (so the document is the
     workspace's), or writes none (``None``)."""
-    await queue.enqueue_many(db, [JobEvent(
+    await queue.enqueue_brief(db, [JobEvent(
         source_type=source, source_page_id=page, payload={"page": page}, event_id=None,
         debounce_seconds=0, max_wait_seconds=0, workspace_id=workspace_id)],
         now=finished - timedelta(seconds=20))
@@ -212,7 +212,7 @@ async def seed_workspaces(db: Db) -> SeededWorkspaces:
     for i in range(5):
         await _synced(db, "slack", f"C0ACME{i:04d}", slack["id"], now - timedelta(minutes=50 - i),
                       document="live" if i < 4 else None)
-    await queue.enqueue_many(db, [JobEvent(
+    await queue.enqueue_brief(db, [JobEvent(
         source_type="slack", source_page_id="C0LONGERR1", payload={}, event_id=None,
         debounce_seconds=0, max_wait_seconds=0, workspace_id=slack["id"])],
         now=now - timedelta(minutes=6))

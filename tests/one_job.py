@@ -1,12 +1,15 @@
 """One-job forms of the queue's batch statements, for tests: the product enqueues, completes and
-fails in batches (``queue.enqueue_many``, ``complete_many``, ``fail_many``) and finds a page's
-job with ``list_jobs``; these call exactly those with one item. And the documents of one page,
-as a test inspects them."""
+fails in batches (``queue.enqueue_brief``, ``complete_many``, ``fail_many``) and finds a page's
+job with ``list_jobs``; these call exactly those with one item. :func:`enqueue_events` is the
+web's ``enqueue_brief`` followed by the job rows (``queue.get``, the inspection read) for tests
+that look at more than the webhook's answer. And the documents of one page, as a test inspects
+them."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +17,26 @@ from debounce import queue
 from debounce.db import Db, fetch_all
 from debounce.documents import DocumentStore
 from debounce.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
-from debounce.types import EnqueueResult, JobEvent, JobStatus, SyncJob
+from debounce.types import EnqueueOutcome, JobEvent, JobStatus, SyncJob
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """What enqueuing did with one event: the outcome and the page's active job, read right
+    after the statement (``None`` only for a duplicate whose page has no active job)."""
+
+    outcome: EnqueueOutcome
+    job: SyncJob | None
+
+
+async def enqueue_events(db: Db, events: Sequence[JobEvent], *, now: datetime | None = None,
+                         notify_within: float = 0.0) -> list[EnqueueResult]:
+    """``queue.enqueue_brief`` (the web's statement), then each answer's job row read with
+    ``queue.get``: one result per event, in order."""
+    briefs = await queue.enqueue_brief(db, events, now=now, notify_within=notify_within)
+    rows = {i: await queue.get(db, i) for i in {b.job_id for b in briefs if b.job_id is not None}}
+    return [EnqueueResult(b.outcome, rows[b.job_id] if b.job_id is not None else None)
+            for b in briefs]
 
 
 async def enqueue(
@@ -22,7 +44,7 @@ async def enqueue(
     event_id: str | None, debounce_seconds: float, max_wait_seconds: float, priority: int = 0,
     max_attempts: int = 5, now: datetime | None = None,
 ) -> EnqueueResult:
-    """``queue.enqueue_many`` with one event."""
+    """:func:`enqueue_events` with one event."""
     event = JobEvent(
         source_type=source_type,
         source_page_id=source_page_id,
@@ -33,7 +55,7 @@ async def enqueue(
         priority=priority,
         max_attempts=max_attempts,
     )
-    (result,) = await queue.enqueue_many(db, [event], now=now)
+    (result,) = await enqueue_events(db, [event], now=now)
     return result
 
 

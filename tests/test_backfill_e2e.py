@@ -118,7 +118,7 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
         api.edit_page(live_page, text="A live edit during the backfill.")
         ws = await scalar(pool, "select id from workspaces where source_type = 'notion'")
         sent_at = await scalar(pool, "select clock_timestamp()")
-        (result,) = await queue.enqueue_many(pool, [JobEvent(
+        (result,) = await queue.enqueue_brief(pool, [JobEvent(
             "notion", live_page, {"entity": {"id": live_page, "type": "page"}},
             event_id="live-1", debounce_seconds=1, max_wait_seconds=5, workspace_id=ws)])
         assert result.outcome.value in ("created", "debounced")
@@ -128,7 +128,8 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
         await wait_for("both backfills", lambda: backfills_done(pool, 2), timeout=180)
     # Due at its window's end, or at once when it joined the page's pending bulk job (which
     # was due already: the edit only raised its priority).
-    due_at = max(result.job.scheduled_at, sent_at)
+    assert result.scheduled_at is not None
+    due_at = max(result.scheduled_at, sent_at)
     # Bulk documents written between the live job's due time and its own document: only the
     # syncs already in flight when it became due (one claim round of 8 slots, twice over).
     overtaken = await scalar(pool, "select count(*) from documents where source_type = 'notion' "

@@ -112,8 +112,8 @@ async def test_the_claim_skips_an_empty_bucket_and_says_when_it_refills(
         pool: AsyncConnectionPool[Any]) -> None:
     dry = await add_workspace(pool, "DRY")
     wet = await add_workspace(pool, "WET")
-    await queue.enqueue_many(pool, events(dry, 3, prefix="d") + events(wet, 3, prefix="w"),
-                             now=T0)
+    await queue.enqueue_brief(pool, events(dry, 3, prefix="d") + events(wet, 3, prefix="w"),
+                              now=T0)
     for _ in range(5):
         await budgets.take(pool, dry, TEN_PER_SECOND, now=at(1))
     claimed = [c.job for c in await queue.claim_with_workspaces(
@@ -132,9 +132,9 @@ async def test_a_flooded_workspace_does_not_delay_another_by_more_than_one_claim
     workspace never has more than K jobs in flight."""
     flood = await add_workspace(pool, "FLOOD")
     quiet = await add_workspace(pool, "QUIET")
-    await queue.enqueue_many(pool, events(flood, 5000, prefix="live"), now=T0)
-    await queue.enqueue_many(pool, events(flood, 5000, prefix="bulk", priority=-10), now=T0)
-    await queue.enqueue_many(pool, events(quiet, 1, prefix="q"), now=at(5))
+    await queue.enqueue_brief(pool, events(flood, 5000, prefix="live"), now=T0)
+    await queue.enqueue_brief(pool, events(flood, 5000, prefix="bulk", priority=-10), now=T0)
+    await queue.enqueue_brief(pool, events(quiet, 1, prefix="q"), now=at(5))
     in_flight: list[Any] = []
     first = [c.job for c in await queue.claim_with_workspaces(
         pool, "w1", limit=8, lease_seconds=60, now=at(6), workspace_limit=3)]
@@ -159,8 +159,8 @@ async def test_live_jobs_of_any_workspace_go_before_bulk_jobs(
         pool: AsyncConnectionPool[Any]) -> None:
     a = await add_workspace(pool, "A")
     b = await add_workspace(pool, "B")
-    await queue.enqueue_many(pool, events(a, 20, prefix="bulk", priority=-10), now=T0)
-    await queue.enqueue_many(pool, events(b, 2, prefix="live"), now=at(10))
+    await queue.enqueue_brief(pool, events(a, 20, prefix="bulk", priority=-10), now=T0)
+    await queue.enqueue_brief(pool, events(b, 2, prefix="live"), now=at(10))
     claimed = [c.job for c in await queue.claim_with_workspaces(
         pool, "w", limit=3, lease_seconds=60, now=at(11))]
     assert [j.workspace_id for j in claimed][:2] == [b, b]
@@ -173,7 +173,7 @@ async def test_a_workspace_offers_only_the_syncs_its_bucket_can_pay(
     (the others would yield at their second request), and the claim reserves its two; 1.5
     pay for none."""
     ws = await add_workspace(pool, "W")
-    await queue.enqueue_many(pool, events(ws, 5, prefix="p"), now=T0)
+    await queue.enqueue_brief(pool, events(ws, 5, prefix="p"), now=T0)
     for _ in range(2):
         await budgets.take(pool, ws, TEN_PER_SECOND, now=at(1))     # 5 - 2 = 3 left
     claimed = [c.job for c in await queue.claim_with_workspaces(

@@ -81,7 +81,7 @@ async def test_two_concurrent_claimers_take_disjoint_workspaces_and_both_get_job
     the next workspaces in line instead of skipping A's locks and coming back empty."""
     ids = await add_workspaces(pool, 12)
     for ws in ids:
-        await queue.enqueue_many(pool, events(ws, 3, prefix="p"), now=T0)
+        await queue.enqueue_brief(pool, events(ws, 3, prefix="p"), now=T0)
     async with pool.connection() as conn_a, conn_a.transaction():
         a = [c.job for c in await queue.claim_with_workspaces(
             conn_a, "A", limit=4, lease_seconds=60, now=at(1))]
@@ -99,7 +99,7 @@ async def test_four_concurrent_claim_loops_drain_every_job_exactly_once(
         pool: AsyncConnectionPool[Any]) -> None:
     ids = await add_workspaces(pool, 30)
     for ws in ids:
-        await queue.enqueue_many(pool, events(ws, 4, prefix="p"), now=T0)
+        await queue.enqueue_brief(pool, events(ws, 4, prefix="p"), now=T0)
     claimed: list[list[SyncJob]] = [[], [], [], []]
 
     async def loop(i: int) -> None:
@@ -123,7 +123,7 @@ async def test_served_workspaces_go_to_the_back_of_the_line(
     before any workspace's second, in the order they joined the line."""
     ids = await add_workspaces(pool, 6)
     for k, ws in enumerate(ids):
-        await queue.enqueue_many(pool, events(ws, 3, prefix="p"), now=at(k))
+        await queue.enqueue_brief(pool, events(ws, 3, prefix="p"), now=at(k))
     order: list[int | None] = []
     for step in range(9):
         jobs = [c.job for c in await queue.claim_with_workspaces(
@@ -137,12 +137,12 @@ async def test_served_workspaces_go_to_the_back_of_the_line(
 async def test_the_lines_are_never_late_through_every_statement_on_jobs(
         pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
     a, b = await add_workspaces(pool, 2)
-    await queue.enqueue_many(pool, events(a, 3, prefix="live", window=30), now=T0)
-    await queue.enqueue_many(pool, events(a, 2, prefix="bulk", priority=-10), now=T0)
-    await queue.enqueue_many(pool, events(b, 1, prefix="live"), now=T0)
+    await queue.enqueue_brief(pool, events(a, 3, prefix="live", window=30), now=T0)
+    await queue.enqueue_brief(pool, events(a, 2, prefix="bulk", priority=-10), now=T0)
+    await queue.enqueue_brief(pool, events(b, 1, prefix="live"), now=T0)
     await assert_lines_never_late(pool)
     # a debounced event pushes a's earliest live job later
-    await queue.enqueue_many(pool, events(a, 1, prefix="live", window=60), now=at(10))
+    await queue.enqueue_brief(pool, events(a, 1, prefix="live", window=60), now=at(10))
     await assert_lines_never_late(pool)
     jobs = [c.job for c in await queue.claim_with_workspaces(
         pool, "w", limit=10, lease_seconds=60, now=at(40))]
@@ -150,7 +150,7 @@ async def test_the_lines_are_never_late_through_every_statement_on_jobs(
     by_prefix = {j.source_page_id: j for j in jobs}
     # an edit during a sync, then complete: a follow-up; a retry; a permanent failure; release
     live_1 = by_prefix[f"live-{a}-1"]
-    await queue.enqueue_many(pool, events(a, 2, prefix="live", window=5), now=at(41))
+    await queue.enqueue_brief(pool, events(a, 2, prefix="live", window=5), now=at(41))
     await one_job.complete(pool, live_1, now=at(42))
     await assert_lines_never_late(pool)
     bulk = [j for j in jobs if j.priority < 0]
@@ -184,7 +184,7 @@ async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
     ``refresh_ready`` (the pruner runs it); one in line without work costs one look, then
     goes to the back, and the next claim serves the real work."""
     a, b = await add_workspaces(pool, 2)
-    await queue.enqueue_many(pool, events(a, 1, prefix="p"), now=T0)
+    await queue.enqueue_brief(pool, events(a, 1, prefix="p"), now=T0)
     await conn.execute("update workspaces set live_due_at = null")          # lost from line
     assert [c.job for c in await queue.claim_with_workspaces(
         pool, "w", limit=1, lease_seconds=60, now=at(1))] == []
@@ -207,7 +207,7 @@ async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwh
         pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
     budget = ApiBudget(per_minute=60.0, burst=2.0)        # one request a second
     (a,) = await add_workspaces(pool, 1)
-    await queue.enqueue_many(pool, events(a, 5, prefix="p"), now=T0)
+    await queue.enqueue_brief(pool, events(a, 5, prefix="p"), now=T0)
     jobs = [c.job for c in await queue.claim_with_workspaces(
         pool, "w", limit=10, lease_seconds=60, now=at(1), budgets={"notion": budget})]
     assert len(jobs) == 2                                 # the burst pays for two syncs
@@ -223,10 +223,10 @@ async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwh
 async def test_the_idle_workers_due_time_reads_the_head_of_the_lines(
         pool: AsyncConnectionPool[Any]) -> None:
     a, b = await add_workspaces(pool, 2)
-    await queue.enqueue_many(pool, events(a, 2, prefix="p", window=3600), now=None)
+    await queue.enqueue_brief(pool, events(a, 2, prefix="p", window=3600), now=None)
     until = await queue.seconds_until_due(pool)
     assert until is not None and 3590 < until <= 3600
-    await queue.enqueue_many(pool, events(b, 1, prefix="q", window=600), now=None)
+    await queue.enqueue_brief(pool, events(b, 1, prefix="q", window=600), now=None)
     until = await queue.seconds_until_due(pool)
     assert until is not None and 590 < until <= 600
     await workspaces.block(pool, b, 1200.0, "workspace_rate_limit")
@@ -285,7 +285,7 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
                               event_id=f"e{k}-{n}-{i}", debounce_seconds=0.0 if i % 2 else 0.2,
                               max_wait_seconds=0.5, workspace_id=ids[(n + i + k) % 12])
                      for i in range(4)]
-            await queue.enqueue_many(pool, batch)
+            await queue.enqueue_brief(pool, batch)
             n += 1
 
     async def claimer(k: int) -> None:
@@ -324,7 +324,7 @@ async def test_a_bucket_drained_since_the_last_look_costs_one_empty_claim(
     refill, which the due-time query then reports (database clock)."""
     budget = ApiBudget(per_minute=60.0, burst=2.0)                    # one request a second
     (a,) = await add_workspaces(pool, 1)
-    await queue.enqueue_many(pool, events(a, 3, prefix="p"))
+    await queue.enqueue_brief(pool, events(a, 3, prefix="p"))
     assert [await budgets.take(pool, a, budget) for _ in range(2)] == [0.0, 0.0]
     stale = await queue.seconds_until_due(pool)
     assert stale is not None and stale <= 0
@@ -343,7 +343,7 @@ async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
     gone, and its jobs are completed with no workspace."""
     for r in range(12):
         (ws,) = await add_workspaces(pool, 1, prefix=f"R{r}-")
-        await queue.enqueue_many(pool, events(ws, 200, prefix="p"), now=T0)
+        await queue.enqueue_brief(pool, events(ws, 200, prefix="p"), now=T0)
         jobs = [c.job for c in await queue.claim_with_workspaces(
             pool, "w", limit=200, lease_seconds=60, now=at(1))]
 

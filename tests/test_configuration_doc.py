@@ -127,7 +127,7 @@ def test_a_source_variable_reaches_its_setting(source_type: str, spec: SourceSet
     if read is not None:
         assert read(settings, source_type) == value
     else:
-        assert getattr(settings.source_settings(source_type), spec.name) == value
+        assert getattr(registry.get(source_type).configure(settings), spec.name) == value
     if spec.kind in ("seconds", "number"):
         with pytest.raises(ValueError, match=spec.env):
             Settings.from_env({spec.env: "-1"})

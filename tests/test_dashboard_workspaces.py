@@ -203,7 +203,7 @@ async def test_the_workspace_page_shows_its_jobs_documents_budget_and_errors(
 async def _synced_document(pool: AsyncConnectionPool[Any], workspace_id: int, page: str,
                            edited: datetime) -> None:
     """``page`` synced by a job of ``workspace_id`` (its document is the workspace's)."""
-    await queue.enqueue_many(pool, [JobEvent("notion", page, {}, event_id=None,
+    await queue.enqueue_brief(pool, [JobEvent("notion", page, {}, event_id=None,
                                              debounce_seconds=0, max_wait_seconds=0,
                                              workspace_id=workspace_id)])
     [job] = [c.job for c in await queue.claim_with_workspaces(pool, "w0", limit=1, lease_seconds=60)]
@@ -223,7 +223,7 @@ async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
     await _synced_document(pool, workspace, "current", now - timedelta(days=1))
     await _synced_document(pool, workspace, "gone", now - timedelta(days=1))
     # A webhook's job for "edited", waiting out its debounce window during the backfill.
-    await queue.enqueue_many(pool, [JobEvent("notion", "edited", {"live": True}, event_id="e1",
+    await queue.enqueue_brief(pool, [JobEvent("notion", "edited", {"live": True}, event_id="e1",
                                              debounce_seconds=300, max_wait_seconds=3600,
                                              workspace_id=workspace)])
     started = await enumerations.request(pool, workspace)

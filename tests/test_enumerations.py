@@ -53,7 +53,7 @@ async def test_a_listing_page_enqueues_what_is_missing_or_stale_once(
     ws = await add_workspace(pool, "W")
     await add_document(pool, ws, "current", at(0))
     await add_document(pool, ws, "stale", at(0))
-    await queue.enqueue_many(pool, [JobEvent("notion", "edited", {"live": True},
+    await queue.enqueue_brief(pool, [JobEvent("notion", "edited", {"live": True},
                                              event_id="e1", debounce_seconds=300,
                                              max_wait_seconds=3600, workspace_id=ws)])
     started = await enumerations.request(pool, ws)

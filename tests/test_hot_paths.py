@@ -67,7 +67,7 @@ def test_payload_text_accepts_what_only_looks_suspicious_in_text() -> None:
         assert json.loads(queue.payload_text(payload)) == payload
 
 
-async def test_enqueue_brief_answers_what_enqueue_many_does(conn: Conn) -> None:
+async def test_enqueue_brief_answers_outcome_job_and_due_time_of_the_stored_job(conn: Conn) -> None:
     def event(page: str, event_id: str) -> JobEvent:
         return JobEvent(source_type="notion", source_page_id=page, payload={"id": event_id},
                         event_id=event_id, debounce_seconds=30, max_wait_seconds=300)
@@ -79,10 +79,11 @@ async def test_enqueue_brief_answers_what_enqueue_many_does(conn: Conn) -> None:
     assert [b.outcome for b in again] == [EnqueueOutcome.DEBOUNCED, EnqueueOutcome.DUPLICATE]
     assert [b.job_id for b in again] == [first[0].job_id, first[0].job_id]
     assert again[0].scheduled_at == at(40)
-    full = await queue.enqueue_many(conn, [event("p2", "e4")], now=at(20))
-    assert full[0].job is not None and full[0].job.id == first[1].job_id
-    assert full[0].job.payload == {"id": "e4"}  # the text sent was stored as jsonb
-    assert full[0].job.event_count == 2
+    (brief,) = await queue.enqueue_brief(conn, [event("p2", "e4")], now=at(20))
+    full = await queue.get(conn, first[1].job_id)
+    assert full is not None and brief.job_id == full.id and brief.scheduled_at == full.scheduled_at
+    assert full.payload == {"id": "e4"}  # the text sent was stored as jsonb
+    assert full.event_count == 2
 
 
 async def test_the_claim_brings_each_jobs_workspace_and_a_token_is_decrypted_once(
@@ -98,7 +99,7 @@ async def test_the_claim_brings_each_jobs_workspace_and_a_token_is_decrypted_onc
     events = [JobEvent(source_type="notion", source_page_id=f"p{i}", payload={"i": i},
                        event_id=f"e{i}", debounce_seconds=0, max_wait_seconds=300,
                        workspace_id=workspace_id if i < 2 else None) for i in range(3)]
-    await queue.enqueue_many(conn, events, now=at(0))
+    await queue.enqueue_brief(conn, events, now=at(0))
     claimed = await queue.claim_with_workspaces(conn, "w1", limit=8, lease_seconds=60,
                                                 now=at(1))
     by_page = {c.job.source_page_id: c for c in claimed}
@@ -142,7 +143,7 @@ async def test_a_source_found_empty_is_set_aside_until_its_due_time_or_a_wake(
     # A job due in 0.3 s (no notification: not due within the web's window): the next empty
     # round learns it and sets the sources aside only that long.
     worker.wake()
-    await queue.enqueue_many(pool, [JobEvent("noop", "p1", {}, "e1", 0.3, 300)])
+    await queue.enqueue_brief(pool, [JobEvent("noop", "p1", {}, "e1", 0.3, 300)])
     delay = await worker._claim_round()
     assert delay <= 0.35
     assert worker._eligible() == []

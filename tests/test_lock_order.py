@@ -33,7 +33,7 @@ async def two_workspaces_with_a_claimed_job_each(pool: AsyncConnectionPool[Any])
         row = await workspaces.save(pool, KEYS, source_type="notion", external_id=name,
                                     name=name, credentials={"access_token": f"tok-{name}"})
         ids.append(int(row["id"]))
-    await queue.enqueue_many(pool, [JobEvent("notion", f"page-{ws}", {}, event_id=f"e-{ws}",
+    await queue.enqueue_brief(pool, [JobEvent("notion", f"page-{ws}", {}, event_id=f"e-{ws}",
                                              debounce_seconds=0.0, max_wait_seconds=60.0,
                                              workspace_id=ws)
                                     for ws in ids])

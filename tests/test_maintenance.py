@@ -93,7 +93,7 @@ def test_the_worker_serves_its_metrics(database_url: str, tmp_path: Path) -> Non
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
             await conn.execute("create table noop_log (job_id bigint, worker_pid int, "
                                "attempts int, at timestamptz default now())")  # the noop log
-            await queue.enqueue_many(conn, [JobEvent("noop", "page-1", {}, "e1", 0, 0)])
+            await queue.enqueue_brief(conn, [JobEvent("noop", "page-1", {}, "e1", 0, 0)])
 
     asyncio.run(enqueue())
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBOUNCE_")}

@@ -79,7 +79,7 @@ async def enqueue(conn: Conn, page: str, *events: dict[str, Any],
                   priority: int = 0) -> SyncJob:
     """Enqueue ``events`` for ``page`` through the real statement (one batch); returns the
     page's active job as a claim would hand it to the sync."""
-    await queue.enqueue_many(conn, [
+    await queue.enqueue_brief(conn, [
         JobEvent("notion", page, e, e.get("id"), 0, 0, priority=priority,
                  kinds=EVENT_KINDS.get(str(e.get("type")), ()))
         for e in events])
@@ -247,7 +247,7 @@ async def listed(notion: NotionSyncer, page: str) -> dict[str, Any]:
 
 async def bulk_job(conn: Conn, page: str, payload: dict[str, Any]) -> SyncJob:
     """The bulk job an enumeration enqueues (sql/enumerations.sql: priority < 0, no kinds)."""
-    await queue.enqueue_many(conn, [JobEvent("notion", page, payload, None, 0, 0,
+    await queue.enqueue_brief(conn, [JobEvent("notion", page, payload, None, 0, 0,
                                              priority=-10)])
     return await active_job(conn, page)
 

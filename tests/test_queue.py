@@ -211,7 +211,7 @@ async def test_concurrent_claimers_never_claim_a_job_twice(database_url: str) ->
         events = [
             JobEvent("notion", f"page-{i}", {"i": i}, f"e{i}", 0.0, 0.0) for i in range(1000)
         ]
-        await queue.enqueue_many(pool, events, now=T0)
+        await queue.enqueue_brief(pool, events, now=T0)
         claimed: list[int] = []
 
         async def claimer(n: int) -> None:
@@ -305,17 +305,17 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
         assert (await cur.fetchone()) == (0,)
 
 
-# --- enqueue_many ------------------------------------------------------------------------------
+# --- enqueue_brief -----------------------------------------------------------------------------
 
 
-async def test_enqueue_many_merges_events_of_one_page(conn: Conn) -> None:
+async def test_enqueue_merges_events_of_one_page(conn: Conn) -> None:
     events = [
         JobEvent("notion", "p1", {"v": 1}, "a", 30, 300),
         JobEvent("notion", "p2", {"v": 1}, "b", 30, 300),
         JobEvent("notion", "p1", {"v": 2}, "c", 30, 300),
         JobEvent("notion", "p1", {"v": 3}, "a", 30, 300),  # duplicate of the first
     ]
-    results = await queue.enqueue_many(conn, events, now=T0)
+    results = await queue.enqueue_brief(conn, events, now=T0)
     assert [r.outcome for r in results] == [
         EnqueueOutcome.CREATED,
         EnqueueOutcome.CREATED,
@@ -325,8 +325,8 @@ async def test_enqueue_many_merges_events_of_one_page(conn: Conn) -> None:
     p1 = await one_job.active_for_page(conn, "notion", "p1")
     assert p1 is not None and p1.event_count == 2 and p1.payload == {"v": 2}
     assert p1.event_id == "c"
-    again = await queue.enqueue_many(conn, [JobEvent("notion", "p1", {"v": 9}, "d", 30, 300)],
-                                     now=at(5))
+    again = await one_job.enqueue_events(
+        conn, [JobEvent("notion", "p1", {"v": 9}, "d", 30, 300)], now=at(5))
     assert again[0].outcome is EnqueueOutcome.DEBOUNCED and again[0].job.event_count == 3
 
 
@@ -570,14 +570,14 @@ async def test_bad_event_in_batch_rejects_whole_batch(conn: Conn) -> None:
         JobEvent("notion", "", {}, "b", 30, 300),
     ]
     with pytest.raises(ValueError, match="source_page_id"):
-        await queue.enqueue_many(conn, events)
+        await queue.enqueue_brief(conn, events)
     assert await count_rows(conn) == 0
 
 
 async def test_claim_with_source_limits_caps_each_source(conn: Conn) -> None:
     events = [JobEvent(src, f"{src}-{i}", {}, f"{src}{i}", 0, 0)
               for src in ("notion", "slack") for i in range(5)]
-    await queue.enqueue_many(conn, events, now=T0)
+    await queue.enqueue_brief(conn, events, now=T0)
     jobs = [c.job for c in await queue.claim_with_workspaces(
         conn, "w", limit=6, lease_seconds=60, source_limits={"notion": 2, "slack": 10}, now=at(1))]
     by_source = [j.source_type for j in jobs]
@@ -590,7 +590,7 @@ async def test_claim_with_source_limits_caps_each_source(conn: Conn) -> None:
 
 
 async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> None:
-    await queue.enqueue_many(conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0)
+    await queue.enqueue_brief(conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0)
                                     for i in range(4)], now=T0)
     jobs = [c.job for c in await queue.claim_with_workspaces(conn, "w", limit=4, lease_seconds=60, now=at(1))]
     await ev(conn, "p2", "late", now=at(2), payload={"v": 2}, debounce=0)
@@ -610,7 +610,7 @@ async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> No
 
 
 async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
-    """enqueue_many, extend_leases, complete_many and release all lock several jobs; they lock
+    """enqueue_brief, extend_leases, complete_many and release all lock several jobs; they lock
     them in one (source_type, source_page_id) order, so racing them never deadlocks (which
     would turn a webhook into a 503). Rows are inserted in reverse page order so that heap
     order and key order disagree."""
@@ -629,7 +629,7 @@ async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
             for n in range(60):
                 batch = [JobEvent("notion", p, {"n": n}, f"e{n}-{p}", 30, 300)
                          for p in rng.sample(pages, len(pages))]
-                await queue.enqueue_many(pool, batch)
+                await queue.enqueue_brief(pool, batch)
 
         async def leases() -> None:
             for _ in range(60):

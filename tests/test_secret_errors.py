@@ -101,10 +101,10 @@ async def store_slack_workspace(pool: AsyncConnectionPool[Any], key: str) -> int
 
 
 async def enqueue_channel(pool: AsyncConnectionPool[Any], workspace_id: int) -> int:
-    (result,) = await queue.enqueue_many(pool, [JobEvent(
+    (result,) = await queue.enqueue_brief(pool, [JobEvent(
         "slack", CHANNEL, {}, None, 0.0, 0.0, workspace_id=workspace_id)])
-    assert result.job is not None
-    return result.job.id
+    assert result.job_id is not None
+    return result.job_id
 
 
 async def credentials_error(pool: AsyncConnectionPool[Any], workspace_id: int) -> str | None:

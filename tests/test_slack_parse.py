@@ -19,7 +19,7 @@ from starlette.datastructures import Headers
 
 from debounce import registry
 from debounce.config import Settings
-from debounce.contract import Integration, WebhookError, WebhookResult
+from debounce.contract import Syncer, WebhookError, WebhookResult
 from integrations.slack import SlackSettings, SlackSyncer, SlackWebhooks
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "slack"
@@ -290,7 +290,7 @@ def test_unknown_envelope_type_is_acknowledged() -> None:
 def test_registry_finds_the_slack_integration() -> None:
     integ = registry.create("slack", Settings(slack_signing_secret=SECRET))
     assert isinstance(integ, SlackSyncer)
-    assert isinstance(integ, Integration)
+    assert isinstance(integ, Syncer)
     assert integ.source_type == "slack"
     assert "slack" in registry.source_types()
 

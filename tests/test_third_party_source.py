@@ -54,9 +54,9 @@ def test_the_example_source_is_loaded_through_its_entry_point(installed: None) -
     assert registry.source_types() == ["echo", "notion", "slack"]
     # Its typed settings, from the environment like every source's.
     settings = Settings.from_env({"ECHO_SIGNING_SECRET": SECRET, "ECHO_DEBOUNCE_SECONDS": "2"})
-    assert settings.source_settings("echo").echo_signing_secret == SECRET
+    assert source.configure(settings).echo_signing_secret == SECRET
     assert settings.window("echo") == SourceWindow(2.0, 60.0)
-    assert Settings(echo_signing_secret=SECRET).source_settings("echo").echo_signing_secret == SECRET
+    assert source.configure(Settings(echo_signing_secret=SECRET)).echo_signing_secret == SECRET
 
 
 async def test_the_example_source_goes_from_webhook_to_document(

@@ -53,7 +53,7 @@ async def test_a_workspace_at_its_limit_is_asked_again_when_one_of_its_syncs_end
                         workspace_concurrency=1)
     row = await workspaces.save(pool, Keyring(key), source_type="noop", external_id="W",
                                 name="W", credentials={"access_token": "t"})
-    await queue.enqueue_many(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0,
+    await queue.enqueue_brief(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0,
                                              workspace_id=int(row["id"])) for i in range(2)])
     gate = Gate()
     gate.hold = True

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import one_job
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
@@ -59,27 +60,36 @@ def test_a_malformed_key_is_a_configuration_error() -> None:
         Settings.from_env({"DEBOUNCE_SECRET_KEY": "not-a-fernet-key"})
 
 
+async def route(directory: workspaces.Directory, source_type: str,
+                external_id: str) -> workspaces.Route:
+    """An event's route as the web finds it (``web/webhooks._routed``): the copy re-read when
+    stale, then looked up."""
+    if directory.stale():
+        await directory.refresh()
+    return directory.lookup(source_type, external_id)
+
+
 async def test_routing_by_workspace(pool: AsyncConnectionPool[Any]) -> None:
     directory = workspaces.Directory(pool, ttl=0)
     # No workspace at all for the source: as before workspaces existed.
-    assert await directory.route("notion", "ws-x") == workspaces.Route(True, None)
+    assert await route(directory, "notion", "ws-x") == workspaces.Route(True, None)
     keyring = Keyring(new_key())
     a = await workspaces.save(pool, keyring, source_type="notion", external_id="ws-a", name="A",
                               credentials={"access_token": "secret_a"})
-    assert await directory.route("notion", "ws-a") == workspaces.Route(True, a["id"])
-    unknown = await directory.route("notion", "ws-unknown")
+    assert await route(directory, "notion", "ws-a") == workspaces.Route(True, a["id"])
+    unknown = await route(directory, "notion", "ws-unknown")
     assert not unknown.accept and unknown.reason == "unknown_workspace"
     await workspaces.set_status(pool, a["id"], "paused")
-    assert (await directory.route("notion", "ws-a")).accept  # events of a paused one queue
+    assert (await route(directory, "notion", "ws-a")).accept  # events of a paused one queue
     await workspaces.set_status(pool, a["id"], "revoked", "token_revoked")
-    revoked = await directory.route("notion", "ws-a")
+    revoked = await route(directory, "notion", "ws-a")
     assert not revoked.accept and revoked.reason == "revoked_workspace"
     # The environment's workspace takes events until its id is learned.
     env = await workspaces.ensure_env_workspace(pool, "notion", "secret_env")
-    assert await directory.route("notion", "ws-new") == workspaces.Route(True, env["id"])
+    assert await route(directory, "notion", "ws-new") == workspaces.Route(True, env["id"])
     await workspaces.learn_external_id(pool, env["id"], "ws-env", "Env")
-    assert not (await directory.route("notion", "ws-new")).accept
-    assert (await directory.route("notion", "ws-env")).workspace_id == env["id"]
+    assert not (await route(directory, "notion", "ws-new")).accept
+    assert (await route(directory, "notion", "ws-env")).workspace_id == env["id"]
 
 
 async def test_jobs_of_a_paused_or_revoked_workspace_wait_and_others_are_claimed(
@@ -90,7 +100,7 @@ async def test_jobs_of_a_paused_or_revoked_workspace_wait_and_others_are_claimed
                               credentials={"access_token": "xoxb-a"})
     b = await workspaces.save(pool, keyring, source_type="slack", external_id="TB", name="B",
                               credentials={"access_token": "xoxb-b"})
-    await queue.enqueue_many(pool, [
+    await queue.enqueue_brief(pool, [
         JobEvent("slack", "CA", {}, "ea", 0, 0, workspace_id=a["id"]),
         JobEvent("slack", "CB", {}, "eb", 0, 0, workspace_id=b["id"])])
     await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth")
@@ -111,10 +121,10 @@ async def test_a_shared_channel_is_one_job_synced_by_the_team_that_spoke_last(
                               credentials={"access_token": "xoxb-a"})
     b = await workspaces.save(pool, keyring, source_type="slack", external_id="TB", name="B",
                               credentials={"access_token": "xoxb-b"})
-    first = await queue.enqueue_many(pool, [JobEvent("slack", "CSHARED", {}, "e1", 30, 300,
-                                                     workspace_id=a["id"])])
-    second = await queue.enqueue_many(pool, [JobEvent("slack", "CSHARED", {}, "e2", 30, 300,
-                                                      workspace_id=b["id"])])
+    first = await one_job.enqueue_events(pool, [JobEvent("slack", "CSHARED", {}, "e1", 30, 300,
+                                                         workspace_id=a["id"])])
+    second = await one_job.enqueue_events(pool, [JobEvent("slack", "CSHARED", {}, "e2", 30, 300,
+                                                          workspace_id=b["id"])])
     assert first[0].job is not None and second[0].job is not None
     assert first[0].job.id == second[0].job.id and second[0].job.workspace_id == b["id"]
     assert second[0].job.event_count == 2
@@ -254,9 +264,9 @@ async def test_a_429_seen_by_one_worker_stops_every_worker_for_that_workspace_on
         async def aclose(self) -> None:
             return None
 
-    await queue.enqueue_many(pool, [JobEvent("noop", f"a{i}", {}, f"ea{i}", 0, 0, workspace_id=a["id"])
+    await queue.enqueue_brief(pool, [JobEvent("noop", f"a{i}", {}, f"ea{i}", 0, 0, workspace_id=a["id"])
                                     for i in range(8)]
-                             + [JobEvent("noop", f"b{i}", {}, f"eb{i}", 0, 0, workspace_id=b["id"])
+                              + [JobEvent("noop", f"b{i}", {}, f"eb{i}", 0, 0, workspace_id=b["id"])
                                 for i in range(4)])
     settings = Settings(database_url=database_url, lease_seconds=30, poll_interval_seconds=0.2,
                         worker_concurrency=2, shutdown_grace_seconds=1, secret_key=key)

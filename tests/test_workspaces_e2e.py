@@ -186,7 +186,7 @@ async def test_operating_workspaces_from_the_cli_and_the_api(
 
     settings, client = world["settings"], world["client"]
     monkeypatch.setenv("DATABASE_URL", database_url)
-    monkeypatch.setenv("SLACK_API_URL", settings.source_settings("slack").slack_api_url)
+    monkeypatch.setenv("SLACK_API_URL", registry.get("slack").configure(settings).slack_api_url)
     monkeypatch.delenv("DEBOUNCE_SECRET_KEY", raising=False)
     code = await asyncio.to_thread(main, ["workspaces", "add", "slack", "--token", SLACK_SECOND_TOKEN])
     assert code == 2 and "DEBOUNCE_SECRET_KEY is not set" in capsys.readouterr().err

@@ -49,7 +49,7 @@ from debounce.contract.jobs import ApiBudget, JobStatus, SourceWindow, SyncJob
 from debounce.contract.metering import Checkpoint, Meter, request_key
 from debounce.contract.settings import NoSettings, SourceSetting, setting
 from debounce.contract.source import DEFAULT_WINDOW, Factory, HasSourceValues, Source
-from debounce.contract.sync import Integration, SyncContext, Syncer, SyncResult, WebhookParser
+from debounce.contract.sync import SyncContext, Syncer, SyncResult, WebhookParser
 from debounce.contract.webhooks import PageEvent, WebhookResult, header
 
 __all__ = [
@@ -74,7 +74,6 @@ __all__ = [
     "InstallError",
     "Installed",
     "Installer",
-    "Integration",
     "JobStatus",
     "LeaseLost",
     "Meter",

@@ -9,10 +9,11 @@ A source declares its settings as a frozen dataclass whose fields are made with
     class NotionSettings:
         notion_token: str | None = setting("NOTION_TOKEN", kind="secret", help="…")
 
-The service builds it from the environment (:func:`settings_from_env`) or from values a caller
-set (:func:`settings_from_values`), and hands it to the source's factories: every read is a
-typed attribute. Field names are unique across sources (``notion_…``, ``slack_…``), so
-``Settings(notion_token=…)`` can route a keyword to its source.
+The service reads each field's variable with its parser (``debounce.config.Settings.from_env``)
+and builds the dataclass from the values read or set by a caller (:func:`settings_from_values`),
+then hands it to the source's factories: every read is a typed attribute. Field names are
+unique across sources (``notion_…``, ``slack_…``), so ``Settings(notion_token=…)`` can route a
+keyword to its source.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ __all__ = [
     "env_str",
     "setting",
     "setting_specs",
-    "settings_from_env",
     "settings_from_values",
 ]
 
@@ -187,11 +187,3 @@ def settings_from_values(settings_type: type[S], values: Mapping[str, Any]) -> S
     names = {f.name for f in dataclasses.fields(settings_type)}  # type: ignore[arg-type]
     return settings_type(**{k: v for k, v in values.items() if k in names})
 
-
-def settings_from_env(settings_type: type[S], env: Mapping[str, str]) -> S:
-    """``settings_type`` read from ``env``.
-
-    Raises:
-        ValueError: a variable is present but malformed (names the variable).
-    """
-    return settings_type(**{s.name: s.parse(env.get(s.env)) for s in setting_specs(settings_type)})

@@ -17,7 +17,7 @@ from debounce.contract.jobs import SyncJob
 from debounce.contract.metering import Checkpoint, Meter
 from debounce.contract.webhooks import WebhookResult
 
-__all__ = ["Integration", "SyncContext", "SyncResult", "Syncer", "WebhookParser"]
+__all__ = ["SyncContext", "SyncResult", "Syncer", "WebhookParser"]
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,3 @@ class Syncer(Protocol):
         """Release HTTP clients; called once when the worker stops."""
         ...
 
-
-#: The name the service used for a syncer before the parse half moved out.
-Integration = Syncer

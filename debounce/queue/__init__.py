@@ -2,7 +2,7 @@
 
 Rooms: :mod:`.checks` (what is accepted), :mod:`.lifecycle` (a job's life: enqueue, claim,
 leases, outcomes), :mod:`.operations` (re-sync, retry, inspection, prune). Callers use this
-package's names: ``from debounce import queue; await queue.enqueue_many(...)``.
+package's names: ``from debounce import queue; await queue.enqueue_brief(...)``.
 
 Functions take ``db`` (an ``AsyncConnection`` in autocommit mode, or an
 ``AsyncConnectionPool``) and run one statement from ``sql/queue.sql`` each: one round trip,
@@ -14,9 +14,9 @@ one transaction. Semantics (docs/design.md, "Job states"):
   ``first_event_at + max_wait_seconds``; the job keeps the latest payload and counts events;
 - an event for a ``processing`` job bumps its ``revision``; :func:`complete_many` then turns
   the row back to ``pending`` (a follow-up sync) instead of ``completed``, so no edit is lost
-  however the event interleaves with :func:`claim` and :func:`complete_many` (row locks
-  serialise them; the follow-up is decided inside the completing UPDATE, on the latest row
-  version);
+  however the event interleaves with :func:`claim_with_workspaces` and :func:`complete_many`
+  (row locks serialise them; the follow-up is decided inside the completing UPDATE, on the
+  latest row version);
 - an event id already seen for its source changes nothing (idempotency, ``seen_events``).
 
 Every function accepts ``now`` (timezone-aware datetime, default: the database's ``now()``) so
@@ -40,7 +40,6 @@ from debounce.queue.lifecycle import (
     claim_with_workspaces,
     complete_many,
     enqueue_brief,
-    enqueue_many,
     extend_leases,
     fail_many,
     refresh_ready,
@@ -80,7 +79,6 @@ __all__ = [
     "claim_with_workspaces",
     "complete_many",
     "enqueue_brief",
-    "enqueue_many",
     "extend_leases",
     "fail_many",
     "get",

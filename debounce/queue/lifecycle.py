@@ -27,7 +27,6 @@ from debounce.types import (
     Claimed,
     EnqueueBrief,
     EnqueueOutcome,
-    EnqueueResult,
     JobEvent,
     SyncJob,
 )
@@ -37,7 +36,6 @@ __all__ = [
     "claim_with_workspaces",
     "complete_many",
     "enqueue_brief",
-    "enqueue_many",
     "extend_leases",
     "fail_many",
     "refresh_ready",
@@ -55,38 +53,24 @@ def job_of(row: Mapping[str, Any] | None) -> SyncJob | None:
     return SyncJob.from_row(row)
 
 
-async def enqueue_many(
-    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0,
-    validated: bool = False,
-) -> list[EnqueueResult]:
-    """Debounce a batch of events in one statement and one transaction.
-
-    Events of one page are merged first (the latest in ``events`` order wins; counts add up),
-    since one ``ON CONFLICT DO UPDATE`` cannot touch a row twice. Returns one result per event,
-    in order. All events are validated before anything is sent: one bad event rejects the batch.
-    Idle workers are woken (one NOTIFY per source) when a job becomes due within
-    ``notify_within`` seconds (the web passes the workers' poll interval). ``validated``: the
-    caller already ran :func:`validate_event` on each (the web does, before batching).
-
-    Raises:
-        ValueError: an event is invalid (:func:`~debounce.queue.checks.validate_event`: empty
-            source or page id, negative or non-finite window, payload not a dict).
-    """
-    if not events:
-        check_now(now)
-        return []
-    rows = await fetch_all(db, _Q["enqueue_many"],
-                           _enqueue_params(events, now, notify_within, validated))
-    return [EnqueueResult(outcome=EnqueueOutcome(row["outcome"]), job=job_of(row)) for row in rows]
-
-
 async def enqueue_brief(
     db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0,
     validated: bool = False,
 ) -> list[EnqueueBrief]:
-    """:func:`enqueue_many` answering only what a webhook's answer needs: per event, in order,
-    the outcome, the page's active job id and its due time (UTC) — not the job's row. Same
-    statement, same guarantees, same errors.
+    """Debounce a batch of events in one statement and one transaction; answer per event, in
+    order, only what a webhook's answer needs: the outcome, the page's active job id and its due
+    time (UTC) — not the job's row (read it with :func:`~debounce.queue.operations.get`).
+
+    Events of one page are merged first (the latest in ``events`` order wins; counts add up),
+    since one ``ON CONFLICT DO UPDATE`` cannot touch a row twice. All events are validated
+    before anything is sent: one bad event rejects the batch. Idle workers are woken (one
+    NOTIFY per source) when a job becomes due within ``notify_within`` seconds (the web passes
+    the workers' poll interval). ``validated``: the caller already ran :func:`validate_event` on
+    each (the web does, before batching).
+
+    Raises:
+        ValueError: an event is invalid (:func:`~debounce.queue.checks.validate_event`: empty
+            source or page id, negative or non-finite window, payload not a dict).
     """
     if not events:
         check_now(now)
@@ -105,7 +89,7 @@ def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, notify_wit
     ``payload_json`` when the caller made it, else :func:`payload_text`.
 
     Raises:
-        ValueError: an event is invalid (see :func:`enqueue_many`).
+        ValueError: an event is invalid (see :func:`enqueue_brief`).
     """
     check_now(now)
     if not validated:

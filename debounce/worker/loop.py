@@ -196,11 +196,6 @@ class Worker:
                 self.settings.change_retention_seconds), name="pruner"))
         return helpers
 
-    async def renew_leases(self) -> list[SyncJob]:
-        """One round of the lease keeper (see :func:`.maintenance.renew_leases`)."""
-        return await maintenance.renew_leases(self.pool, self.running, self.finishing,
-                                              self.settings.lease_seconds)
-
     # --- the claim loop -----------------------------------------------------------------------
 
     def _syncing(self) -> list[SyncJob]:

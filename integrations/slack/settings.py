@@ -1,5 +1,5 @@
 """The Slack source's settings, typed (read from the environment by the service with
-:func:`debounce.contract.settings.settings_from_env`'s parser; see ``Source.settings_type``)."""
+the parsers of :mod:`debounce.contract.settings`; see ``Source.settings_type``)."""
 
 from __future__ import annotations
 
