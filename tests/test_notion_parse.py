@@ -14,7 +14,7 @@ from starlette.datastructures import Headers
 
 from debounce import registry
 from debounce.config import Settings
-from debounce.contract import Integration, PageEvent, WebhookError
+from debounce.contract import PageEvent, Syncer, WebhookError
 from integrations.notion import NotionSettings, NotionSyncer, NotionWebhooks, create, normalize_id
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notion"
@@ -257,9 +257,9 @@ def test_ids_are_normalized_to_dashed_lower_case(notion: NotionWebhooks) -> None
 
 
 def test_registry_finds_the_notion_source() -> None:
-    integration = create(NotionSettings())
-    assert integration.source_type == "notion"
-    assert isinstance(integration, Integration)
+    syncer = create(NotionSettings())
+    assert syncer.source_type == "notion"
+    assert isinstance(syncer, Syncer)
 
     assert "notion" in registry.source_types()
     assert isinstance(registry.create("notion", Settings()), NotionSyncer)

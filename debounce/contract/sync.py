@@ -17,7 +17,7 @@ from debounce.contract.jobs import SyncJob
 from debounce.contract.metering import Checkpoint, Meter
 from debounce.contract.webhooks import WebhookResult
 
-__all__ = ["Integration", "SyncContext", "SyncResult", "Syncer", "WebhookParser"]
+__all__ = ["SyncContext", "SyncResult", "Syncer", "WebhookParser"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class SyncResult:
 
 @dataclass
 class SyncContext:
-    """Everything one sync (or one listing page) runs with, handed to it as one argument:
+    """Everything one sync (or one backfill page) runs with, handed to it as one argument:
 
     - ``store``: where it writes (the worker's store, fenced by the job's claim: a write after
       the claim was lost raises :class:`~debounce.contract.errors.LeaseLost`); ``None`` for a
@@ -113,7 +113,7 @@ class WebhookParser(Protocol):
 class Syncer(Protocol):
     """A source's syncer (worker process): built from its typed settings, it syncs one page
     per call with the job's :class:`SyncContext`. A syncer that can list what it sees is also
-    a :class:`~debounce.contract.discovery.Discoverer`."""
+    a :class:`~debounce.contract.backfill.Backfillable`."""
 
     #: The ``source_type`` of its jobs.
     source_type: str
@@ -136,6 +136,3 @@ class Syncer(Protocol):
         """Release HTTP clients; called once when the worker stops."""
         ...
 
-
-#: The name the service used for a syncer before the parse half moved out.
-Integration = Syncer
