@@ -87,7 +87,7 @@ def line_up(conn: psycopg.Connection[Any]) -> int:
     changed, after = 0, 0
     while True:
         row = conn.execute(queries("claim")["refresh_ready"],
-                           {"after": after, "batch": 1000, "workspace_limit": 1_000_000}
+                           {"after": after, "batch": 1000, "workspace_concurrency": 1_000_000}
                            ).fetchone()
         if row is None or row[1] is None:
             return changed

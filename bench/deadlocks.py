@@ -2,12 +2,13 @@
 
 Every statement that changes jobs at once, from separate connections, for 20 s (quick 4 s) on
 32 workspaces: two webhook streams (``enqueue_brief`` batches, due now and debounced, some
-taking a page over to another workspace), four claimers (``claim_with_workspaces`` with K = 4)
-recording completions, failures and releases, an enumerator (backfills: listing pages and
-their re-checks), the expired-lease sweep, and a workspace removed and connected again while
-its syncs finish. Reports ``pg_stat_database.deadlocks`` of the scratch database before and
-after (the statements' lock order, docs/claim.md, "Keeping the line", is what keeps it at 0;
-nothing retries a statement the detector cancelled) and how many statements each kind ran.
+taking a page over to another workspace), four claimers (``claim_with_workspaces`` with a
+workspace concurrency of 4) recording completions, failures and releases, a backfiller
+(backfill pages and their re-checks), the reaper (expired leases), and a workspace removed and
+connected again while its syncs finish. Reports ``pg_stat_database.deadlocks`` of the scratch
+database before and after (the statements' lock order, docs/claim.md, "Keeping the line", is
+what keeps it at 0; nothing retries a statement the detector cancelled) and how many statements
+each kind ran.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from bench.common import emit, note, scratch_database
-from debounce import enumerations, queue, workspaces
-from debounce.contract import Discovered
+from debounce import backfills, queue, workspaces
+from debounce.contract import BackfillItem
 from debounce.queue import Failure
 from debounce.secrets import Keyring, new_key
 from debounce.types import JobEvent
@@ -85,7 +86,7 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
         async def claimer(k: int) -> None:
             async def one() -> None:
                 got = await queue.claim_with_workspaces(pool, f"c{k}", limit=8, lease_seconds=0.5,
-                                                        workspace_limit=4)
+                                                        workspace_concurrency=4)
                 count("claims")
                 if not got:
                     await asyncio.sleep(0.002)
@@ -106,28 +107,28 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
 
             await guarded("claimer", one)
 
-        async def enumerator() -> None:
+        async def backfiller() -> None:
             async def one() -> None:
                 ws = rng.choice(ids)
-                await enumerations.request(pool, ws, "backfill")
-                leased = await enumerations.lease(pool, "enum", ["notion"], 30.0)
+                await backfills.request(pool, ws, "backfill")
+                leased = await backfills.lease(pool, "enum", ["notion"], 30.0)
                 if leased is None:
                     return
-                items = [Discovered(f"page-{rng.randrange(PAGES)}", None) for _ in range(20)]
-                await enumerations.record_page(pool, leased["id"], "enum", items, "next",
+                items = [BackfillItem(f"page-{rng.randrange(PAGES)}", None) for _ in range(20)]
+                await backfills.record_page(pool, leased["id"], "enum", items, "next",
                                                lease_seconds=30.0, max_attempts=5)
-                await enumerations.finish(pool, leased["id"], "enum", max_attempts=5)
-                count("enumeration_pages")
+                await backfills.finish(pool, leased["id"], "enum", max_attempts=5)
+                count("backfill_pages")
 
-            await guarded("enumerator", one)
+            await guarded("backfiller", one)
 
-        async def sweeper() -> None:
+        async def reaper() -> None:
             async def one() -> None:
                 await queue.requeue_expired(pool)
                 count("requeues")
                 await asyncio.sleep(0.05)
 
-            await guarded("sweeper", one)
+            await guarded("reaper", one)
 
         async def remover() -> None:
             async def one() -> None:
@@ -143,7 +144,7 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
             await guarded("remover", one)
 
         await asyncio.gather(webhooks(0), webhooks(1), *(claimer(k) for k in range(4)),
-                             enumerator(), sweeper(), remover())
+                             backfiller(), reaper(), remover())
     return {"counts": counts, "errors": errors[:3]}
 
 

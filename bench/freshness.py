@@ -262,7 +262,7 @@ class Bench:
         return figures
 
     def _backfill_progress(self, log: RunLog) -> dict[str, Any]:
-        """The backfilled workspace: pages with a document, its enumeration's counts, and the
+        """The backfilled workspace: pages with a document, its backfill's counts, and the
         bulk sync rate against its budget."""
         space = self.world.spaces["backfill"]
         with psycopg.connect(self.url, autocommit=True) as conn:

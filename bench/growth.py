@@ -46,10 +46,10 @@ def _enqueue_params(page: str) -> dict[str, Any]:
 
 
 def _claim_params() -> dict[str, Any]:
-    # The worker's claim: one source with room for one job.
+    # The worker's claim: one source with one slot.
     return {"now": None, "worker_id": "bench", "limit": 1, "lease_seconds": 60.0,
-            "sources": ["notion"], "rooms": [1], **budget_params(None, None),
-            "workspace_limit": UNLIMITED}
+            "sources": ["notion"], "source_slots": [1], **budget_params(None, None),
+            "workspace_concurrency": UNLIMITED}
 
 
 def _plan_summary(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,9 @@ rate against the number of workspaces with due work, and the budget rows as a ho
 
 Per case (0 = jobs of no workspace, then 1, 100, 1 000, 10 000 workspaces), ``JOBS`` due
 Notion jobs spread evenly over the workspaces, budgets unmetered (only the claim's own cost
-shows) and then the sources' default budgets: the project's own ``queue.claim_with_workspaces`` (the worker's
-form: one source, room 8, K = the default ``DEBOUNCE_WORKSPACE_CONCURRENCY``) and
+shows) and then the sources' default budgets: the project's own ``queue.claim_with_workspaces``
+(the worker's form: one source, 8 source slots, the default workspace concurrency,
+``DEBOUNCE_WORKSPACE_CONCURRENCY``) and
 ``queue.complete_many`` in claim loops of 8 — claim p50/p99 of 1 loop and of 4 concurrent
 loops, ``seconds_until_due`` p50, drain jobs/s with 1 and with 4 loops (each for a fixed
 time, on a fresh load), empty claims. The goals of the issue are printed as ``goal_*``
@@ -77,7 +78,7 @@ class Mode:
         self.name = name
         self.budgets = {SOURCE: budget} if budget else None
         self.costs = {SOURCE: cost} if cost else None
-        self.workspace_limit = Settings.from_env({}).workspace_concurrency
+        self.workspace_concurrency = Settings.from_env({}).workspace_concurrency
 
 
 async def _claimer(url: str, mode: Mode, until: float, lat: list[float],
@@ -86,8 +87,8 @@ async def _claimer(url: str, mode: Mode, until: float, lat: list[float],
         while time.perf_counter() < until:
             t0 = time.perf_counter()
             jobs = [c.job for c in await queue.claim_with_workspaces(
-                conn, ident, limit=LIMIT, lease_seconds=60, source_limits={SOURCE: LIMIT},
-                budgets=mode.budgets, workspace_limit=mode.workspace_limit, costs=mode.costs)]
+                conn, ident, limit=LIMIT, lease_seconds=60, source_slots={SOURCE: LIMIT},
+                budgets=mode.budgets, workspace_concurrency=mode.workspace_concurrency, costs=mode.costs)]
             lat.append((time.perf_counter() - t0) * 1000)
             if not jobs:
                 counts["empty"] += 1
@@ -124,7 +125,7 @@ async def _until_due(url: str, n: int) -> dict[str, float]:
 def claim_params(mode: Mode) -> dict[str, Any]:
     """The parameters ``queue.claim_with_workspaces`` binds for the worker's form of the claim (EXPLAIN)."""
     return {"now": None, "worker_id": "explain", "limit": LIMIT, "lease_seconds": 60.0,
-            "sources": [SOURCE], "rooms": [LIMIT], "workspace_limit": mode.workspace_limit,
+            "sources": [SOURCE], "source_slots": [LIMIT], "workspace_concurrency": mode.workspace_concurrency,
             **budget_params(mode.budgets, mode.costs)}
 
 

@@ -35,8 +35,8 @@ select 'noop', 'page-' || g, 'pending', '{}'::jsonb, 1, now() - interval '1 seco
 #: jobs/s of this benchmark at the first release (57dc66f), by process count (issue 24's goal).
 FIRST_RELEASE = {1: 2028.0, 4: 2784.0}
 #: The same jobs spread over this many workspaces (unmetered: the noop source has no budget),
-#: each allowing the default K = 4 syncs in flight, each with its own token stored encrypted
-#: (the workers get the key): what a sync of a workspace costs on top.
+#: each allowing the default workspace concurrency (4 syncs in flight), each with its own
+#: token stored encrypted (the workers get the key): what a sync of a workspace costs on top.
 WORKSPACES = 64
 ADD_WORKSPACES = """
 insert into workspaces (source_type, external_id, name, origin, credentials)

@@ -19,7 +19,7 @@ from debounce.db import execute
 from debounce.documents import DocumentStore
 from debounce.logs import configure
 from debounce.types import SyncJob
-from standins.noop import NoopIntegration
+from standins.noop import NoopSyncer
 
 LOG_SYNCS = os.environ.get("BENCH_LOG_SYNCS") == "1"
 
@@ -45,7 +45,7 @@ async def record(store: DocumentStore, job: SyncJob) -> int:
 
 def main() -> int:
     registry.register(
-        "noop", lambda settings: NoopIntegration(record=record if LOG_SYNCS else None)
+        "noop", lambda settings: NoopSyncer(record=record if LOG_SYNCS else None)
     )
     settings = Settings.from_env()
     configure(settings.log_format, settings.log_level)

@@ -7,7 +7,7 @@ per-workspace limits, Slack's per-method tiers). Each workspace has a token buck
 RETURNING`` that charges it, so there is no refiller process and worker clocks never matter;
 the row lock serialises every process's takers.
 
-- The worker charges one request per API request a sync or an enumeration sends
+- The worker charges one request per API request a sync or a backfill sends
   (:class:`WorkspaceMeter`, the :class:`debounce.contract.metering.Meter` of a job).
 - The claim (``sql/claim.sql``) only takes jobs of a workspace whose bucket can pay for their
   syncs (``Source.requests_per_page`` each), and reserves those requests in the same
@@ -34,7 +34,7 @@ __all__ = ["UNLIMITED", "WorkspaceMeter", "budget_params", "set_budget", "take"]
 _Q = queries("budgets")
 
 
-#: ``workspace_limit`` of the claim meaning "no limit on jobs in flight per workspace".
+#: ``workspace_concurrency`` of the claim meaning "no limit on jobs in flight per workspace".
 UNLIMITED = 1_000_000
 
 

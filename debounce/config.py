@@ -179,7 +179,7 @@ class Settings:
     """The service's configuration.
 
     Times are seconds. ``None`` means "unset" for the optional secrets and tokens; a source
-    whose signing secret is unset refuses its webhooks with 503 (see ``integrations``).
+    whose signing secret is unset refuses its webhooks with 503 (see its parser).
     The fields made with :func:`variable` are read from the environment (the module
     docstring). ``windows`` holds the windows set explicitly (by environment or by a caller);
     a source missing from it gets the window its :class:`~debounce.contract.Source` declares.
@@ -286,11 +286,12 @@ class Settings:
         "backfill a workspace when it is connected (environment, install flow, CLI)", True)
     reconcile_interval_seconds: float = variable(
         "DEBOUNCE_RECONCILE_INTERVAL_SECONDS", SECONDS,
-        "how often workspaces with reconciliation on are swept for lost webhooks (newest edits "
-        "first, down to the last sweep's; 0: never)", 600.0)
+        "how often workspaces with reconciliation on are reconciled, for lost webhooks (a "
+        "backfill of the newest edits, down to the last reconciliation's; 0: never)", 600.0)
     reconcile_full_interval_seconds: float = variable(
         "DEBOUNCE_RECONCILE_FULL_INTERVAL_SECONDS", POSITIVE_SECONDS,
-        "how often a sweep walks the whole listing instead (finds deletions)", 86400.0)
+        "how often a reconciliation lists everything instead (a full reconciliation: finds "
+        "deletions)", 86400.0)
     metrics_port: int | None = variable(
         "DEBOUNCE_METRICS_PORT", OPTIONAL_INTEGER,
         "port of the worker's Prometheus endpoint (`/metrics`)", unset="no endpoint")

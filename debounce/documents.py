@@ -1,6 +1,6 @@
 """Writing synced documents, the service's output, to the ``documents`` table.
 
-The integrations' sync half calls :class:`DocumentStore` (the service's
+The syncers call :class:`DocumentStore` (the service's
 :class:`~debounce.contract.documents.DocumentWriter`); nothing else writes ``documents``.
 :class:`~debounce.contract.documents.Document`, :class:`~debounce.contract.documents.WriteOutcome`
 and :class:`~debounce.contract.errors.LeaseLost` belong to the contract and are re-exported.
@@ -171,7 +171,7 @@ class DocumentStore:
                         source_updated_at=row["source_updated_at"])
 
     async def get_state(self, source_type: str, source_page_id: str) -> dict[str, Any]:
-        """The integration's saved state for one job key (``{}`` if none)."""
+        """The syncer's saved state for one job key (``{}`` if none)."""
         row = await fetch_one(
             self.db,
             _Q["get_state"],
@@ -180,7 +180,7 @@ class DocumentStore:
         return dict(row["state"]) if row else {}
 
     async def set_state(self, source_type: str, source_page_id: str, state: dict[str, Any]) -> None:
-        """Replace the integration's saved state for one job key.
+        """Replace the syncer's saved state for one job key.
 
         Raises:
             LeaseLost: in a fenced store whose claim no longer holds the job.

@@ -187,7 +187,7 @@ WORKER = WorkerMetrics()
 
 def count_api_request(source: str, status: int | str) -> None:
     """Count one request sent to ``source``'s API and its HTTP ``status`` (``"error"`` when
-    none came back). The integrations call this at the one place each sends requests."""
+    none came back). The syncers call this at the one place each sends requests."""
     WORKER.api_requests.labels(source, str(status)).inc()
     if status == 429:
         WORKER.api_rate_limited.labels(source).inc()

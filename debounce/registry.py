@@ -5,7 +5,7 @@ is a :class:`~debounce.contract.Source`: the built-in ones (``integrations/notio
 ``integrations/slack``) are declared in debounce's own ``pyproject.toml`` exactly as a
 third-party distribution declares its own (``[project.entry-points."debounce.integrations"]
 mysource = "mypackage.source:SOURCE"``, see docs/writing-a-source.md); tests and embedders
-may :func:`register` one at run time. A source is a package with the rooms ``webhook``,
+may :func:`register` one at run time. A source is a package with the modules ``webhook``,
 ``client``, ``render``, ``sync`` (see ``integrations/notion/``); adding one is adding one
 folder and one entry point.
 

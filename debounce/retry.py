@@ -1,4 +1,4 @@
-"""The retry policy, in one room: the job backoff schedule, the backoff of loops that wait for
+"""The retry policy, in one module: the job backoff schedule, the backoff of loops that wait for
 the database, and ``Retry-After`` parsing. Used by the queue (a failed job's next attempt),
 the worker's loops, and ``Retry-After`` parsing (defined in :mod:`debounce.contract.http`,
 where the sources' API clients reach it).

@@ -43,20 +43,20 @@ select source_type from s where source_type is not null
 
 -- claim --
 -- Claim up to %(limit)s due jobs for worker %(worker_id)s (docs/claim.md): %(sources)s text[]
--- with %(rooms)s int[] (at most that many jobs of each source); the sources' budget defaults
+-- with %(source_slots)s int[] (at most that many jobs of each source); the sources' budget defaults
 -- as parallel arrays %(budget_sources)s text[], %(budget_per_minutes)s float8[] (NULL:
 -- unmetered), %(budget_bursts)s float8[], %(budget_costs)s float8[] (requests of one sync);
--- %(workspace_limit)s (K) syncs in flight per workspace. claim_jobs chooses, locks and marks
+-- at most %(workspace_concurrency)s syncs in flight per workspace. claim_jobs chooses, locks and marks
 -- the jobs (processing, a lease of %(lease_seconds)s, attempts + 1, the revision the sync
 -- covers); each row is the job with what its sync needs of its workspace (NULL for a job of
 -- no workspace).
 select (c.job).*, c.ws_status, c.ws_origin, c.ws_external_id, c.ws_bot_user_id,
        c.ws_credentials
   from claim_jobs(%(now)s::timestamptz, %(worker_id)s::text, %(lease_seconds)s::float8,
-                  %(limit)s::int, %(sources)s::text[], %(rooms)s::int[],
+                  %(limit)s::int, %(sources)s::text[], %(source_slots)s::int[],
                   %(budget_sources)s::text[], %(budget_per_minutes)s::float8[],
                   %(budget_bursts)s::float8[], %(budget_costs)s::float8[],
-                  %(workspace_limit)s::int) c
+                  %(workspace_concurrency)s::int) c
 
 -- pending_sources --
 -- The sources with work pending, in a workspace line or of no workspace (index skip scans):
@@ -68,7 +68,7 @@ select source_type from ({{_unowned_sources}}) u
 -- refresh_ready --
 -- The line's safety net (docs/claim.md, "Keeping the line"), for workspaces with id >
 -- %(after)s, at most %(batch)s of them: their lanes set from their pending jobs, and the
--- concurrency flag ended where fewer than %(workspace_limit)s syncs are in flight
+-- at_concurrency_limit cleared where fewer than %(workspace_concurrency)s syncs are in flight
 -- (workspaces_line_repair locks them in id order, then reads the jobs). Repairs what a
 -- statement that bypassed the queue's left (a hand-written UPDATE, a restore). Returns how many
 -- rows changed and the batch's last id.
@@ -76,7 +76,8 @@ with batch as (
     select w.id from workspaces w where w.id > %(after)s::bigint order by w.id
      limit %(batch)s::int
 )
-select workspaces_line_repair(array(select id from batch), %(workspace_limit)s::int) as changed,
+select workspaces_line_repair(array(select id from batch),
+                              %(workspace_concurrency)s::int) as changed,
        (select max(id) from batch) as last_id
 
 -- seconds_until_due --

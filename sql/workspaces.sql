@@ -73,12 +73,12 @@ returning {{_public_columns}}
 
 -- remove_workspace --
 -- Disconnect a workspace: its pending jobs go (nothing will sync them), its documents stay
--- (their workspace becomes NULL), running syncs finish, its enumerations and audiences go.
+-- (their workspace becomes NULL), running syncs finish, its backfills and audiences go.
 -- Every row the removal changes is locked before the workspace row, in the order the other
--- statements lock them (docs/claim.md, "Keeping the line"): its enumerations, its active jobs
+-- statements lock them (docs/claim.md, "Keeping the line"): its backfills, its active jobs
 -- (in (source_type, source_page_id) order), its documents, its audiences, then the row; each
 -- step reads the one before, so they run in that order. Deleting the row first would lock them
--- after it (the foreign keys' cascades) and could deadlock with an enumeration, a sync or the
+-- after it (the foreign keys' cascades) and could deadlock with a backfill, a sync or the
 -- line's upkeep holding one of them while it waits for the workspace.
 with enums as (
     select id from enumerations where workspace_id = %(id)s order by id for update
@@ -174,7 +174,7 @@ returning w.id, w.source_type, w.external_id, w.name, w.credentials_error,
           w.credentials_error_at, old.credentials_error as previous_error
 
 -- credentials_error --
--- What keeps workspace %(id)s's jobs and enumerations parked: its credentials error (NULL:
+-- What keeps workspace %(id)s's jobs and backfills parked: its credentials error (NULL:
 -- none), and since when.
 select credentials_error, credentials_error_at from workspaces where id = %(id)s
 

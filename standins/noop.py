@@ -1,9 +1,9 @@
 """A source that syncs nothing: ``noop``, for worker tests and benchmarks.
 
-It stands in for a real integration so the worker's own costs and behaviour (claims, leases,
+It stands in for a real syncer so the worker's own costs and behaviour (claims, leases,
 retries, coalescing) can be measured without any API. It ships in the wheel (unlike
 ``tests/``) so the benchmarks run from an installed package too. Register it in a worker
-process with ``registry.register("noop", lambda settings: NoopIntegration())``.
+process with ``registry.register("noop", lambda settings: NoopSyncer())``.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from debounce.contract import SyncContext, SyncResult
 from debounce.documents import DocumentStore
 from debounce.types import SyncJob
 
-__all__ = ["NoopIntegration", "Recorder"]
+__all__ = ["NoopSyncer", "Recorder"]
 
 #: Called at the start of each sync with the store and the job; returns how many earlier syncs
 #: of the same job it had recorded (0 on the first).
 Recorder = Callable[[DocumentStore, SyncJob], Awaitable[int]]
 
 
-class NoopIntegration:
+class NoopSyncer:
     """The ``noop`` source: every sync succeeds with ``SyncResult(written=1)``.
 
     ``record``: if given, called first with the sync context's store (the worker's

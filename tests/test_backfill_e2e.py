@@ -6,8 +6,8 @@ Notion and Slack APIs, real Postgres.
   backfill of the unchanged workspaces fetches no page content, only the listings.
 - A worker killed mid-backfill: another one finishes it from the stored cursor without
   fetching again what was done.
-- An edit whose webhook never came is synced by the next sweep; a page that disappeared is
-  re-checked once and marked deleted by the whole-listing sweep.
+- An edit whose webhook never came is synced by the next reconciliation; a page that disappeared is
+  re-checked once and marked deleted by the full reconciliation.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import one_job
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import enumerations, queue, workspaces
+from debounce import backfills, queue, workspaces
 from debounce.config import Settings, SourceWindow
 from debounce.documents import DocumentStore
 from debounce.types import ApiBudget, JobEvent
@@ -65,12 +65,12 @@ def settings_for(database_url: str, notion_url: str, slack_url: str, **extra: An
 
 
 class Running:
-    """A worker in this process, with both integrations."""
+    """A worker in this process, with both sources' syncers."""
 
     def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any]) -> None:
-        self.integrations = {"notion": notion.SOURCE.build(settings),
+        self.syncers = {"notion": notion.SOURCE.build(settings),
                              "slack": slack.SOURCE.build(settings)}
-        self.worker = Worker(settings, pool, self.integrations)
+        self.worker = Worker(settings, pool, self.syncers)
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Running:
@@ -81,8 +81,8 @@ class Running:
         self.worker.stop()
         assert self.task is not None
         await self.task
-        for integration in self.integrations.values():
-            await integration.aclose()
+        for syncer in self.syncers.values():
+            await syncer.aclose()
 
 
 async def wait_for(what: str, check: Any, timeout: float = 90.0) -> Any:
@@ -141,7 +141,7 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
     for channel in channels:
         assert await one_job.page_documents(DocumentStore(pool), "slack", channel), channel
     # GET /workspaces/{id}'s figures: the backfill, done.
-    progress = await enumerations.latest(pool, ws)
+    progress = await backfills.latest(pool, ws)
     assert progress is not None and progress.status == "done" and progress.remaining == 0
     assert progress.discovered >= 2000 and progress.enqueued >= 1999
 
@@ -149,7 +149,7 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
     api.reset_usage()
     slack_api.reset_usage()
     for workspace in await workspaces.list_workspaces(pool):
-        await enumerations.request(pool, workspace["id"], "backfill")
+        await backfills.request(pool, workspace["id"], "backfill")
     async with Running(settings, pool):
         await wait_for("the second backfills", lambda: backfills_done(pool, 4))
     notion_calls = api.usage().by_endpoint
@@ -157,7 +157,7 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
     assert set(notion_calls) == {"search"}, notion_calls
     assert notion_calls["search"] <= 21            # 2 000 pages and the demo's, 100 a page
     assert set(slack_calls) == {"users.conversations"}, slack_calls
-    second = await enumerations.latest(pool, ws)
+    second = await backfills.latest(pool, ws)
     assert second is not None and second.enqueued == 0 and second.current >= 2000
 
 
@@ -199,7 +199,7 @@ async def test_a_worker_killed_mid_backfill_is_relieved_without_fetching_twice(
     assert missing == 0
     # Every page was fetched once, but those in flight when the first worker died (8 slots).
     assert api.calls["pages.retrieve"] <= len(pages) + 8 + 10, (before, api.calls)
-    assert api.calls["search"] <= 2 * 7                   # ~7 listing pages, re-read at most once
+    assert api.calls["search"] <= 2 * 7                   # ~7 backfill pages, re-read at most once
 
 
 async def test_a_lost_webhook_is_caught_by_the_next_sweep_and_a_vanished_page_is_rechecked(
@@ -214,13 +214,13 @@ async def test_a_lost_webhook_is_caught_by_the_next_sweep_and_a_vanished_page_is
         await wait_for("the backfill", lambda: backfills_done(pool, 1))
         # An edit whose webhook never came.
         api.edit_page(pages[3], text="Edited while the webhooks were down.")
-        await wait_for("the sweep to sync the edit", lambda: scalar(
+        await wait_for("the reconciliation to sync the edit", lambda: scalar(
             pool, "select count(*) from documents where document_id = %s "
                   "and content like '%%while the webhooks were down%%'", pages[3]))
-    sweep = await enumerations.latest(pool, int(await scalar(
+    reconciliation = await backfills.latest(pool, int(await scalar(
         pool, "select id from workspaces where source_type = 'notion'")))
-    assert sweep is not None and sweep.kind == "reconcile" and sweep.enqueued >= 1
-    # A page unshared: the next whole-listing sweep re-checks it once; the sync marks it deleted.
+    assert reconciliation is not None and reconciliation.kind == "reconcile" and reconciliation.enqueued >= 1
+    # A page unshared: the next full reconciliation re-checks it once; the sync marks it deleted.
     api.unshare(pages[7])
     settings = settings.with_(reconcile_full_interval_seconds=0.5)
     async with Running(settings, pool):

@@ -46,7 +46,7 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
     for i in range(3):
         notion.add_database(title=f"Tracker {i}")
     notion.set_trashed(pages[0])                        # never listed, never synced
-    notion.fail("search", 429, retry_after=2)   # the first listing page: workspace blocked 2 s
+    notion.fail("search", 429, retry_after=2)   # the first backfill page: workspace blocked 2 s
     slack = FakeSlack(token=S_TOKEN)
     channels = slack.add_channels(5, messages=2)
     slack.add_channels(2, member=False, name="elsewhere")
@@ -56,7 +56,7 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
             database_url=database_url, secret_key=key, notion_base_url=ns.url,
             slack_api_url=ss.url + "/api/",
             windows={"notion": SourceWindow(0, 0), "slack": SourceWindow(0, 0)},
-            # Small buckets: syncs and listing pages run dry and yield along the way.
+            # Small buckets: syncs and backfill pages run dry and yield along the way.
             budgets={"notion": ApiBudget(per_minute=6000.0, burst=8.0),
                      "slack": ApiBudget(per_minute=600.0, burst=2.0)})
         keyring = Keyring(key)
@@ -73,8 +73,8 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
         finally:
             worker.stop()
             await asyncio.wait_for(running, 10)
-            for integration in worker.sources.values():
-                await integration.aclose()
+            for syncer in worker.syncers.values():
+                await syncer.aclose()
     docs = await scalar(pool, """select json_object_agg(source_type, n) from (
                                    select source_type, count(*) as n from documents
                                     where deleted_at is null group by source_type) t""")
@@ -84,7 +84,7 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
     slack_docs = await scalar(pool, "select array_agg(distinct split_part(document_id, '/', 1)) "
                                     "from documents where source_type = 'slack'")
     assert sorted(slack_docs) == channels
-    # Every request once, however often a sync or a listing page yielded: Notion's 2 listing
+    # Every request once, however often a sync or a backfill page yielded: Notion's 2 listing
     # pages (+ the one refused with 429), a page's Markdown per page (its page object travels
     # with the bulk job from the listing: issue 31), one request per data source; Slack's
     # listing and one history page per channel.

@@ -137,17 +137,17 @@ async def test_a_flooded_workspace_does_not_delay_another_by_more_than_one_claim
     await queue.enqueue_brief(pool, events(quiet, 1, prefix="q"), now=at(5))
     in_flight: list[Any] = []
     first = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w1", limit=8, lease_seconds=60, now=at(6), workspace_limit=3)]
+        pool, "w1", limit=8, lease_seconds=60, now=at(6), workspace_concurrency=3)]
     assert quiet in {j.workspace_id for j in first}
     assert sum(1 for j in first if j.workspace_id == flood) == 3
     in_flight += first
     # K reached: the flooded workspace gets nothing more until one of its syncs finishes.
     assert [c.job for c in await queue.claim_with_workspaces(
-        pool, "w2", limit=8, lease_seconds=60, now=at(6), workspace_limit=3)] == []
+        pool, "w2", limit=8, lease_seconds=60, now=at(6), workspace_concurrency=3)] == []
     done = next(j for j in first if j.workspace_id == flood)
     await one_job.complete(pool, done, now=at(7))
     again = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w2", limit=8, lease_seconds=60, now=at(7), workspace_limit=3)]
+        pool, "w2", limit=8, lease_seconds=60, now=at(7), workspace_concurrency=3)]
     assert [j.workspace_id for j in again] == [flood]
     # Live before bulk: every live job of the flood goes before its first bulk job.
     assert all(j.priority >= 0 for j in first + again)

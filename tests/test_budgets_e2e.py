@@ -126,8 +126,8 @@ async def test_a_sync_out_of_budget_mid_page_yields_and_resumes_without_paying_t
                                              debounce_seconds=0, max_wait_seconds=0,
                                              workspace_id=ws)])
     api.reset_usage()
-    integration = notion.SOURCE.build(settings)
-    worker = Worker(settings, pool, {"notion": integration})
+    syncer = notion.SOURCE.build(settings)
+    worker = Worker(settings, pool, {"notion": syncer})
     task = asyncio.create_task(worker.run())
     try:
         deadline = time.monotonic() + 20
@@ -137,7 +137,7 @@ async def test_a_sync_out_of_budget_mid_page_yields_and_resumes_without_paying_t
     finally:
         worker.stop()
         await task
-        await integration.aclose()
+        await syncer.aclose()
     doc = await DocumentStore(pool).get("notion", page)
     assert doc is not None and "one.a.i" in doc["content"] and "two.a" in doc["content"]
     usage = api.usage()

@@ -252,9 +252,9 @@ async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
     await conn.execute("analyze sync_jobs")
     claim = queries("claim")["claim"]
     params = {"now": at(1), "worker_id": "w", "limit": 8, "lease_seconds": 60.0,
-              "sources": ["notion"], "rooms": [8], "budget_sources": [],
+              "sources": ["notion"], "source_slots": [8], "budget_sources": [],
               "budget_per_minutes": [], "budget_bursts": [], "budget_costs": [],
-              "workspace_limit": 4}
+              "workspace_concurrency": 4}
     # by relid, not relname: other schemas of the same database (another test's, a
     # benchmark's public one) hold tables named workspaces too
     reads = ("select seq_scan, coalesce(idx_tup_fetch, 0) as fetched "

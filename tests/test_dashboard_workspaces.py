@@ -17,8 +17,8 @@ from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 from test_dashboard import csrf_of, open_client, settings, sign_in
 
-from debounce import budgets, enumerations, queue, workspaces
-from debounce.contract import Discovered
+from debounce import backfills, budgets, queue, workspaces
+from debounce.contract import BackfillItem
 from debounce.documents import Document, DocumentStore
 from debounce.secrets import Keyring, new_key
 from debounce.types import JobEvent
@@ -226,24 +226,24 @@ async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
     await queue.enqueue_brief(pool, [JobEvent("notion", "edited", {"live": True}, event_id="e1",
                                              debounce_seconds=300, max_wait_seconds=3600,
                                              workspace_id=workspace)])
-    started = await enumerations.request(pool, workspace)
+    started = await backfills.request(pool, workspace)
     assert started is not None
-    assert await enumerations.lease(pool, "w1", ["notion"], 60) is not None
+    assert await backfills.lease(pool, "w1", ["notion"], 60) is not None
 
-    def item(page: str) -> Discovered:
-        return Discovered(page, now - timedelta(days=2), {"entity": {"id": page}})
+    def item(page: str) -> BackfillItem:
+        return BackfillItem(page, now - timedelta(days=2), {"entity": {"id": page}})
 
-    await enumerations.record_page(pool, started["id"], "w1",
+    await backfills.record_page(pool, started["id"], "w1",
                                    [item("current"), item("edited"), item("a"), item("b")],
                                    "cursor-2", lease_seconds=60, max_attempts=5)
-    await enumerations.record_page(pool, started["id"], "w1", [item("c")], None,
+    await backfills.record_page(pool, started["id"], "w1", [item("c")], None,
                                    lease_seconds=60, max_attempts=5)
     # Two of the three bulk jobs synced; the live job is not due, so the claim skips it.
     for _ in range(2):
         [job] = [c.job for c in await queue.claim_with_workspaces(pool, "w2", limit=1, lease_seconds=60)]
-        assert job.priority == enumerations.BULK_PRIORITY
+        assert job.priority == backfills.BULK_PRIORITY
         await queue.complete_many(pool, [job])
-    await enumerations.finish(pool, started["id"], "w1", max_attempts=5)   # re-checks "gone"
+    await backfills.finish(pool, started["id"], "w1", max_attempts=5)   # re-checks "gone"
 
     html = (await client.get(f"/admin/workspaces/{workspace}")).text
     shown = figures(html)

@@ -176,5 +176,5 @@ def test_the_check_catches_each_kind_of_drift() -> None:
             "`tests/test_docs.py::test_the_check_catches_each_kind_of_drift` "
             "`Source.create(settings)` `pages.retrieve` `documents.audience_kind` "
             "`secrets.token_urlsafe` `https://example.com/a.py` `/usr/bin/chromium` "
-            "[ok](design.md#rooms) [web](https://example.com) [cfg](configuration.md)\n")
+            "[ok](design.md#modules) [web](https://example.com) [cfg](configuration.md)\n")
     assert check_page(page, fine) == []

@@ -76,8 +76,8 @@ async def stack(
     )
     app = create_app(settings, pool=pool)
     store = DocumentStore(pool)
-    sources = registry.create_all(settings)
-    worker = Worker(settings, pool, sources, conninfo=database_url)
+    syncers = registry.create_all(settings)
+    worker = Worker(settings, pool, syncers, conninfo=database_url)
     task = asyncio.create_task(worker.run())
     async with app.router.lifespan_context(app), httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://test"
@@ -85,8 +85,8 @@ async def stack(
         yield Stack(client, pool, notion, slack, worker, store)
     worker.stop()
     await asyncio.wait_for(task, 15)
-    for integration in sources.values():
-        await integration.aclose()
+    for syncer in syncers.values():
+        await syncer.aclose()
 
 
 async def send(client: httpx.AsyncClient, source: str, event: dict[str, Any]) -> httpx.Response:

@@ -12,8 +12,8 @@ import psycopg
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import enumerations, feed, workspaces
-from debounce.contract import Discovered
+from debounce import backfills, feed, workspaces
+from debounce.contract import BackfillItem
 from debounce.documents import Document, DocumentStore, content_sha256
 from debounce.secrets import Keyring, new_key
 
@@ -147,11 +147,11 @@ async def test_a_listing_reattaches_a_document_whose_workspace_was_removed(
         await conn.execute("update documents set workspace_id = %s", (old,))
     await workspaces.remove(pool, old)
     new = await add_workspace(pool, "W")
-    started = await enumerations.request(pool, new)
+    started = await backfills.request(pool, new)
     assert started is not None
-    assert await enumerations.lease(pool, "w1", ["notion"], 60) is not None
-    row = await enumerations.record_page(pool, started["id"], "w1",
-                                         [Discovered("p", edited, {})], None,
+    assert await backfills.lease(pool, "w1", ["notion"], 60) is not None
+    row = await backfills.record_page(pool, started["id"], "w1",
+                                         [BackfillItem("p", edited, {})], None,
                                          lease_seconds=60, max_attempts=5)
     assert row is not None and row["current"] == 1 and row["page_enqueued"] == 0
     document = await DocumentStore(pool).get("notion", "p")

@@ -18,7 +18,7 @@ from debounce.secrets import Keyring
 from debounce.types import EnqueueOutcome, JobEvent
 from debounce.worker.access import WorkspaceAccess
 from debounce.worker.loop import Worker
-from standins.noop import NoopIntegration
+from standins.noop import NoopSyncer
 
 T0 = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
 Conn = psycopg.AsyncConnection[Any]
@@ -133,7 +133,7 @@ async def test_a_source_found_empty_is_set_aside_until_its_due_time_or_a_wake(
     query for them) until the due-time query's answer, bounded by the poll interval; the loop
     sleeps no longer than that; a notification (``wake``) asks them again."""
     settings = Settings(database_url="unused", poll_interval_seconds=1.0, worker_concurrency=4)
-    worker = Worker(settings, pool, {"noop": NoopIntegration(), "other": NoopIntegration()},
+    worker = Worker(settings, pool, {"noop": NoopSyncer(), "other": NoopSyncer()},
                     conninfo=database_url)
     assert {s for s, _ in worker._eligible()} == {"noop", "other"}
     delay = await worker._claim_round()   # nothing pending: an empty claim, one due-time query

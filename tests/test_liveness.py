@@ -165,8 +165,8 @@ async def at_limit_with_a_dead_claim(world: dict[str, Any]) -> None:
                                                  for p in world["alpha_pages"]], first=0)
     assert codes == [200] * len(world["alpha_pages"])
     dead = await queue.claim_with_workspaces(pool, "worker-that-died", limit=K,
-                                             lease_seconds=LEASE, source_limits={"notion": K},
-                                             workspace_limit=K)
+                                             lease_seconds=LEASE, source_slots={"notion": K},
+                                             workspace_concurrency=K)
     assert [w is not None and job.workspace_id == world["alpha"] for job, w in dead] == [True] * K
     assert await scalar(pool, "select at_concurrency_limit from workspaces where id = %s",
                         world["alpha"]) is True

@@ -101,13 +101,13 @@ async def test_a_notion_sync_charges_every_request_sent_retries_included(
     fake.fail("pages.retrieve", 500)                   # retried in process after 0 s
     fake.fail("blocks.children.list", 429, retry_after=0)   # a short Retry-After: retried too
     meter = CountingMeter()
-    integration = new_notion(settings)
+    syncer = new_notion(settings)
     context = metered(meter, store)
     checkpoint = context.checkpoint
     try:
-        assert (await integration.sync(page_job(page), context)).written == 1
+        assert (await syncer.sync(page_job(page), context)).written == 1
     finally:
-        await integration.aclose()
+        await syncer.aclose()
     sent = sum(fake.calls.values())
     # pages.retrieve 500 + again, markdown 403, the page's 5 blocks in 3 pages (one 429 and
     # again), the toggle's 3 children in 2.
@@ -123,15 +123,15 @@ async def test_notion_discover_charges_each_listing_and_never_serves_it_from_the
         fake: FakeNotion, settings: NotionSettings) -> None:
     fake.add_pages(150)
     meter = CountingMeter()
-    integration = new_notion(settings)
+    syncer = new_notion(settings)
     context = metered(meter)
     checkpoint = context.checkpoint
     try:
-        first = await integration.discover(None, context)
-        again = await integration.discover(None, context)
-        await integration.discover(first.cursor, context)
+        first = await syncer.backfill_page(None, context)
+        again = await syncer.backfill_page(None, context)
+        await syncer.backfill_page(first.cursor, context)
     finally:
-        await integration.aclose()
+        await syncer.aclose()
     assert first == again
     assert meter.taken == fake.calls["search"] == 3
     assert checkpoint.responses == {}
@@ -152,7 +152,7 @@ async def test_a_dry_budget_stops_a_notion_sync_and_the_resumed_one_sends_only_t
     assert caught.value.retry_after == 2.5
     assert sum(fake.calls.values()) == 3               # nothing sent past the budget
     assert await store.get("notion", page) is None     # nothing written
-    # The job comes back (another worker, a new integration object) with its checkpoint,
+    # The job comes back (another worker, a new syncer object) with its checkpoint,
     # round-tripped through JSON as the queue stores it.
     saved = Checkpoint.from_json(json.loads(json.dumps(checkpoint.to_json())))
     meter = CountingMeter()
@@ -189,23 +189,23 @@ def slack_settings(slack: FakeSlack) -> Iterator[SlackSettings]:
 
 
 @pytest.fixture
-async def slack_integration(slack_settings: SlackSettings) -> AsyncIterator[SlackSyncer]:
-    integration = SlackSyncer(slack_settings, page_limit=2)
-    yield integration
-    await integration.aclose()
+async def slack_syncer(slack_settings: SlackSettings) -> AsyncIterator[SlackSyncer]:
+    syncer = SlackSyncer(slack_settings, page_limit=2)
+    yield syncer
+    await syncer.aclose()
 
 
 async def test_slack_sync_and_discover_charge_every_request(
-        slack: FakeSlack, slack_integration: SlackSyncer, store: DocumentStore) -> None:
+        slack: FakeSlack, slack_syncer: SlackSyncer, store: DocumentStore) -> None:
     slack.add_channels(5)
     slack.server_error("conversations.history", 503)   # an error answer is charged too
     meter = CountingMeter()
     with pytest.raises(Exception, match="503"):
-        await slack_integration.sync(job("slack", C, {}), metered(meter, store))
-    result = await slack_integration.sync(job("slack", C, {}), metered(meter, store))
-    slack_integration.discoverer.list_limit = 4
-    listed = [await slack_integration.discover(None, metered(meter))]
-    listed.append(await slack_integration.discover(listed[0].cursor, metered(meter)))
+        await slack_syncer.sync(job("slack", C, {}), metered(meter, store))
+    result = await slack_syncer.sync(job("slack", C, {}), metered(meter, store))
+    slack_syncer.backfill.list_limit = 4
+    listed = [await slack_syncer.backfill_page(None, metered(meter))]
+    listed.append(await slack_syncer.backfill_page(listed[0].cursor, metered(meter)))
     assert result.written == 4
     assert sum(len(p.items) for p in listed) == 6 and listed[1].cursor is None
     assert meter.taken == sum(slack.calls.values()) == slack.usage().requests
@@ -214,18 +214,18 @@ async def test_slack_sync_and_discover_charge_every_request(
 
 async def test_a_dry_budget_stops_a_slack_sync_and_the_resumed_one_sends_only_the_rest(
         slack: FakeSlack, slack_settings: SlackSettings, store: DocumentStore) -> None:
-    integration = SlackSyncer(slack_settings)   # history in one page
+    syncer = SlackSyncer(slack_settings)   # history in one page
     try:
         # The first request learns the channel's audience (kind: conversations.info).
         context = metered(CountingMeter(allowance=3), store)
         with pytest.raises(BudgetExhausted):
-            await integration.sync(job("slack", C, {}), context)
+            await syncer.sync(job("slack", C, {}), context)
         assert dict(slack.calls) == {"conversations.info": 1, "conversations.history": 1,
                                      "conversations.replies": 1}
         meter = CountingMeter()
-        await integration.sync(job("slack", C, {}), metered(meter, store, context.checkpoint))
+        await syncer.sync(job("slack", C, {}), metered(meter, store, context.checkpoint))
     finally:
-        await integration.aclose()
+        await syncer.aclose()
     # Info and history came from the checkpoint; the thread already written was not asked again.
     assert meter.taken == 2
     assert dict(slack.calls) == {"conversations.info": 1, "conversations.history": 1,
@@ -273,19 +273,19 @@ async def test_every_retry_below_call_api_is_charged() -> None:
     by slack_sdk's connection-error handler: three attempts, three charges."""
     stub = DroppingServer(drops=1)
     async with stub as url:
-        integration = SlackSyncer(SlackSettings(slack_bot_token=S_TOKEN, slack_api_url=url))
+        syncer = SlackSyncer(SlackSettings(slack_bot_token=S_TOKEN, slack_api_url=url))
         try:
             meter = CountingMeter()
-            page = await integration.discover(None, metered(meter))
+            page = await syncer.backfill_page(None, metered(meter))
             assert [i.source_page_id for i in page.items] == ["C0ONLY"]
             assert stub.requests == 2 and meter.taken == 2     # aiohttp's silent retry
             stub.drops, stub.requests = 2, 0
             meter = CountingMeter()
-            await integration.discover(None, metered(meter))
+            await syncer.backfill_page(None, metered(meter))
             assert stub.requests == 3 and meter.taken == 3     # and the SDK's retry handler
             stub.drops, stub.requests = 1, 0
             with pytest.raises(BudgetExhausted):
-                await integration.discover(None, metered(CountingMeter(allowance=1)))
+                await syncer.backfill_page(None, metered(CountingMeter(allowance=1)))
             assert stub.requests == 1                          # the retry was not sent
         finally:
-            await integration.aclose()
+            await syncer.aclose()

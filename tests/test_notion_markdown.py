@@ -59,9 +59,9 @@ def context(store: DocumentStore) -> SyncContext:
 @pytest.fixture
 async def notion(server: BackgroundServer) -> AsyncIterator[NotionSyncer]:
     settings = NotionSettings(notion_token=TOKEN, notion_base_url=server.url)
-    integration = NotionSyncer(settings, retry_delays=(0.0, 0.0))
-    yield integration
-    await integration.aclose()
+    syncer = NotionSyncer(settings, retry_delays=(0.0, 0.0))
+    yield syncer
+    await syncer.aclose()
 
 
 async def content(store: DocumentStore, page_id: str) -> str:

@@ -257,9 +257,9 @@ def test_ids_are_normalized_to_dashed_lower_case(notion: NotionWebhooks) -> None
 
 
 def test_registry_finds_the_notion_source() -> None:
-    integration = create(NotionSettings())
-    assert integration.source_type == "notion"
-    assert isinstance(integration, Syncer)
+    syncer = create(NotionSettings())
+    assert syncer.source_type == "notion"
+    assert isinstance(syncer, Syncer)
 
     assert "notion" in registry.source_types()
     assert isinstance(registry.create("notion", Settings()), NotionSyncer)

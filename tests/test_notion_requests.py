@@ -172,7 +172,7 @@ async def test_each_event_kind_asks_for_what_it_changed(
     if page_fetched:
         assert doc["source_updated_at"] == datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
     else:
-        # content only: the recorded edit time is the event's, so a reconciliation sweep
+        # content only: the recorded edit time is the event's, so a reconciliation
         # (which compares last_edited_time) does not see the document as stale
         assert doc["source_updated_at"] == datetime(2026, 11, 21, 8, 0, 31, 500000, tzinfo=UTC)
         assert doc["source_updated_at"] >= datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
@@ -241,12 +241,12 @@ async def test_a_resync_and_a_page_without_a_document_ask_for_both(
 
 async def listed(notion: NotionSyncer, page: str) -> dict[str, Any]:
     """The bulk job payload the listing (search) gives ``page``."""
-    found = await notion.discover(None, SyncContext())
+    found = await notion.backfill_page(None, SyncContext())
     return next(i.payload for i in found.items if i.source_page_id == page)
 
 
 async def bulk_job(conn: Conn, page: str, payload: dict[str, Any]) -> SyncJob:
-    """The bulk job an enumeration enqueues (sql/enumerations.sql: priority < 0, no kinds)."""
+    """The bulk job a backfill enqueues (sql/backfills.sql: priority < 0, no kinds)."""
     await queue.enqueue_brief(conn, [JobEvent("notion", page, payload, None, 0, 0,
                                              priority=-10)])
     return await active_job(conn, page)
@@ -326,13 +326,13 @@ async def test_a_page_edited_after_its_listing_ends_at_its_latest_state(
     await notion.sync(job, context)
     doc = await store.get("notion", page)
     assert doc is not None and doc["content"] == "New body.\n"
-    # the document records the listing's edit time, so the next sweep sees the page as stale
-    # (sql/enumerations.sql judges by last_edited_time) and its bulk job syncs the rest
+    # the document records the listing's edit time, so the next reconciliation sees the page as stale
+    # (sql/backfills.sql judges by last_edited_time) and its bulk job syncs the rest
     assert doc["source_updated_at"] == datetime(2026, 11, 21, 7, 0, tzinfo=UTC)
     await conn.execute("update sync_jobs set status = 'completed', finished_at = now() "
                        "where id = %s", (job.id,))
-    sweep = await notion.discover(None, SyncContext(), newest_first=True)
-    item = next(i for i in sweep.items if i.source_page_id == page)
+    reconciliation = await notion.backfill_page(None, SyncContext(), newest_first=True)
+    item = next(i for i in reconciliation.items if i.source_page_id == page)
     assert item.edited_at is not None and item.edited_at > doc["source_updated_at"]
     fake.calls.clear()
     await notion.sync(await bulk_job(conn, page, item.payload), context)

@@ -136,9 +136,9 @@ def settings(server: BackgroundServer) -> NotionSettings:
 @pytest.fixture
 async def notion(settings: NotionSettings) -> AsyncIterator[NotionSyncer]:
     # No sleeps in tests: in-process retries happen at once.
-    integration = NotionSyncer(settings, retry_delays=(0.0, 0.0))
-    yield integration
-    await integration.aclose()
+    syncer = NotionSyncer(settings, retry_delays=(0.0, 0.0))
+    yield syncer
+    await syncer.aclose()
 
 
 # --------------------------------------------------------------------------------------------

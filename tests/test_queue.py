@@ -574,18 +574,18 @@ async def test_bad_event_in_batch_rejects_whole_batch(conn: Conn) -> None:
     assert await count_rows(conn) == 0
 
 
-async def test_claim_with_source_limits_caps_each_source(conn: Conn) -> None:
+async def test_claim_with_source_slots_caps_each_source(conn: Conn) -> None:
     events = [JobEvent(src, f"{src}-{i}", {}, f"{src}{i}", 0, 0)
               for src in ("notion", "slack") for i in range(5)]
     await queue.enqueue_brief(conn, events, now=T0)
     jobs = [c.job for c in await queue.claim_with_workspaces(
-        conn, "w", limit=6, lease_seconds=60, source_limits={"notion": 2, "slack": 10}, now=at(1))]
+        conn, "w", limit=6, lease_seconds=60, source_slots={"notion": 2, "slack": 10}, now=at(1))]
     by_source = [j.source_type for j in jobs]
     assert by_source.count("notion") == 2 and by_source.count("slack") == 4
     assert [c.job for c in await queue.claim_with_workspaces(
-        conn, "w", limit=6, lease_seconds=60, source_limits={"notion": 0}, now=at(1))] == []
+        conn, "w", limit=6, lease_seconds=60, source_slots={"notion": 0}, now=at(1))] == []
     rest = [c.job for c in await queue.claim_with_workspaces(
-        conn, "w", limit=10, lease_seconds=60, source_limits={"notion": 10}, now=at(1))]
+        conn, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1))]
     assert [j.source_type for j in rest] == ["notion"] * 3
 
 

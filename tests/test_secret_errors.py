@@ -25,7 +25,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 from test_backfill_e2e import wait_for
 
-from debounce import enumerations, queue, workspaces
+from debounce import backfills, queue, workspaces
 from debounce.config import Settings, SourceWindow
 from debounce.contract import Syncer
 from debounce.secrets import Keyring, new_key
@@ -118,7 +118,7 @@ async def sentinel_round(pool: AsyncConnectionPool[Any]) -> None:
     worker's enumerator and claim loop both went round after what came before."""
     env_ws = int(await scalar(pool, "select id from workspaces where origin = 'env' "
                                     "and source_type = 'notion'"))
-    started = await enumerations.request(pool, env_ws, "backfill")
+    started = await backfills.request(pool, env_ws, "backfill")
     assert started is not None
 
     async def done() -> bool:
@@ -154,7 +154,7 @@ async def test_a_worker_with_a_wrong_key_says_so_once_parks_the_workspace_and_a_
     right, wrong = new_key(), new_key()
     ws = await store_slack_workspace(pool, right)
     job_id = await enqueue_channel(pool, ws)
-    await enumerations.request(pool, ws, "backfill")
+    await backfills.request(pool, ws, "backfill")
 
     worker = WorkerProcess(worker_env(database_url, apis, wrong), tmp_path / "wrong.log")
     try:
@@ -277,7 +277,7 @@ async def test_the_enumerator_defers_a_backfill_it_cannot_decrypt_without_a_trac
             pool, "select count(*) from workspaces where origin = 'env'"))
         await sentinel_round(pool)
         ws = await store_slack_workspace(pool, new_key())     # another key than the worker's
-        backfill = await enumerations.request(pool, ws, "backfill")
+        backfill = await backfills.request(pool, ws, "backfill")
         assert backfill is not None
         await wait_for("the credentials error", lambda: credentials_error(pool, ws))
         await sentinel_round(pool)
@@ -285,7 +285,7 @@ async def test_the_enumerator_defers_a_backfill_it_cannot_decrypt_without_a_trac
     finally:
         worker.stop()
         await task
-    row = await enumerations.latest(pool, ws)
+    row = await backfills.latest(pool, ws)
     assert row is not None and row.status == "running" and row.discovered == 0
     assert row.error == f"credentials error: {workspaces.WRONG_KEY}"
     assert await scalar(pool, "select lease_owner from enumerations where id = %s",

@@ -1,7 +1,7 @@
 """Slack documents' audience: the real slack_sdk against the Slack stand-in on loopback,
 documents and the conversation cache in a real Postgres (``conversations.info`` for the kind,
 ``conversations.members`` for the members, cached, refreshed by member events and the
-reconciliation sweep's listing)."""
+reconciliation's listing)."""
 
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ async def test_the_sweep_s_listing_refreshes_what_changed_or_aged(
     # Cached: the DM (fresh, right), the private channel as public (wrong kind).
     await cache.put("D0DIRECT1", Audience("im", ("U0BOTUSER", "U4")))
     await cache.put("G0SECRET1", Audience("public_channel"))
-    page = await slack.discover(None, SyncContext(audiences=cache))
+    page = await slack.backfill_page(None, SyncContext(audiences=cache))
     assert {i.source_page_id for i in page.items} == {"C0PUBLIC1", "G0SECRET1", "D0DIRECT1"}
     members_asked = [p["channel"] for m, p in fake.requests if m == "conversations.members"]
     assert members_asked == ["G0SECRET1"]  # the public channel: kind only; the DM: fresh
@@ -217,15 +217,15 @@ async def test_the_sweep_s_listing_refreshes_what_changed_or_aged(
 async def test_a_dry_budget_ends_the_sweep_s_refresh_never_its_listing_page(
     fake: FakeSlack, slack: SlackSyncer, store: DocumentStore, cache: AudienceStore
 ) -> None:
-    """With one request left the listing page still gets through: were the refresh to fail the
+    """With one request left the backfill page still gets through: were the refresh to fail the
     page, it would be retried as soon as one request was available, spend it on the listing
     again, and never get further (a backfill stuck at 0 pages)."""
     meter = CountingMeter(left=1)
-    page = await slack.discover(None, SyncContext(audiences=cache, meter=meter))
+    page = await slack.backfill_page(None, SyncContext(audiences=cache, meter=meter))
     assert {i.source_page_id for i in page.items} == {"C0PUBLIC1", "G0SECRET1", "D0DIRECT1"}
     assert meter.taken == 1 and fake.calls["conversations.members"] == 0
     # With the budget back, the next page's refresh learns what this one could not.
-    await slack.discover(None, SyncContext(audiences=cache, meter=CountingMeter()))
+    await slack.backfill_page(None, SyncContext(audiences=cache, meter=CountingMeter()))
     assert fake.calls["conversations.members"] == 2  # the private channel and the DM
 
 

@@ -48,9 +48,9 @@ def example(name: str) -> bytes:
     return (EXAMPLES / f"{name}.json").read_bytes()
 
 
-def refused(integ: SlackWebhooks, headers: dict[str, str], body: bytes) -> WebhookError:
+def refused(parser: SlackWebhooks, headers: dict[str, str], body: bytes) -> WebhookError:
     with pytest.raises(WebhookError) as info:
-        integ.parse_webhook(headers, body)
+        parser.parse_webhook(headers, body)
     return info.value
 
 
@@ -130,14 +130,14 @@ def test_topic_purpose_and_name_changes_are_content(subtype: str) -> None:
 
 def test_retry_delivery_has_the_same_event_id() -> None:
     body = example("message")
-    integ = slack()
-    first = integ.parse_webhook(sign(body), body)
+    parser = slack()
+    first = parser.parse_webhook(sign(body), body)
     retry_headers = {
         **sign(body, NOW + 4),
         "X-Slack-Retry-Num": "1",
         "X-Slack-Retry-Reason": "http_timeout",
     }
-    retry = integ.parse_webhook(retry_headers, body)
+    retry = parser.parse_webhook(retry_headers, body)
     assert [e.event_id for e in retry.events] == [e.event_id for e in first.events] == ["Ev0PV52K21"]
 
 
@@ -184,8 +184,8 @@ def test_an_edit_of_our_own_message_is_ignored() -> None:
 
 def test_unset_secret_is_503_naming_the_variable() -> None:
     body = example("message")
-    integ = SlackWebhooks(SlackSettings(), clock=lambda: float(NOW))
-    err = refused(integ, sign(body), body)
+    parser = SlackWebhooks(SlackSettings(), clock=lambda: float(NOW))
+    err = refused(parser, sign(body), body)
     assert (err.status, err.error) == (503, "not_configured")
     assert "SLACK_SIGNING_SECRET" in err.detail
 
@@ -287,19 +287,19 @@ def test_unknown_envelope_type_is_acknowledged() -> None:
 # --------------------------------------------------------------------------- registry, speed
 
 
-def test_registry_finds_the_slack_integration() -> None:
-    integ = registry.create("slack", Settings(slack_signing_secret=SECRET))
-    assert isinstance(integ, SlackSyncer)
-    assert isinstance(integ, Syncer)
-    assert integ.source_type == "slack"
+def test_registry_finds_the_slack_source() -> None:
+    syncer = registry.create("slack", Settings(slack_signing_secret=SECRET))
+    assert isinstance(syncer, SlackSyncer)
+    assert isinstance(syncer, Syncer)
+    assert syncer.source_type == "slack"
     assert "slack" in registry.source_types()
 
 
 def test_parsing_is_fast() -> None:
     body = example("thread_reply")
     headers = sign(body)
-    integ = slack()
+    parser = slack()
     start = time.perf_counter()
     for _ in range(500):
-        integ.parse_webhook(headers, body)
+        parser.parse_webhook(headers, body)
     assert (time.perf_counter() - start) / 500 < 0.005  # far inside Slack's 3 s

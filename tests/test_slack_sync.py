@@ -96,13 +96,13 @@ async def make(api_url: str) -> AsyncIterator[Make]:
             slack_signing_secret="secret",
             slack_bot_user_id=kwargs.pop("bot_user_id", None),
         )
-        integ = SlackSyncer(settings, **kwargs)
-        made.append(integ)
-        return integ
+        syncer = SlackSyncer(settings, **kwargs)
+        made.append(syncer)
+        return syncer
 
     yield factory
-    for integ in made:
-        await integ.aclose()
+    for syncer in made:
+        await syncer.aclose()
 
 
 @pytest.fixture

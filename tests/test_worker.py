@@ -30,8 +30,8 @@ from debounce.worker import Worker
 NOOP_WORKER = Path(__file__).resolve().parent / "support" / "noop_worker.py"
 
 
-class ScriptedIntegration:
-    """An in-process integration whose behaviour per call is scripted by the test."""
+class ScriptedSyncer:
+    """An in-process syncer whose behaviour per call is scripted by the test."""
 
     source_type = "noop"
 
@@ -61,11 +61,11 @@ def worker_settings(**changes: Any) -> Settings:
 @pytest.fixture
 async def run_worker(
     pool: AsyncConnectionPool[Any], database_url: str
-) -> AsyncIterator[Callable[[ScriptedIntegration], Worker]]:
+) -> AsyncIterator[Callable[[ScriptedSyncer], Worker]]:
     started: list[tuple[Worker, asyncio.Task[None]]] = []
 
-    def start(integration: ScriptedIntegration, **changes: Any) -> Worker:
-        worker = Worker(worker_settings(**changes), pool, {"noop": integration},
+    def start(syncer: ScriptedSyncer, **changes: Any) -> Worker:
+        worker = Worker(worker_settings(**changes), pool, {"noop": syncer},
                         conninfo=database_url)
         started.append((worker, asyncio.create_task(worker.run())))
         return worker
@@ -95,29 +95,29 @@ async def job_state(pool: AsyncConnectionPool[Any], job_id: int) -> SyncJob:
 
 
 async def test_success_completes(pool: AsyncConnectionPool[Any], run_worker: Any) -> None:
-    integration = ScriptedIntegration(lambda job: None)
+    syncer = ScriptedSyncer(lambda job: None)
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
-    run_worker(integration)
+    run_worker(syncer)
 
     async def done() -> bool:
         return (await job_state(pool, r.job.id)).status is JobStatus.COMPLETED
 
     await wait_for(done)
-    assert len(integration.calls) == 1
+    assert len(syncer.calls) == 1
 
 
 async def test_rate_limited_is_retried_at_retry_after_without_spending_an_attempt(
     pool: AsyncConnectionPool[Any], run_worker: Any
 ) -> None:
-    integration = ScriptedIntegration(lambda job: RateLimited(1.5, "429 from source"))
+    syncer = ScriptedSyncer(lambda job: RateLimited(1.5, "429 from source"))
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
-    run_worker(integration)
-    await wait_for(lambda: len(integration.calls) >= 1)
-    first_at = integration.calls[0][1]
-    await wait_for(lambda: len(integration.calls) >= 2, timeout=10)
-    second_job, second_at = integration.calls[1]
+    run_worker(syncer)
+    await wait_for(lambda: len(syncer.calls) >= 1)
+    first_at = syncer.calls[0][1]
+    await wait_for(lambda: len(syncer.calls) >= 2, timeout=10)
+    second_job, second_at = syncer.calls[1]
     assert (second_at - first_at).total_seconds() >= 1.4  # waited for Retry-After
     assert second_job.attempts == 1  # the rate-limited attempt was given back
     state = await job_state(pool, r.job.id)
@@ -129,12 +129,12 @@ async def test_a_spent_budget_is_one_info_line_saying_when_the_job_goes_on(
 ) -> None:
     """Issue 28: "budget exhausted after 1 requests; yielding …" and "now pending (due <a time
     already past>)" read as trouble; a budget wait is normal operation."""
-    integration = ScriptedIntegration(
-        lambda job: BudgetExhausted(0.4) if len(integration.calls) == 1 else None)
+    syncer = ScriptedSyncer(
+        lambda job: BudgetExhausted(0.4) if len(syncer.calls) == 1 else None)
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                               max_wait_seconds=0)
     with caplog.at_level(logging.INFO, logger="debounce.worker"):
-        run_worker(integration)
+        run_worker(syncer)
 
         async def done() -> bool:
             return (await job_state(pool, r.job.id)).status is JobStatus.COMPLETED
@@ -146,14 +146,14 @@ async def test_a_spent_budget_is_one_info_line_saying_when_the_job_goes_on(
             "request, due in 0.4 s") in lines, lines
     assert not [m for _, m in lines if "exhausted" in m or m.startswith("now pending")], lines
     assert all(level == logging.INFO for level, _ in lines), lines
-    assert len(integration.calls) == 2
+    assert len(syncer.calls) == 2
 
 
 async def test_permanent_error_fails_at_once(pool: AsyncConnectionPool[Any], run_worker: Any) -> None:
-    integration = ScriptedIntegration(lambda job: PermanentError("token revoked"))
+    syncer = ScriptedSyncer(lambda job: PermanentError("token revoked"))
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
-    run_worker(integration)
+    run_worker(syncer)
 
     async def failed() -> bool:
         return (await job_state(pool, r.job.id)).status is JobStatus.FAILED
@@ -161,16 +161,16 @@ async def test_permanent_error_fails_at_once(pool: AsyncConnectionPool[Any], run
     await wait_for(failed)
     state = await job_state(pool, r.job.id)
     assert state.attempts == 1 and state.last_error == "PermanentError: token revoked"
-    assert len(integration.calls) == 1
+    assert len(syncer.calls) == 1
 
 
 async def test_other_errors_retry_with_backoff_and_record_type(
     pool: AsyncConnectionPool[Any], run_worker: Any
 ) -> None:
-    integration = ScriptedIntegration(lambda job: ConnectionResetError("peer went away"))
+    syncer = ScriptedSyncer(lambda job: ConnectionResetError("peer went away"))
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
-    run_worker(integration, backoff_seconds=(60.0,))
+    run_worker(syncer, backoff_seconds=(60.0,))
 
     async def retrying() -> bool:
         s = await job_state(pool, r.job.id)
@@ -191,13 +191,13 @@ async def test_idle_worker_starts_a_job_soon_after_it_becomes_due(
     The worker learns of a new future job within its poll interval and then sleeps exactly
     until the job's due time, so the bound holds for any window longer than the poll interval
     (real windows are 30 s and 300 s; the default poll interval is 2 s)."""
-    integration = ScriptedIntegration(lambda job: None)
-    run_worker(integration, poll_interval_seconds=0.5)
+    syncer = ScriptedSyncer(lambda job: None)
+    run_worker(syncer, poll_interval_seconds=0.5)
     await asyncio.sleep(0.3)  # let the worker go idle
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=1.2,
                             max_wait_seconds=10)
-    await wait_for(lambda: integration.calls)
-    lag = (integration.calls[0][1] - r.job.scheduled_at).total_seconds()
+    await wait_for(lambda: syncer.calls)
+    lag = (syncer.calls[0][1] - r.job.scheduled_at).total_seconds()
     assert -0.05 < lag < 0.5, lag
 
 
@@ -206,27 +206,27 @@ async def test_a_window_shorter_than_the_poll_interval_wakes_the_idle_worker(
 ) -> None:
     """Enqueued as the web enqueues (``notify_within`` = the poll interval), a job due in
     0.3 s starts long before the worker's 30 s poll would have found it."""
-    integration = ScriptedIntegration(lambda job: None)
-    run_worker(integration, poll_interval_seconds=30.0)
+    syncer = ScriptedSyncer(lambda job: None)
+    run_worker(syncer, poll_interval_seconds=30.0)
     await asyncio.sleep(0.5)  # let the worker go idle on its 30 s poll
     (r,) = await queue.enqueue_brief(pool, [JobEvent("noop", "p", {}, "e", 0.3, 10)],
                                      notify_within=30.0)
-    await wait_for(lambda: integration.calls, timeout=10)
+    await wait_for(lambda: syncer.calls, timeout=10)
     assert r.scheduled_at is not None
-    lag = (integration.calls[0][1] - r.scheduled_at).total_seconds()
+    lag = (syncer.calls[0][1] - r.scheduled_at).total_seconds()
     assert -0.05 < lag < 5, lag
 
 
 async def test_manual_resync_wakes_idle_worker_through_notify(
     pool: AsyncConnectionPool[Any], run_worker: Any
 ) -> None:
-    integration = ScriptedIntegration(lambda job: None)
-    run_worker(integration, poll_interval_seconds=30.0)  # the poll alone would take 30 s
+    syncer = ScriptedSyncer(lambda job: None)
+    run_worker(syncer, poll_interval_seconds=30.0)  # the poll alone would take 30 s
     await asyncio.sleep(0.5)
     requested = datetime.now(UTC)
     await queue.resync(pool, "noop", "other")
-    await wait_for(lambda: integration.calls, timeout=5)
-    assert (integration.calls[0][1] - requested).total_seconds() < 1.0
+    await wait_for(lambda: syncer.calls, timeout=5)
+    assert (syncer.calls[0][1] - requested).total_seconds() < 1.0
 
 
 async def test_per_source_limit_leaves_room_for_other_sources(
@@ -235,7 +235,7 @@ async def test_per_source_limit_leaves_room_for_other_sources(
     release = asyncio.Event()
     calls: list[str] = []
 
-    class Slow(ScriptedIntegration):
+    class Slow(ScriptedSyncer):
         async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
             calls.append(job.source_type)
             if job.source_type == "busy":
@@ -429,13 +429,13 @@ async def test_worker_survives_the_database_going_away_and_coming_back() -> None
             await migrate(url)
             pool = open_pool(url, max_size=4, timeout=1.0)
             await pool.open(wait=True)
-            integration = ScriptedIntegration(lambda job: None)
+            syncer = ScriptedSyncer(lambda job: None)
             worker = Worker(worker_settings(poll_interval_seconds=0.2, lease_seconds=2), pool,
-                            {"noop": integration}, conninfo=url)
+                            {"noop": syncer}, conninfo=url)
             task = asyncio.create_task(worker.run())
             await one_job.enqueue(pool, "noop", "before", payload={}, event_id="a",
                                 debounce_seconds=0, max_wait_seconds=0)
-            await wait_for(lambda: len(integration.calls) == 1)
+            await wait_for(lambda: len(syncer.calls) == 1)
             await asyncio.to_thread(server.cleanup)  # stop Postgres under the worker
             await asyncio.sleep(2.0)
             assert not task.done(), "the worker must not crash while the database is away"
@@ -464,9 +464,9 @@ async def test_rate_limited_source_is_paused_without_spinning(
 ) -> None:
     """After a 429 the source's other due jobs wait in the queue; the idle loop sleeps until
     the pause ends instead of polling the database in a tight loop."""
-    integration = ScriptedIntegration(lambda job: RateLimited(1.0, "429"))
+    syncer = ScriptedSyncer(lambda job: RateLimited(1.0, "429"))
     await queue.enqueue_brief(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0) for i in range(3)])
-    worker = Worker(worker_settings(worker_concurrency=1), pool, {"noop": integration},
+    worker = Worker(worker_settings(worker_concurrency=1), pool, {"noop": syncer},
                     conninfo=database_url)
     iterations = 0
     eligible = worker._eligible
@@ -478,10 +478,10 @@ async def test_rate_limited_source_is_paused_without_spinning(
 
     worker._eligible = counting  # type: ignore[method-assign]
     task = asyncio.create_task(worker.run())
-    await wait_for(lambda: integration.calls)
+    await wait_for(lambda: syncer.calls)
     await asyncio.sleep(0.7)
-    assert len(integration.calls) == 1  # paused: the other due jobs are not claimed
+    assert len(syncer.calls) == 1  # paused: the other due jobs are not claimed
     assert iterations < 20, iterations
-    await wait_for(lambda: len(integration.calls) >= 2, timeout=5)  # resumes after Retry-After
+    await wait_for(lambda: len(syncer.calls) >= 2, timeout=5)  # resumes after Retry-After
     worker.stop()
     await asyncio.wait_for(task, 10)

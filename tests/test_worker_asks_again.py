@@ -17,10 +17,10 @@ from debounce.contract import SyncContext, SyncResult
 from debounce.secrets import Keyring
 from debounce.types import JobEvent, SyncJob
 from debounce.worker import Worker
-from standins.noop import NoopIntegration
+from standins.noop import NoopSyncer
 
 
-class Gate(NoopIntegration):
+class Gate(NoopSyncer):
     """A no-op source whose syncs wait for ``open`` once ``hold`` is set."""
 
     def __init__(self) -> None:

@@ -46,7 +46,7 @@ async def world(pool: AsyncConnectionPool[Any], database_url: str) -> AsyncItera
             slack_client_secret="slack-secret", slack_signing_secret=SLACK_SECRET,
             slack_authorize_url=ss.url + "/oauth/v2/authorize", public_url="https://debounce.test",
             windows={"notion": SourceWindow(0, 0), "slack": SourceWindow(0, 0)},
-            # Tokens and webhooks only: no backfill or sweep adds jobs of its own (those are
+            # Tokens and webhooks only: no backfill or reconciliation adds jobs of its own (those are
             # tests/test_backfill_e2e.py's).
             backfill_on_connect=False, reconcile_interval_seconds=0)
         app = create_app(settings, pool=pool)
@@ -166,8 +166,8 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
     finally:
         worker.stop()
         await asyncio.wait_for(running, 10)
-        for integration in worker.sources.values():
-            await integration.aclose()
+        for syncer in worker.syncers.values():
+            await syncer.aclose()
 
 
 async def until(pool: AsyncConnectionPool[Any], sql: str, timeout: float = 20) -> None:

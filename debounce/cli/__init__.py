@@ -1,7 +1,7 @@
 """The ``debounce`` command (also ``python -m debounce``).
 
 Configuration comes from the environment (see the README); ``debounce --help`` and
-``debounce COMMAND --help`` explain each command. Rooms: :mod:`.parser` (the commands and
+``debounce COMMAND --help`` explain each command. Modules: :mod:`.parser` (the commands and
 their help), :mod:`.processes` (worker, web, serve), :mod:`.demo` (``serve --demo``),
 :mod:`.send` (signing and ``debounce send``), :mod:`.admin` (the admin commands' table).
 """

@@ -3,7 +3,7 @@
 Requests a backfill of each chosen workspace (``POST /workspaces/{id}/backfill`` does the
 same) and, unless ``--no-wait``, shows its progress until every page is synced: listed /
 synced / remaining, with an ETA from the workspace's API budget. The work itself is done by
-the running workers (the enumeration, then bulk jobs through the fair claim), so stopping
+the running workers (the backfill, then bulk jobs through the fair claim), so stopping
 this command (Ctrl-C) stops nothing; running it again shows the same backfill (it is
 idempotent). A workspace whose stored token the workers cannot decrypt (its
 ``credentials_error``, see ``debounce.workspaces``) blocks its backfill: the command says so
@@ -21,7 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from debounce import enumerations, registry, workspaces
+from debounce import backfills, registry, workspaces
 from debounce.cli.errors import fail
 from debounce.cli.workspace_cmds import Refused, resolve_workspace
 from debounce.config import Settings
@@ -36,7 +36,7 @@ STALL_SECONDS = 15.0
 
 def add_parser(sub: Any) -> None:
     """Add ``backfill`` to the CLI's subparsers ``sub``."""
-    text = ("copy every page (channel) a workspace can see: enumerate it and sync what is "
+    text = ("copy every page (channel) a workspace can see: list it and sync what is "
             "missing or stale, in the bulk lane (the workers do it); shows the progress")
     sp = sub.add_parser("backfill", help=text, description=text)
     sp.add_argument("source", choices=registry.source_types())
@@ -69,7 +69,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
                      "(debounce workspaces add, or an install flow)")
     source = registry.get(args.source)
     for row in rows:
-        started = await enumerations.request(pool, row["id"], "backfill")
+        started = await backfills.request(pool, row["id"], "backfill")
         verb = ("started" if started and started.get("inserted")
                 else f"already running ({started['kind'] if started else 'backfill'})")
         print(f"backfill of workspace {row['id']} ({row['external_id'] or row['name']}): {verb}")
@@ -104,7 +104,7 @@ async def _watch(pool: Any, row: dict[str, Any], requests_per_page: float) -> in
     last, last_change, said = None, time.monotonic(), False
     try:
         while True:
-            p = await enumerations.latest(pool, row["id"], per_minute=per_minute,
+            p = await backfills.latest(pool, row["id"], per_minute=per_minute,
                                           requests_per_page=requests_per_page)
             if p is None:
                 return 1

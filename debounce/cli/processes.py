@@ -128,8 +128,8 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
     pool = open_pool(settings.database_url, max_size=settings.worker_concurrency + 4,
                      timeout=settings.pool_timeout_seconds, name="debounce-worker")
     await pool.open(wait=False)
-    sources = registry.create_all(settings)
-    worker = Worker(settings, pool, sources, conninfo=settings.database_url)
+    syncers = registry.create_all(settings)
+    worker = Worker(settings, pool, syncers, conninfo=settings.database_url)
     if install_signal_handlers:
         install_signals(worker.stop)
     freeze_startup_objects()
@@ -151,8 +151,8 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
     finally:
         if metrics_server is not None:
             metrics_server.shutdown()
-        for integration in sources.values():
-            await integration.aclose()
+        for syncer in syncers.values():
+            await syncer.aclose()
         await pool.close()
     return 0
 
@@ -193,10 +193,10 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
                                             access_log=False, lifespan="on"))
         worker = None
         if with_worker:
-            sources = registry.create_all(settings)
-            worker = Worker(settings, pool, sources, conninfo=settings.database_url)
-            for integration in sources.values():
-                stack.push_async_callback(integration.aclose)
+            syncers = registry.create_all(settings)
+            worker = Worker(settings, pool, syncers, conninfo=settings.database_url)
+            for syncer in syncers.values():
+                stack.push_async_callback(syncer.aclose)
 
         def stop() -> None:
             log.info("stopping")

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from debounce import budgets, enumerations, registry, workspaces
+from debounce import backfills, budgets, registry, workspaces
 from debounce.cli.errors import fail
 from debounce.config import Settings
 from debounce.secrets import Keyring, SecretKeyError, fingerprint, new_key
@@ -58,7 +58,7 @@ def add_parser(sub: Any) -> None:
     sp.add_argument("--default", action="store_true",
                     help="use the source's default budget (<SOURCE>_BUDGET_PER_MINUTE, "
                          "<SOURCE>_BUDGET_BURST)")
-    what = ("sweep a workspace for lost webhooks periodically (reconciliation): on, off, or "
+    what = ("reconcile a workspace periodically (a backfill on a schedule, for lost webhooks): on, off, or "
             "the source's default (Notion on, Slack off)")
     sp = ws.add_parser("set-reconcile", help="turn a workspace's reconciliation on or off",
                        description=what)
@@ -329,7 +329,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
             return await _set_budget(args, settings, pool, row)
         if action == "set-reconcile":
             on = {"on": True, "off": False, "default": None}[args.mode]
-            if await enumerations.set_reconcile(pool, row["id"], on) is None:
+            if await backfills.set_reconcile(pool, row["id"], on) is None:
                 return fail(f"no workspace {args.id}")
             print(f"workspace {row['id']} ({_label(row)}): reconciliation {args.mode}")
             return 0

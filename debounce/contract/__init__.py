@@ -14,7 +14,7 @@ receives, and nothing else of the project: this package imports no other module 
 - :mod:`.documents`: the :class:`Document` a sync writes and the :class:`DocumentWriter` it
   writes through;
 - :mod:`.metering`: the budget meter and the checkpoint of a yielded sync;
-- :mod:`.discovery`: one page of what a source can see (backfill, reconciliation);
+- :mod:`.backfill`: one page of what a source can see (backfill, reconciliation);
 - :mod:`.install`: OAuth install flows and who a token is;
 - :mod:`.errors`: what parsers, syncs and install flows raise to steer the service;
 - :mod:`.http`: ``Retry-After`` parsing and counting each API request;
@@ -31,7 +31,7 @@ from debounce.contract.audience import (
     AudienceCache,
     CachedAudience,
 )
-from debounce.contract.discovery import Discovered, Discoverer, DiscoveryPage
+from debounce.contract.backfill import Backfillable, BackfillItem, BackfillPage
 from debounce.contract.documents import Document, DocumentWriter, WriteOutcome
 from debounce.contract.errors import (
     AuthRevoked,
@@ -63,9 +63,9 @@ __all__ = [
     "BudgetExhausted",
     "CachedAudience",
     "Checkpoint",
-    "Discovered",
-    "Discoverer",
-    "DiscoveryPage",
+    "BackfillItem",
+    "Backfillable",
+    "BackfillPage",
     "Document",
     "DocumentWriter",
     "Factory",

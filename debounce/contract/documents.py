@@ -26,7 +26,7 @@ class WriteOutcome(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Document:
-    """One document as an integration renders it.
+    """One document as a syncer renders it.
 
     ``document_id`` is unique within ``source_type`` (the page's id, or the id of a part of
     the page such as a thread, ``"<channel>/<thread_ts>"``). ``content`` is Markdown in the

@@ -1,4 +1,4 @@
-"""The errors of the contract: what a webhook parser, a sync, a discoverer and an install flow
+"""The errors of the contract: what a webhook parser, a sync, a backfill page and an install flow
 raise to steer the service (:mod:`debounce.contract`)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Charging each outgoing API request to the workspace's budget, and the checkpoint of a sync
 that yields its slot when the budget runs out mid-way.
 
-The worker gives every sync (and every listing page of a backfill) a
+The worker gives every sync (and every backfill page) a
 :class:`~debounce.contract.sync.SyncContext` with a :class:`Meter` of the job's workspace and
 a :class:`Checkpoint`. Each source's one request wrapper (Notion ``NotionClient.call``, Slack
 ``call_api``) does, before each attempt it sends (its own retries included):

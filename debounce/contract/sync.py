@@ -31,7 +31,7 @@ class SyncResult:
 
 @dataclass
 class SyncContext:
-    """Everything one sync (or one listing page) runs with, handed to it as one argument:
+    """Everything one sync (or one backfill page) runs with, handed to it as one argument:
 
     - ``store``: where it writes (the worker's store, fenced by the job's claim: a write after
       the claim was lost raises :class:`~debounce.contract.errors.LeaseLost`); ``None`` for a
@@ -113,7 +113,7 @@ class WebhookParser(Protocol):
 class Syncer(Protocol):
     """A source's syncer (worker process): built from its typed settings, it syncs one page
     per call with the job's :class:`SyncContext`. A syncer that can list what it sees is also
-    a :class:`~debounce.contract.discovery.Discoverer`."""
+    a :class:`~debounce.contract.backfill.Backfillable`."""
 
     #: The ``source_type`` of its jobs.
     source_type: str

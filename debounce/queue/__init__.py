@@ -1,6 +1,6 @@
 """The debounced job queue on Postgres: every statement on ``sync_jobs``.
 
-Rooms: :mod:`.checks` (what is accepted), :mod:`.lifecycle` (a job's life: enqueue, claim,
+Modules: :mod:`.checks` (what is accepted), :mod:`.lifecycle` (a job's life: enqueue, claim,
 leases, outcomes), :mod:`.operations` (re-sync, retry, inspection, prune). Callers use this
 package's names: ``from debounce import queue; await queue.enqueue_brief(...)``.
 

@@ -119,9 +119,9 @@ async def claim_with_workspaces(
     limit: int,
     lease_seconds: float,
     source_types: Sequence[str] | None = None,
-    source_limits: Mapping[str, int] | None = None,
+    source_slots: Mapping[str, int] | None = None,
     budgets: Mapping[str, ApiBudget] | None = None,
-    workspace_limit: int = UNLIMITED,
+    workspace_concurrency: int = UNLIMITED,
     costs: Mapping[str, float] | None = None,
     now: datetime | None = None,
 ) -> list[Claimed]:
@@ -132,16 +132,16 @@ async def claim_with_workspaces(
     not blocked by a 429, holds budget (``budgets``: each source's default
     :class:`~debounce.types.ApiBudget`; a source missing from it is unmetered unless the
     workspace sets its own) for a whole sync (``costs``: requests per sync of each source,
-    default 1) and has fewer than ``workspace_limit`` jobs in flight; workspaces are served in
-    turn, live jobs (priority >= 0) before bulk ones (priority < 0). Each claimed job is
+    default 1) and has fewer than ``workspace_concurrency`` jobs in flight; workspaces are
+    served in turn, live jobs (priority >= 0) before bulk ones (priority < 0). Each claimed job is
     ``processing`` with ``lease_expires_at = now + lease_seconds``, ``attempts + 1``, a fresh
     ``lease_token`` and ``claimed_revision = revision``; returned in claim order, each with
     what its sync needs of its workspace, read by the same statement: ``{"status", "origin",
     "external_id", "bot_user_id", "credentials"}`` (``credentials``: the encrypted token,
     ``None`` for the environment's workspace), or ``None`` for a job of no workspace.
-    ``source_types`` restricts the claim to those sources; ``source_limits`` (``{source: n}``)
-    restricts it to those sources *and* caps each at ``n`` jobs (the worker's per-source share
-    of its slots).
+    ``source_types`` restricts the claim to those sources; ``source_slots`` (``{source: n}``)
+    restricts it to those sources *and* caps each at ``n`` jobs (the slots of the worker each
+    source may fill now: at most its source concurrency).
 
     Raises:
         ValueError: empty worker id, ``limit < 1``, ``lease_seconds <= 0``.
@@ -150,25 +150,25 @@ async def claim_with_workspaces(
     check_int("limit", limit, minimum=1)
     check_seconds("lease_seconds", lease_seconds, positive=True)
     check_now(now)
-    check_int("workspace_limit", workspace_limit, minimum=1)
-    if source_limits is not None:
-        rooms = {s: n for s, n in source_limits.items() if n > 0}
+    check_int("workspace_concurrency", workspace_concurrency, minimum=1)
+    if source_slots is not None:
+        slots = {s: n for s, n in source_slots.items() if n > 0}
     else:
         if source_types is None:   # any source: those with work pending (one more round trip)
             source_types = [r["source_type"]
                             for r in await fetch_all(db, _CLAIM["pending_sources"], {})]
-        rooms = dict.fromkeys(source_types, limit)
-    if not rooms:
+        slots = dict.fromkeys(source_types, limit)
+    if not slots:
         return []
     params = {
         "now": now,
         "worker_id": worker_id,
         "limit": limit,
         "lease_seconds": float(lease_seconds),
-        "sources": list(rooms),
-        "rooms": list(rooms.values()),
+        "sources": list(slots),
+        "source_slots": list(slots.values()),
         **budget_params(budgets, costs),
-        "workspace_limit": workspace_limit,
+        "workspace_concurrency": workspace_concurrency,
     }
     rows = await fetch_all(db, _CLAIM["claim"], params)
     claimed = [Claimed(SyncJob.from_row(r), _workspace_of(r)) for r in rows]
@@ -318,25 +318,27 @@ async def requeue_expired(
     return [SyncJob.from_row(r) for r in rows]
 
 
-async def refresh_ready(db: Db, *, workspace_limit: int = UNLIMITED, batch: int = 1000) -> int:
+async def refresh_ready(db: Db, *, workspace_concurrency: int = UNLIMITED,
+                        batch: int = 1000) -> int:
     """Recompute every workspace's place in the claim's line from its jobs (``sql/claim.sql``,
     ``refresh_ready``), ``batch`` workspaces per statement; returns how many rows changed.
 
     The queue's statements move the line only earlier and the claim sets it exactly for the
     workspaces it looks at (docs/claim.md, "Keeping the line"); this is the safety net for rows
     that other statements changed (a hand-written UPDATE, a restore). The worker's pruner runs
-    it after each prune. ``workspace_limit`` (K) ends the concurrency flag of a workspace whose
-    jobs in flight are fewer than K.
+    it after each prune. ``workspace_concurrency`` clears ``at_concurrency_limit`` of a workspace
+    whose jobs in flight are fewer than it.
 
     Raises:
-        ValueError: ``batch < 1`` or ``workspace_limit < 1``.
+        ValueError: ``batch < 1`` or ``workspace_concurrency < 1``.
     """
     check_int("batch", batch, minimum=1)
-    check_int("workspace_limit", workspace_limit, minimum=1)
+    check_int("workspace_concurrency", workspace_concurrency, minimum=1)
     changed, after = 0, 0
     while True:
         row = await fetch_one(db, _CLAIM["refresh_ready"],
-                              {"after": after, "batch": batch, "workspace_limit": workspace_limit})
+                              {"after": after, "batch": batch,
+                               "workspace_concurrency": workspace_concurrency})
         if row is None or row["last_id"] is None:
             return changed
         changed += int(row["changed"] or 0)

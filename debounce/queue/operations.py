@@ -266,9 +266,9 @@ async def seconds_until_due(db: Db, source_types: Sequence[str] | None = None) -
     database's clock (zero or negative when one is claimable now), or ``None`` when nothing
     is pending. Constant cost: it reads the head of each line (docs/claim.md, "When to claim
     next"). A workspace counts from when it can take a job as the last claim that looked at it
-    found (429 block over, its bucket able to pay for a sync, fewer than K syncs in flight): a
-    bucket drained since then costs one empty claim, which then holds the workspace until its
-    refill."""
+    found (429 block over, its bucket able to pay for a sync, fewer syncs in flight than its
+    workspace concurrency): a bucket drained since then costs one empty claim, which then holds
+    the workspace until its refill."""
     row = await fetch_one(
         db,
         _CLAIM["seconds_until_due"],

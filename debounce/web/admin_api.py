@@ -80,7 +80,7 @@ async def resync(request: Request) -> Response:
     the workspace of its document, else the environment's); 400 if it is not one of the
     source's workspaces."""
     state = require_admin(request)
-    source = source_param(state.sources, request.path_params["source"])
+    source = source_param(state.parsers, request.path_params["source"])
     try:
         page_id = registry.normalize_page_id(source, request.path_params["page_id"])
     except ValueError as exc:
@@ -111,7 +111,7 @@ async def list_jobs(request: Request) -> Response:
         page = await queue.list_jobs(
             state.db,
             status=params.get("status") or None,
-            source_type=(source_param(state.sources, params["source"])
+            source_type=(source_param(state.parsers, params["source"])
                          if params.get("source") else None),
             source_page_id=params.get("page_id") or None,
             limit=limit,
@@ -155,7 +155,7 @@ async def stats(request: Request) -> Response:
 async def verification_token(request: Request) -> Response:
     """``GET /admin/verification-token/{source}``: the newest handshake token received."""
     state = require_admin(request)
-    source = source_param(state.sources, request.path_params["source"])
+    source = source_param(state.parsers, request.path_params["source"])
     row = await fetch_one(state.db, _Q["latest_verification_token"], {"source_type": source})
     if row is None:
         raise ApiError(404, "not_found", f"no verification token received from {source!r} yet")

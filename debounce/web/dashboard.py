@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from debounce import audiences, enumerations, queue, registry, workspaces
+from debounce import audiences, backfills, queue, registry, workspaces
 from debounce.config import Settings
 from debounce.queue.checks import check_text
 from debounce.types import JobStatus
@@ -151,7 +151,7 @@ def _seconds_param(request: Request, name: str) -> float | None:
 
 
 def _source_names(state: WebState) -> list[str]:
-    return sorted(state.sources)
+    return sorted(state.parsers)
 
 
 async def overview(request: Request) -> Response:
@@ -257,8 +257,8 @@ async def resync(request: Request) -> Response:
     state = signed_in(request)
     form = await checked_form(request)
     source = form.get("source", "").strip()
-    if source not in state.sources:
-        raise ApiError(400, "unknown_source", f"no integration named {source!r}")
+    if source not in state.parsers:
+        raise ApiError(400, "unknown_source", f"no source named {source!r}")
     raw_page = form.get("page_id", "")
     try:
         page_id = registry.normalize_page_id(source, raw_page)
@@ -275,7 +275,7 @@ async def resync(request: Request) -> Response:
 async def workspace(request: Request) -> Response:
     """``GET /admin/workspaces/{id}``: one connected workspace — source, ids, status, jobs by
     state (each linked to the job list filtered by the workspace and that state), documents,
-    API budget (rate, burst, available now, rate limit), latest backfill or sweep, errors,
+    API budget (rate, burst, available now, rate limit), latest backfill or reconciliation, errors,
     last sync, its newest jobs — and its backfill button."""
     state = signed_in(request)
     workspace_id = _path_id(request, "workspace_id", "workspace")
@@ -307,7 +307,7 @@ async def backfill(request: Request) -> Response:
     if rows[0]["status"] != "active":
         flash(request, "error", f"Workspace {named} is {rows[0]['status']}: resume it first.")
     else:
-        started = await enumerations.request(state.db, workspace_id, "backfill")
+        started = await backfills.request(state.db, workspace_id, "backfill")
         fresh = bool(started and started.get("inserted"))
         log.info("backfill of workspace %d %s (dashboard)", workspace_id,
                  "requested" if fresh else "already running")

@@ -1,7 +1,7 @@
 """What the dashboard's Sources page and workspace page read: each source, each connected
 workspace (jobs by state, documents, API budget, backfill progress, errors), shaped into plain
 values for the templates (``sql/dashboard.sql`` ``workspace_activity``, ``source_activity``;
-``workspaces.list_workspaces``; ``enumerations.latest``).
+``workspaces.list_workspaces``; ``backfills.latest``).
 
 Every datetime returned is timezone-aware UTC; durations are seconds (float).
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from debounce import enumerations, queue, registry, sync_costs, workspaces
+from debounce import backfills, queue, registry, sync_costs, workspaces
 from debounce.db import Db, fetch_all
 from debounce.sql import queries
 from debounce.types import ApiBudget, JobStatus
@@ -48,7 +48,7 @@ class WorkspaceView:
     holds its figures (``per_minute``, ``burst``, ``available``, ``source_default``);
     ``blocked_until`` / ``rate_limit_reason``: the latest rate limit a source answered (the
     claim skips the workspace while ``blocked``); ``backfill`` describes its latest backfill or
-    sweep, ``progress`` holds its figures; ``costs`` what its page syncs cost (requests per
+    reconciliation, ``progress`` holds its figures; ``costs`` what its page syncs cost (requests per
     synced page, live and bulk)."""
 
     name: str
@@ -76,7 +76,7 @@ class WorkspaceView:
     blocked_until: datetime | None = None
     blocked: bool = False
     rate_limit_reason: str | None = None
-    progress: enumerations.Progress | None = None
+    progress: backfills.Progress | None = None
     connected_at: datetime | None = None
     #: What its page syncs cost, by lane (``live``, ``bulk``): requests, pages, their ratio
     #: (``debounce.sync_costs``); empty before its first sync.
@@ -107,14 +107,14 @@ def _budget_text(budget: dict[str, Any]) -> str:
             f"{budget['available']:g} available now")
 
 
-_KIND_NAMES = {"backfill": "backfill", "reconcile": "sweep", "full_reconcile": "full sweep"}
+_KIND_NAMES = {"backfill": "backfill", "reconcile": "reconciliation", "full_reconcile": "full reconciliation"}
 
 
-def backfill_text(p: enumerations.Progress | None) -> str | None:
-    """The latest enumeration in one line whose figures add up: every listed page is
+def backfill_text(p: backfills.Progress | None) -> str | None:
+    """The latest backfill in one line whose figures add up: every listed page is
     ``current`` (its document is up to date: skipped), ``to sync`` (a bulk job enqueued) or
     ``already had a job`` (an active job of the page, a webhook's or a re-sync's, syncs it), so
-    listed = current + to sync + already had a job; the re-checks of documents a whole listing
+    listed = current + to sync + already had a job; the re-checks of documents a whole list
     no longer shows come on top; ``synced`` and ``remaining`` split the bulk jobs. ``None``:
     the workspace never had one."""
     if p is None:
@@ -132,9 +132,9 @@ def backfill_text(p: enumerations.Progress | None) -> str | None:
     return text + (f" — {p.error}" if p.error and p.status == "failed" else "")
 
 
-async def _progress(db: Db, w: dict[str, Any]) -> enumerations.Progress | None:
+async def _progress(db: Db, w: dict[str, Any]) -> backfills.Progress | None:
     sources = registry.sources()
-    return await enumerations.latest(
+    return await backfills.latest(
         db, w["id"], per_minute=float(w["budget"]["per_minute"] or 0),
         requests_per_page=(sources[w["source_type"]].requests_per_page
                            if w["source_type"] in sources else 1.0))
@@ -198,7 +198,7 @@ async def workspace_view(
     return dataclasses.replace(view, costs=costs)
 
 
-def _workspace_view(w: dict[str, Any], activity: Any, progress: enumerations.Progress | None,
+def _workspace_view(w: dict[str, Any], activity: Any, progress: backfills.Progress | None,
                     now: datetime | None) -> WorkspaceView:
     """A connected workspace's figures: ``w`` from ``workspaces.list_workspaces``,
     ``activity`` its row of ``workspace_activity`` (empty when it has none)."""

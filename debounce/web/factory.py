@@ -99,14 +99,14 @@ def create_app(
     settings: Settings,
     *,
     pool: AsyncConnectionPool[Any] | None = None,
-    sources: dict[str, WebhookParser] | None = None,
+    parsers: dict[str, WebhookParser] | None = None,
     freeze_heap: bool = False,
 ) -> Starlette:
     """Build the web app.
 
     ``pool``: an open pool to use (the caller closes it); by default the lifespan opens one on
     ``settings.database_url`` (its statements limited to the webhook deadline) and closes it.
-    ``sources``: webhook parsers by source type; by default every registered source's
+    ``parsers``: webhook parsers by source type; by default every registered source's
     (``registry.parsers``: the web builds no syncer). ``freeze_heap``: once the lifespan
     has started, freeze what start-up loaded (:func:`debounce.heap.freeze_startup_objects`;
     for the process's own app, not for apps built inside another program such as a test).
@@ -116,9 +116,10 @@ def create_app(
     """
     if pool is None and not settings.database_url:
         raise ValueError("DATABASE_URL is not set (debounce serve starts an embedded Postgres)")
-    parsers = sources if sources is not None else registry.parsers(settings)
+    if parsers is None:
+        parsers = registry.parsers(settings)
     registered = registry.sources()
-    state = WebState(settings=settings, sources=parsers, pool=pool,
+    state = WebState(settings=settings, parsers=parsers, pool=pool,
                      audience_sources=frozenset(name for name in parsers
                                                 if name in registered
                                                 and registered[name].audiences))

@@ -81,7 +81,7 @@ def _who_may_read(state: WebState) -> str:
 
 
 def _source(state: WebState, raw: str | None) -> str | None:
-    return source_param(state.sources, raw, code="bad_request") if raw else None
+    return source_param(state.parsers, raw, code="bad_request") if raw else None
 
 
 def _limit(raw: str | None, maximum: int) -> int:
@@ -245,7 +245,7 @@ async def get_document(request: Request) -> Response:
     """``GET /documents/{source}/{document_id}``: one document (the id may contain ``/``, raw
     or as ``%2F``); 404 when there is none."""
     state = require_reader(request)
-    source = source_param(state.sources, request.path_params["source"])
+    source = source_param(state.parsers, request.path_params["source"])
     document_id = request.path_params["document_id"]
     row = await fetch_one(state.read_db, _Q["document"],
                           {"source_type": source, "document_id": document_id})

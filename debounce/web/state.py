@@ -20,7 +20,7 @@ __all__ = ["WebState", "web_state"]
 
 @dataclass
 class WebState:
-    """The web process's services: ``settings``; ``sources`` (the sources' webhook parsers
+    """The web process's services: ``settings``; ``parsers`` (the sources' webhook parsers
     by source type: the web builds no syncer); ``audience_sources`` (those whose documents
     carry per-user audiences, ``Source.audiences``: what ``visible_to`` may filter);
     ``metrics``; and, while the lifespan runs, the
@@ -29,7 +29,7 @@ class WebState:
     ``signal``."""
 
     settings: Settings
-    sources: dict[str, WebhookParser]
+    parsers: dict[str, WebhookParser]
     audience_sources: frozenset[str] = frozenset()
     metrics: WebMetrics = field(default_factory=WebMetrics)
     pool: AsyncConnectionPool[Any] | None = None

@@ -1,6 +1,6 @@
 """``POST /webhooks/{source}``: verify, parse and debounce one delivery.
 
-The source's integration verifies the signature and maps the delivery to page events (no I/O);
+The source's parser verifies the signature and maps the delivery to page events (no I/O);
 the events are validated, debounced in one statement batched with concurrent deliveries
 (:class:`~debounce.batcher.EnqueueBatcher`), and answered only after that statement committed
 (a 2xx means committed). The whole wait is bounded by ``DEBOUNCE_WEBHOOK_DEADLINE_SECONDS``:
@@ -83,7 +83,7 @@ async def webhook(request: Request) -> Response:
     error: 400 unknown source, 413 too large, 400 malformed or unstorable, 401 bad signature,
     503 source not configured or database unavailable."""
     state = web_state(request)
-    source = source_param(state.sources, request.path_params["source"])
+    source = source_param(state.parsers, request.path_params["source"])
     try:
         body = await read_body(request, state.settings.max_body_bytes)
         result = _parse(state, source, request, body)
@@ -103,7 +103,7 @@ async def webhook(request: Request) -> Response:
 
 def _parse(state: WebState, source: str, request: Request, body: bytes) -> WebhookResult:
     try:
-        result = state.sources[source].parse_webhook(request.headers, body)
+        result = state.parsers[source].parse_webhook(request.headers, body)
     except RecursionError:
         raise ApiError(400, "malformed_body", "the JSON body is nested too deeply") from None
     except WebhookError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce import enumerations, queue, registry, workspaces
+from debounce import backfills, queue, registry, workspaces
 from debounce.web.admin_api import DIGITS, require_admin
 from debounce.web.errors import ApiError
 from debounce.web.state import WebState
@@ -37,7 +37,7 @@ def _json(row: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _one(state: WebState, workspace_id: int) -> dict[str, Any]:
-    """The workspace with its budget and its latest enumeration (``backfill``: progress).
+    """The workspace with its budget and its latest backfill (``backfill``: progress).
 
     Raises:
         ApiError: 404, no such workspace.
@@ -48,7 +48,7 @@ async def _one(state: WebState, workspace_id: int) -> dict[str, Any]:
         raise ApiError(404, "not_found", f"no workspace {workspace_id}")
     row = _json(rows[0])
     source = registry.sources().get(row["source_type"])
-    progress = await enumerations.latest(
+    progress = await backfills.latest(
         state.db, workspace_id, per_minute=float(row["budget"]["per_minute"] or 0),
         requests_per_page=source.requests_per_page if source else 1.0)
     row["backfill"] = progress.to_json() if progress else None
@@ -65,7 +65,7 @@ async def list_workspaces(request: Request) -> Response:
 
 async def get_workspace(request: Request) -> Response:
     """``GET /workspaces/{id}``: one workspace, with ``budget`` (``per_minute``, ``burst``,
-    ``available`` requests now) and ``backfill``: its latest enumeration (``kind``
+    ``available`` requests now) and ``backfill``: its latest backfill (``kind``
     backfill/reconcile/full_reconcile, ``status``, ``discovered``, ``enqueued``, ``current``,
     ``synced``, ``remaining``, ``eta_seconds``) or ``null``. 404 if there is none."""
     state = require_admin(request)
@@ -94,7 +94,7 @@ async def set_workspace_status(request: Request) -> Response:
 
 
 async def backfill(request: Request) -> Response:
-    """``POST /workspaces/{id}/backfill``: enumerate everything the workspace's token can see
+    """``POST /workspaces/{id}/backfill``: list everything the workspace's token can see
     and sync what is missing or stale, in the bulk lane (a worker does it). 202 with the
     workspace (its ``backfill`` progress); a backfill already running is returned as is
     (idempotent). 404: no such workspace; 409: the workspace is not active."""
@@ -104,7 +104,7 @@ async def backfill(request: Request) -> Response:
     if row["status"] != "active":
         raise ApiError(409, "workspace_not_active",
                        f"workspace {workspace_id} is {row['status']}: resume it first")
-    started = await enumerations.request(state.db, workspace_id, "backfill")
+    started = await backfills.request(state.db, workspace_id, "backfill")
     if started is not None and started.get("inserted"):
         log.info("backfill %s of workspace %s requested", started["id"], workspace_id)
     return JSONResponse({"workspace": await _one(state, workspace_id)}, status_code=202)

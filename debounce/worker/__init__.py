@@ -21,7 +21,7 @@ One asyncio process (``debounce worker``, the Procfile's ``worker``) that
 
 Several worker processes against one database are safe: that is how it scales out.
 
-Rooms: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
+Modules: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
 :mod:`.outcomes` (completions and failures, each batched into one statement), :mod:`.notifier`
 (``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper, the wait for the schema),
 :mod:`.errors` (how a loop reports a database error).

@@ -33,7 +33,7 @@ from debounce.sync_costs import SyncCosts, lane_of
 from debounce.types import ApiBudget, SyncJob
 from debounce.worker import heartbeat, maintenance
 from debounce.worker.access import WorkspaceAccess
-from debounce.worker.enumerator import Enumerator
+from debounce.worker.backfiller import Backfiller
 from debounce.worker.errors import log_db_error
 from debounce.worker.notifier import listen
 from debounce.worker.outcomes import Outcomes
@@ -69,14 +69,14 @@ class Worker:
         self,
         settings: Settings,
         pool: AsyncConnectionPool[Any],
-        sources: Mapping[str, Syncer],
+        syncers: Mapping[str, Syncer],
         *,
         worker_id: str | None = None,
         conninfo: str | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
-        self.sources = dict(sources)
+        self.syncers = dict(syncers)
         self.store = DocumentStore(pool)
         self.worker_id = worker_id or default_worker_id()
         if conninfo is None:
@@ -85,7 +85,7 @@ class Worker:
             conninfo = pool.conninfo
         self.conninfo: str = conninfo
         self.concurrency = max(1, settings.worker_concurrency)
-        self.source_limit = settings.worker_source_concurrency or max(
+        self.source_concurrency = settings.worker_source_concurrency or max(
             1, self.concurrency - self.concurrency // 4
         )
         #: Syncs in flight by job id.
@@ -113,11 +113,11 @@ class Worker:
         self.last_claim: float | None = None
         #: Each source's default API budget (``Source.budget`` or its environment override).
         self.budgets: dict[str, ApiBudget] = {
-            s: b for s in self.sources if (b := settings.budget(s)) is not None}
-        self.workspace_limit = max(1, settings.workspace_concurrency)
+            s: b for s in self.syncers if (b := settings.budget(s)) is not None}
+        self.workspace_concurrency = max(1, settings.workspace_concurrency)
         #: Requests a typical sync of each source costs (``Source.requests_per_page``).
         known = registry.sources()
-        self.costs = {s: known[s].requests_per_page for s in self.sources if s in known}
+        self.costs = {s: known[s].requests_per_page for s in self.syncers if s in known}
         #: Requests and pages synced per workspace and lane, written about once a second
         #: (``debounce.sync_costs``: requests per synced page on /metrics and the dashboard).
         self.sync_costs = SyncCosts(pool)
@@ -137,14 +137,14 @@ class Worker:
 
     def _ask_again(self, source_type: str) -> None:
         """A job of ``source_type`` may be claimable again (a follow-up, a retry, a sync of a
-        workspace at its K ended): ask for it."""
+        workspace at its workspace concurrency ended): ask for it."""
         self._nothing_until.pop(source_type, None)
         self._wake.set()
 
     async def run(self) -> None:
         """Run until :meth:`stop`; then drain within the grace period, release the rest."""
         log.info("worker %s started (concurrency %d, per source %d)", self.worker_id,
-                 self.concurrency, self.source_limit)
+                 self.concurrency, self.source_concurrency)
         self.outcomes.start()
         helpers: list[asyncio.Task[None]] = []
         try:
@@ -177,7 +177,7 @@ class Worker:
 
     def _start_helpers(self) -> list[asyncio.Task[None]]:
         """The loops beside the claim loop (the reaper runs from the start already): LISTEN,
-        lease keeper, the re-check of stored tokens, the enumerator, pruner."""
+        lease keeper, the re-check of stored tokens, the backfiller, pruner."""
         lease = self.settings.lease_seconds
         helpers = [
             asyncio.create_task(listen(self.conninfo, self.wake), name="listen"),
@@ -186,9 +186,9 @@ class Worker:
         ]
         helpers.append(asyncio.create_task(self.access.watch(self._stopping),
                                            name="credentials"))
-        enumerator = Enumerator(self.settings, self.pool, self.sources, self.access,
+        backfiller = Backfiller(self.settings, self.pool, self.syncers, self.access,
                                 self.worker_id, self.budgets)
-        helpers.append(asyncio.create_task(enumerator.run(self._stopping), name="enumerator"))
+        helpers.append(asyncio.create_task(backfiller.run(self._stopping), name="backfiller"))
         if self.settings.prune_interval_seconds > 0:
             helpers.append(asyncio.create_task(maintenance.pruner(
                 self.pool, self.settings.prune_interval_seconds,
@@ -215,13 +215,13 @@ class Worker:
         now = time.monotonic()
         per_source = Counter(j.source_type for j in syncing)
         out = []
-        for source in self.sources:
+        for source in self.syncers:
             if self._paused_until.get(source, 0.0) > now or self._nothing_until.get(source,
                                                                                   0.0) > now:
                 continue
-            room = min(free, self.source_limit - per_source[source])
-            if room > 0:
-                out.append((source, room))
+            slots = min(free, self.source_concurrency - per_source[source])
+            if slots > 0:
+                out.append((source, slots))
         return out
 
     async def _claim_loop(self) -> None:
@@ -249,8 +249,8 @@ class Worker:
         if eligible and (free >= self.claim_batch or not syncing):
             jobs = await queue.claim_with_workspaces(
                 self.pool, self.worker_id, limit=free, lease_seconds=self.settings.lease_seconds,
-                source_limits=dict(eligible), budgets=self.budgets,
-                workspace_limit=self.workspace_limit, costs=self.costs)
+                source_slots=dict(eligible), budgets=self.budgets,
+                workspace_concurrency=self.workspace_concurrency, costs=self.costs)
             for job, workspace in jobs:
                 self._start(job, workspace)
             if jobs:
@@ -288,19 +288,19 @@ class Worker:
                                                   name=f"sync-{job.id}")
 
     async def _run_job(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
-        integration = self.sources.get(job.source_type)
+        syncer = self.syncers.get(job.source_type)
         started = time.monotonic()
         credentials: Mapping[str, Any] | None = None
         checkpoint = self._resumed(job)
         meter = self._meter(job)
         try:
-            if integration is None:
-                raise PermanentError(f"no integration for source {job.source_type!r}")
+            if syncer is None:
+                raise PermanentError(f"no syncer for source {job.source_type!r}")
             credentials = await self.access.credentials(job, workspace)
             context = SyncContext(store=self.store.fenced(job), credentials=credentials,
                                   meter=meter, checkpoint=checkpoint,
                                   audiences=AudienceStore.fenced(self.store.db, job))
-            result = await integration.sync(job, context)
+            result = await syncer.sync(job, context)
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job
         except Exception as exc:
@@ -442,7 +442,7 @@ class Worker:
             log.info("edited during the sync: follow-up due %s", row.scheduled_at.isoformat(),
                      extra=job.log_fields())
         elif job.workspace_id is not None:
-            # One of its workspace's K syncs ended: its other jobs may be claimable now
+            # One of its workspace's syncs in flight ended: its other jobs may be claimable now
             self._ask_again(job.source_type)
 
     async def _record_failure(self, failure: queue.Failure, *, said: bool = False) -> None:
@@ -456,7 +456,7 @@ class Worker:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
         else:
             if row.status.value == "pending" or job.workspace_id is not None:
-                self._ask_again(job.source_type)  # a retry, or one of its workspace's K ended
+                self._ask_again(job.source_type)  # a retry, or one of its workspace's syncs ended
             if not said:
                 log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
                          extra=job.log_fields())

@@ -1,6 +1,6 @@
-"""What an exception out of a sync (or out of one listing page of an enumeration) means: the
+"""What an exception out of a sync (or out of one backfill page) means: the
 one mapping from what a source raised to what happens to its job (``worker/loop.py``) or its
-enumeration (``worker/enumerator.py``). The contract's errors (:mod:`debounce.contract.errors`)
+backfill (``worker/backfiller.py``). The contract's errors (:mod:`debounce.contract.errors`)
 say it, and a stored token this worker cannot decrypt (``CredentialsUnreadable``); anything else
 is transient.
 """
@@ -39,7 +39,7 @@ class VerdictKind(enum.StrEnum):
 @dataclass(frozen=True)
 class Verdict:
     """What one exception means: its ``kind``, the ``error`` text kept with the job (or the
-    enumeration), and for a budget or a rate limit the seconds to wait (``retry_after``) and
+    backfill), and for a budget or a rate limit the seconds to wait (``retry_after``) and
     the source's ``reason``."""
 
     kind: VerdictKind
@@ -49,7 +49,7 @@ class Verdict:
 
 
 def verdict(exc: BaseException) -> Verdict:
-    """The :class:`Verdict` of ``exc`` raised by a sync or a listing page."""
+    """The :class:`Verdict` of ``exc`` raised by a sync or a backfill page."""
     if isinstance(exc, BudgetExhausted):
         return Verdict(VerdictKind.BUDGET, str(exc), exc.retry_after)
     if isinstance(exc, CredentialsUnreadable):

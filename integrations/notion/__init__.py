@@ -1,12 +1,12 @@
 """Notion: verify and map webhook events (web process), sync one page or database (worker).
 
-The package's rooms: ``settings.py`` (:class:`NotionSettings`), ``webhook.py``
+The package's modules: ``settings.py`` (:class:`NotionSettings`), ``webhook.py``
 (:class:`NotionWebhooks`: verify, parse, id spelling), ``client.py`` (the SDK clients, retries,
 error codes, budget charging), ``render.py`` (blocks → Markdown), ``richtext.py`` (rich text and
 Markdown escaping), ``properties.py`` (page properties and schemas), ``markdown.py`` (the
 markdown endpoint), ``sync.py`` (:class:`NotionSyncer`: the sync paths, writing ``documents``),
-``discover.py`` (``search``: what the connection can see, for backfill and reconciliation),
-``source.py`` (:data:`SOURCE`, what the registry in ``integrations/__init__.py`` lists).
+``backfill.py`` (``search``: what the connection can see, one backfill page per call),
+``source.py`` (:data:`SOURCE`, what its entry point names: ``debounce.registry`` loads it).
 
 Parse half — https://developers.notion.com/reference/webhooks and
 https://developers.notion.com/reference/webhooks-events-delivery:

@@ -75,7 +75,7 @@ async def identify(settings: NotionSettings, token: str) -> Identity:
 #: window (on average three requests per second) and each workspace, shared with its other
 #: connections, on top (https://developers.notion.com/reference/request-limits): 150 per
 #: minute with a burst of 20 keeps any 60 s under 180 and leaves the workspace's other apps
-#: some room.
+#: some headroom.
 BUDGET = ApiBudget(per_minute=150.0, burst=20.0)
 
 SOURCE = Source(
@@ -105,6 +105,6 @@ SOURCE = Source(
     # figure would waste budget on every one-request sync; a two-request sync takes its second
     # request from the bucket.
     requests_per_page=1.0,
-    # Search sorted by last edit makes a sweep cheap: one request per 100 pages edited since.
+    # Search sorted by last edit makes a reconciliation cheap: one request per 100 pages edited since.
     reconcile_by_default=True,
 )

@@ -20,11 +20,11 @@ from typing import Any
 from notion_client.errors import APIErrorCode, APIResponseError
 from notion_client.helpers import async_collect_paginated_api
 
-from debounce.contract import DiscoveryPage, Document, SyncContext, SyncJob, SyncResult, WriteOutcome
+from debounce.contract import BackfillPage, Document, SyncContext, SyncJob, SyncResult, WriteOutcome
 from debounce.contract.markdown import enhanced_tags, might_have_enhanced_tags
 from integrations.notion.audience import audience_of_event
+from integrations.notion.backfill import NotionBackfill
 from integrations.notion.client import _WRONG_KIND_CODES, NotionCall, NotionClient, _code, api_error
-from integrations.notion.discover import NotionDiscoverer
 from integrations.notion.markdown import page_markdown
 from integrations.notion.properties import (
     parent_summary,
@@ -50,12 +50,12 @@ SOURCE_TYPE = "notion"
 
 class NotionSyncer:
     """The Notion syncer (worker): sync one page, database or data source into the context's
-    store; also the source's :class:`~debounce.contract.Discoverer` (``search``).
+    store; also the source's :class:`~debounce.contract.Backfillable` (``search``).
 
     Built from its typed settings, it composes what it needs: the SDK clients and the retry
     policy (:class:`~integrations.notion.client.NotionClient`: ``retry_delays``,
     ``max_inline_wait``, ``timeout_seconds``), the listing
-    (:class:`~integrations.notion.discover.NotionDiscoverer`) and the markdown path
+    (:class:`~integrations.notion.backfill.NotionBackfill`) and the markdown path
     (:func:`~integrations.notion.markdown.page_markdown`). ``page_size`` is the block-children
     page size (Notion's maximum, 100).
 
@@ -89,7 +89,7 @@ class NotionSyncer:
         self.client = NotionClient(settings, retry_delays=retry_delays,
                                    max_inline_wait=max_inline_wait,
                                    timeout_seconds=timeout_seconds)
-        self.discoverer = NotionDiscoverer(self.client)
+        self.backfill = NotionBackfill(self.client)
         self.page_size = page_size
         #: Use the listing's page object and the job's change kinds (issue 31); ``False``:
         #: every page sync asks for both halves (the behaviour before, kept for the
@@ -100,11 +100,11 @@ class NotionSyncer:
         #: Pages whose stored content was found holding enhanced-Markdown tags (warned once).
         self._warned_dialect: set[str] = set()
 
-    async def discover(self, cursor: str | None, context: SyncContext, *,
-                       newest_first: bool = False) -> DiscoveryPage:
+    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
+                            newest_first: bool = False) -> BackfillPage:
         """One page of what the context's token can see
-        (:meth:`~integrations.notion.discover.NotionDiscoverer.discover`)."""
-        return await self.discoverer.discover(cursor, context, newest_first=newest_first)
+        (:meth:`~integrations.notion.backfill.NotionBackfill.backfill_page`)."""
+        return await self.backfill.backfill_page(cursor, context, newest_first=newest_first)
 
     async def aclose(self) -> None:
         """Close the SDK clients' HTTP connection pools (idempotent)."""

@@ -1,11 +1,11 @@
 """Slack: Events API webhooks in, one Markdown document per thread out.
 
-The package's rooms: ``webhook.py`` (verify, parse), ``client.py`` (the Web API client, 429s and
+The package's modules: ``webhook.py`` (verify, parse), ``client.py`` (the Web API client, 429s and
 error codes), ``render.py`` (thread documents, which of a message's text/blocks/attachments to
 show, fingerprints), ``mrkdwn.py`` (Slack text, escaping, references, titles), ``blocks.py``
 (Block Kit, attachments, files), ``sync.py`` (:class:`SlackSyncer` and the channel sync),
-``discover.py`` (``users.conversations``: the conversations the bot is in, for backfill),
-``source.py`` (:data:`SOURCE`, what the registry in ``integrations/__init__.py`` lists).
+``backfill.py`` (``users.conversations``: the conversations the bot is in, one backfill page per call),
+``source.py`` (:data:`SOURCE`, what its entry point names: ``debounce.registry`` loads it).
 
 **Parse half** (web process, no I/O). Every delivery is verified with Slack's request signing
 (``X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:<timestamp>:<body>">`` keyed by the app's

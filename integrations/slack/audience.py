@@ -11,7 +11,7 @@ its members (:class:`debounce.contract.Audience`).
   minute"), cursor-paginated (``limit`` up to 999, Slack recommends no more than 200;
   https://docs.slack.dev/apis/web-api/pagination). The pages are followed here, by
   ``response_metadata.next_cursor``, rather than with the SDK's paginator (``async for page
-  in response``), for the reason :mod:`debounce.contract.discovery` gives: each page goes
+  in response``), for the reason :mod:`debounce.contract.backfill` gives: each page goes
   through :func:`~integrations.slack.client.call_api`, is charged to the workspace's budget
   and kept in the sync's checkpoint, so a sync that runs out of budget between two pages
   resumes at the page it missed without paying again for what it read (with the paginator,
@@ -23,7 +23,7 @@ What was learned is kept in the service's cache (``SyncContext.audiences``,
 documents. A sync uses the cached audience while it is younger than
 ``SLACK_AUDIENCE_MAX_AGE_SECONDS`` (a busy channel does not list its members on every sync);
 ``member_joined_channel`` / ``member_left_channel`` events refresh it at once (a job keyed
-:func:`members_key`), and a reconciliation sweep refreshes what its listing shows changed or
+:func:`members_key`), and a reconciliation refreshes what its listing shows changed or
 aged (:meth:`AudienceKeeper.refresh_listed`).
 """
 
@@ -128,11 +128,11 @@ class AudienceKeeper:
 
     async def refresh_listed(self, call: SlackCall, conversations: Sequence[Mapping[str, Any]],
                              *, now: datetime | None = None) -> int:
-        """The reconciliation sweep's part: of one listing page's conversation objects,
+        """The reconciliation's part: of one backfill page's conversation objects,
         refresh those whose cached kind differs from the listing's or whose cache is older
         than the maximum age (or missing); returns how many were refreshed. No-op without a
         cache in ``call.context``. A dry budget ends the refresh (the page's listing is what
-        must get through; the rest are refreshed by their next syncs or the next sweep).
+        must get through; the rest are refreshed by their next syncs or the next reconciliation).
 
         Raises:
             the errors of :func:`~integrations.slack.client.call_api` but ``_ChannelGone`` (a
@@ -155,10 +155,10 @@ class AudienceKeeper:
             except _ChannelGone:
                 continue  # gone since the listing: its next sync says so
             except BudgetExhausted:
-                # The refresh is the sweep's extra: a dry budget ends it, never the listing
+                # The refresh is the reconciliation's extra: a dry budget ends it, never the listing
                 # page (which would be retried as soon as one request is available, spend it
                 # on the listing again and never get further). The rest are refreshed by
-                # their conversations' next syncs or the next sweep.
+                # their conversations' next syncs or the next reconciliation.
                 break
             refreshed += 1
         return refreshed

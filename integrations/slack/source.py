@@ -91,7 +91,7 @@ SOURCE = Source(
     identify=identify,
     installer=installer,
     budget=BUDGET,
-    # Off: a channel listing does not say what changed, so a sweep would cost a
+    # Off: a channel listing does not say what changed, so a reconciliation would cost a
     # conversations.history call per channel (Tier 3, or 1/min outside the Marketplace).
     reconcile_by_default=False,
     audiences=True,  # each document's conversation kind and members (docs/slack.md, "Audience")

@@ -22,7 +22,7 @@ from typing import Any
 
 from debounce.contract import (
     Audience,
-    DiscoveryPage,
+    BackfillPage,
     DocumentWriter,
     PermanentError,
     SyncContext,
@@ -31,8 +31,8 @@ from debounce.contract import (
     WriteOutcome,
 )
 from integrations.slack.audience import MEMBERS_KEY_PREFIX, AudienceKeeper
+from integrations.slack.backfill import SlackBackfill
 from integrations.slack.client import SlackCall, SlackClient, _ChannelGone
-from integrations.slack.discover import SlackDiscoverer
 from integrations.slack.render import (
     NO_CONTENT_SUBTYPES,
     SOURCE_TYPE,
@@ -67,11 +67,11 @@ _STATE_VERSION = 1
 
 class SlackSyncer:
     """The Slack syncer (worker; see the module docstring), also the source's
-    :class:`~debounce.contract.Discoverer` (``users.conversations``).
+    :class:`~debounce.contract.Backfillable` (``users.conversations``).
 
     Built from its typed settings, it composes what it needs: the Web API clients
     (:class:`~integrations.slack.client.SlackClient`) and the listing
-    (:class:`~integrations.slack.discover.SlackDiscoverer`).
+    (:class:`~integrations.slack.backfill.SlackBackfill`).
     ``lookback_seconds``: how far below the watermark each sync re-reads history (default
     ``settings.slack_lookback_seconds``, 3600). ``page_limit``: messages per history/replies
     call (default 200).
@@ -93,13 +93,13 @@ class SlackSyncer:
         self.page_limit = max(1, min(page_limit, 999))
         self.client = SlackClient(settings)
         self.audiences = AudienceKeeper(self.client, settings.slack_audience_max_age_seconds)
-        self.discoverer = SlackDiscoverer(self.client, audiences=self.audiences)
+        self.backfill = SlackBackfill(self.client, audiences=self.audiences)
 
-    async def discover(self, cursor: str | None, context: SyncContext, *,
-                       newest_first: bool = False) -> DiscoveryPage:
+    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
+                            newest_first: bool = False) -> BackfillPage:
         """One page of the conversations the bot is in
-        (:meth:`~integrations.slack.discover.SlackDiscoverer.discover`)."""
-        return await self.discoverer.discover(cursor, context, newest_first=newest_first)
+        (:meth:`~integrations.slack.backfill.SlackBackfill.backfill_page`)."""
+        return await self.backfill.backfill_page(cursor, context, newest_first=newest_first)
 
     async def aclose(self) -> None:
         """Close the HTTP session of the Web API clients (if one was opened)."""
@@ -147,17 +147,17 @@ class _ChannelSync:
 
     def __init__(
         self,
-        integ: SlackSyncer,
+        syncer: SlackSyncer,
         store: DocumentWriter,
         call: SlackCall,
         job: SyncJob,
     ) -> None:
-        self.integ = integ
+        self.syncer = syncer
         self.store = store
         self.call = call
         self.job = job
         self.channel = job.source_page_id
-        self.own_ids = own_ids(integ.settings,
+        self.own_ids = own_ids(syncer.settings,
                                job.payload if isinstance(job.payload, dict) else None)
         self.state: dict[str, Any] = {}
         #: The conversation's audience, set on every document this run writes.
@@ -197,7 +197,7 @@ class _ChannelSync:
     async def run(self) -> SyncResult:
         await self._load()
         try:
-            self.audience = await self.integ.audiences.for_sync(self.call, self.channel)
+            self.audience = await self.syncer.audiences.for_sync(self.call, self.channel)
             if self.state["scan"] is not None:
                 await self._scan(resume=True)
             await self._scan(resume=False)
@@ -240,7 +240,7 @@ class _ChannelSync:
                 "conversations.replies",
                 channel=self.channel,
                 ts=thread_ts,
-                limit=self.integ.page_limit,
+                limit=self.syncer.page_limit,
                 cursor=cursor,
             )
             if data is None:
@@ -305,7 +305,7 @@ class _ChannelSync:
     async def _scan(self, *, resume: bool) -> None:
         """Read history from the watermark minus the look-back (or resume a saved scan),
         newest first, writing each page's threads before recording progress."""
-        lookback = self.integ.lookback_seconds
+        lookback = self.syncer.lookback_seconds
         if resume:
             scan = dict(self.state["scan"] or {})
             oldest, latest, top = _str(scan.get("oldest")), _str(scan.get("latest")), _str(
@@ -321,7 +321,7 @@ class _ChannelSync:
             data = await self._call(
                 "conversations.history",
                 channel=self.channel,
-                limit=self.integ.page_limit,
+                limit=self.syncer.page_limit,
                 oldest=oldest,
                 latest=latest,
                 cursor=cursor,
@@ -443,7 +443,7 @@ class _ChannelSync:
         wm = self.state["watermark"]
         if not wm:
             return
-        horizon = _ts_key(_ts_minus(wm, self.integ.lookback_seconds))
+        horizon = _ts_key(_ts_minus(wm, self.syncer.lookback_seconds))
         for ts in [t for t in self.threads if _ts_key(t) <= horizon]:
             del self.threads[ts]
 

@@ -18,7 +18,7 @@ from debounce.db import fetch_one
 from debounce.documents import DocumentStore
 from debounce.logs import configure
 from debounce.types import SyncJob
-from standins.noop import NoopIntegration
+from standins.noop import NoopSyncer
 
 
 async def record(store: DocumentStore, job: SyncJob) -> int:
@@ -36,7 +36,7 @@ async def record(store: DocumentStore, job: SyncJob) -> int:
 def main() -> int:
     registry.register(
         "noop",
-        lambda settings: NoopIntegration(record=record, sleep_first_only=True),
+        lambda settings: NoopSyncer(record=record, sleep_first_only=True),
     )
     settings = Settings.from_env()
     configure(settings.log_format, "INFO")

@@ -1,5 +1,5 @@
-"""What the Slack app can see: one page of ``users.conversations`` per :meth:`discover` call
-(:class:`debounce.contract.Discoverer`, for backfill).
+"""What the Slack app can see: one page of ``users.conversations`` per :meth:`backfill_page` call
+(:class:`debounce.contract.Backfillable`, for backfill).
 
 ``users.conversations`` (https://docs.slack.dev/reference/methods/users.conversations) lists
 "the channels and conversations your bot is party to" with a bot token — exactly the
@@ -19,7 +19,7 @@ a :class:`~debounce.contract.PermanentError` naming the scopes. The answer is ``
 team's budget like a sync's (:mod:`integrations.slack.client`).
 
 The listing does not say when a conversation last had a message, so ``edited_at`` is ``None``:
-the enumeration enqueues a sync only for conversations without a document or sync state, and
+the backfill enqueues a sync only for conversations without a document or sync state, and
 the job's payload is ``{}`` — a job without an event, which makes the sync read the
 conversation's history (:mod:`integrations.slack.sync`).
 """
@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from debounce.contract import Discovered, DiscoveryPage, PermanentError, SyncContext
+from debounce.contract import BackfillItem, BackfillPage, PermanentError, SyncContext
 from integrations.slack.audience import AudienceKeeper
 from integrations.slack.client import SlackClient
 
-__all__ = ["CONVERSATION_TYPES", "LIST_LIMIT", "SlackDiscoverer", "discovered"]
+__all__ = ["CONVERSATION_TYPES", "LIST_LIMIT", "SlackBackfill", "backfill_item"]
 
 #: Every kind of conversation the sync handles.
 CONVERSATION_TYPES = "public_channel,private_channel,mpim,im"
@@ -41,8 +41,8 @@ CONVERSATION_TYPES = "public_channel,private_channel,mpim,im"
 LIST_LIMIT = 200
 
 
-def discovered(channel: Mapping[str, Any]) -> Discovered | None:
-    """One conversation object as a :class:`Discovered` (``None``: no id): the job key is
+def backfill_item(channel: Mapping[str, Any]) -> BackfillItem | None:
+    """One conversation object as a :class:`BackfillItem` (``None``: no id): the job key is
     the conversation id (as ``message`` events name it), no edit time, an empty payload; the
     title is its ``name`` (a DM has none: ``DM <user>``)."""
     channel_id = channel.get("id")
@@ -52,23 +52,23 @@ def discovered(channel: Mapping[str, Any]) -> Discovered | None:
     user = channel.get("user")
     title = (name if isinstance(name, str) and name
              else f"DM {user}" if isinstance(user, str) and user else channel_id)
-    return Discovered(source_page_id=channel_id, edited_at=None, payload={}, title=title)
+    return BackfillItem(source_page_id=channel_id, edited_at=None, payload={}, title=title)
 
 
-class SlackDiscoverer:
-    """The conversations the bot is in (:class:`debounce.contract.Discoverer`), through the
+class SlackBackfill:
+    """The conversations the bot is in (:class:`debounce.contract.Backfillable`), through the
     source's shared :class:`~integrations.slack.client.SlackClient`."""
 
     def __init__(self, client: SlackClient, list_limit: int = LIST_LIMIT, *,
                  audiences: AudienceKeeper | None = None) -> None:
         self.client = client
-        #: Refreshes the audiences a listing page shows changed or aged (``None``: never).
+        #: Refreshes the audiences a backfill page shows changed or aged (``None``: never).
         self.audiences = audiences
         #: Conversations asked per request (``limit``; tests page with fewer).
         self.list_limit = list_limit
 
-    async def discover(self, cursor: str | None, context: SyncContext, *,
-                       newest_first: bool = False) -> DiscoveryPage:
+    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
+                            newest_first: bool = False) -> BackfillPage:
         """One page (up to :attr:`list_limit`) of the conversations the bot is a member of,
         archived ones left out, from ``cursor`` (``response_metadata.next_cursor``; ``None``:
         the first page). ``newest_first`` is ignored: the listing cannot be sorted. With an
@@ -97,9 +97,9 @@ class SlackDiscoverer:
             await self.audiences.refresh_listed(
                 call, [c for c in data.get("channels") or [] if isinstance(c, dict)])
         items = [d for c in data.get("channels") or [] if isinstance(c, dict)
-                 if (d := discovered(c)) is not None]
+                 if (d := backfill_item(c)) is not None]
         meta = data.get("response_metadata")
         next_cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
-        return DiscoveryPage(items=items,
+        return BackfillPage(items=items,
                              cursor=next_cursor if isinstance(next_cursor, str) and next_cursor
                              else None)

@@ -1,5 +1,5 @@
-"""What a Notion connection can see: one page of ``POST /v1/search`` per :meth:`discover`
-call (:class:`debounce.contract.Discoverer`, for backfill and reconciliation).
+"""What a Notion connection can see: one page of ``POST /v1/search`` per :meth:`backfill_page`
+call (:class:`debounce.contract.Backfillable`, for backfill and reconciliation).
 
 Search (https://developers.notion.com/reference/post-search, "Search by title") lists the
 pages and data sources shared with the integration — with Notion-Version 2025-09-03, data
@@ -12,17 +12,17 @@ Both sort directions are documented; ``last_edited_time`` is the only sortable t
 
 Each call sends one request: no query, no filter (pages and data sources together), 100 per
 page (the maximum), sorted by ``last_edited_time`` — descending for ``newest_first`` (a
-reconciliation sweep stops at its watermark), ascending otherwise, so a page edited while an
-enumeration runs moves *ahead* of the cursor and is listed again rather than skipped. The
+reconciliation stops at its watermark), ascending otherwise, so a page edited while an
+backfill runs moves *ahead* of the cursor and is listed again rather than skipped. The
 request goes through :meth:`~integrations.notion.client.NotionCall.call` (retried, charged
 to the workspace's budget like a sync's) with ``cache=False``: a listing must be fresh.
 
-Search is not an exact enumeration: "Search is not guaranteed to return everything, and the
+Search is not an exact backfill: "Search is not guaranteed to return everything, and the
 index may change as your connection iterates through pages and databases", results are not
 immediate (an indexing delay), and only objects shared with the connection *directly* are
 guaranteed to appear (https://developers.notion.com/reference/search-optimizations-and-limitations).
-Webhooks, the next sweep and the deletion re-checks of a whole listing
-(``debounce.enumerations``) cover what one listing misses.
+Webhooks, the next reconciliation and the deletion re-checks of a whole list
+(``debounce.backfills``) cover what one listing misses.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 from notion_client.errors import APIResponseError
 
-from debounce.contract import Discovered, DiscoveryPage, SyncContext
+from debounce.contract import BackfillItem, BackfillPage, SyncContext
 from integrations.notion.client import NotionClient, api_error
 from integrations.notion.properties import parse_time, title_of
 from integrations.notion.richtext import plain_text
@@ -42,7 +42,7 @@ from integrations.notion.webhook import normalize_id
 LISTING_FIELDS = ("object", "id", "url", "parent", "created_time", "last_edited_time",
                   "created_by", "last_edited_by", "properties", "in_trash")
 
-__all__ = ["SEARCH_PAGE_SIZE", "NotionDiscoverer", "discovered"]
+__all__ = ["SEARCH_PAGE_SIZE", "NotionBackfill", "backfill_item"]
 
 #: Results per ``search`` request: Notion's maximum (the reference: "page_size ... Maximum: 100").
 SEARCH_PAGE_SIZE = 100
@@ -53,8 +53,8 @@ SEARCH_PAGE_SIZE = 100
 _KINDS = {"page": "page", "data_source": "data_source", "database": "database"}
 
 
-def discovered(result: Mapping[str, Any]) -> Discovered | None:
-    """One search result as a :class:`Discovered` (``None``: not a page, data source or
+def backfill_item(result: Mapping[str, Any]) -> BackfillItem | None:
+    """One search result as a :class:`BackfillItem` (``None``: not a page, data source or
     database, or no id): the job key is the id spelled as the webhooks spell it
     (:func:`~integrations.notion.webhook.normalize_id`, dashed lower-case), ``edited_at`` its
     ``last_edited_time`` (aware UTC), the payload ``{"entity": {"id", "type"}}`` that makes
@@ -71,7 +71,7 @@ def discovered(result: Mapping[str, Any]) -> Discovered | None:
         # The listing's page object travels with the bulk job: its sync asks for the
         # content alone (search results are full page objects; issue 31).
         payload["listing"] = {k: result[k] for k in LISTING_FIELDS if k in result}
-    return Discovered(
+    return BackfillItem(
         source_page_id=object_id,
         edited_at=parse_time(result.get("last_edited_time")),
         payload=payload,
@@ -79,15 +79,15 @@ def discovered(result: Mapping[str, Any]) -> Discovered | None:
     )
 
 
-class NotionDiscoverer:
-    """What a Notion connection can see (:class:`debounce.contract.Discoverer`), through the
+class NotionBackfill:
+    """What a Notion connection can see (:class:`debounce.contract.Backfillable`), through the
     source's shared :class:`~integrations.notion.client.NotionClient`."""
 
     def __init__(self, client: NotionClient) -> None:
         self.client = client
 
-    async def discover(self, cursor: str | None, context: SyncContext, *,
-                       newest_first: bool = False) -> DiscoveryPage:
+    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
+                            newest_first: bool = False) -> BackfillPage:
         """One page (up to 100) of what the context's workspace token can see, from
         ``cursor`` (Notion's ``next_cursor``; ``None``: the first page), sorted by
         ``last_edited_time`` (``newest_first``: descending; else ascending). Trashed objects
@@ -118,10 +118,10 @@ class NotionDiscoverer:
         if not isinstance(answer, dict):
             raise ValueError("Notion search answered something other than a JSON object")
         items = [d for r in answer.get("results") or [] if isinstance(r, dict)
-                 if (d := discovered(r)) is not None and not _trashed(r)]
+                 if (d := backfill_item(r)) is not None and not _trashed(r)]
         next_cursor = answer.get("next_cursor")
         more = bool(answer.get("has_more")) and isinstance(next_cursor, str) and bool(next_cursor)
-        return DiscoveryPage(items=items, cursor=next_cursor if more else None)
+        return BackfillPage(items=items, cursor=next_cursor if more else None)
 
 
 def _trashed(result: Mapping[str, Any]) -> bool:

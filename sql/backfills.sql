@@ -1,4 +1,4 @@
--- Backfill and reconciliation (migration 009): enumerations of what a workspace can see, and
+-- Backfill and reconciliation (migration 009): backfills of what a workspace can see, and
 -- the bulk jobs they enqueue. Bulk jobs have priority %(priority)s < 0: the fair claim takes
 -- them after every live job (sql/claim.sql). %(now)s: a timestamptz or NULL (now()).
 
@@ -10,15 +10,15 @@ insert into sync_jobs (source_type, source_page_id, status, payload, event_count
                        max_attempts, scheduled_at, first_event_at, max_wait_until,
                        revision, created_at, updated_at, workspace_id)
 
--- cancel_sweeps --
--- A backfill replaces a running reconciliation sweep of workspace %(workspace_id)s.
+-- cancel_reconciliations --
+-- A backfill replaces a running reconciliation of workspace %(workspace_id)s.
 update enumerations
    set status = 'cancelled', finished_at = now(), updated_at = now(), lease_owner = null
  where workspace_id = %(workspace_id)s and status = 'running' and kind <> 'backfill'
 returning id
 
--- request_enumeration --
--- Start an enumeration of kind %(kind)s for workspace %(workspace_id)s, unless one is
+-- request_backfill --
+-- Start a backfill of kind %(kind)s for workspace %(workspace_id)s, unless one is
 -- running (then that one is returned: requesting twice is idempotent). inserted says which.
 with ins as (
     insert into enumerations (workspace_id, source_type, kind, watermark)
@@ -35,12 +35,12 @@ select e.*, false from enumerations e
  where e.workspace_id = %(workspace_id)s and e.status = 'running'
    and not exists (select 1 from ins)
 
--- schedule_sweeps --
--- Start the reconciliation sweeps that are due: active workspaces of %(sources)s (text[])
+-- schedule_reconciliations --
+-- Start the reconciliations that are due: active workspaces of %(sources)s (text[])
 -- with reconciliation on (the workspace's setting, else on for %(default_on)s text[]), whose
--- last sweep finished %(interval)s seconds ago or more (never: due), and no enumeration
--- running. A sweep is a whole-listing one (full_reconcile, to find deletions) when the last
--- whole listing is %(full_interval)s seconds old or more. Returns the sweeps started.
+-- last reconciliation finished %(interval)s seconds ago or more (never: due), and no backfill
+-- running. A reconciliation is a whole-list one (full_reconcile, to find deletions) when the last
+-- whole list is %(full_interval)s seconds old or more. Returns the reconciliations started.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 )
@@ -65,7 +65,7 @@ returning *
 
 -- schedule_backfills --
 -- Connecting a workspace backfills it: start a backfill for every active workspace of
--- %(sources)s (text[]) that never had an enumeration, however it was connected (environment
+-- %(sources)s (text[]) that never had a backfill, however it was connected (environment
 -- token, install flow, CLI). Returns the backfills started.
 insert into enumerations (workspace_id, source_type, kind)
 select w.id, w.source_type, 'backfill'
@@ -77,11 +77,11 @@ select w.id, w.source_type, 'backfill'
 on conflict (workspace_id) where status = 'running' do nothing
 returning *
 
--- lease_enumeration --
--- Take one running enumeration of %(sources)s (text[]) of an active workspace (whose token
+-- lease_backfill --
+-- Take one running backfill of %(sources)s (text[]) of an active workspace (whose token
 -- decrypts: no credentials_error) for
 -- %(owner)s for %(lease_seconds)s: one whose lease is free or expired and whose not_before
--- has passed; backfills first. Rows another worker is taking are skipped.
+-- has passed; those of kind backfill first. Rows another worker is taking are skipped.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), next as (
@@ -108,19 +108,19 @@ update enumerations e
  where e.id = next.id
 returning e.*
 
--- record_listing_page --
--- One page of enumeration %(id)s's listing, one statement, only while %(owner)s holds its
+-- record_backfill_page --
+-- One page of backfill %(id)s's listing, one statement, only while %(owner)s holds its
 -- lease: the items (%(page_ids)s text[], %(edited_ats)s timestamptz[] (NULL: the listing does
 -- not say), %(payloads)s jsonb[]) are judged against the documents —
 --   current: a live document of the page with source_updated_at >= the item's last edit (an
 --            item without one: any live document, or the sync state, of the page) → skipped;
 --   stale or missing → a bulk job (priority %(priority)s, due now, no debounce window), unless
 --            the page has an active job already, which it keeps (ON CONFLICT DO NOTHING:
---            enumerating twice creates nothing twice);
--- the documents of listed pages are stamped listed_at (whole-listing kinds) and, when they
+--            backfilling twice creates nothing twice);
+-- the documents of listed pages are stamped listed_at (whole-list kinds) and, when they
 -- have no workspace (it was removed), attached to this enumeration's; and the
 -- enumeration's cursor becomes %(cursor)s with its counts, newest_seen and lease renewed.
--- Returns the enumeration row (no row: the lease was lost; nothing was written).
+-- Returns the backfill row (no row: the lease was lost; nothing was written).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), e as (
@@ -155,7 +155,7 @@ with clock as (
     do nothing
     returning workspace_id, scheduled_at, priority
 ), listed as (
-    -- Stamp listed_at (whole listings), and re-attach a document left without a workspace
+    -- Stamp listed_at (whole lists), and re-attach a document left without a workspace
     -- (its workspace was removed, then connected again as a new row) to the one listing it.
     update documents d
        set listed_at = case when e.kind <> 'reconcile' then clock.now else d.listed_at end,
@@ -192,11 +192,11 @@ update enumerations x
  where x.id = e.id and (select count(*) from line) >= 0
 returning x.*, counts.enqueued as page_enqueued
 
--- finish_enumeration --
--- Enumeration %(id)s (leased by %(owner)s) is complete. The workspace remembers the sweep
--- (reconciled_at, the newest edit seen as the next sweep's watermark); after a whole listing
+-- finish_backfill --
+-- Backfill %(id)s (leased by %(owner)s) is complete. The workspace remembers the reconciliation
+-- (reconciled_at, the newest edit seen as the next reconciliation's watermark); after a whole list
 -- (backfill, full_reconcile) every live document of the workspace that the listing did not
--- show and that was not synced since the enumeration started is re-checked once: a bulk job
+-- show and that was not synced since the backfill started is re-checked once: a bulk job
 -- for its page (the sync marks it deleted when the source says it is gone). Returns the row.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
@@ -246,8 +246,8 @@ update enumerations x
  where x.id = e.id and (select count(*) from ws) >= 0
 returning x.*
 
--- defer_enumeration --
--- Enumeration %(id)s (leased by %(owner)s) waits %(seconds)s before its next page (a 429, a
+-- defer_backfill --
+-- Backfill %(id)s (leased by %(owner)s) waits %(seconds)s before its next page (a 429, a
 -- dry budget, a transient error): the lease is freed and %(error)s recorded.
 update enumerations
    set not_before = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(seconds)s::float8),
@@ -256,8 +256,8 @@ update enumerations
  where id = %(id)s and lease_owner = %(owner)s and status = 'running'
 returning *
 
--- fail_enumeration --
--- Enumeration %(id)s cannot go on (the source refused it: no access, a revoked token): failed
+-- fail_backfill --
+-- Backfill %(id)s cannot go on (the source refused it: no access, a revoked token): failed
 -- with %(error)s. A later request starts a new one.
 update enumerations
    set status = 'failed', error = %(error)s, finished_at = now(), updated_at = now(),
@@ -265,15 +265,15 @@ update enumerations
  where id = %(id)s and lease_owner = %(owner)s and status = 'running'
 returning *
 
--- release_enumerations --
+-- release_backfills --
 -- Give back the leases %(owner)s holds (shutdown): another worker continues from the cursor.
 update enumerations
    set lease_owner = null, lease_expires_at = null, updated_at = now()
  where lease_owner = %(owner)s and status = 'running'
 returning id
 
--- latest_enumeration --
--- Workspace %(workspace_id)s's latest enumeration with its progress: remaining = the
+-- latest_backfill --
+-- Workspace %(workspace_id)s's latest backfill with its progress: remaining = the
 -- workspace's bulk jobs still pending or running.
 select e.*,
        (select count(*) from sync_jobs j

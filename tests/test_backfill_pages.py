@@ -1,6 +1,6 @@
-"""Enumeration (``debounce.contract.discovery.Discoverer.discover``) of both integrations, through
+"""Backfill (``debounce.contract.backfill.Backfillable.backfill_page``) of both integrations, through
 the real ``notion-client`` and ``slack_sdk`` against the stand-ins on loopback: complete
-listings in pages, cursors that resume on another integration object, ordering, what is left
+listings in pages, cursors that resume on another syncer object, ordering, what is left
 out, errors, and that a discovered item's payload makes the sync fetch the right thing."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 
 from debounce.contract import (
     AuthRevoked,
-    Discovered,
-    Discoverer,
-    DiscoveryPage,
+    Backfillable,
+    BackfillItem,
+    BackfillPage,
     PermanentError,
     RateLimited,
     SyncContext,
@@ -34,8 +34,8 @@ S_TOKEN = "xoxb-discover-slack"
 OTHER_WORKSPACE = "7d3e1f0a-2b4c-4d6e-8f0a-1b2c3d4e5f60"
 
 
-def job(source_type: str, item: Discovered) -> SyncJob:
-    """The bulk job an enumeration enqueues for ``item`` (its key and payload)."""
+def job(source_type: str, item: BackfillItem) -> SyncJob:
+    """The bulk job a backfill enqueues for ``item`` (its key and payload)."""
     now = datetime.now(UTC)
     return SyncJob(id=1, source_type=source_type, source_page_id=item.source_page_id,
                    status=JobStatus.PROCESSING, payload=item.payload, event_id=None,
@@ -45,11 +45,11 @@ def job(source_type: str, item: Discovered) -> SyncJob:
                    last_error=None, created_at=now, updated_at=now, finished_at=None)
 
 
-async def walk(discoverer: Discoverer, cursor: str | None = None, *,
-               newest_first: bool = False) -> list[DiscoveryPage]:
-    pages: list[DiscoveryPage] = []
+async def walk(backfillable: Backfillable, cursor: str | None = None, *,
+               newest_first: bool = False) -> list[BackfillPage]:
+    pages: list[BackfillPage] = []
     while True:
-        page = await discoverer.discover(cursor, SyncContext(), newest_first=newest_first)
+        page = await backfillable.backfill_page(cursor, SyncContext(), newest_first=newest_first)
         pages.append(page)
         cursor = page.cursor
         if cursor is None:
@@ -58,7 +58,7 @@ async def walk(discoverer: Discoverer, cursor: str | None = None, *,
 
 @pytest.fixture
 def context() -> SyncContext:
-    """What the worker hands a listing page (here no workspace, no meter; no store)."""
+    """What the worker hands a backfill page (here no workspace, no meter; no store)."""
     return SyncContext()
 
 
@@ -87,9 +87,9 @@ def notion_settings(notion_url: str) -> NotionSettings:
 
 @pytest.fixture
 async def notion(notion_settings: NotionSettings) -> AsyncIterator[NotionSyncer]:
-    integration = NotionSyncer(notion_settings, retry_delays=(0.0, 0.0))
-    yield integration
-    await integration.aclose()
+    syncer = NotionSyncer(notion_settings, retry_delays=(0.0, 0.0))
+    yield syncer
+    await syncer.aclose()
 
 
 def data_sources(fake: FakeNotion, n: int) -> list[str]:
@@ -102,13 +102,13 @@ def data_sources(fake: FakeNotion, n: int) -> list[str]:
 async def test_notion_lists_pages_and_data_sources_in_pages_of_100_resumable_elsewhere(
         fake: FakeNotion, notion: NotionSyncer, notion_settings: NotionSettings, context: SyncContext
 ) -> None:
-    assert isinstance(notion, Discoverer)
+    assert isinstance(notion, Backfillable)
     pages = fake.add_pages(250)
     sources = data_sources(fake, 3)
     fake.add_pages(5, OTHER_WORKSPACE)              # another workspace: never listed
-    first = await notion.discover(None, context)
+    first = await notion.backfill_page(None, context)
     assert len(first.items) == 100 and first.cursor is not None
-    # The enumeration stops; another integration object (another worker) goes on from the
+    # The backfill stops; another syncer object (another worker) goes on from the
     # stored cursor.
     other = NotionSyncer(notion_settings)
     try:
@@ -141,8 +141,8 @@ async def test_notion_newest_first_follows_silent_edits(
     listing = await walk(notion, newest_first=True)
     ids = [i.source_page_id for p in listing for i in p.items]
     assert ids == pages[::-1]
-    stamp = fake.edit_page(pages[3])                 # no webhook: only a sweep can see it
-    head = (await notion.discover(None, context, newest_first=True)).items
+    stamp = fake.edit_page(pages[3])                 # no webhook: only a reconciliation can see it
+    head = (await notion.backfill_page(None, context, newest_first=True)).items
     assert head[0].source_page_id == pages[3]
     assert head[0].edited_at == datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     assert head[1].source_page_id == pages[-1]
@@ -151,7 +151,7 @@ async def test_notion_newest_first_follows_silent_edits(
 async def test_notion_an_ascending_listing_edited_midway_misses_nothing(
         fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
     pages = fake.add_pages(150)
-    first = await notion.discover(None, context)
+    first = await notion.backfill_page(None, context)
     fake.edit_page(pages[10])                         # already listed: listed again at the end
     fake.edit_page(pages[140])                        # not reached yet: moves to the end
     rest = await walk(notion, first.cursor)
@@ -176,10 +176,10 @@ async def test_notion_a_429_during_discover_is_rate_limited(
     fake.add_pages(3)
     fake.fail("search", 429, retry_after=45)
     with pytest.raises(RateLimited) as caught:
-        await notion.discover(None, context)
+        await notion.backfill_page(None, context)
     assert caught.value.retry_after == 45.0
     fake.fail("search", 429, retry_after=0)           # short: retried in process
-    assert len((await notion.discover(None, context)).items) == 3
+    assert len((await notion.backfill_page(None, context)).items) == 3
     assert fake.calls["search"] == 3
 
 
@@ -187,10 +187,10 @@ async def test_notion_a_revoked_token_or_a_bad_request_is_permanent(
         fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
     fake.fail("search", 400, code="validation_error")
     with pytest.raises(PermanentError):
-        await notion.discover(None, context)
+        await notion.backfill_page(None, context)
     fake.revoke(N_TOKEN)
     with pytest.raises(AuthRevoked):
-        await notion.discover(None, context)
+        await notion.backfill_page(None, context)
 
 
 async def test_notion_a_discovered_item_syncs_the_right_kind(
@@ -199,17 +199,17 @@ async def test_notion_a_discovered_item_syncs_the_right_kind(
     [page] = fake.add_pages(1, blocks=2)
     [source] = data_sources(fake, 1)
     store = DocumentStore(conn)
-    integration = NotionSyncer(notion_settings)
+    syncer = NotionSyncer(notion_settings)
     try:
-        items = {i.source_page_id: i for p in await walk(integration) for i in p.items}
+        items = {i.source_page_id: i for p in await walk(syncer) for i in p.items}
         before = dict(fake.calls)
         context = SyncContext(store=store)
-        assert (await integration.sync(job("notion", items[source]), context)).written == 1
+        assert (await syncer.sync(job("notion", items[source]), context)).written == 1
         assert fake.calls["data_sources.retrieve"] - before.get("data_sources.retrieve", 0) == 1
         assert fake.calls["pages.retrieve"] == before.get("pages.retrieve", 0)  # no probing
-        assert (await integration.sync(job("notion", items[page]), context)).written == 1
+        assert (await syncer.sync(job("notion", items[page]), context)).written == 1
     finally:
-        await integration.aclose()
+        await syncer.aclose()
     doc = await store.get("notion", page)
     assert doc is not None and "Page 0, paragraph 2." in doc["content"]
 
@@ -233,24 +233,24 @@ def slack_settings(slack: FakeSlack) -> Iterator[SlackSettings]:
 
 
 @pytest.fixture
-async def slack_integration(slack_settings: SlackSettings) -> AsyncIterator[SlackSyncer]:
-    integration = SlackSyncer(slack_settings)
-    integration.discoverer.list_limit = 7
-    yield integration
-    await integration.aclose()
+async def slack_syncer(slack_settings: SlackSettings) -> AsyncIterator[SlackSyncer]:
+    syncer = SlackSyncer(slack_settings)
+    syncer.backfill.list_limit = 7
+    yield syncer
+    await syncer.aclose()
 
 
 async def test_slack_lists_the_bots_conversations_with_limit_paging(
-        slack: FakeSlack, slack_integration: SlackSyncer, slack_settings: SlackSettings, context: SyncContext
+        slack: FakeSlack, slack_syncer: SlackSyncer, slack_settings: SlackSettings, context: SyncContext
 ) -> None:
-    assert isinstance(slack_integration, Discoverer)
+    assert isinstance(slack_syncer, Backfillable)
     channels = slack.add_channels(20, messages=1)
     outside = slack.add_channels(3, member=False, name="outside")
     slack.add_channels(2, team_id="T0OTHER01", name="other")
-    first = await slack_integration.discover(None, context)
+    first = await slack_syncer.backfill_page(None, context)
     assert len(first.items) == 7 and first.cursor
     other = SlackSyncer(slack_settings)
-    other.discoverer.list_limit = 7
+    other.backfill.list_limit = 7
     try:
         rest = await walk(other, first.cursor)
     finally:
@@ -259,7 +259,7 @@ async def test_slack_lists_the_bots_conversations_with_limit_paging(
     items = [*first.items, *rest[0].items, *rest[1].items]
     assert [i.source_page_id for i in items] == channels
     assert not set(outside) & {i.source_page_id for i in items}
-    assert items[0] == Discovered(channels[0], None, {}, "bulk-0")
+    assert items[0] == BackfillItem(channels[0], None, {}, "bulk-0")
     sent = [p for m, p in slack.requests if m == "users.conversations"]
     assert len(sent) == 3
     assert sent[0]["types"] == "public_channel,private_channel,mpim,im"
@@ -267,31 +267,31 @@ async def test_slack_lists_the_bots_conversations_with_limit_paging(
 
 
 async def test_slack_archived_and_left_conversations_are_not_listed(
-        slack: FakeSlack, slack_integration: SlackSyncer) -> None:
+        slack: FakeSlack, slack_syncer: SlackSyncer) -> None:
     kept = slack.add_channels(2)
     private = slack.add_channels(1, kind="private_channel")
     dm = slack.add_channels(1, kind="im")
     slack.describe_channel(kept[1], archived=True)
     slack.set_member(private[0], False)
-    ids = [i.source_page_id for p in await walk(slack_integration) for i in p.items]
+    ids = [i.source_page_id for p in await walk(slack_syncer) for i in p.items]
     assert ids == [kept[0], dm[0]]
 
 
 async def test_slack_errors_during_discover(
-        slack: FakeSlack, slack_integration: SlackSyncer, context: SyncContext) -> None:
+        slack: FakeSlack, slack_syncer: SlackSyncer, context: SyncContext) -> None:
     slack.add_channels(2)
     slack.rate_limit("users.conversations", retry_after=33)
     with pytest.raises(RateLimited) as caught:
-        await slack_integration.discover(None, context)
+        await slack_syncer.backfill_page(None, context)
     assert caught.value.retry_after == 33.0
     assert caught.value.reason == "ratelimited:users.conversations"
     slack.fail("users.conversations", "missing_scope")
     with pytest.raises(PermanentError) as perm:
-        await slack_integration.discover(None, context)
+        await slack_syncer.backfill_page(None, context)
     assert "groups:read" in str(perm.value)
     slack.revoke(S_TOKEN)
     with pytest.raises(AuthRevoked):
-        await slack_integration.discover(None, context)
+        await slack_syncer.backfill_page(None, context)
 
 
 async def test_slack_a_discovered_channel_syncs_without_an_event(
@@ -299,12 +299,12 @@ async def test_slack_a_discovered_channel_syncs_without_an_event(
         context: SyncContext) -> None:
     [channel] = slack.add_channels(1, messages=3)
     store = DocumentStore(conn)
-    integration = SlackSyncer(slack_settings)
+    syncer = SlackSyncer(slack_settings)
     try:
-        [item] = (await integration.discover(None, context)).items
+        [item] = (await syncer.backfill_page(None, context)).items
         assert item.source_page_id == channel
-        result = await integration.sync(job("slack", item), SyncContext(store=store))
+        result = await syncer.sync(job("slack", item), SyncContext(store=store))
     finally:
-        await integration.aclose()
+        await syncer.aclose()
     assert result.written == 3
     assert slack.calls["conversations.history"] == 1
