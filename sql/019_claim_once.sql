@@ -121,8 +121,8 @@ $$;
 -- refresh_ready's repair (sql/claim.sql): lock the workspaces in id order, then (a fresh
 -- snapshot: every statement that changed their jobs has committed, or will move the line after
 -- this) set their lanes from their jobs, and end the concurrency flag of those with fewer than
--- workspace_limit syncs in flight. Returns how many rows changed.
-create function workspaces_line_repair(ids bigint[], workspace_limit integer) returns integer
+-- workspace_concurrency syncs in flight. Returns how many rows changed.
+create function workspaces_line_repair(ids bigint[], workspace_concurrency integer) returns integer
 language plpgsql as $$
 declare
     changed integer;
@@ -135,7 +135,7 @@ begin
                    r.at_concurrency_limit
                    and (select count(*) from sync_jobs p
                          where p.workspace_id = r.id and p.status = 'processing')
-                       >= workspace_limit as at_concurrency_limit
+                       >= workspace_concurrency as at_concurrency_limit
               from workspaces r cross join lateral workspace_lanes(r.id, '{}') l
              where r.id = any(ids)) v
      where w.id = v.id
@@ -147,10 +147,10 @@ end
 $$;
 
 -- What the claim works with: a workspace it locked and what it may take now (its bucket, its
--- syncs in flight, room: how many jobs), and a job it could take (of such a workspace or of
+-- syncs in flight, offer: how many jobs it gives this claim), and a job it could take (of such a workspace or of
 -- none).
 create type claim_offer as (id bigint, rate float8, level float8, cost float8,
-                            in_flight integer, room integer);
+                            in_flight integer, offer integer);
 create type claim_candidate as (id bigint, source_type text, workspace_id bigint,
                                 priority integer, scheduled_at timestamptz);
 
@@ -164,9 +164,9 @@ create type claim_candidate as (id bigint, source_type text, workspace_id bigint
 -- committed after it began: chosen, counted out of its lane, and never marked).
 create function claim_jobs(p_now timestamptz, p_worker_id text, p_lease_seconds float8,
                            p_limit integer, p_sources text[],
-                           p_rooms integer[], p_budget_sources text[],
+                           p_source_slots integer[], p_budget_sources text[],
                            p_per_minutes float8[], p_bursts float8[], p_costs float8[],
-                           p_workspace_limit integer)
+                           p_workspace_concurrency integer)
 returns table (job sync_jobs, ws_status text, ws_origin text, ws_external_id text,
                ws_bot_user_id text, ws_credentials bytea)
 language plpgsql as $$
@@ -183,7 +183,7 @@ declare
 begin
     -- 1. workspaces from the head of each source's line, live lane then bulk lane
     for i in 1 .. coalesce(cardinality(p_sources), 0) loop
-        v_n := least(p_rooms[i], p_limit);
+        v_n := least(p_source_slots[i], p_limit);
         continue when v_n is null or v_n <= 0;
         select coalesce(array_agg(l.id), '{}') into v_took
           from (select w.id from workspaces w
@@ -203,27 +203,27 @@ begin
         v_ws := v_ws || v_took;
     end loop;
 
-    -- 2. candidates: the due jobs of no workspace, per source, up to its room
+    -- 2. candidates: the due jobs of no workspace, per source, up to its slots
     select coalesce(array_agg(row(j.id, j.source_type, null, j.priority,
                                   j.scheduled_at)::claim_candidate), '{}')
       into v_cands
-      from unnest(p_sources, p_rooms) as s(source_type, room)
+      from unnest(p_sources, p_source_slots) as s(source_type, slots)
      cross join lateral (
         select j.id, j.source_type, j.priority, j.scheduled_at
           from sync_jobs j
          where j.status = 'pending' and j.workspace_id is null
            and j.source_type = s.source_type and j.scheduled_at <= v_now
          order by j.priority desc, j.scheduled_at
-         limit least(s.room, p_limit)
+         limit least(s.slots, p_limit)
            for update of j skip locked
      ) j
-     where s.room > 0;
+     where s.slots > 0;
 
     -- 3. and each locked workspace's due jobs, up to what it may take now (the budget and K)
     if cardinality(v_ws) > 0 then
         select array_agg(row(w.id, b.rate, b.level, least(coalesce(d.cost, 1), b.burst),
                              f.in_flight,
-                             greatest(least(p_workspace_limit - f.in_flight,
+                             greatest(least(p_workspace_concurrency - f.in_flight,
                                             case when b.rate = 0 then p_limit
                                                  else floor(b.level / least(coalesce(d.cost, 1),
                                                                             b.burst))::int
@@ -248,14 +248,14 @@ begin
              where j.workspace_id = o.id and j.status = 'pending'
                and j.scheduled_at <= v_now and j.source_type = any(p_sources)
              order by j.priority desc, j.scheduled_at
-             limit o.room
+             limit o.offer
                for update of j skip locked
          ) j
-         where o.room > 0;
+         where o.offer > 0;
     end if;
 
     -- 4. the batch, in turns: every group's first job, then every second job, ...; live
-    --    before bulk; each source within its room; `limit` in all
+    --    before bulk; each source within its slots; `limit` in all
     v_ids := array(
         select t.id
           from (select o.*, row_number() over (partition by o.source_type
@@ -266,14 +266,14 @@ begin
                                                   order by c.priority desc, c.scheduled_at,
                                                            c.id) as turn
                           from unnest(v_cands) c) o) t
-          join unnest(p_sources, p_rooms) as r(source_type, room)
+          join unnest(p_sources, p_source_slots) as r(source_type, slots)
             on r.source_type = t.source_type
-         where t.source_turn <= r.room
+         where t.source_turn <= r.slots
          order by t.bulk, t.turn, t.priority desc, t.scheduled_at, t.id
          limit p_limit);
 
     -- 5. the workspaces looked at: budget reserved for the jobs taken, served ones (and those
-    --    with room but no job they could lock) to the back of the line, the hold and the
+    --    with an offer but no job they could lock) to the back of the line, the hold and the
     --    concurrency flag set, and the lanes exact without the jobs taken
     if cardinality(v_ws) > 0 then
         update workspaces w
@@ -283,14 +283,14 @@ begin
                                            then greatest(v_now, coalesce(w.budget_refilled_at,
                                                                          v_now))
                                            else w.budget_refilled_at end,
-               last_served_at       = case when t.n > 0 or (o.room > 0 and t.offered = 0)
+               last_served_at       = case when t.n > 0 or (o.offer > 0 and t.offered = 0)
                                            then v_now else w.last_served_at end,
-               served_seq           = case when t.n > 0 or (o.room > 0 and t.offered = 0)
+               served_seq           = case when t.n > 0 or (o.offer > 0 and t.offered = 0)
                                            then nextval('workspaces_served_seq')
                                            else w.served_seq end,
-               at_concurrency_limit = o.in_flight + t.n >= p_workspace_limit,
+               at_concurrency_limit = o.in_flight + t.n >= p_workspace_concurrency,
                held_until           = case
-                   when o.in_flight + t.n >= p_workspace_limit then null
+                   when o.in_flight + t.n >= p_workspace_concurrency then null
                    when o.rate > 0 and o.level - o.cost * t.n < o.cost
                        then v_now + make_interval(secs => (o.cost - (o.level - o.cost * t.n))
                                                           / o.rate)

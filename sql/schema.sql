@@ -21,7 +21,7 @@ CREATE TYPE claim_offer AS (
 	level double precision,
 	cost double precision,
 	in_flight integer,
-	room integer
+	offer integer
 );
 
 -- Name: sync_jobs; Type: TABLE
@@ -65,7 +65,7 @@ CREATE TABLE sync_jobs (
 
 -- Name: claim_jobs(timestamp with time zone, text, double precision, integer, text[], integer[], text[], double precision[], double precision[], double precision[], integer); Type: FUNCTION
 
-CREATE FUNCTION claim_jobs(p_now timestamp with time zone, p_worker_id text, p_lease_seconds double precision, p_limit integer, p_sources text[], p_rooms integer[], p_budget_sources text[], p_per_minutes double precision[], p_bursts double precision[], p_costs double precision[], p_workspace_limit integer) RETURNS TABLE(job sync_jobs, ws_status text, ws_origin text, ws_external_id text, ws_bot_user_id text, ws_credentials bytea)
+CREATE FUNCTION claim_jobs(p_now timestamp with time zone, p_worker_id text, p_lease_seconds double precision, p_limit integer, p_sources text[], p_source_slots integer[], p_budget_sources text[], p_per_minutes double precision[], p_bursts double precision[], p_costs double precision[], p_workspace_concurrency integer) RETURNS TABLE(job sync_jobs, ws_status text, ws_origin text, ws_external_id text, ws_bot_user_id text, ws_credentials bytea)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -81,7 +81,7 @@ declare
 begin
     -- 1. workspaces from the head of each source's line, live lane then bulk lane
     for i in 1 .. coalesce(cardinality(p_sources), 0) loop
-        v_n := least(p_rooms[i], p_limit);
+        v_n := least(p_source_slots[i], p_limit);
         continue when v_n is null or v_n <= 0;
         select coalesce(array_agg(l.id), '{}') into v_took
           from (select w.id from workspaces w
@@ -101,27 +101,27 @@ begin
         v_ws := v_ws || v_took;
     end loop;
 
-    -- 2. candidates: the due jobs of no workspace, per source, up to its room
+    -- 2. candidates: the due jobs of no workspace, per source, up to its slots
     select coalesce(array_agg(row(j.id, j.source_type, null, j.priority,
                                   j.scheduled_at)::claim_candidate), '{}')
       into v_cands
-      from unnest(p_sources, p_rooms) as s(source_type, room)
+      from unnest(p_sources, p_source_slots) as s(source_type, slots)
      cross join lateral (
         select j.id, j.source_type, j.priority, j.scheduled_at
           from sync_jobs j
          where j.status = 'pending' and j.workspace_id is null
            and j.source_type = s.source_type and j.scheduled_at <= v_now
          order by j.priority desc, j.scheduled_at
-         limit least(s.room, p_limit)
+         limit least(s.slots, p_limit)
            for update of j skip locked
      ) j
-     where s.room > 0;
+     where s.slots > 0;
 
     -- 3. and each locked workspace's due jobs, up to what it may take now (the budget and K)
     if cardinality(v_ws) > 0 then
         select array_agg(row(w.id, b.rate, b.level, least(coalesce(d.cost, 1), b.burst),
                              f.in_flight,
-                             greatest(least(p_workspace_limit - f.in_flight,
+                             greatest(least(p_workspace_concurrency - f.in_flight,
                                             case when b.rate = 0 then p_limit
                                                  else floor(b.level / least(coalesce(d.cost, 1),
                                                                             b.burst))::int
@@ -146,14 +146,14 @@ begin
              where j.workspace_id = o.id and j.status = 'pending'
                and j.scheduled_at <= v_now and j.source_type = any(p_sources)
              order by j.priority desc, j.scheduled_at
-             limit o.room
+             limit o.offer
                for update of j skip locked
          ) j
-         where o.room > 0;
+         where o.offer > 0;
     end if;
 
     -- 4. the batch, in turns: every group's first job, then every second job, ...; live
-    --    before bulk; each source within its room; `limit` in all
+    --    before bulk; each source within its slots; `limit` in all
     v_ids := array(
         select t.id
           from (select o.*, row_number() over (partition by o.source_type
@@ -164,14 +164,14 @@ begin
                                                   order by c.priority desc, c.scheduled_at,
                                                            c.id) as turn
                           from unnest(v_cands) c) o) t
-          join unnest(p_sources, p_rooms) as r(source_type, room)
+          join unnest(p_sources, p_source_slots) as r(source_type, slots)
             on r.source_type = t.source_type
-         where t.source_turn <= r.room
+         where t.source_turn <= r.slots
          order by t.bulk, t.turn, t.priority desc, t.scheduled_at, t.id
          limit p_limit);
 
     -- 5. the workspaces looked at: budget reserved for the jobs taken, served ones (and those
-    --    with room but no job they could lock) to the back of the line, the hold and the
+    --    with an offer but no job they could lock) to the back of the line, the hold and the
     --    concurrency flag set, and the lanes exact without the jobs taken
     if cardinality(v_ws) > 0 then
         update workspaces w
@@ -181,14 +181,14 @@ begin
                                            then greatest(v_now, coalesce(w.budget_refilled_at,
                                                                          v_now))
                                            else w.budget_refilled_at end,
-               last_served_at       = case when t.n > 0 or (o.room > 0 and t.offered = 0)
+               last_served_at       = case when t.n > 0 or (o.offer > 0 and t.offered = 0)
                                            then v_now else w.last_served_at end,
-               served_seq           = case when t.n > 0 or (o.room > 0 and t.offered = 0)
+               served_seq           = case when t.n > 0 or (o.offer > 0 and t.offered = 0)
                                            then nextval('workspaces_served_seq')
                                            else w.served_seq end,
-               at_concurrency_limit = o.in_flight + t.n >= p_workspace_limit,
+               at_concurrency_limit = o.in_flight + t.n >= p_workspace_concurrency,
                held_until           = case
-                   when o.in_flight + t.n >= p_workspace_limit then null
+                   when o.in_flight + t.n >= p_workspace_concurrency then null
                    when o.rate > 0 and o.level - o.cost * t.n < o.cost
                        then v_now + make_interval(secs => (o.cost - (o.level - o.cost * t.n))
                                                           / o.rate)
@@ -381,7 +381,7 @@ $$;
 
 -- Name: workspaces_line_repair(bigint[], integer); Type: FUNCTION
 
-CREATE FUNCTION workspaces_line_repair(ids bigint[], workspace_limit integer) RETURNS integer
+CREATE FUNCTION workspaces_line_repair(ids bigint[], workspace_concurrency integer) RETURNS integer
     LANGUAGE plpgsql
     AS $$
 declare
@@ -395,7 +395,7 @@ begin
                    r.at_concurrency_limit
                    and (select count(*) from sync_jobs p
                          where p.workspace_id = r.id and p.status = 'processing')
-                       >= workspace_limit as at_concurrency_limit
+                       >= workspace_concurrency as at_concurrency_limit
               from workspaces r cross join lateral workspace_lanes(r.id, '{}') l
              where r.id = any(ids)) v
      where w.id = v.id
