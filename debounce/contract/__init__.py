@@ -31,7 +31,14 @@ from debounce.contract.audience import (
     AudienceCache,
     CachedAudience,
 )
-from debounce.contract.backfill import Backfillable, BackfillItem, BackfillPage
+from debounce.contract.backfill import (
+    Backfillable,
+    BackfillItem,
+    BackfillPage,
+    Discovered,
+    DiscoveryPage,
+    as_backfillable,
+)
 from debounce.contract.documents import Document, DocumentWriter, WriteOutcome
 from debounce.contract.errors import (
     AuthRevoked,
@@ -65,6 +72,9 @@ __all__ = [
     "Checkpoint",
     "BackfillItem",
     "Backfillable",
+    "Discovered",
+    "DiscoveryPage",
+    "as_backfillable",
     "BackfillPage",
     "Document",
     "DocumentWriter",

@@ -36,6 +36,7 @@ from debounce.contract import (
     Backfillable,
     SyncContext,
     Syncer,
+    as_backfillable,
 )
 from debounce.types import ApiBudget
 from debounce.worker.access import WorkspaceAccess
@@ -61,7 +62,11 @@ class Backfiller:
                  budgets: Mapping[str, ApiBudget]) -> None:
         self.settings = settings
         self.pool = pool
-        self.syncers = {s: i for s, i in syncers.items() if isinstance(i, Backfillable)}
+        self.syncers: dict[str, Backfillable] = {}
+        for source_type, syncer in syncers.items():
+            listing = as_backfillable(syncer, source_type)
+            if listing is not None:
+                self.syncers[source_type] = listing
         self.access = access
         self.owner = owner
         self.budgets = dict(budgets)
