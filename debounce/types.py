@@ -5,7 +5,7 @@ contract and are defined in :mod:`debounce.contract.jobs`; they are re-exported 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -14,6 +14,7 @@ from debounce.contract.jobs import ApiBudget, JobStatus, SourceWindow, SyncJob
 __all__ = [
     "ApiBudget",
     "Claimed",
+    "ClaimedWorkspace",
     "EnqueueBrief",
     "EnqueueOutcome",
     "JobEvent",
@@ -64,14 +65,38 @@ class JobEvent:
     kinds: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class ClaimedWorkspace:
+    """What a sync needs of its job's workspace, read by the claim in the same statement as
+    the job (``sql/claim.sql``, ``claim``: the ``ws_*`` columns) or by
+    ``workspaces.sync_state`` (the backfills): the workspace's ``id``, its ``status``
+    (``active``, ``paused``, ``revoked``), ``origin`` (``env``, ``oauth``, ``cli``), the
+    source's ``external_id`` of it (``None``: the environment's workspace before its id is
+    learned), ``bot_user_id`` (Slack) and ``credentials``: the stored token, still encrypted
+    (a Fernet token, bytes; ``None`` for the environment's workspace, whose token stays in
+    the environment). Kept out of ``repr``."""
+
+    id: int
+    status: str
+    origin: str
+    external_id: str | None
+    bot_user_id: str | None
+    credentials: bytes | None = field(default=None, repr=False)
+
+    @property
+    def unlearned(self) -> bool:
+        """The environment's workspace whose id the source has not told yet (the worker asks
+        it after a sync: ``Source.identify``)."""
+        return self.origin == "env" and not self.external_id
+
+
 class Claimed(NamedTuple):
     """A job the worker's claim took (``queue.claim_with_workspaces``) and what its sync needs
-    of its workspace as the claim read it: ``{"status", "origin", "external_id",
-    "bot_user_id", "credentials"}`` (``credentials``: the encrypted token, ``None`` for the
-    environment's workspace), or ``None`` for a job of no workspace."""
+    of its workspace as the claim read it (:class:`ClaimedWorkspace`; ``None`` for a job of
+    no workspace)."""
 
     job: SyncJob
-    workspace: dict[str, Any] | None
+    workspace: ClaimedWorkspace | None
 
 
 class EnqueueBrief(NamedTuple):

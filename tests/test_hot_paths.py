@@ -16,7 +16,8 @@ from debounce import queue, workspaces
 from debounce.config import Settings
 from debounce.secrets import Keyring
 from debounce.types import EnqueueOutcome, JobEvent
-from debounce.worker.access import WorkspaceAccess
+from debounce.worker.decrypter import Decrypter
+from debounce.worker.key_check import CredentialMarks
 from debounce.worker.loop import Worker
 from standins.noop import NoopSyncer
 
@@ -107,20 +108,20 @@ async def test_the_claim_brings_each_jobs_workspace_and_a_token_is_decrypted_onc
     assert by_page["p2"].workspace is None
     ws = by_page["p0"].workspace
     assert ws is not None
-    assert (ws["status"], ws["origin"], ws["external_id"]) == ("active", "cli", "W1")
-    assert bytes(ws["credentials"]) == token
+    assert (ws.id, ws.status, ws.origin, ws.external_id) == (workspace_id, "active", "cli", "W1")
+    assert ws.credentials == token
 
-    access = WorkspaceAccess(Settings(secret_key=secret), pool)
-    first = await access.credentials(by_page["p0"].job, by_page["p0"].workspace)
+    decrypter = Decrypter(Keyring(secret), CredentialMarks(pool), pool)
+    first = await decrypter.credentials(by_page["p0"].workspace)
     assert first is not None and first["access_token"] == "xoxb-1"
-    assert len(access._decrypted) == 1
-    second = await access.credentials(by_page["p1"].job, by_page["p1"].workspace)
+    assert len(decrypter._decrypted) == 1
+    second = await decrypter.credentials(by_page["p1"].workspace)
     assert second == first and second is not first
-    assert len(access._decrypted) == 1
+    assert len(decrypter._decrypted) == 1
     # a stored token this worker cannot decrypt still marks the workspace
-    other = WorkspaceAccess(Settings(secret_key=Fernet.generate_key().decode()), pool)
+    other = Decrypter(Keyring(Fernet.generate_key().decode()), CredentialMarks(pool), pool)
     with pytest.raises(workspaces.CredentialsUnreadable):
-        await other.credentials(by_page["p0"].job, by_page["p0"].workspace)
+        await other.credentials(by_page["p0"].workspace)
     cur = await conn.execute("select credentials_error from workspaces where id = %s",
                              (workspace_id,))
     marked = await cur.fetchone()

@@ -25,6 +25,7 @@ from debounce.sql import queries
 from debounce.types import (
     ApiBudget,
     Claimed,
+    ClaimedWorkspace,
     EnqueueBrief,
     EnqueueOutcome,
     JobEvent,
@@ -136,9 +137,9 @@ async def claim_with_workspaces(
     served in turn, live jobs (priority >= 0) before bulk ones (priority < 0). Each claimed job is
     ``processing`` with ``lease_expires_at = now + lease_seconds``, ``attempts + 1``, a fresh
     ``lease_token`` and ``claimed_revision = revision``; returned in claim order, each with
-    what its sync needs of its workspace, read by the same statement: ``{"status", "origin",
-    "external_id", "bot_user_id", "credentials"}`` (``credentials``: the encrypted token,
-    ``None`` for the environment's workspace), or ``None`` for a job of no workspace.
+    what its sync needs of its workspace, read by the same statement (a
+    :class:`~debounce.types.ClaimedWorkspace`: status, origin, ids, the still encrypted
+    token), or ``None`` for a job of no workspace.
     ``source_types`` restricts the claim to those sources; ``source_slots`` (``{source: n}``)
     restricts it to those sources *and* caps each at ``n`` jobs (the slots of the worker each
     source may fill now: at most its source concurrency).
@@ -176,12 +177,15 @@ async def claim_with_workspaces(
     return claimed
 
 
-def _workspace_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
+def _workspace_of(row: Mapping[str, Any]) -> ClaimedWorkspace | None:
+    """The claimed job's workspace from the claim's ``ws_*`` columns (``None``: no workspace)."""
     if row["workspace_id"] is None or row["ws_origin"] is None:
         return None
-    return {"status": row["ws_status"], "origin": row["ws_origin"],
-            "external_id": row["ws_external_id"], "bot_user_id": row["ws_bot_user_id"],
-            "credentials": row["ws_credentials"]}
+    stored = row["ws_credentials"]
+    return ClaimedWorkspace(id=int(row["workspace_id"]), status=row["ws_status"],
+                            origin=row["ws_origin"], external_id=row["ws_external_id"],
+                            bot_user_id=row["ws_bot_user_id"],
+                            credentials=None if stored is None else bytes(stored))
 
 
 def _lease_token(job: SyncJob) -> str:

@@ -24,7 +24,11 @@ Several worker processes against one database are safe: that is how it scales ou
 Modules: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
 :mod:`.outcomes` (completions and failures, each batched into one statement), :mod:`.notifier`
 (``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper, the wait for the schema),
-:mod:`.errors` (how a loop reports a database error).
+:mod:`.errors` (how a loop reports a database error); the workspaces' side, one concern
+each: :mod:`.decrypter` (a sync's credentials), :mod:`.key_check` (this worker's key against
+the stored tokens: the ``credentials_error`` marks), :mod:`.workspace_state` (a 429 blocks a
+workspace, a revoked token revokes it), :mod:`.env_workspaces` (the environment's workspaces:
+created at start, their ids learned).
 """
 
 from debounce.worker.loop import Worker, default_worker_id

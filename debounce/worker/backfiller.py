@@ -39,7 +39,8 @@ from debounce.contract import (
     as_backfillable,
 )
 from debounce.types import ApiBudget
-from debounce.worker.access import WorkspaceAccess
+from debounce.worker import workspace_state
+from debounce.worker.decrypter import Decrypter
 from debounce.worker.errors import log_db_error
 from debounce.worker.verdict import VerdictKind, verdict
 from debounce.workspaces import CredentialsUnreadable
@@ -55,10 +56,11 @@ RETRY_SECONDS = 30.0
 class Backfiller:
     """One worker process's backfill loop (module docstring). ``syncers``: the worker's
     syncers; only those that are a :class:`~debounce.contract.backfill.Backfillable` take
-    part. ``owner`` is the worker id (the lease holder)."""
+    part. ``decrypter``: the worker's (a backfill page runs with its workspace's credentials like a
+    sync). ``owner`` is the worker id (the lease holder)."""
 
     def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any],
-                 syncers: Mapping[str, Syncer], access: WorkspaceAccess, owner: str,
+                 syncers: Mapping[str, Syncer], decrypter: Decrypter, owner: str,
                  budgets: Mapping[str, ApiBudget]) -> None:
         self.settings = settings
         self.pool = pool
@@ -67,7 +69,7 @@ class Backfiller:
             listing = as_backfillable(syncer, source_type)
             if listing is not None:
                 self.syncers[source_type] = listing
-        self.access = access
+        self.decrypter = decrypter
         self.owner = owner
         self.budgets = dict(budgets)
         self.idle_seconds = max(0.05, min(settings.poll_interval_seconds, 5.0))
@@ -129,10 +131,10 @@ class Backfiller:
             await backfills.defer(self.pool, eid, self.owner, v.retry_after, "")
         elif v.kind is VerdictKind.RATE_LIMITED:
             assert v.retry_after is not None and v.reason is not None
-            await self.access.block(workspace_id, v.retry_after, v.reason)
+            await workspace_state.block(self.pool, workspace_id, v.retry_after, v.reason)
             await backfills.defer(self.pool, eid, self.owner, v.retry_after, v.error)
         elif v.kind is VerdictKind.REVOKED:
-            await self.access.revoke_workspace(workspace_id, str(exc))
+            await workspace_state.revoke(self.pool, workspace_id, str(exc))
             await backfills.fail(self.pool, eid, self.owner, v.error)
         elif v.kind is VerdictKind.PERMANENT:
             log.error("%s %d of workspace %d failed: %s", kind, eid, workspace_id, exc)
@@ -149,9 +151,9 @@ class Backfiller:
         watermark = row["watermark"] if kind == "reconcile" else None
         cursor: str | None = row["cursor"]
         try:
-            credentials = await self.access.for_workspace(workspace_id)
+            credentials = await self.decrypter.for_workspace(workspace_id)
         except CredentialsUnreadable as exc:
-            # Marked on the workspace and said once (WorkspaceAccess); the lease skips the
+            # Marked on the workspace and said once (the Decrypter); the lease skips the
             # workspace until the mark is cleared, then the walk goes on from its cursor.
             await backfills.defer(self.pool, eid, self.owner, 0.0,
                                   f"credentials error: {exc.reason}")

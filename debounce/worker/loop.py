@@ -29,11 +29,13 @@ from debounce.contract import (
 from debounce.documents import DocumentStore
 from debounce.metrics import WORKER
 from debounce.retry import Backoff, backoff_delay
+from debounce.secrets import Keyring
 from debounce.sync_costs import SyncCosts, lane_of
-from debounce.types import ApiBudget, SyncJob
-from debounce.worker import heartbeat, maintenance
-from debounce.worker.access import WorkspaceAccess
+from debounce.types import ApiBudget, ClaimedWorkspace, SyncJob
+from debounce.worker import env_workspaces, heartbeat, key_check, maintenance, workspace_state
 from debounce.worker.backfiller import Backfiller
+from debounce.worker.decrypter import Decrypter
+from debounce.worker.env_workspaces import Learner
 from debounce.worker.errors import log_db_error
 from debounce.worker.notifier import listen
 from debounce.worker.outcomes import Outcomes
@@ -63,6 +65,7 @@ class Worker:
 
     Raises (construction):
         ValueError: no ``conninfo`` given and the pool's is not a string.
+        SecretKeyError: ``settings.secret_key`` is malformed.
     """
 
     def __init__(
@@ -93,7 +96,11 @@ class Worker:
         #: Jobs whose sync returned and whose outcome is being recorded.
         self.finishing: set[int] = set()
         self.outcomes = Outcomes(pool)
-        self.access = WorkspaceAccess(settings, pool)
+        #: The workspaces' side: this worker's key (``None``: none), one concern each.
+        self.keyring = Keyring(settings.secret_key) if settings.secret_key else None
+        self.marks = key_check.CredentialMarks(pool)
+        self.decrypter = Decrypter(self.keyring, self.marks, pool)
+        self.learner = Learner(settings, pool)
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._paused_until: dict[str, float] = {}
@@ -155,7 +162,7 @@ class Worker:
                     self.pool, self.settings.lease_seconds, self.wake), name="reaper"))
                 helpers.append(asyncio.create_task(heartbeat.heartbeat(
                     self.pool, self.worker_id, lambda: self.last_claim), name="heartbeat"))
-                if await maintenance.wait_until_prepared(self.access.prepare, self._stopping):
+                if await maintenance.wait_until_prepared(self._prepare, self._stopping):
                     helpers += self._start_helpers()
                     await self._claim_loop()
         finally:
@@ -175,6 +182,13 @@ class Worker:
             log.info("worker %s stopped (%d completed, %d failed)", self.worker_id,
                      self.completed, self.failed)
 
+    async def _prepare(self) -> None:
+        """At start: the environment's workspaces exist, each stored token is tried with
+        the key (:mod:`.key_check`). Raises ``SecretKeyError``: tokens stored, no key."""
+        await env_workspaces.ensure(self.pool, self.settings)
+        await key_check.require_key(self.pool, self.keyring)
+        await key_check.check_stored(self.pool, self.keyring, self.marks)
+
     def _start_helpers(self) -> list[asyncio.Task[None]]:
         """The loops beside the claim loop (the reaper runs from the start already): LISTEN,
         lease keeper, the re-check of stored tokens, the backfiller, pruner."""
@@ -184,9 +198,9 @@ class Worker:
             asyncio.create_task(maintenance.lease_keeper(self.pool, self.running, self.finishing,
                                                          lease), name="lease-keeper"),
         ]
-        helpers.append(asyncio.create_task(self.access.watch(self._stopping),
-                                           name="credentials"))
-        backfiller = Backfiller(self.settings, self.pool, self.syncers, self.access,
+        helpers.append(asyncio.create_task(key_check.watch(
+            self.pool, self.keyring, self.marks, self._stopping), name="credentials"))
+        backfiller = Backfiller(self.settings, self.pool, self.syncers, self.decrypter,
                                 self.worker_id, self.budgets)
         helpers.append(asyncio.create_task(backfiller.run(self._stopping), name="backfiller"))
         if self.settings.prune_interval_seconds > 0:
@@ -278,7 +292,7 @@ class Worker:
             delay = min(delay, min(waits) + 0.001)
         return max(delay, 0.001)
 
-    def _start(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
+    def _start(self, job: SyncJob, workspace: ClaimedWorkspace | None) -> None:
         self.running[job.id] = job
         WORKER.jobs_claimed.labels(job.source_type).inc()
         if log.isEnabledFor(logging.DEBUG):
@@ -287,7 +301,9 @@ class Worker:
         self._tasks[job.id] = asyncio.create_task(self._run_job(job, workspace),
                                                   name=f"sync-{job.id}")
 
-    async def _run_job(self, job: SyncJob, workspace: Mapping[str, Any] | None = None) -> None:
+    async def _run_job(self, job: SyncJob, workspace: ClaimedWorkspace | None) -> None:
+        """Sync ``job`` with its ``workspace`` as the claim read it (``None``: no workspace)
+        and record the outcome; never raises but for cancellation (shutdown)."""
         syncer = self.syncers.get(job.source_type)
         started = time.monotonic()
         credentials: Mapping[str, Any] | None = None
@@ -296,7 +312,7 @@ class Worker:
         try:
             if syncer is None:
                 raise PermanentError(f"no syncer for source {job.source_type!r}")
-            credentials = await self.access.credentials(job, workspace)
+            credentials = await self.decrypter.credentials(workspace)
             context = SyncContext(store=self.store.fenced(job), credentials=credentials,
                                   meter=meter, checkpoint=checkpoint,
                                   audiences=AudienceStore.fenced(self.store.db, job))
@@ -314,7 +330,8 @@ class Worker:
                      extra=job.log_fields())
             await self._complete(job)
             await self._count_cost(job, meter, synced=True)
-            await self.access.learn(job, credentials, self._meter(job))
+            if workspace is not None and workspace.unlearned:
+                await self.learner.learn(workspace, job.source_type, meter)
         finally:
             if not asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 self.running.pop(job.id, None)
@@ -349,8 +366,8 @@ class Worker:
                 checkpoint=self._checkpoint_of(job, checkpoint)), said=True)
         elif kind is VerdictKind.CREDENTIALS:
             # Its workspace's token does not decrypt here (no key, another key): a
-            # configuration problem, said once and marked on the workspace by
-            # ``WorkspaceAccess``. The attempt is given back and the job keeps its place;
+            # configuration problem, said once and marked on the workspace by the
+            # ``Decrypter``. The attempt is given back and the job keeps its place;
             # the claim skips the workspace until a worker whose key decrypts it clears the mark.
             self._observe(job, started, kind)
             await self._record_failure(queue.Failure(job, v.error, retry_after=0, keep_place=True))
@@ -363,7 +380,8 @@ class Worker:
             assert v.retry_after is not None and v.reason is not None
             self._observe(job, started, kind)
             WORKER.rate_limits.labels(job.source_type, v.reason).inc()
-            if not await self.access.rate_limited(job, v.retry_after, v.reason):
+            if job.workspace_id is None or not await workspace_state.block(
+                    self.pool, job.workspace_id, v.retry_after, v.reason):
                 # No workspace to block (the source's settings): pause the source here.
                 self._paused_until[job.source_type] = time.monotonic() + v.retry_after
             log.warning("rate limited (%s); retry in %.0f s", v.reason, v.retry_after,
@@ -371,7 +389,8 @@ class Worker:
             await self._record_failure(queue.Failure(
                 job, v.error, retry_after=v.retry_after,
                 checkpoint=self._checkpoint_of(job, checkpoint)))
-        elif kind is VerdictKind.REVOKED and await self.access.revoked(job, str(exc)):
+        elif (kind is VerdictKind.REVOKED and job.workspace_id is not None
+              and await workspace_state.revoke(self.pool, job.workspace_id, str(exc))):
             # Parked: pending again, the attempt given back; the claim skips the jobs of a
             # revoked workspace, so nothing retries in a loop, and a re-install resumes it.
             self._observe(job, started, kind)
