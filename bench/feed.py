@@ -8,7 +8,10 @@ follower has a commit, and what a hot standby takes off the primary.
   log); on with no follower; on with one follower long-polling (this release: the follower's
   process polls the feed's frontier, writers do nothing more); and the release before (issue
   23), emulated by a trigger that NOTIFYs once per writing transaction while a follower waits
-  (NOTIFY serialises commits on a global lock). Best of ``rounds`` each.
+  (NOTIFY serialises commits on a global lock); and the change log with migration 017's
+  position trigger (``log_017``: before migration 020's content-hash fast path), so the
+  change log's own overhead is measured before and after in the same run. Best of ``rounds``
+  each.
 - ``feed_latency``: commit → a long-polling follower (``read_waiting``) has the change, on a
   quiet primary, and (``server: standby``) with the follower on a streaming standby, next to
   that standby's replay lag (commit → the standby has replayed it) measured the same way.
@@ -39,6 +42,7 @@ from debounce.config import Settings
 from debounce.documents import Document, DocumentStore
 from debounce.feed_listen import POLL_SECONDS, ChangeSignal, read_waiting
 from debounce.migrate import migrate
+from debounce.sql import sql_dir
 from debounce.web import create_app
 from standins.server import BackgroundServer
 
@@ -75,16 +79,47 @@ alter table documents disable trigger bench_feed_notify;
 """
 
 
-async def _variant(pool: AsyncConnectionPool[Any], name: str) -> None:
+def _position_trigger_017() -> str:
+    """Migration 017's ``document_feed_position`` (the change log's BEFORE trigger before
+    migration 020 skipped the row copy and compare for a write with a new content hash)."""
+    text = (sql_dir() / "017_feed_positions.sql").read_text(encoding="utf-8")
+    start = text.index("create or replace function document_feed_position()")
+    return text[start:text.index("end $$;", start) + len("end $$;")]
+
+
+async def _variant(pool: AsyncConnectionPool[Any], name: str, current: str) -> None:
     """``off``: no change log; ``log``: the log, no follower; ``log_follower``: the log, a
     follower long-polling (its own task: :func:`_follower`); ``log_notify_before``: the log
-    and a NOTIFY per writing transaction (the release before)."""
+    and a NOTIFY per writing transaction (the release before); ``log_017``: the log with
+    migration 017's position trigger. ``current``: this release's position trigger."""
     async with pool.connection() as conn:
+        await conn.execute(_position_trigger_017() if name == "log_017" else current)  # type: ignore[arg-type]
         action = "disable" if name == "off" else "enable"
         for trigger in ("documents_feed_position", "documents_feed_append"):
             await conn.execute(f"alter table documents {action} trigger {trigger}")  # type: ignore[arg-type]
         action = "enable" if name == "log_notify_before" else "disable"
         await conn.execute(f"alter table documents {action} trigger bench_feed_notify")  # type: ignore[arg-type]
+
+
+async def _backends(pool: AsyncConnectionPool[Any]) -> list[int]:
+    """The pids of the client backends connected to the pool's database."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "select pid from pg_stat_activity where datname = current_database() "
+            "and backend_type = 'client backend'")).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def _cpu_of(pids: list[int]) -> float:
+    """CPU seconds of these processes (on this machine; 0 for one that is gone or not ours)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system
+    return total
 
 
 async def _follower(pool: AsyncConnectionPool[Any], stop: asyncio.Event,
@@ -114,21 +149,36 @@ async def _write_cost(url: str, quick: bool) -> None:
     try:
         async with pool.connection() as conn:
             await conn.execute(_OLD_NOTIFY)  # type: ignore[arg-type]
+            row = await (await conn.execute(
+                "select pg_get_functiondef('document_feed_position'::regproc)")).fetchone()
+            assert row is not None
+            current = str(row[0])
         await _writes(pool, docs, docs, writers, "warm")  # the rows exist: every write an update
-        best: dict[str, float] = {"off": 0.0, "log": 0.0, "log_follower": 0.0,
+        best: dict[str, float] = {"off": 0.0, "log": 0.0, "log_017": 0.0, "log_follower": 0.0,
                                   "log_notify_before": 0.0}
-        ratios: dict[str, list[float]] = {"log": [], "log_follower": [], "log_notify_before": []}
+        ratios: dict[str, list[float]] = {"log": [], "log_017": [], "log_follower": [],
+                                          "log_notify_before": []}
+        cpu: dict[str, list[float]] = {name: [] for name in best}
         for r in range(rounds):
             this: dict[str, float] = {}
-            for name in best:
-                await _variant(pool, name)
+            # The variants take turns in a rotated order, each after a VACUUM of the documents:
+            # a later turn of a round faced more dead rows (a server may run without
+            # autovacuum) and a drifting machine load, and always the same variant paid it.
+            names = list(best)
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                async with pool.connection() as conn:
+                    await conn.execute("vacuum documents")
+                await _variant(pool, name, current)
                 stop = asyncio.Event()
                 following = (asyncio.create_task(_follower(reader, stop))
                              if name in ("log_follower", "log_notify_before") else None)
                 if name == "log_notify_before":   # a listener, as the web's was
                     listener = await psycopg.AsyncConnection.connect(url, autocommit=True)
                     await listener.execute("listen debounce_documents")
+                pids = await _backends(pool)
+                cpu0 = _cpu_of(pids)
                 rate = await _writes(pool, docs, writes, writers, f"{name}{r}")
+                cpu[name].append(1e6 * (_cpu_of(pids) - cpu0) / writes)
                 if name == "log_notify_before":
                     await listener.close()
                 if following is not None:
@@ -136,11 +186,13 @@ async def _write_cost(url: str, quick: bool) -> None:
                     await following
                 best[name] = max(best[name], rate)
                 this[name] = rate
-                note(f"feed_write round {r} {name}: {rate:.0f} upserts/s")
+                note(f"feed_write round {r} {name}: {rate:.0f} upserts/s, "
+                     f"{cpu[name][-1]:.0f} µs of server CPU each")
             ratios["log"].append(this["log"] / this["off"])
+            ratios["log_017"].append(this["log_017"] / this["off"])
             ratios["log_follower"].append(this["log_follower"] / this["log"])
             ratios["log_notify_before"].append(this["log_notify_before"] / this["log"])
-        await _variant(pool, "log")
+        await _variant(pool, "log", current)
         overhead = 1 - best["log"] / best["off"]
         with_follower = best["log_follower"] / best["log"]
         emit("feed_write", writers=writers, documents=docs, upserts_per_round=writes,
@@ -149,15 +201,21 @@ async def _write_cost(url: str, quick: bool) -> None:
              upserts_per_s_with_log=round(best["log"]),
              upserts_per_s_with_log_and_follower=round(best["log_follower"]),
              upserts_per_s_with_log_and_follower_before=round(best["log_notify_before"]),
+             upserts_per_s_with_log_017=round(best["log_017"]),
              log_overhead_pct=round(100 * overhead, 1),
+             log_overhead_pct_017=round(100 * (1 - best["log_017"] / best["off"]), 1),
              follower_ratio=round(with_follower, 3),
              follower_ratio_before=round(best["log_notify_before"] / best["log"], 3),
              # the same ratios within each round (the load of a shared machine drifts between
              # rounds): their medians
              median_round_log_ratio=round(statistics.median(ratios["log"]), 3),
+             median_round_log_ratio_017=round(statistics.median(ratios["log_017"]), 3),
              median_round_follower_ratio=round(statistics.median(ratios["log_follower"]), 3),
              median_round_follower_ratio_before=round(
                  statistics.median(ratios["log_notify_before"]), 3),
+             # CPU of the database's backends per upsert (median of rounds): what the log
+             # costs the server, less sensitive than the rates to a shared machine's load
+             server_cpu_us_per_upsert={name: round(statistics.median(v)) for name, v in cpu.items()},
              goal_log_overhead_le_20pct=overhead <= 0.20,
              goal_follower_ge_0_9x=with_follower >= 0.9)
     finally:

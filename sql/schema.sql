@@ -243,6 +243,7 @@ CREATE FUNCTION document_feed_append() RETURNS trigger
     AS $$
 declare
     position xid8;
+    seq bigint;
     grave xid8;
 begin
     if tg_op = 'DELETE' then
@@ -258,17 +259,20 @@ begin
         do update set feed_xid = greatest(g.feed_xid, excluded.feed_xid);
     else
         position := new.feed_xid;
+        seq := new.feed_seq;
         select g.feed_xid into grave from document_graves g
          where g.source_type = new.source_type and g.document_id = new.document_id;
-        if grave > position then
-            -- Raised past the deletion of an earlier row of this document; the nested update
-            -- moves only the position (bookkeeping: it appends nothing itself).
+        if grave >= position then
+            -- After the deletion of an earlier row of this document: its position, and a
+            -- sequence number taken after the delete's; the nested update moves only the
+            -- position (bookkeeping: it appends nothing itself).
             position := grave;
-            update documents set feed_xid = position where id = new.id;
+            seq := nextval('document_changes_seq');
+            update documents set feed_xid = position, feed_seq = seq where id = new.id;
         end if;
         insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
                                       source_page_id, op, updated_at, content_sha256)
-        values (position, new.feed_seq, new.source_type, new.workspace_id, new.document_id,
+        values (position, seq, new.source_type, new.workspace_id, new.document_id,
                 new.source_page_id,
                 case when new.deleted_at is null then 'upsert' else 'delete' end,
                 new.updated_at, new.content_sha256);
@@ -285,18 +289,18 @@ declare
     prev documents;
 begin
     if tg_op = 'UPDATE' then
-        prev := old;
-        if old.content_sha256 = new.content_sha256 then
+        if new.content_sha256 is not distinct from old.content_sha256 then
+            prev := old;
             prev.content := new.content;   -- the same hash: the same content
-        end if;
-        prev.synced_at := new.synced_at;
-        prev.source_updated_at := new.source_updated_at;
-        prev.listed_at := new.listed_at;
-        prev.updated_at := new.updated_at;
-        prev.feed_xid := new.feed_xid;
-        prev.feed_seq := new.feed_seq;
-        if prev is not distinct from new then
-            return new;   -- only bookkeeping moved: no change for consumers
+            prev.synced_at := new.synced_at;
+            prev.source_updated_at := new.source_updated_at;
+            prev.listed_at := new.listed_at;
+            prev.updated_at := new.updated_at;
+            prev.feed_xid := new.feed_xid;
+            prev.feed_seq := new.feed_seq;
+            if prev is not distinct from new then
+                return new;   -- only bookkeeping moved: no change for consumers
+            end if;
         end if;
         if new.updated_at is not distinct from old.updated_at then
             new.updated_at := now();   -- a change a consumer sees is a new updated_at

@@ -152,7 +152,8 @@ async def test_a_follower_sees_every_change_once_under_concurrent_writers(
     seen += rest
     async with pool.connection() as conn:
         logged = await (await conn.execute(
-            "select feed_xid::text, seq from document_changes order by feed_xid, seq")).fetchall()
+            "select feed_xid::text as xid, seq from document_changes "
+            "order by feed_xid, seq")).fetchall()
         final = {r[0]: (r[1], r[2]) for r in await (await conn.execute(
             "select document_id, content_sha256, deleted_at is not null from documents"
         )).fetchall()}

@@ -92,6 +92,53 @@ async def test_an_insert_that_waited_for_a_concurrent_delete_comes_after_it(
     assert row == (True,)
 
 
+async def test_an_insert_that_took_its_sequence_before_a_concurrent_delete_finished_comes_after_it(
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    """The race the standby switching test found (one run in ~40 under load): T3's DELETE
+    statement has removed D's row but not yet run its AFTER trigger (which takes the delete's
+    sequence number) when T1's insert of D runs its BEFORE trigger (T1's sequence number,
+    smaller) and then waits for T3 on the unique key. T1 is raised to T3's grave; with its
+    old sequence number its upsert sorted *before* T3's delete, and the last change served
+    was the delete while the row held T1's content. Made deterministic with an advisory lock
+    that holds T3's statement between its row delete and the end of the statement."""
+    await DocumentStore(pool).upsert(doc("D", "h1"))
+    async with await psycopg.AsyncConnection.connect(database_url) as t1, \
+            await psycopg.AsyncConnection.connect(database_url) as t3, \
+            await psycopg.AsyncConnection.connect(database_url, autocommit=True) as gate:
+        await t1.execute("select pg_current_xact_id()")      # T1 older than T3
+        await gate.execute("select pg_advisory_lock(730030)")
+
+        async def waiting(pid: int, kind: str) -> None:
+            async with pool.connection() as watch:
+                while await (await watch.execute(
+                        "select exists (select 1 from pg_locks where pid = %s and not granted "
+                        "and locktype = %s)", (pid, kind))).fetchone() != (True,):
+                    await asyncio.sleep(0.01)
+
+        # T3's statement deletes the row, then waits (its AFTER triggers run at its end).
+        deleting = asyncio.create_task(t3.execute(
+            "with gone as (delete from documents where document_id = 'D' returning 1) "
+            "select pg_advisory_xact_lock(730030) from gone"))
+        await asyncio.wait_for(waiting(t3.info.backend_pid, "advisory"), 10)
+        inserting = asyncio.create_task(DocumentStore(t1).upsert(doc("D", "h2")))
+        await asyncio.wait_for(waiting(t1.info.backend_pid, "transactionid"), 10)
+        await gate.execute("select pg_advisory_unlock(730030)")
+        await deleting
+        await t3.commit()
+        assert await inserting == "inserted"
+        await t1.commit()
+    assert await changes_of(pool, "D") == [("upsert", content_sha256("h1")),
+                                           ("delete", content_sha256("h1")),
+                                           ("upsert", content_sha256("h2"))]
+    assert await row_sha(pool, "D") == content_sha256("h2")
+    async with pool.connection() as conn:   # the row's position is its last change's
+        row = await (await conn.execute(
+            "select (d.feed_xid, d.feed_seq) = (select feed_xid, seq from document_changes "
+            "order by feed_xid desc, seq desc limit 1) from documents d")).fetchone()
+    assert row == (True,)
+
+
 async def test_the_prune_buries_graves_no_transaction_can_raise_against(
     pool: AsyncConnectionPool[Any]
 ) -> None:
@@ -119,6 +166,9 @@ async def test_removing_a_workspace_is_a_change_with_a_new_updated_at(
     await DocumentStore(pool).upsert(doc("p", "x"))
     async with pool.connection() as conn:   # attached long ago (test-only SQL)
         await conn.execute("update documents set workspace_id = %s, updated_at = %s", (ws, T_OLD))
+    # servable first: another session's open transaction on the shared server would leave the
+    # head below the attach above, and its change would be read after `before` too
+    await servable(pool)
     before = await feed.head(pool)
     await workspaces.remove(pool, ws)
     row = await DocumentStore(pool).get("notion", "p")
