@@ -66,4 +66,4 @@ async def test_a_job_committed_while_the_claim_statement_runs_is_claimed_whole(
     row = await one_job.active_for_page(pool, "notion", "late")
     assert row is not None and row.status is JobStatus.PROCESSING
     assert row.lease_token == job.lease_token
-    assert claimed[0].workspace is not None and claimed[0].workspace["external_id"] == "W1"
+    assert claimed[0].workspace is not None and claimed[0].workspace.external_id == "W1"
