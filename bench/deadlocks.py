@@ -85,7 +85,8 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
 
         async def claimer(k: int) -> None:
             async def one() -> None:
-                got = await queue.claim_with_workspaces(pool, f"c{k}", limit=8, lease_seconds=0.5,
+                got = await queue.claim_with_workspaces(
+                    pool, f"c{k}", limit=8, lease_seconds=0.5, source_slots={"notion": 8},
                                                         workspace_concurrency=4)
                 count("claims")
                 if not got:

@@ -58,13 +58,6 @@ select (c.job).*, c.ws_status, c.ws_origin, c.ws_external_id, c.ws_bot_user_id,
                   %(budget_bursts)s::float8[], %(budget_costs)s::float8[],
                   %(workspace_concurrency)s::int) c
 
--- pending_sources --
--- The sources with work pending, in a workspace line or of no workspace (index skip scans):
--- one column, source_type. A claim for any source claims for these.
-select source_type from ({{_workspace_sources}}) s
-union
-select source_type from ({{_unowned_sources}}) u
-
 -- refresh_ready --
 -- The line's safety net (docs/claim.md, "Keeping the line"), for workspaces with id >
 -- %(after)s, at most %(batch)s of them: their lanes set from their pending jobs, and the

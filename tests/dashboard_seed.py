@@ -86,19 +86,22 @@ async def seed(db: Db) -> Seeded:
     # A synced page: first event 40 s ago, claimed 8 s ago, done 5 s ago (lag 35 s).
     synced = await _event(db, "notion", SYNCED_PAGE, "n-1", notion_event, now - timedelta(seconds=40))
     [job] = [c.job for c in await queue.claim_with_workspaces(
-        db, "worker-1", limit=1, lease_seconds=60, now=now - timedelta(seconds=8))]
+        db, "worker-1", limit=1, lease_seconds=60, source_slots={"notion": 1},
+        now=now - timedelta(seconds=8))]
     await one_job.complete(db, job, now=now - timedelta(seconds=5))
     # A Slack channel synced twice in the last hour (lags 12 s and 20 s).
     for i, (ago, lag) in enumerate(((1800, 12), (600, 20))):
         await _event(db, "slack", SLACK_CHANNEL, f"s-{i}", slack_event,
                      now - timedelta(seconds=ago + lag), debounce=5)
         [job] = [c.job for c in await queue.claim_with_workspaces(
-            db, "worker-1", limit=1, lease_seconds=60, now=now - timedelta(seconds=ago + 1))]
+            db, "worker-1", limit=1, lease_seconds=60, source_slots={"slack": 1},
+            now=now - timedelta(seconds=ago + 1))]
         await one_job.complete(db, job, now=now - timedelta(seconds=ago))
     # A failed page: no access, failed for good.
     failed = await _event(db, "notion", FAILED_PAGE, "n-2", notion_event, now - timedelta(minutes=20))
     [job] = [c.job for c in await queue.claim_with_workspaces(
-        db, "worker-1", limit=1, lease_seconds=60, now=now - timedelta(minutes=19))]
+        db, "worker-1", limit=1, lease_seconds=60, source_slots={"notion": 1},
+        now=now - timedelta(minutes=19))]
     await one_job.fail(db, job, "403 restricted_resource: the integration has no access to this "
                      "page <b>(share it with the integration)</b>", permanent=True,
                      now=now - timedelta(minutes=19))
@@ -106,14 +109,15 @@ async def seed(db: Db) -> Seeded:
     retrying = await _event(db, "slack", RETRYING_CHANNEL, "s-9", slack_event,
                             now - timedelta(minutes=3), debounce=5)
     [job] = [c.job for c in await queue.claim_with_workspaces(
-        db, "worker-2", limit=1, lease_seconds=60, now=now - timedelta(minutes=2))]
+        db, "worker-2", limit=1, lease_seconds=60, source_slots={"slack": 1}, now=now - timedelta(minutes=2))]
     await one_job.fail(db, job, "ReadTimeout: conversations.history did not answer within 10 s",
                      jitter=0, now=now - timedelta(minutes=2))
     # A page being synced right now.
     running = await _event(db, "notion", RUNNING_PAGE, "n-3", notion_event,
                            now - timedelta(seconds=45))
     [c.job for c in await queue.claim_with_workspaces(
-        db, "worker-2", limit=1, lease_seconds=60, now=now - timedelta(seconds=2), source_types=["notion"])]
+        db, "worker-2", limit=1, lease_seconds=60, now=now - timedelta(seconds=2),
+        source_slots={"notion": 1})]
     # A page with three edits in its window, due in the future.
     pending = 0
     for i in range(3):
@@ -175,7 +179,8 @@ async def _synced(db: Db, source: str, page: str, workspace_id: int, finished: d
         debounce_seconds=0, max_wait_seconds=0, workspace_id=workspace_id)],
         now=finished - timedelta(seconds=20))
     [job] = [c.job for c in await queue.claim_with_workspaces(
-        db, "worker-1", limit=1, lease_seconds=60, now=finished - timedelta(seconds=10))]
+        db, "worker-1", limit=1, lease_seconds=60, source_slots={source: 1},
+        now=finished - timedelta(seconds=10))]
     assert job.source_page_id == page
     if document is not None:
         store = DocumentStore(db).fenced(job)
@@ -217,7 +222,7 @@ async def seed_workspaces(db: Db) -> SeededWorkspaces:
         debounce_seconds=0, max_wait_seconds=0, workspace_id=slack["id"])],
         now=now - timedelta(minutes=6))
     [job] = [c.job for c in await queue.claim_with_workspaces(
-        db, "worker-1", limit=1, lease_seconds=60, now=now - timedelta(minutes=5))]
+        db, "worker-1", limit=1, lease_seconds=60, source_slots={"slack": 1}, now=now - timedelta(minutes=5))]
     await one_job.fail(db, job, LONG_ERROR, permanent=True, now=now - timedelta(minutes=5))
     # Last: a workspace with a credentials error is parked (the claim skips it).
     await workspaces.set_credentials_error(db, notion["id"], workspaces.WRONG_KEY)

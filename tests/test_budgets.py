@@ -117,11 +117,13 @@ async def test_the_claim_skips_an_empty_bucket_and_says_when_it_refills(
     for _ in range(5):
         await budgets.take(pool, dry, TEN_PER_SECOND, now=at(1))
     claimed = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w1", limit=10, lease_seconds=60, now=at(1), budgets={"notion": TEN_PER_SECOND})]
+        pool, "w1", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1),
+        budgets={"notion": TEN_PER_SECOND})]
     assert {j.workspace_id for j in claimed} == {wet}
     # At most as many jobs as the bucket holds requests: 1 request refilled 0.1 s later.
     claimed = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w1", limit=10, lease_seconds=60, now=at(1.1), budgets={"notion": TEN_PER_SECOND})]
+        pool, "w1", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.1),
+        budgets={"notion": TEN_PER_SECOND})]
     assert [j.workspace_id for j in claimed] == [dry]
 
 
@@ -137,17 +139,20 @@ async def test_a_flooded_workspace_does_not_delay_another_by_more_than_one_claim
     await queue.enqueue_brief(pool, events(quiet, 1, prefix="q"), now=at(5))
     in_flight: list[Any] = []
     first = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w1", limit=8, lease_seconds=60, now=at(6), workspace_concurrency=3)]
+        pool, "w1", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=at(6),
+        workspace_concurrency=3)]
     assert quiet in {j.workspace_id for j in first}
     assert sum(1 for j in first if j.workspace_id == flood) == 3
     in_flight += first
     # K reached: the flooded workspace gets nothing more until one of its syncs finishes.
     assert [c.job for c in await queue.claim_with_workspaces(
-        pool, "w2", limit=8, lease_seconds=60, now=at(6), workspace_concurrency=3)] == []
+        pool, "w2", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=at(6),
+        workspace_concurrency=3)] == []
     done = next(j for j in first if j.workspace_id == flood)
     await one_job.complete(pool, done, now=at(7))
     again = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w2", limit=8, lease_seconds=60, now=at(7), workspace_concurrency=3)]
+        pool, "w2", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=at(7),
+        workspace_concurrency=3)]
     assert [j.workspace_id for j in again] == [flood]
     # Live before bulk: every live job of the flood goes before its first bulk job.
     assert all(j.priority >= 0 for j in first + again)
@@ -162,7 +167,7 @@ async def test_live_jobs_of_any_workspace_go_before_bulk_jobs(
     await queue.enqueue_brief(pool, events(a, 20, prefix="bulk", priority=-10), now=T0)
     await queue.enqueue_brief(pool, events(b, 2, prefix="live"), now=at(10))
     claimed = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=3, lease_seconds=60, now=at(11))]
+        pool, "w", limit=3, lease_seconds=60, source_slots={"notion": 3}, now=at(11))]
     assert [j.workspace_id for j in claimed][:2] == [b, b]
     assert claimed[2].workspace_id == a
 
@@ -177,18 +182,22 @@ async def test_a_workspace_offers_only_the_syncs_its_bucket_can_pay(
     for _ in range(2):
         await budgets.take(pool, ws, TEN_PER_SECOND, now=at(1))     # 5 - 2 = 3 left
     claimed = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=10, lease_seconds=60, now=at(1), budgets={"notion": TEN_PER_SECOND},
+        pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1),
+        budgets={"notion": TEN_PER_SECOND},
         costs={"notion": 2.0})]
     assert len(claimed) == 1
     # The claim reserved that sync's two requests: 1 left, for every claimer.
     assert (await bucket(pool, ws, at(1)))["available"] == pytest.approx(1.0)
     assert [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=10, lease_seconds=60, now=at(1.05), budgets={"notion": TEN_PER_SECOND},
+        pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.05),
+        budgets={"notion": TEN_PER_SECOND},
         costs={"notion": 2.0})] == []
     # That claim held the workspace until its bucket pays for a sync again (0.1 s later), so
     # claimers stop looking at it meanwhile; then a claimer whose syncs cost 1 request gets
     # two jobs from the same 2 requests.
     assert [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=10, lease_seconds=60, now=at(1.05), budgets={"notion": TEN_PER_SECOND})] == []
+        pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.05),
+        budgets={"notion": TEN_PER_SECOND})] == []
     assert len([c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=10, lease_seconds=60, now=at(1.1), budgets={"notion": TEN_PER_SECOND})]) == 2
+        pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.1),
+        budgets={"notion": TEN_PER_SECOND})]) == 2

@@ -84,9 +84,9 @@ async def test_two_concurrent_claimers_take_disjoint_workspaces_and_both_get_job
         await queue.enqueue_brief(pool, events(ws, 3, prefix="p"), now=T0)
     async with pool.connection() as conn_a, conn_a.transaction():
         a = [c.job for c in await queue.claim_with_workspaces(
-            conn_a, "A", limit=4, lease_seconds=60, now=at(1))]
+            conn_a, "A", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(1))]
         b = [c.job for c in await queue.claim_with_workspaces(
-            pool, "B", limit=4, lease_seconds=60, now=at(1))]
+            pool, "B", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(1))]
     assert len(a) == 4 and len(b) == 4
     a_ws = {j.workspace_id for j in a}
     b_ws = {j.workspace_id for j in b}
@@ -105,7 +105,7 @@ async def test_four_concurrent_claim_loops_drain_every_job_exactly_once(
     async def loop(i: int) -> None:
         while True:
             jobs = [c.job for c in await queue.claim_with_workspaces(
-                pool, f"w{i}", limit=8, lease_seconds=60, now=at(1))]
+                pool, f"w{i}", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=at(1))]
             if not jobs:
                 return
             claimed[i] += jobs
@@ -127,7 +127,7 @@ async def test_served_workspaces_go_to_the_back_of_the_line(
     order: list[int | None] = []
     for step in range(9):
         jobs = [c.job for c in await queue.claim_with_workspaces(
-            pool, "w", limit=2, lease_seconds=60, now=at(10 + step))]
+            pool, "w", limit=2, lease_seconds=60, source_slots={"notion": 2}, now=at(10 + step))]
         assert len(jobs) == 2
         order += [j.workspace_id for j in sorted(jobs, key=lambda j: j.scheduled_at)]
         await queue.complete_many(pool, jobs, now=at(10 + step))
@@ -145,7 +145,7 @@ async def test_the_lines_are_never_late_through_every_statement_on_jobs(
     await queue.enqueue_brief(pool, events(a, 1, prefix="live", window=60), now=at(10))
     await assert_lines_never_late(pool)
     jobs = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=10, lease_seconds=60, now=at(40))]
+        pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(40))]
     await assert_lines_exact(pool)                   # the claim sets the lanes it looked at
     by_prefix = {j.source_page_id: j for j in jobs}
     # an edit during a sync, then complete: a follow-up; a retry; a permanent failure; release
@@ -187,7 +187,7 @@ async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
     await queue.enqueue_brief(pool, events(a, 1, prefix="p"), now=T0)
     await conn.execute("update workspaces set live_due_at = null")          # lost from line
     assert [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=1, lease_seconds=60, now=at(1))] == []
+        pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(1))] == []
     assert await queue.seconds_until_due(pool) is None
     assert await queue.refresh_ready(pool) == 1
     assert (await queue.seconds_until_due(pool) or 0.0) < 0
@@ -195,9 +195,9 @@ async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
     await conn.execute("update workspaces set live_due_at = %s, last_served_at = null "
                        "where id = %s", (T0 - timedelta(hours=1), b))
     assert [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=1, lease_seconds=60, now=at(2))] == []
+        pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(2))] == []
     (job,) = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=1, lease_seconds=60, now=at(3))]
+        pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(3))]
     assert job.workspace_id == a
     await assert_lines_exact(pool)       # the claim that looked at b set its lane from its jobs
     assert await queue.refresh_ready(pool) == 0
@@ -209,15 +209,18 @@ async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwh
     (a,) = await add_workspaces(pool, 1)
     await queue.enqueue_brief(pool, events(a, 5, prefix="p"), now=T0)
     jobs = [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=10, lease_seconds=60, now=at(1), budgets={"notion": budget})]
+        pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1),
+        budgets={"notion": budget})]
     assert len(jobs) == 2                                 # the burst pays for two syncs
     row = await (await conn.execute("select held_until from workspaces where id = %s",
                                     (a,))).fetchone()
     assert row is not None and row[0] == at(2)            # one request refilled a second later
     assert [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=10, lease_seconds=60, now=at(1.5), budgets={"notion": budget})] == []
+        pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.5),
+        budgets={"notion": budget})] == []
     assert len([c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=10, lease_seconds=60, now=at(2), budgets={"notion": budget})]) == 1
+        pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(2),
+        budgets={"notion": budget})]) == 1
 
 
 async def test_the_idle_workers_due_time_reads_the_head_of_the_lines(
@@ -291,7 +294,7 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
     async def claimer(k: int) -> None:
         while not stop.is_set():
             jobs = [c.job for c in await queue.claim_with_workspaces(
-                pool, f"w{k}", limit=4, lease_seconds=60)]
+                pool, f"w{k}", limit=4, lease_seconds=60, source_slots={"notion": 4})]
             if jobs:
                 await queue.complete_many(pool, jobs)
             else:
@@ -305,7 +308,8 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
     await assert_lines_never_late(pool)
     await asyncio.sleep(0.6)                         # every debounced job is due by now
     while True:
-        jobs = [c.job for c in await queue.claim_with_workspaces(pool, "drain", limit=50, lease_seconds=60)]
+        jobs = [c.job for c in await queue.claim_with_workspaces(
+            pool, "drain", limit=50, lease_seconds=60, source_slots={"notion": 50})]
         if not jobs:
             break
         await queue.complete_many(pool, jobs)
@@ -329,7 +333,7 @@ async def test_a_bucket_drained_since_the_last_look_costs_one_empty_claim(
     stale = await queue.seconds_until_due(pool)
     assert stale is not None and stale <= 0
     assert [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=8, lease_seconds=60, budgets={"notion": budget})] == []
+        pool, "w", limit=8, lease_seconds=60, source_slots={"notion": 8}, budgets={"notion": budget})] == []
     until = await queue.seconds_until_due(pool)
     assert until is not None and 0 < until <= 1.0
 
@@ -345,7 +349,7 @@ async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
         (ws,) = await add_workspaces(pool, 1, prefix=f"R{r}-")
         await queue.enqueue_brief(pool, events(ws, 200, prefix="p"), now=T0)
         jobs = [c.job for c in await queue.claim_with_workspaces(
-            pool, "w", limit=200, lease_seconds=60, now=at(1))]
+            pool, "w", limit=200, lease_seconds=60, source_slots={"notion": 200}, now=at(1))]
 
         finished: dict[int, SyncJob] = {}
 

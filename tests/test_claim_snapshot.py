@@ -54,7 +54,7 @@ async def test_a_job_committed_while_the_claim_statement_runs_is_claimed_whole(
         locking = asyncio.create_task(blocker.execute("lock table workspaces in exclusive mode"))
         await _wait_until_blocked_by(watcher, enqueuer.info.backend_pid, locking)
         claiming = asyncio.create_task(queue.claim_with_workspaces(
-            pool, "w1", limit=4, lease_seconds=60, source_types=["notion"]))
+            pool, "w1", limit=4, lease_seconds=60, source_slots={"notion": 4}))
         await _wait_until_blocked_by(watcher, blocker.info.backend_pid, claiming)
         await enqueuer.commit()
         await locking

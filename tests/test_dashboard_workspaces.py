@@ -206,7 +206,8 @@ async def _synced_document(pool: AsyncConnectionPool[Any], workspace_id: int, pa
     await queue.enqueue_brief(pool, [JobEvent("notion", page, {}, event_id=None,
                                              debounce_seconds=0, max_wait_seconds=0,
                                              workspace_id=workspace_id)])
-    [job] = [c.job for c in await queue.claim_with_workspaces(pool, "w0", limit=1, lease_seconds=60)]
+    [job] = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w0", limit=1, lease_seconds=60, source_slots={"notion": 1})]
     await DocumentStore(pool).fenced(job).upsert(Document(
         "notion", page, page, page, f"# {page}\n", source_updated_at=edited))
     await queue.complete_many(pool, [job])
@@ -240,7 +241,8 @@ async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
                                    lease_seconds=60, max_attempts=5)
     # Two of the three bulk jobs synced; the live job is not due, so the claim skips it.
     for _ in range(2):
-        [job] = [c.job for c in await queue.claim_with_workspaces(pool, "w2", limit=1, lease_seconds=60)]
+        [job] = [c.job for c in await queue.claim_with_workspaces(
+            pool, "w2", limit=1, lease_seconds=60, source_slots={"notion": 1})]
         assert job.priority == backfills.BULK_PRIORITY
         await queue.complete_many(pool, [job])
     await backfills.finish(pool, started["id"], "w1", max_attempts=5)   # re-checks "gone"

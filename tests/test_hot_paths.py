@@ -101,7 +101,8 @@ async def test_the_claim_brings_each_jobs_workspace_and_a_token_is_decrypted_onc
                        event_id=f"e{i}", debounce_seconds=0, max_wait_seconds=300,
                        workspace_id=workspace_id if i < 2 else None) for i in range(3)]
     await queue.enqueue_brief(conn, events, now=at(0))
-    claimed = await queue.claim_with_workspaces(conn, "w1", limit=8, lease_seconds=60,
+    claimed = await queue.claim_with_workspaces(
+        conn, "w1", limit=8, lease_seconds=60, source_slots={"notion": 8},
                                                 now=at(1))
     by_page = {c.job.source_page_id: c for c in claimed}
     assert set(by_page) == {"p0", "p1", "p2"}

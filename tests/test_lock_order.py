@@ -37,7 +37,8 @@ async def two_workspaces_with_a_claimed_job_each(pool: AsyncConnectionPool[Any])
                                              debounce_seconds=0.0, max_wait_seconds=60.0,
                                              workspace_id=ws)
                                     for ws in ids])
-    jobs = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=8, lease_seconds=60)]
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=8, lease_seconds=60, source_slots={"notion": 8})]
     assert sorted(j.workspace_id or 0 for j in jobs) == ids
     return ids, jobs
 
@@ -111,7 +112,9 @@ async def test_the_claim_never_waits_for_a_lock(
         await holder.execute("select id from sync_jobs where id = %s for update",  # test-only
                              (job_b.id,))
         await claimer.execute("set lock_timeout = '1ms'")                          # test-only
-        assert await queue.claim_with_workspaces(claimer, "w", limit=8, lease_seconds=60) == []
+        assert await queue.claim_with_workspaces(
+            claimer, "w", limit=8, lease_seconds=60, source_slots={"notion": 8}) == []
         await holder.rollback()
-        got = await queue.claim_with_workspaces(claimer, "w", limit=8, lease_seconds=60)
+        got = await queue.claim_with_workspaces(
+            claimer, "w", limit=8, lease_seconds=60, source_slots={"notion": 8})
     assert sorted(c.job.id for c in got) == sorted(j.id for j in jobs)

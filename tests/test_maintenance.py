@@ -41,7 +41,7 @@ async def finished_jobs(pool: AsyncConnectionPool[Any], n: int) -> None:
                                      debounce_seconds=0, max_wait_seconds=0, now=T0)
         assert result.job is not None
     for job in [c.job for c in await queue.claim_with_workspaces(
-        pool, "w", limit=n, lease_seconds=60, now=T0)]:
+        pool, "w", limit=n, lease_seconds=60, source_slots={"noop": n}, now=T0)]:
         await one_job.complete(pool, job, now=T0)
 
 

@@ -55,7 +55,7 @@ async def count_rows(conn: Conn, where: str = "true") -> int:
 
 async def claim_one(conn: Conn, now: datetime, worker: str = "w1") -> SyncJob:
     jobs = [c.job for c in await queue.claim_with_workspaces(
-        conn, worker, limit=1, lease_seconds=60, now=now)]
+        conn, worker, limit=1, lease_seconds=60, source_slots={"notion": 1}, now=now)]
     assert len(jobs) == 1, jobs
     return jobs[0]
 
@@ -95,9 +95,9 @@ async def test_max_wait_caps_scheduled_at(conn: Conn) -> None:
     assert r.job.scheduled_at == at(300)
     # And the job is claimable once max wait is reached, though edits keep coming.
     assert [c.job for c in await queue.claim_with_workspaces(
-        conn, "w", limit=5, lease_seconds=60, now=at(299))] == []
+        conn, "w", limit=5, lease_seconds=60, source_slots={"notion": 5}, now=at(299))] == []
     assert len([c.job for c in await queue.claim_with_workspaces(
-        conn, "w", limit=5, lease_seconds=60, now=at(300))]) == 1
+        conn, "w", limit=5, lease_seconds=60, source_slots={"notion": 5}, now=at(300))]) == 1
 
 
 async def test_duplicate_event_id_changes_nothing(conn: Conn) -> None:
@@ -161,7 +161,7 @@ async def test_edit_during_processing_produces_follow_up_with_new_payload(conn: 
     assert done is not None
     assert done.status is JobStatus.PENDING and done.attempts == 0
     assert [c.job for c in await queue.claim_with_workspaces(
-        conn, "w", limit=1, lease_seconds=60, now=at(64))] == []
+        conn, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(64))] == []
     follow = await claim_one(conn, at(65))
     assert follow.id == job.id and follow.payload == {"v": 2}
     final = await one_job.complete(conn, follow, now=at(66))
@@ -189,7 +189,7 @@ async def test_claim_takes_only_due_jobs_by_priority_then_due_time(conn: Conn) -
     await ev(conn, "newer", "e3", now=at(10))
     await queue.resync(conn, "notion", "urgent", now=at(20))
     jobs = [c.job for c in await queue.claim_with_workspaces(
-        conn, "w", limit=10, lease_seconds=60, now=at(41))]
+        conn, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(41))]
     assert [j.source_page_id for j in jobs] == ["urgent", "old", "newer"]
     for j in jobs:
         assert j.status is JobStatus.PROCESSING and j.attempts == 1
@@ -200,7 +200,7 @@ async def test_claim_restricted_to_sources(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0, source="notion")
     await ev(conn, "C1", "e2", now=T0, source="slack")
     jobs = [c.job for c in await queue.claim_with_workspaces(
-        conn, "w", limit=10, lease_seconds=60, source_types=["slack"], now=at(60))]
+        conn, "w", limit=10, lease_seconds=60, source_slots={"slack": 10}, now=at(60))]
     assert [j.source_type for j in jobs] == ["slack"]
 
 
@@ -217,7 +217,7 @@ async def test_concurrent_claimers_never_claim_a_job_twice(database_url: str) ->
         async def claimer(n: int) -> None:
             while True:
                 jobs = [c.job for c in await queue.claim_with_workspaces(
-                    pool, f"w{n}", limit=7, lease_seconds=60)]
+                    pool, f"w{n}", limit=7, lease_seconds=60, source_slots={"notion": 7})]
                 if not jobs:
                     return
                 claimed.extend(j.id for j in jobs)
@@ -279,7 +279,7 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
         async def work() -> None:
             while True:
                 jobs = [c.job for c in await queue.claim_with_workspaces(
-                    worker, "w", limit=1, lease_seconds=60)]
+                    worker, "w", limit=1, lease_seconds=60, source_slots={"notion": 1})]
                 if jobs:
                     synced.append(jobs[0].payload["i"])
                     await one_job.complete(worker, jobs[0])
@@ -291,7 +291,7 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
         await asyncio.gather(produce(), work())
         # Drain what is left (a follow-up may still be pending).
         while jobs := [c.job for c in await queue.claim_with_workspaces(
-            worker, "w", limit=1, lease_seconds=60)]:
+            worker, "w", limit=1, lease_seconds=60, source_slots={"notion": 1})]:
             synced.append(jobs[0].payload["i"])
             await one_job.complete(worker, jobs[0])
         # Every event is covered by a sync that started after it: the last one carries the
@@ -428,7 +428,7 @@ async def test_expired_lease_comes_back_and_extension_keeps_it(conn: Conn) -> No
     await ev(conn, "a", "e1", now=T0)
     await ev(conn, "b", "e2", now=T0)
     a, b = [c.job for c in await queue.claim_with_workspaces(
-        conn, "w", limit=2, lease_seconds=60, now=at(30))]
+        conn, "w", limit=2, lease_seconds=60, source_slots={"notion": 2}, now=at(30))]
     extended = await queue.extend_leases(conn, [a], 120, now=at(80))
     assert extended == {a.id: at(200)}
     assert await queue.requeue_expired(conn, now=at(89)) == []
@@ -557,9 +557,11 @@ async def test_unknown_status_and_bad_limits(conn: Conn) -> None:
     with pytest.raises(ValueError, match="unknown job status"):
         await queue.list_jobs(conn, status="done")
     with pytest.raises(ValueError, match="limit"):
-        [c.job for c in await queue.claim_with_workspaces(conn, "w", limit=0, lease_seconds=60)]
+        [c.job for c in await queue.claim_with_workspaces(
+            conn, "w", limit=0, lease_seconds=60, source_slots={"notion": 0})]
     with pytest.raises(ValueError, match="lease_seconds"):
-        [c.job for c in await queue.claim_with_workspaces(conn, "w", limit=1, lease_seconds=0)]
+        [c.job for c in await queue.claim_with_workspaces(
+            conn, "w", limit=1, lease_seconds=0, source_slots={"notion": 1})]
     with pytest.raises(ValueError, match="older_than"):
         await queue.prune(conn, -1)
 
@@ -592,12 +594,13 @@ async def test_claim_with_source_slots_caps_each_source(conn: Conn) -> None:
 async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> None:
     await queue.enqueue_brief(conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0)
                                     for i in range(4)], now=T0)
-    jobs = [c.job for c in await queue.claim_with_workspaces(conn, "w", limit=4, lease_seconds=60, now=at(1))]
+    jobs = [c.job for c in await queue.claim_with_workspaces(
+        conn, "w", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(1))]
     await ev(conn, "p2", "late", now=at(2), payload={"v": 2}, debounce=0)
     stale = jobs[3]
     await queue.requeue_expired(conn, now=at(100))  # every lease expired: claims lost
     fresh = [c.job for c in await queue.claim_with_workspaces(
-        conn, "w2", limit=4, lease_seconds=60, now=at(101))]
+        conn, "w2", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(101))]
     await ev(conn, "p1", "during-second-run", now=at(101.5), payload={"v": 3}, debounce=5)
     done = await queue.complete_many(conn, [*fresh, stale], now=at(102))
     assert set(done) == {j.id for j in fresh}  # the stale claim matched nothing
@@ -621,7 +624,8 @@ async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
         for page in reversed(pages):
             await one_job.enqueue(pool, "notion", page, payload={}, event_id=f"seed-{page}",
                                 debounce_seconds=0, max_wait_seconds=0)
-        jobs = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=20, lease_seconds=60)]
+        jobs = [c.job for c in await queue.claim_with_workspaces(
+            pool, "w", limit=20, lease_seconds=60, source_slots={"notion": 20})]
         assert len(jobs) == 20
         rng = random.Random(3)
 

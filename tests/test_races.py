@@ -35,7 +35,7 @@ async def claimed(
     await event(conn, page, f"{page}-first", now=now - timedelta(seconds=60),
                 max_attempts=max_attempts)
     (job,) = [c.job for c in await queue.claim_with_workspaces(
-        conn, worker, limit=1, lease_seconds=60, now=now)]
+        conn, worker, limit=1, lease_seconds=60, source_slots={"notion": 1}, now=now)]
     return job
 
 
@@ -76,7 +76,7 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_a_newer_document(co
     (expired,) = await queue.requeue_expired(conn, now=at(61))
     assert expired.status is JobStatus.PENDING
     (job_b,) = [c.job for c in await queue.claim_with_workspaces(
-        conn, "B", limit=1, lease_seconds=60, now=at(62))]
+        conn, "B", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(62))]
     assert await store.fenced(job_b).upsert(doc("v2")) == "inserted"
     assert await one_job.complete(conn, job_b, now=at(63)) is not None
     with pytest.raises(LeaseLost):
@@ -196,7 +196,8 @@ async def test_stalled_worker_past_its_lease_writes_nothing_and_the_new_holder_w
         versions["p1"] = "v2"  # the page changes while A is frozen
         far = datetime.now(UTC) + timedelta(hours=1)
         (requeued,) = await queue.requeue_expired(pool, now=far)  # A's lease ran out
-        (job_b,) = [c.job for c in await queue.claim_with_workspaces(pool, "B", limit=1, lease_seconds=60)]
+        (job_b,) = [c.job for c in await queue.claim_with_workspaces(
+            pool, "B", limit=1, lease_seconds=60, source_slots={"notion": 1})]
         await PageWriter(versions).sync(job_b, SyncContext(store=store.fenced(job_b)))
         assert (await one_job.complete(pool, job_b)) is not None
         resume.set()
@@ -224,7 +225,7 @@ async def test_a_sync_being_recorded_is_not_reported_as_a_lost_lease(
     await event(pool, "p1", "e1", now=datetime.now(UTC) - timedelta(seconds=60))
     await event(pool, "p2", "e2", now=datetime.now(UTC) - timedelta(seconds=60))
     recorded, lost = [c.job for c in await queue.claim_with_workspaces(
-        pool, worker.worker_id, limit=2, lease_seconds=60)]
+        pool, worker.worker_id, limit=2, lease_seconds=60, source_slots={"notion": 2})]
     worker.running.update({recorded.id: recorded, lost.id: lost})
     worker.finishing.add(recorded.id)  # its sync returned; the outcome is being recorded
     assert await queue.complete_many(pool, [recorded]) != {}  # the recording committed

@@ -105,11 +105,14 @@ async def test_jobs_of_a_paused_or_revoked_workspace_wait_and_others_are_claimed
         JobEvent("slack", "CB", {}, "eb", 0, 0, workspace_id=b["id"])])
     await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth")
     assert await queue.seconds_until_due(pool) is not None
-    (claimed,) = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=10, lease_seconds=60)]
+    (claimed,) = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})]
     assert claimed.source_page_id == "CB" and claimed.workspace_id == b["id"]
-    assert [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=10, lease_seconds=60)] == []
+    assert [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})] == []
     await workspaces.set_status(pool, a["id"], "active")  # re-installed
-    (again,) = [c.job for c in await queue.claim_with_workspaces(pool, "w", limit=10, lease_seconds=60)]
+    (again,) = [c.job for c in await queue.claim_with_workspaces(
+        pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})]
     assert again.source_page_id == "CA"
 
 

@@ -119,8 +119,7 @@ async def claim_with_workspaces(
     *,
     limit: int,
     lease_seconds: float,
-    source_types: Sequence[str] | None = None,
-    source_slots: Mapping[str, int] | None = None,
+    source_slots: Mapping[str, int],
     budgets: Mapping[str, ApiBudget] | None = None,
     workspace_concurrency: int = UNLIMITED,
     costs: Mapping[str, float] | None = None,
@@ -140,9 +139,10 @@ async def claim_with_workspaces(
     what its sync needs of its workspace, read by the same statement (a
     :class:`~debounce.types.ClaimedWorkspace`: status, origin, ids, the still encrypted
     token), or ``None`` for a job of no workspace.
-    ``source_types`` restricts the claim to those sources; ``source_slots`` (``{source: n}``)
-    restricts it to those sources *and* caps each at ``n`` jobs (the slots of the worker each
-    source may fill now: at most its source concurrency).
+    ``source_slots`` (``{source: n}``, required) says which sources to claim: only those, each
+    capped at ``n`` jobs (the slots of the worker each source may fill now: at most its source
+    concurrency); a source with ``n <= 0`` is skipped, and with none left nothing is claimed
+    (``[]``, no statement run).
 
     Raises:
         ValueError: empty worker id, ``limit < 1``, ``lease_seconds <= 0``.
@@ -152,13 +152,7 @@ async def claim_with_workspaces(
     check_seconds("lease_seconds", lease_seconds, positive=True)
     check_now(now)
     check_int("workspace_concurrency", workspace_concurrency, minimum=1)
-    if source_slots is not None:
-        slots = {s: n for s, n in source_slots.items() if n > 0}
-    else:
-        if source_types is None:   # any source: those with work pending (one more round trip)
-            source_types = [r["source_type"]
-                            for r in await fetch_all(db, _CLAIM["pending_sources"], {})]
-        slots = dict.fromkeys(source_types, limit)
+    slots = {s: n for s, n in source_slots.items() if n > 0}
     if not slots:
         return []
     params = {
