@@ -5,6 +5,7 @@ contract and are defined in :mod:`debounce.contract.jobs`; they are re-exported 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -82,6 +83,18 @@ class ClaimedWorkspace:
     external_id: str | None
     bot_user_id: str | None
     credentials: bytes | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ClaimedWorkspace | None:
+        """The workspace of a row with ``workspace_id`` and the ``ws_*`` columns (the claim's
+        and ``workspace_credentials``'s shape); ``None`` when the row has no workspace."""
+        if row["workspace_id"] is None or row["ws_origin"] is None:
+            return None
+        stored = row["ws_credentials"]
+        return cls(id=int(row["workspace_id"]), status=row["ws_status"],
+                   origin=row["ws_origin"], external_id=row["ws_external_id"],
+                   bot_user_id=row["ws_bot_user_id"],
+                   credentials=None if stored is None else bytes(stored))
 
     @property
     def unlearned(self) -> bool:

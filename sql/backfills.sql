@@ -2,6 +2,10 @@
 -- the bulk jobs they enqueue. Bulk jobs have priority %(priority)s < 0: the fair claim takes
 -- them after every live job (sql/claim.sql). %(now)s: a timestamptz or NULL (now()).
 
+-- _held --
+-- Backfill %(id)s while %(owner)s holds its lease (a statement of a lost lease changes nothing).
+id = %(id)s and lease_owner = %(owner)s and status = 'running'
+
 -- _insert_bulk_job --
 -- The columns of a bulk job (priority < 0, due now, no debounce window: max_wait_until = now);
 -- the statements select (source_type, page, 'pending', payload, 0, priority, max_attempts,
@@ -125,7 +129,7 @@ with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), e as (
     select * from enumerations
-     where id = %(id)s and lease_owner = %(owner)s and status = 'running'
+     where {{_held}}
        for update
 ), input as (
     select distinct on (i.page_id) i.*
@@ -202,7 +206,7 @@ with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), e as (
     select * from enumerations
-     where id = %(id)s and lease_owner = %(owner)s and status = 'running'
+     where {{_held}}
        for update
 ), vanished as (
     select distinct d.source_page_id
@@ -253,7 +257,7 @@ update enumerations
    set not_before = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(seconds)s::float8),
        lease_owner = null, lease_expires_at = null, error = %(error)s,
        updated_at = coalesce(%(now)s::timestamptz, now())
- where id = %(id)s and lease_owner = %(owner)s and status = 'running'
+ where {{_held}}
 returning *
 
 -- fail_backfill --
@@ -262,7 +266,7 @@ returning *
 update enumerations
    set status = 'failed', error = %(error)s, finished_at = now(), updated_at = now(),
        lease_owner = null, lease_expires_at = null
- where id = %(id)s and lease_owner = %(owner)s and status = 'running'
+ where {{_held}}
 returning *
 
 -- release_backfills --

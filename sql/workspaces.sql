@@ -48,8 +48,11 @@ returning {{_public_columns}}
 select id, source_type, external_id, enterprise_id, status, origin from workspaces
 
 -- workspace_credentials --
--- A workspace's stored credentials (NULL for the environment's) and state, for a sync.
-select id, source_type, external_id, status, origin, credentials, bot_user_id
+-- A workspace's stored credentials (NULL for the environment's) and state, for a sync: the
+-- columns the claim returns of a job's workspace (sql/claim.sql, claim), named as it names them.
+select id as workspace_id, status as ws_status, origin as ws_origin,
+       external_id as ws_external_id, bot_user_id as ws_bot_user_id,
+       credentials as ws_credentials
   from workspaces where id = %(id)s
 
 -- set_status --

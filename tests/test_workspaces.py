@@ -5,7 +5,7 @@ database."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import one_job
@@ -19,8 +19,17 @@ from debounce.migrate import migrate
 from debounce.secrets import Keyring, SecretKeyError, fingerprint, new_key
 from debounce.sql import migrations
 from debounce.types import JobEvent, JobStatus
+from debounce.worker.decrypter import Decrypter
+from debounce.worker.key_check import CredentialMarks
 
 TOKEN = "secret_workspace_token_0123456789"
+
+
+async def read_token(pool: AsyncConnectionPool[Any], keyring: Keyring | None,
+                     workspace_id: int) -> Mapping[str, Any] | None:
+    """What a worker with ``keyring`` syncs workspace ``workspace_id`` with (as a backfill page
+    reads it: ``Decrypter.for_workspace``)."""
+    return await Decrypter(keyring, CredentialMarks(pool), pool).for_workspace(workspace_id)
 
 
 async def test_credentials_are_encrypted_at_rest_and_never_listed(
@@ -36,12 +45,12 @@ async def test_credentials_are_encrypted_at_rest_and_never_listed(
     assert TOKEN not in dump and "workspace_token" not in dump
     listed = await workspaces.list_workspaces(pool)
     assert TOKEN not in repr(listed) and listed[0]["name"] == "Acme"
-    creds = await workspaces.credentials(pool, keyring, row["id"])
+    creds = await read_token(pool, keyring, row["id"])
     assert creds is not None and creds["access_token"] == TOKEN
     with pytest.raises(SecretKeyError):
-        await workspaces.credentials(pool, None, row["id"])
+        await read_token(pool, None, row["id"])
     with pytest.raises(SecretKeyError):  # another key cannot read them
-        await workspaces.credentials(pool, Keyring(new_key()), row["id"])
+        await read_token(pool, Keyring(new_key()), row["id"])
 
 
 async def test_a_key_rotates(pool: AsyncConnectionPool[Any]) -> None:
@@ -49,7 +58,7 @@ async def test_a_key_rotates(pool: AsyncConnectionPool[Any]) -> None:
     row = await workspaces.save(pool, Keyring(old), source_type="slack", external_id="T1",
                                 name="Team", credentials={"access_token": "xoxb-1"})
     assert await workspaces.rotate_key(pool, Keyring(f"{new},{old}")) == 1
-    creds = await workspaces.credentials(pool, Keyring(new), row["id"])  # the old key is gone
+    creds = await read_token(pool, Keyring(new), row["id"])  # the old key is gone
     assert creds is not None and creds["access_token"] == "xoxb-1"
 
 

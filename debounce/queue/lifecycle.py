@@ -166,20 +166,10 @@ async def claim_with_workspaces(
         "workspace_concurrency": workspace_concurrency,
     }
     rows = await fetch_all(db, _CLAIM["claim"], params)
-    claimed = [Claimed(SyncJob.from_row(r), _workspace_of(r)) for r in rows]
+    claimed = [Claimed(SyncJob.from_row(r), ClaimedWorkspace.from_row(r)) for r in rows]
     claimed.sort(key=lambda c: (-c.job.priority, c.job.scheduled_at, c.job.id))
     return claimed
 
-
-def _workspace_of(row: Mapping[str, Any]) -> ClaimedWorkspace | None:
-    """The claimed job's workspace from the claim's ``ws_*`` columns (``None``: no workspace)."""
-    if row["workspace_id"] is None or row["ws_origin"] is None:
-        return None
-    stored = row["ws_credentials"]
-    return ClaimedWorkspace(id=int(row["workspace_id"]), status=row["ws_status"],
-                            origin=row["ws_origin"], external_id=row["ws_external_id"],
-                            bot_user_id=row["ws_bot_user_id"],
-                            credentials=None if stored is None else bytes(stored))
 
 
 def _lease_token(job: SyncJob) -> str:

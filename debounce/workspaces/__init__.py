@@ -23,7 +23,6 @@ from debounce.workspaces.decryption import (
     NO_KEY,
     WRONG_KEY,
     CredentialsUnreadable,
-    credentials_of,
     decrypt,
     unreadable_reason,
 )
@@ -40,7 +39,6 @@ from debounce.workspaces.store import (
     set_status,
 )
 from debounce.workspaces.tokens import (
-    credentials,
     credentials_error,
     credentials_to_check,
     rotate_key,
@@ -60,9 +58,7 @@ __all__ = [
     "WorkspaceNotFound",
     "block",
     "consume_state",
-    "credentials",
     "credentials_error",
-    "credentials_of",
     "credentials_to_check",
     "decrypt",
     "ensure_env_workspace",

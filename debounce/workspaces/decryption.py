@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from debounce.secrets import Keyring, SecretKeyError
 
-__all__ = ["NO_KEY", "WRONG_KEY", "CredentialsUnreadable", "credentials_of", "decrypt",
+__all__ = ["NO_KEY", "WRONG_KEY", "CredentialsUnreadable", "decrypt",
            "unreadable_reason"]
 
 #: A workspace's ``credentials_error`` when the worker has no key at all.
@@ -56,22 +55,6 @@ def decrypt(keyring: Keyring | None, stored: bytes, workspace_id: int) -> dict[s
     except SecretKeyError as exc:
         raise CredentialsUnreadable(workspace_id, _reason(exc)) from None
 
-
-def credentials_of(row: Mapping[str, Any], keyring: Keyring | None,
-                   workspace_id: int) -> dict[str, Any]:
-    """A workspace's decrypted credentials and state from its row (``status``, ``origin``,
-    ``external_id``, ``bot_user_id``, ``credentials``: the encrypted token, ``None`` for the
-    environment's workspace): ``{"status", "origin", "external_id", "bot_user_id",
-    "access_token" (absent for the environment's workspace), …}``.
-
-    Raises:
-        CredentialsUnreadable: stored credentials and no (or the wrong) key.
-    """
-    out: dict[str, Any] = {"status": row["status"], "origin": row["origin"],
-                           "external_id": row["external_id"], "bot_user_id": row["bot_user_id"]}
-    if row["credentials"] is not None:
-        out.update(decrypt(keyring, row["credentials"], workspace_id))
-    return out
 
 
 def _reason(exc: SecretKeyError) -> str:

@@ -13,10 +13,8 @@ from debounce.db import Db, fetch_all, fetch_one
 from debounce.secrets import Keyring
 from debounce.sql import queries
 from debounce.types import ClaimedWorkspace
-from debounce.workspaces.decryption import credentials_of
 
 __all__ = [
-    "credentials",
     "credentials_error",
     "credentials_to_check",
     "rotate_key",
@@ -32,26 +30,8 @@ async def sync_state(db: Db, workspace_id: int) -> ClaimedWorkspace | None:
     """What a sync or a backfill page needs of workspace ``workspace_id`` (its state and the still
     encrypted token), as the claim reads it for a job; ``None`` if it no longer exists."""
     row = await fetch_one(db, _Q["workspace_credentials"], {"id": workspace_id})
-    if row is None:
-        return None
-    stored = row["credentials"]
-    return ClaimedWorkspace(id=int(row["id"]), status=row["status"], origin=row["origin"],
-                            external_id=row["external_id"], bot_user_id=row["bot_user_id"],
-                            credentials=None if stored is None else bytes(stored))
+    return None if row is None else ClaimedWorkspace.from_row(row)
 
-
-async def credentials(db: Db, keyring: Keyring | None, workspace_id: int) -> dict[str, Any] | None:
-    """The decrypted credentials and state of a workspace: ``{"status", "origin",
-    "external_id", "access_token" (absent for the environment's workspace), …}``; ``None`` if
-    it no longer exists.
-
-    Raises:
-        CredentialsUnreadable: stored credentials and no (or the wrong) key.
-    """
-    row = await fetch_one(db, _Q["workspace_credentials"], {"id": workspace_id})
-    if row is None:
-        return None
-    return credentials_of(row, keyring, workspace_id)
 
 
 async def credentials_to_check(db: Db, *, only_flagged: bool = False) -> list[dict[str, Any]]:
