@@ -32,12 +32,10 @@ class CredentialsUnreadable(SecretKeyError):
 def unreadable_reason(keyring: Keyring | None, stored: bytes) -> str | None:
     """Why ``keyring`` cannot decrypt the stored credentials ``stored`` (:data:`NO_KEY`,
     :data:`WRONG_KEY`, or the decryption's own message); ``None`` when it can."""
-    if keyring is None:
-        return NO_KEY
     try:
-        keyring.decrypt(stored)
-    except SecretKeyError as exc:
-        return _reason(exc)
+        decrypt(keyring, stored, 0)
+    except CredentialsUnreadable as exc:
+        return exc.reason
     return None
 
 
