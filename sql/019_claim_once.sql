@@ -1,5 +1,7 @@
 -- 019: the claim written once, its line kept without triggers (docs/claim.md says what the
 -- claim guarantees and why each piece below exists; this file only names the pieces).
+-- There is no migration 016: this one was written as 016 before 017 and 018 landed, and was
+-- renumbered so that it applies after them everywhere.
 --
 -- Until 015 the line (workspaces.live_due_at / bulk_due_at / at_concurrency_limit) was kept
 -- exact at every commit by statement triggers, deferred constraint triggers and set_config
