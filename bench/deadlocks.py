@@ -6,9 +6,11 @@ taking a page over to another workspace), four claimers (``claim_with_workspaces
 workspace concurrency of 4) recording completions, failures and releases, a backfiller
 (backfill pages and their re-checks), the reaper (expired leases), and a workspace removed and
 connected again while its syncs finish. Reports ``pg_stat_database.deadlocks`` of the scratch
-database before and after (the statements' lock order, docs/claim.md, "Keeping the line", is
-what keeps it at 0; nothing retries a statement the detector cancelled) and how many statements
-each kind ran.
+database before and after (the statements' lock order, docs/claim.md, "Keeping the line", and
+the removal's two steps, "Removing a workspace", keep it at 0; nothing retries a statement the
+detector cancelled), the statements that failed on a foreign key (a row made to refer to a
+workspace being removed: the removal's guard must refuse it instead, 0 too) and how many
+statements each kind ran.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from debounce import backfills, queue, workspaces
 from debounce.contract import BackfillItem
 from debounce.queue import Failure
 from debounce.secrets import Keyring, new_key
-from debounce.types import JobEvent
+from debounce.types import EnqueueOutcome, JobEvent
 
 WORKSPACES = 32
 PAGES = 400
@@ -64,8 +66,11 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
                 except psycopg.errors.DeadlockDetected as exc:
                     errors.append(f"{kind}: {exc}")
                     count(f"{kind}_deadlocked")
-                except psycopg.errors.ForeignKeyViolation:
-                    count(f"{kind}_workspace_gone")   # an event for a workspace just removed
+                except psycopg.errors.ForeignKeyViolation as exc:
+                    # a row referring to a workspace just removed: the guard (_referable in
+                    # sql/workspaces.sql) should have refused it instead
+                    errors.append(f"{kind}: {exc}")
+                    count(f"{kind}_foreign_key_violations")
 
         async def webhooks(k: int) -> None:
             n = 0
@@ -78,8 +83,10 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
                                   max_wait_seconds=1.0, workspace_id=rng.choice(ids))
                          for i in range(6)]
                 n += 1
-                await queue.enqueue_brief(pool, batch)
+                briefs = await queue.enqueue_brief(pool, batch)
                 count("webhook_batches")
+                count("webhook_events_of_removed_workspaces",
+                      sum(b.outcome is EnqueueOutcome.WORKSPACE_REMOVED for b in briefs))
 
             await guarded("webhooks", one)
 
@@ -157,6 +164,10 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
         outcome = asyncio.run(_load(url, seconds))
         time.sleep(1.0)              # backends report their counters about once a second
         after = asyncio.run(_deadlocks(url))
+    violations = sum(n for k, n in outcome["counts"].items()
+                     if k.endswith("_foreign_key_violations"))
     return emit("deadlocks", seconds=seconds, deadlocks=after - before,
+                foreign_key_violations=violations,
                 statements=outcome["counts"], errors=outcome["errors"],
-                goal_no_deadlocks=after - before == 0)
+                goal_no_deadlocks=after - before == 0,
+                goal_no_foreign_key_violations=violations == 0)

@@ -20,7 +20,8 @@ class WebMetrics:
     """The web process's metrics.
 
     - ``debounce_webhooks_total{source, outcome}``: deliveries by outcome (``created``,
-      ``debounced``, ``duplicate``, ``requeued_after_running``, ``ignored``, ``handshake``, or
+      ``debounced``, ``duplicate``, ``requeued_after_running``, ``workspace_removed``,
+      ``ignored``, ``handshake``, or
       the error: ``invalid_signature``, ``malformed_body``, ``payload_too_large``,
       ``database_unavailable``, …);
     - ``debounce_webhook_warnings_total{source}``: deliveries the operator should hear about

@@ -22,7 +22,12 @@ with {{documents._fence}}, cached as (
                                              members, refreshed_at)
     select %(source_type)s, %(workspace_id)s::bigint, %(conversation_id)s, %(kind)s,
            %(members)s::text[], now()
-      from allowed where allowed.ok
+      from allowed
+     where allowed.ok
+       -- a sync writes its own workspace's cache: not once the job left it (its workspace
+       -- was removed, docs/claim.md, or another took the page over)
+       and (%(fence_job_id)s::bigint is null
+            or (select workspace_id from fence) is not distinct from %(workspace_id)s::bigint)
     on conflict (source_type, (coalesce(workspace_id, 0)), conversation_id) do update
        set kind = excluded.kind, members = excluded.members, refreshed_at = excluded.refreshed_at
     returning 1

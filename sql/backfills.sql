@@ -6,6 +6,17 @@
 -- Backfill %(id)s while %(owner)s holds its lease (a statement of a lost lease changes nothing).
 id = %(id)s and lease_owner = %(owner)s and status = 'running'
 
+-- _guarded --
+-- The CTE e: the lease holder's backfill, locked, while its workspace may be referred to (read
+-- FOR KEY SHARE first, _referable in sql/workspaces.sql); no row when it is being removed.
+referred as (
+    select workspace_id as ws from enumerations where id = %(id)s
+), {{workspaces._referable}}
+), e as (
+    select * from enumerations
+     where {{_held}} and workspace_id in (select id from referable)
+       for update
+
 -- _insert_bulk_job --
 -- The columns of a bulk job (priority < 0, due now, no debounce window: max_wait_until = now);
 -- the statements select (source_type, page, 'pending', payload, 0, priority, max_attempts,
@@ -24,12 +35,16 @@ returning id
 -- request_backfill --
 -- Start a backfill of kind %(kind)s for workspace %(workspace_id)s, unless one is
 -- running (then that one is returned: requesting twice is idempotent). inserted says which.
-with ins as (
+-- No row: no such workspace, or it is being removed.
+with referred as (
+    select %(workspace_id)s::bigint as ws
+), {{workspaces._referable}}
+), ins as (
     insert into enumerations (workspace_id, source_type, kind, watermark)
     select w.id, w.source_type, %(kind)s,
            case when %(kind)s = 'reconcile' then w.reconcile_watermark end
       from workspaces w
-     where w.id = %(workspace_id)s
+     where w.id in (select id from referable)
     on conflict (workspace_id) where status = 'running' do nothing
     returning *
 )
@@ -38,6 +53,7 @@ union all
 select e.*, false from enumerations e
  where e.workspace_id = %(workspace_id)s and e.status = 'running'
    and not exists (select 1 from ins)
+   and e.workspace_id in (select id from referable)
 
 -- schedule_reconciliations --
 -- Start the reconciliations that are due: active workspaces of %(sources)s (text[])
@@ -64,6 +80,7 @@ select w.id, w.source_type,
    and not exists (select 1 from enumerations e
                     where e.workspace_id = w.id and e.status = 'running')
  order by w.id
+   for key share of w     -- many workspaces: their rows, not their reference locks (migration 021)
 on conflict (workspace_id) where status = 'running' do nothing
 returning *
 
@@ -78,6 +95,7 @@ select w.id, w.source_type, 'backfill'
    and w.source_type = any(%(sources)s::text[])
    and not exists (select 1 from enumerations e where e.workspace_id = w.id)
  order by w.id
+   for key share of w     -- many workspaces: their rows, not their reference locks (migration 021)
 on conflict (workspace_id) where status = 'running' do nothing
 returning *
 
@@ -127,10 +145,7 @@ returning e.*
 -- Returns the backfill row (no row: the lease was lost; nothing was written).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
-), e as (
-    select * from enumerations
-     where {{_held}}
-       for update
+), {{_guarded}}
 ), input as (
     select distinct on (i.page_id) i.*
       from unnest(%(page_ids)s::text[], %(edited_ats)s::timestamptz[], %(payloads)s::jsonb[])
@@ -204,10 +219,7 @@ returning x.*, counts.enqueued as page_enqueued
 -- for its page (the sync marks it deleted when the source says it is gone). Returns the row.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
-), e as (
-    select * from enumerations
-     where {{_held}}
-       for update
+), {{_guarded}}
 ), vanished as (
     select distinct d.source_page_id
       from documents d, e

@@ -51,6 +51,16 @@ with clock as (
      where d.event_id is null
         or exists (select 1 from fresh f
                     where f.source_type = d.source_type and f.event_id = d.event_id)
+), referred as (
+    select distinct a.workspace_id as ws from accepted a where a.workspace_id is not null
+), {{workspaces._referable}}
+), kept as (
+    -- the events whose workspace may be referred to, or that have none; the others' workspace
+    -- is being removed (or is gone): they enqueue nothing (outcome workspace_removed)
+    select a.*
+      from accepted a
+     where (select count(*) from referable) >= 0
+       and (a.workspace_id is null or a.workspace_id in (select id from referable))
 ), merged as (
     select source_type, source_page_id,
            (array_agg(payload order by ord desc))[1]          as payload,
@@ -64,7 +74,7 @@ with clock as (
            -- what the events said changed (migration 018): '' → '{}', "everything", absorbs
            debounce_union_kinds(coalesce(string_to_array(kinds, ','), '{}'))
                                                               as change_kinds
-      from accepted
+      from kept
      group by source_type, source_page_id
 ), moved_from as (
     -- a job in flight that an event of another workspace takes over leaves its workspace
@@ -148,6 +158,8 @@ line_moves as (
 --   processing → payload replaced, revision bumped: complete() then turns the row back to
 --                pending instead of completed (the follow-up sync). The first event after the
 --                claim opens a new burst (first_event_at, max_wait_until).
+-- An event of a workspace being removed, or gone (a web process's routes are up to a few
+-- seconds old), enqueues nothing: outcome workspace_removed (_referable, sql/workspaces.sql).
 -- ON CONFLICT restates the partial index predicate so Postgres infers the partial index.
 -- Returns one row per input event (ord = 1-based position) with only what the webhook's answer
 -- and metrics use: outcome, job id, due time (NULL for a duplicate whose page has no active
@@ -163,8 +175,12 @@ line_moves as (
                 when u.status = 'processing' then 'requeued_after_running'
                 else 'debounced' end as outcome,
            u.id, u.scheduled_at
-      from accepted a
+      from kept a
       join upsert u on u.source_type = a.source_type and u.source_page_id = a.source_page_id
+    union all
+    select a.ord, 'workspace_removed', null, null
+      from accepted a
+     where not exists (select 1 from kept k where k.ord = a.ord)
     union all
     select i.ord, 'duplicate', s.id, s.scheduled_at
       from input i
@@ -404,9 +420,20 @@ select r.*, (select count(*) from notify) as notified, (select count(*) from lin
 -- without one (never seen, completed, or failed) gets a fresh job, of workspace
 -- %(workspace_id)s when given, else of the workspace its document was written by (its token
 -- can read the page; no document: no workspace, the environment's token). An active job keeps
--- its workspace. A processing job gets a follow-up due now (revision bumped).
+-- its workspace. A processing job gets a follow-up due now (revision bumped). No row: that
+-- workspace is being removed (_referable, sql/workspaces.sql); nothing changed.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
+), wanted as (
+    select coalesce(%(workspace_id)s::bigint,
+                    (select d.workspace_id from documents d
+                      where d.source_type = %(source_type)s
+                        and d.source_page_id = %(source_page_id)s
+                        and d.workspace_id is not null
+                      order by d.synced_at desc limit 1)) as ws
+), referred as (
+    select ws from wanted where ws is not null
+), {{workspaces._referable}}
 ), up as (
     insert into sync_jobs as j
            (source_type, source_page_id, status, payload, event_id, event_count, priority,
@@ -414,14 +441,10 @@ with clock as (
             created_at, updated_at, workspace_id)
     select %(source_type)s, %(source_page_id)s, 'pending', %(payload)s::jsonb, null, 0,
            %(priority)s, %(max_attempts)s, clock.now, clock.now, clock.now, 1,
-           clock.now, clock.now,
-           coalesce(%(workspace_id)s::bigint,
-                    (select d.workspace_id from documents d
-                      where d.source_type = %(source_type)s
-                        and d.source_page_id = %(source_page_id)s
-                        and d.workspace_id is not null
-                      order by d.synced_at desc limit 1))
-      from clock
+           clock.now, clock.now, w.ws
+      from clock, wanted w
+     where (select count(*) from referable) >= 0
+       and (w.ws is null or w.ws in (select id from referable))
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
     do update set
         priority       = greatest(j.priority, excluded.priority),
@@ -443,15 +466,21 @@ select u.*, (select count(*) from notify) as notified, (select count(*) from lin
 
 -- retry --
 -- Manual retry of a failed job: pending, due now, attempts reset. Only if the page has no
--- other active job (a later event may already have created one).
+-- other active job (a later event may already have created one) and its workspace is not
+-- being removed (_referable, sql/workspaces.sql).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
+), referred as (
+    select workspace_id as ws from sync_jobs where id = %(id)s and workspace_id is not null
+), {{workspaces._referable}}
 ), revived as (
     update sync_jobs j
        set status = 'pending', attempts = 0, scheduled_at = clock.now, retry_at = null,
            finished_at = null, updated_at = clock.now
       from clock
      where j.id = %(id)s and j.status = 'failed'
+       and (select count(*) from referable) >= 0
+       and (j.workspace_id is null or j.workspace_id in (select id from referable))
        and not exists (select 1 from sync_jobs a
                         where a.source_type = j.source_type
                           and a.source_page_id = j.source_page_id

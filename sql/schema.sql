@@ -354,6 +354,21 @@ CREATE FUNCTION workspace_line_at(due timestamp with time zone, status text, cre
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN ((due IS NOT NULL) AND (status = 'active'::text) AND (credentials_error IS NULL) AND (NOT at_concurrency_limit)) THEN GREATEST(due, blocked_until, held_until, last_served_at) ELSE NULL::timestamp with time zone END;
 
+-- Name: workspace_removal_begins(bigint); Type: FUNCTION
+
+CREATE FUNCTION workspace_removal_begins(ws bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+declare
+    removed bigint;
+begin
+    perform pg_advisory_xact_lock(21, (ws % 2147483648)::int);
+    perform 1 from workspaces where id = ws for update;
+    update workspaces set status = 'removing', updated_at = now() where id = ws
+    returning id into removed;
+    return removed;
+end $$;
+
 -- Name: workspaces_line_move(bigint[], timestamp with time zone[], integer[], boolean[]); Type: FUNCTION
 
 CREATE FUNCTION workspaces_line_move(p_ws bigint[], p_due timestamp with time zone[], p_priority integer[], p_freed boolean[]) RETURNS integer
@@ -409,6 +424,18 @@ begin
     return changed;
 end
 $$;
+
+-- Name: workspaces_referable(bigint[]); Type: FUNCTION
+
+CREATE FUNCTION workspaces_referable(ids bigint[]) RETURNS SETOF bigint
+    LANGUAGE plpgsql
+    AS $$
+begin
+    perform pg_advisory_xact_lock_shared(21, (i % 2147483648)::int)
+       from (select distinct unnest(ids) as i) k
+      order by i;
+    return query select w.id from workspaces w where w.id = any(ids) and w.status <> 'removing';
+end $$;
 
 -- Name: debounce_union_kinds(text[]); Type: AGGREGATE
 
@@ -679,7 +706,7 @@ CREATE TABLE workspaces (
     CONSTRAINT workspaces_lines_finite CHECK ((isfinite(live_line_at) AND isfinite(bulk_line_at))),
     CONSTRAINT workspaces_origin_check CHECK ((origin = ANY (ARRAY['env'::text, 'oauth'::text, 'cli'::text]))),
     CONSTRAINT workspaces_source_type_check CHECK ((source_type <> ''::text)),
-    CONSTRAINT workspaces_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'revoked'::text]))),
+    CONSTRAINT workspaces_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'revoked'::text, 'removing'::text]))),
     CONSTRAINT workspaces_times_finite CHECK ((isfinite(connected_at) AND isfinite(updated_at) AND isfinite(last_auth_error_at) AND isfinite(blocked_until) AND isfinite(budget_refilled_at) AND isfinite(reconcile_watermark) AND isfinite(reconciled_at) AND isfinite(full_reconciled_at) AND isfinite(credentials_error_at) AND isfinite(live_due_at) AND isfinite(bulk_due_at) AND isfinite(held_until) AND isfinite(last_served_at)))
 );
 

@@ -4,12 +4,17 @@
 -- add_sync_costs --
 -- Add a batch of a worker's counts: %(workspace_ids)s bigint[], %(lanes)s text[],
 -- %(requests)s bigint[], %(pages)s bigint[] (one row per workspace and lane). A workspace
--- removed meanwhile is skipped. Rows are locked in (workspace_id, lane) order.
+-- being removed, or gone, is skipped (_referable, sql/workspaces.sql). Rows are locked in
+-- (workspace_id, lane) order.
+with referred as (
+    select distinct u.ws from unnest(%(workspace_ids)s::bigint[]) as u(ws)
+), {{workspaces._referable}}
+)
 insert into workspace_sync_costs as c (workspace_id, lane, requests, pages, updated_at)
 select i.workspace_id, i.lane, i.requests, i.pages, now()
   from unnest(%(workspace_ids)s::bigint[], %(lanes)s::text[], %(requests)s::bigint[],
               %(pages)s::bigint[]) as i(workspace_id, lane, requests, pages)
- where exists (select 1 from workspaces w where w.id = i.workspace_id)
+ where i.workspace_id in (select id from referable)
  order by i.workspace_id, i.lane
 on conflict (workspace_id, lane) do update set
     requests   = c.requests + excluded.requests,

@@ -33,6 +33,7 @@ on conflict (source_type, external_id) where external_id is not null do update
        bot_user_id = excluded.bot_user_id, status = 'active', last_auth_error = null,
        last_auth_error_at = null, credentials_error = null, credentials_error_at = null,
        updated_at = now()
+ where w.status <> 'removing'     -- no row: finish that removal first (workspaces.store.save)
 returning {{_public_columns}}, (xmax = 0) as inserted
 
 -- learn_external_id --
@@ -44,8 +45,10 @@ update workspaces
 returning {{_public_columns}}
 
 -- routes --
--- What the web process needs to route an event to its workspace.
+-- What the web process needs to route an event to its workspace (one being removed is not
+-- routed: its events are dropped as an unknown workspace's).
 select id, source_type, external_id, enterprise_id, status, origin from workspaces
+ where status <> 'removing'
 
 -- workspace_credentials --
 -- A workspace's stored credentials (NULL for the environment's) and state, for a sync: the
@@ -63,7 +66,7 @@ update workspaces
        last_auth_error_at = case when %(error)s::text is not null then now()
                                  else last_auth_error_at end,
        updated_at = now()
- where id = %(id)s
+ where id = %(id)s and status <> 'removing'
 returning {{_public_columns}}
 
 -- revoke_by_external_id --
@@ -72,43 +75,77 @@ update workspaces
    set status = 'revoked', last_auth_error = %(error)s, last_auth_error_at = now(),
        updated_at = now()
  where source_type = %(source_type)s and external_id = %(external_id)s
+   and status <> 'removing'
 returning {{_public_columns}}
 
+-- _referable --
+-- The guard of every statement that makes a row refer to a workspace (a job, a backfill page,
+-- a re-check, a cost row, a document re-attached): the workspaces of its CTE `referred`
+-- (ws bigint) it may refer to — never one being removed — with their reference locks held
+-- until it commits (workspaces_referable, migration 021; docs/claim.md, "Removing a
+-- workspace"). The statement reads it before it locks anything else (as an InitPlan:
+-- `(select count(*) from referable) >= 0`). The caller closes the parenthesis.
+referable as materialized (
+    select r.id
+      from (select array(select ws from referred) as ids) a
+     cross join lateral workspaces_referable(a.ids) as r(id)
+     where cardinality(a.ids) > 0         -- a batch naming no workspace calls nothing
+
+-- begin_removal --
+-- The first step of removing workspace %(id)s, a transaction of its own: status 'removing',
+-- once no statement is making a row refer to it; none will after it (workspace_removal_begins,
+-- migration 021). The claim, the web's routes and the backfills leave it alone from then on.
+-- Idempotent. id NULL: no such workspace.
+select workspace_removal_begins(%(id)s) as id
+
 -- remove_workspace --
--- Disconnect a workspace: its pending jobs go (nothing will sync them), its documents stay
--- (their workspace becomes NULL), running syncs finish, its backfills and audiences go.
+-- The second step of removing workspace %(id)s, after begin_removal committed (its snapshot
+-- then holds every row that will ever refer to the workspace): its pending jobs go (nothing
+-- will sync them), its documents stay (their workspace becomes NULL), running syncs finish
+-- (their jobs' workspace becomes NULL), its backfills, audiences and cost rows go.
 -- Every row the removal changes is locked before the workspace row, in the order the other
 -- statements lock them (docs/claim.md, "Keeping the line"): its backfills, its active jobs
 -- (in (source_type, source_page_id) order), its documents, its audiences, then the row; each
--- step reads the one before, so they run in that order. Deleting the row first would lock them
--- after it (the foreign keys' cascades) and could deadlock with a backfill, a sync or the
--- line's upkeep holding one of them while it waits for the workspace.
-with enums as (
-    select id from enumerations where workspace_id = %(id)s order by id for update
+-- step reads the one before, so they run in that order. A workspace not being removed (no
+-- begin_removal, or connected again since) is left alone: id is then NULL.
+with target as (
+    select id from workspaces where id = %(id)s and status = 'removing'
+), enums as (
+    select id from enumerations where workspace_id = (select id from target) order by id
+       for update
 ), held as (
     select id from sync_jobs
-     where workspace_id = %(id)s and status in ('pending', 'processing')
+     where workspace_id = (select id from target) and status in ('pending', 'processing')
        and (select count(*) from enums) >= 0
      order by source_type, source_page_id
        for update
 ), docs as (
     select id from documents
-     where workspace_id = %(id)s and (select count(*) from held) >= 0
+     where workspace_id = (select id from target) and (select count(*) from held) >= 0
      order by id
        for update
 ), audiences as (
     select conversation_id from conversation_audiences
-     where workspace_id = %(id)s and (select count(*) from docs) >= 0
+     where workspace_id = (select id from target) and (select count(*) from docs) >= 0
      order by conversation_id
        for update
 ), dropped as (
     delete from sync_jobs
-     where workspace_id = %(id)s and status = 'pending' and (select count(*) from audiences) >= 0
+     where workspace_id = (select id from target) and status = 'pending'
+       and (select count(*) from audiences) >= 0
     returning 1
 ), gone as (
-    delete from workspaces where id = %(id)s and (select count(*) from dropped) >= 0 returning id
+    delete from workspaces
+     where id = (select id from target) and status = 'removing'
+       and (select count(*) from dropped) >= 0
+    returning id
 )
 select (select id from gone) as id, (select count(*) from dropped) as dropped_jobs
+
+-- removals --
+-- The workspaces whose removal began and did not finish (a crash between its two steps):
+-- the pruner finishes them.
+select id from workspaces where status = 'removing' order by id
 
 -- list_workspaces --
 -- Every workspace with its figures: jobs by state, documents, last sync, last error, and its

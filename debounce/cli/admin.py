@@ -43,8 +43,12 @@ async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int
                 pool, settings, args.workspace, args.source))["id"])
         except workspace_cmds.Refused as exc:
             return fail(str(exc), 1)
-    _print((await queue.resync(pool, args.source, page_id, max_attempts=settings.max_attempts,
-                               workspace_id=workspace_id)).to_json())
+    try:
+        _print((await queue.resync(pool, args.source, page_id,
+                                   max_attempts=settings.max_attempts,
+                                   workspace_id=workspace_id)).to_json())
+    except queue.JobConflict as exc:
+        return fail(f"cannot re-sync: {exc}")
     return 0
 
 

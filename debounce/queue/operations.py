@@ -88,6 +88,7 @@ async def resync(
 
     Raises:
         ValueError: empty source or page id.
+        JobConflict: the job's workspace is being removed (nothing changed).
     """
     check_text("source_type", source_type, max_bytes=MAX_KEY_BYTES)
     check_text("source_page_id", source_page_id, max_bytes=MAX_KEY_BYTES)
@@ -108,7 +109,9 @@ async def resync(
         },
     )
     job = job_of(row)
-    assert job is not None
+    if job is None:
+        raise JobConflict(f"the workspace of {source_type} page {source_page_id} is being "
+                          "removed; nothing was re-synced")
     return job
 
 
@@ -117,7 +120,8 @@ async def retry(db: Db, job_id: int, *, now: datetime | None = None) -> SyncJob:
 
     Raises:
         JobNotFound: no such job.
-        JobConflict: the job is not ``failed``, or its page already has an active job.
+        JobConflict: the job is not ``failed``, its page already has an active job, or its
+            workspace is being removed.
     """
     check_int("job_id", job_id, minimum=1)
     check_now(now)
@@ -134,8 +138,8 @@ async def retry(db: Db, job_id: int, *, now: datetime | None = None) -> SyncJob:
     if current.status is not JobStatus.FAILED:
         raise JobConflict(f"job {job_id} is {current.status.value}; only failed jobs can be retried")
     raise JobConflict(
-        f"page {current.source_type}/{current.source_page_id} already has an active job; "
-        "it will sync the page"
+        f"page {current.source_type}/{current.source_page_id} already has an active job (it "
+        "will sync the page), or its workspace is being removed"
     )
 
 

@@ -97,6 +97,8 @@ async def resync(request: Request) -> Response:
                                  workspace_id=workspace_id)
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
+    except queue.JobConflict as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
     log.info("manual re-sync requested", extra=job.log_fields())
     return JSONResponse({"job": job.to_json()}, status_code=202)
 

@@ -265,6 +265,8 @@ async def resync(request: Request) -> Response:
         done = await queue.resync(state.db, source, page_id, max_attempts=state.settings.max_attempts)
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
+    except queue.JobConflict as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
     log.info("manual re-sync requested (dashboard)", extra=done.log_fields())
     flash(request, "ok", f"Re-sync of {source}/{page_id} requested: job {done.id} is due now.")
     default = f"{base_path(request)}/jobs/{done.id}"

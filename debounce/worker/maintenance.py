@@ -1,7 +1,7 @@
 """The worker's maintenance loops: keeping the leases of running syncs, returning the jobs
 of dead workers whose leases expired, and pruning what is past retention (finished jobs, event
-ids, the change feed's changes); and a worker's start: the wait for the schema, then for its
-workspaces to be prepared."""
+ids, the change feed's changes) with the workspace removals a crash left half done; and a
+worker's start: the wait for the schema, then for its workspaces to be prepared."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import feed, queue
+from debounce import feed, queue, workspaces
 from debounce.db import is_transient
 from debounce.metrics import WORKER
 from debounce.migrate import schema_status
@@ -130,6 +130,7 @@ async def pruner(
 ) -> None:
     """Run forever: :func:`prune_once` every ``interval`` seconds (the first soon after
     start, so a deployment that restarts often still prunes); the worker that pruned then
+    finishes the workspace removals a crash interrupted (``workspaces.finish_removals``) and
     repairs the claim's workspace lines (``queue.refresh_ready``: the self-healing path)."""
     await asyncio.sleep(min(interval, 30.0))
     while True:
@@ -140,6 +141,10 @@ async def pruner(
                 log.info("pruned %d finished jobs, %d event ids and %d feed changes past "
                          "retention", done["jobs"], done["events"], done["changes"])
             if done is not None:
+                removed = await workspaces.finish_removals(pool)
+                if removed:
+                    log.info("finished the removal of workspaces %s (interrupted earlier)",
+                             ", ".join(map(str, removed)))
                 repaired = await queue.refresh_ready(pool)
                 if repaired:
                     log.info("recomputed the claim's line of %d workspaces", repaired)

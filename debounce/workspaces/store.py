@@ -16,8 +16,10 @@ from debounce.sql import queries
 from debounce.types import ApiBudget
 
 __all__ = [
+    "WorkspaceBeingRemoved",
     "WorkspaceNotFound",
     "block",
+    "finish_removals",
     "list_workspaces",
     "remove",
     "revoke_by_external_id",
@@ -32,6 +34,10 @@ class WorkspaceNotFound(LookupError):
     """No workspace has this id."""
 
 
+class WorkspaceBeingRemoved(RuntimeError):
+    """The workspace's removal has begun and not finished (see :func:`remove`)."""
+
+
 async def save(
     db: Db, keyring: Keyring, *, source_type: str, external_id: str, name: str,
     credentials: dict[str, Any], origin: str = "oauth", enterprise_id: str | None = None,
@@ -44,12 +50,21 @@ async def save(
 
     Raises:
         KeyError: ``credentials`` has no ``access_token``.
+        WorkspaceBeingRemoved: its row is being removed by another process right now.
     """
-    row = await fetch_one(db, _Q["save_workspace"], {
+    params = {
         "source_type": source_type, "external_id": external_id, "enterprise_id": enterprise_id,
         "name": name, "origin": origin, "credentials": keyring.encrypt(credentials),
-        "fingerprint": fingerprint(str(credentials["access_token"])), "bot_user_id": bot_user_id})
-    assert row is not None
+        "fingerprint": fingerprint(str(credentials["access_token"])), "bot_user_id": bot_user_id}
+    row = await fetch_one(db, _Q["save_workspace"], params)
+    if row is None:
+        # Its earlier row is being removed (a removal a crash interrupted, or one under way):
+        # that removal ends first, then the workspace is connected as a new row.
+        await finish_removals(db)
+        row = await fetch_one(db, _Q["save_workspace"], params)
+        if row is None:
+            raise WorkspaceBeingRemoved(f"{source_type} workspace {external_id} is being "
+                                        "removed; connect it again once that has finished")
     return _public(row)
 
 
@@ -58,7 +73,7 @@ async def set_status(db: Db, workspace_id: int, status: str, error: str | None =
     revoked, its last auth error). Returns its row, without credentials.
 
     Raises:
-        WorkspaceNotFound: no such workspace.
+        WorkspaceNotFound: no such workspace (or its removal has begun).
         ValueError: unknown status.
     """
     if status not in ("active", "paused", "revoked"):
@@ -77,16 +92,36 @@ async def revoke_by_external_id(db: Db, source_type: str, external_id: str, erro
 
 
 async def remove(db: Db, workspace_id: int) -> int:
-    """Disconnect a workspace: its pending jobs are dropped, its documents stay. Returns how
-    many pending jobs were dropped.
+    """Disconnect a workspace: its pending jobs are dropped, its documents stay (their
+    workspace becomes ``None``), its running syncs finish. Two transactions, in this order
+    (``db`` must not be inside a transaction): ``begin_removal`` marks it ``removing`` (from
+    then on nothing new refers to it), then ``remove_workspace`` deletes it — the order that
+    keeps a removal out of deadlocks (docs/claim.md, "Removing a workspace"). A removal
+    interrupted between the two is finished by :func:`finish_removals`. Returns how many
+    pending jobs were dropped.
 
     Raises:
         WorkspaceNotFound: no such workspace.
     """
+    begun = await fetch_one(db, _Q["begin_removal"], {"id": workspace_id})
+    if begun is None or begun["id"] is None:
+        raise WorkspaceNotFound(workspace_id)
     row = await fetch_one(db, _Q["remove_workspace"], {"id": workspace_id})
     if row is None or row["id"] is None:
+        # another remover finished it between the two steps
         raise WorkspaceNotFound(workspace_id)
     return int(row["dropped_jobs"])
+
+
+async def finish_removals(db: Db) -> list[int]:
+    """Finish the removals a crash interrupted between their two steps (workspaces left
+    ``removing``; the pruner calls this). Returns the ids removed."""
+    done = []
+    for r in await fetch_all(db, _Q["removals"], {}):
+        row = await fetch_one(db, _Q["remove_workspace"], {"id": r["id"]})
+        if row is not None and row["id"] is not None:
+            done.append(int(row["id"]))
+    return done
 
 
 async def list_workspaces(db: Db, workspace_id: int | None = None, *,
