@@ -16,28 +16,40 @@ select conversation_id, kind, members, refreshed_at
 -- document of that job key whose audience differs (their updated_at moves: a consumer sees
 -- the change). Fenced like documents.upsert_document by %(fence_job_id)s/%(fence_lease_token)s
 -- (NULL: unfenced). Returns ok (false: the fence refused, nothing written) and changed (how
--- many documents were updated).
-with {{documents._fence}}, cached as (
+-- many documents were updated). A workspace being removed (or gone) gets nothing written, ok
+-- as the fence says (_referable, sql/workspaces.sql).
+with {{documents._fence}}, referred as (
+    select %(workspace_id)s::bigint as ws where %(workspace_id)s::bigint is not null
+), {{workspaces._referable}}
+), writable as (
+    -- the fence allows it, and the workspace is not being removed (docs/claim.md, "Removing a
+    -- workspace": the backfiller's writes are not fenced by a job)
+    select a.ok and (%(workspace_id)s::bigint is null
+                     or %(workspace_id)s::bigint in (select id from referable)) as ok
+      from allowed a
+), cached as (
     insert into conversation_audiences as c (source_type, workspace_id, conversation_id, kind,
                                              members, refreshed_at)
     select %(source_type)s, %(workspace_id)s::bigint, %(conversation_id)s, %(kind)s,
            %(members)s::text[], now()
-      from allowed
-     where allowed.ok
-       -- a sync writes its own workspace's cache: not once the job left it (its workspace
-       -- was removed, docs/claim.md, or another took the page over)
-       and (%(fence_job_id)s::bigint is null
-            or (select workspace_id from fence) is not distinct from %(workspace_id)s::bigint)
+      from writable
+     where writable.ok
     on conflict (source_type, (coalesce(workspace_id, 0)), conversation_id) do update
        set kind = excluded.kind, members = excluded.members, refreshed_at = excluded.refreshed_at
     returning 1
+), locked as (
+    -- in id order, as every statement that locks several documents (docs/claim.md)
+    select d.id from documents d
+     where d.source_type = %(source_type)s and d.source_page_id = %(conversation_id)s
+       and (select ok from writable)
+       and (d.audience_kind, d.audience_members)
+           is distinct from (%(kind)s::text, %(members)s::text[])
+     order by d.id
+       for update
 ), changed as (
     update documents d
        set audience_kind = %(kind)s, audience_members = %(members)s::text[], updated_at = now()
-     where d.source_type = %(source_type)s and d.source_page_id = %(conversation_id)s
-       and (select ok from allowed)
-       and (d.audience_kind, d.audience_members)
-           is distinct from (%(kind)s::text, %(members)s::text[])
+     where d.id in (select id from locked)
     returning 1
 )
 select (select ok from allowed) as ok, (select count(*) from changed)::int as changed,

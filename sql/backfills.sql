@@ -7,8 +7,9 @@
 id = %(id)s and lease_owner = %(owner)s and status = 'running'
 
 -- _guarded --
--- The CTE e: the lease holder's backfill, locked, while its workspace may be referred to (read
--- FOR KEY SHARE first, _referable in sql/workspaces.sql); no row when it is being removed.
+-- The CTE e: the lease holder's backfill, locked, while its workspace may be referred to (its
+-- reference lock taken first, _referable in sql/workspaces.sql); no row when it is being
+-- removed.
 referred as (
     select workspace_id as ws from enumerations where id = %(id)s
 ), {{workspaces._referable}}
@@ -173,16 +174,23 @@ with clock as (
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
     do nothing
     returning workspace_id, scheduled_at, priority
+), listed_docs as (
+    -- after the jobs, in id order (docs/claim.md)
+    select d.id
+      from documents d, input i, e
+     where (e.kind <> 'reconcile' or (d.workspace_id is null and e.workspace_id is not null))
+       and d.source_type = e.source_type and d.source_page_id = i.page_id
+       and (select count(*) from ins) >= 0
+     order by d.id
+       for update of d
 ), listed as (
     -- Stamp listed_at (whole lists), and re-attach a document left without a workspace
     -- (its workspace was removed, then connected again as a new row) to the one listing it.
     update documents d
        set listed_at = case when e.kind <> 'reconcile' then clock.now else d.listed_at end,
            workspace_id = coalesce(d.workspace_id, e.workspace_id)
-      from input i, e, clock
-     where (e.kind <> 'reconcile' or (d.workspace_id is null and e.workspace_id is not null))
-       and d.source_type = e.source_type and d.source_page_id = i.page_id
-       and (select count(*) from ins) >= 0            -- after the jobs (docs/claim.md)
+      from e, clock
+     where d.id in (select id from listed_docs)
     returning d.id
 ), line_moves as (
     -- after the documents: the lock order is jobs, documents, workspaces (docs/claim.md)

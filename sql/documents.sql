@@ -80,13 +80,19 @@ select case
 -- Mark the named documents of a source deleted (idempotent: an already-deleted row keeps its
 -- deleted_at). Fenced like upsert_document. Returns the ids of the rows marked now, and one
 -- row with a NULL id when the fence refused the write.
-with {{_fence}}, marked as (
+with {{_fence}}, locked as (
+    -- in id order, as every statement that locks several documents (docs/claim.md)
+    select id from documents
+     where source_type = %(source_type)s
+       and document_id = any(%(document_ids)s::text[])
+       and deleted_at is null
+       and (select ok from allowed)
+     order by id
+       for update
+), marked as (
 update documents
    set deleted_at = now(), synced_at = now(), updated_at = now()
- where source_type = %(source_type)s
-   and document_id = any(%(document_ids)s::text[])
-   and deleted_at is null
-   and (select ok from allowed)
+ where id in (select id from locked)
 returning document_id
 )
 select document_id from marked
@@ -97,13 +103,19 @@ select null from allowed where not ok
 -- Mark every document that came from one job key deleted (a trashed Notion page, a Slack
 -- channel that is gone). Fenced like upsert_document. Returns the ids marked now, and one row
 -- with a NULL id when the fence refused the write.
-with {{_fence}}, marked as (
+with {{_fence}}, locked as (
+    -- in id order, as every statement that locks several documents (docs/claim.md)
+    select id from documents
+     where source_type = %(source_type)s
+       and source_page_id = %(source_page_id)s
+       and deleted_at is null
+       and (select ok from allowed)
+     order by id
+       for update
+), marked as (
 update documents
    set deleted_at = now(), synced_at = now(), updated_at = now()
- where source_type = %(source_type)s
-   and source_page_id = %(source_page_id)s
-   and deleted_at is null
-   and (select ok from allowed)
+ where id in (select id from locked)
 returning document_id
 )
 select document_id from marked

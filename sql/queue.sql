@@ -540,7 +540,9 @@ with clock as (
                      where f.status in ('completed', 'failed')
                        and f.finished_at < clock.now - make_interval(secs => %(job_older_than)s::float8)
                      order by f.finished_at
-                     limit %(limit)s)
+                     limit %(limit)s
+                       for update of f skip locked)   -- never waits: a removal's cascade
+                                                      -- may hold some (docs/claim.md)
     returning 1
 ), events as (
     delete from seen_events e

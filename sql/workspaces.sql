@@ -143,9 +143,11 @@ with target as (
 select (select id from gone) as id, (select count(*) from dropped) as dropped_jobs
 
 -- removals --
--- The workspaces whose removal began and did not finish (a crash between its two steps):
--- the pruner finishes them.
-select id from workspaces where status = 'removing' order by id
+-- The workspaces whose removal began %(older_than)s seconds ago or more and did not finish (a
+-- crash between its two steps): the pruner finishes them.
+select id from workspaces
+ where status = 'removing' and updated_at <= now() - make_interval(secs => %(older_than)s::float8)
+ order by id
 
 -- list_workspaces --
 -- Every workspace with its figures: jobs by state, documents, last sync, last error, and its

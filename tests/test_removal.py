@@ -52,9 +52,12 @@ async def scalar(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> Any:
         return row[0] if row else None
 
 
-async def waiting_on_a_lock(watcher: psycopg.AsyncConnection[Any], pid: int) -> None:
-    """Until backend ``pid`` waits on a lock (polled: no timing assumed)."""
+async def waiting_on_a_lock(watcher: psycopg.AsyncConnection[Any], pid: int,
+                            task: asyncio.Task[Any]) -> None:
+    """Until backend ``pid`` waits on a lock (polled: no timing assumed); ``task``, the
+    statement expected to wait, must not finish first."""
     while True:
+        assert not task.done(), "it did not wait"
         cur = await watcher.execute(  # test-only SQL
             "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,))
         row = await cur.fetchone()
@@ -65,9 +68,11 @@ async def waiting_on_a_lock(watcher: psycopg.AsyncConnection[Any], pid: int) -> 
 
 async def test_a_removal_waits_for_the_statements_referring_to_its_workspace(
         pool: AsyncConnectionPool[Any], database_url: str) -> None:
-    """An enqueue and a backfill request for the workspace, each in a transaction still open:
-    the removal's first step waits for both (its FOR UPDATE against their FOR KEY SHARE), and
-    its second step then sees — and removes — what they wrote."""
+    """An enqueue and a backfill request for the workspace, in a transaction still open: the
+    removal's first step waits for it (the reference lock it holds shared, and the foreign key
+    locks of its rows), and its second step then sees — and removes — what it wrote. The
+    one-statement removal of before did not see the job: it kept it, pending, with no
+    workspace."""
     ws = await connect(pool, "A")
     async with await psycopg.AsyncConnection.connect(database_url) as holder, \
             await psycopg.AsyncConnection.connect(database_url, autocommit=True) as remover, \
@@ -77,13 +82,57 @@ async def test_a_removal_waits_for_the_statements_referring_to_its_workspace(
         started = await backfills.request(holder, ws)
         assert started is not None and started["inserted"]
         removal = asyncio.create_task(workspaces.remove(remover, ws))
-        await waiting_on_a_lock(probe, remover.info.backend_pid)
+        await waiting_on_a_lock(probe, remover.info.backend_pid, removal)
         await holder.commit()
         dropped = await removal
     assert dropped == 1                                   # the job committed while it waited
     assert await scalar(pool, "select count(*) from workspaces where id = %s", ws) == 0
     assert await scalar(pool, "select count(*) from enumerations where workspace_id = %s", ws) == 0
     assert await scalar(pool, "select count(*) from sync_jobs") == 0
+
+
+async def test_the_removal_waits_for_a_guard_that_wrote_nothing(
+        pool: AsyncConnectionPool[Any], database_url: str) -> None:
+    """The reference lock itself, without a foreign key lock to wait for: an empty backfill page
+    refers to nothing new (it moves its backfill's cursor), yet holds the workspace's reference
+    lock (shared) until its transaction ends, and the removal's first step waits on it."""
+    ws = await connect(pool, "A")
+    started = await backfills.request(pool, ws)
+    leased = await backfills.lease(pool, "enum", ["notion"], 60.0)
+    assert started is not None and leased is not None and leased["id"] == started["id"]
+    async with await psycopg.AsyncConnection.connect(database_url) as holder, \
+            await psycopg.AsyncConnection.connect(database_url, autocommit=True) as remover, \
+            await psycopg.AsyncConnection.connect(database_url, autocommit=True) as probe:
+        recorded = await backfills.record_page(holder, started["id"], "enum", [], "c1",
+                                               lease_seconds=60.0, max_attempts=3)
+        assert recorded is not None and recorded["page_enqueued"] == 0
+        removal = asyncio.create_task(workspaces.remove(remover, ws))
+        await waiting_on_a_lock(probe, remover.info.backend_pid, removal)
+        cur = await probe.execute("select wait_event from pg_stat_activity where pid = %s",
+                                  (remover.info.backend_pid,))  # test-only SQL
+        assert await cur.fetchone() == ("advisory",)
+        await holder.rollback()
+        assert await removal == 0
+    assert await scalar(pool, "select count(*) from enumerations") == 0
+
+
+async def test_a_workspace_being_removed_is_not_routed_scheduled_or_leased(
+        pool: AsyncConnectionPool[Any]) -> None:
+    going, staying = await connect(pool, "A"), await connect(pool, "B")
+    await fetch_one(pool, WORKSPACES["begin_removal"], {"id": going})
+    directory = workspaces.Directory(pool)
+    await directory.refresh(force=True)
+    assert directory.lookup("notion", "A") == workspaces.Route(False, None, "unknown_workspace")
+    assert directory.lookup("notion", "B") == workspaces.Route(True, staying)
+    started = await backfills.schedule_backfills(pool, ["notion"])
+    assert [r["workspace_id"] for r in started] == [staying]
+    leased = await backfills.lease(pool, "enum", ["notion"], 60.0)
+    assert leased is not None and leased["workspace_id"] == staying
+    assert await backfills.lease(pool, "enum", ["notion"], 60.0) is None
+    await backfills.finish(pool, leased["id"], "enum", max_attempts=3)
+    reconciling = await backfills.schedule_reconciliations(
+        pool, ["notion"], ["notion"], interval=0.0, full_interval=0.0)
+    assert [r["workspace_id"] for r in reconciling] == [staying]
 
 
 async def test_once_a_removal_began_nothing_new_refers_to_the_workspace(
@@ -137,6 +186,7 @@ async def test_once_a_removal_began_nothing_new_refers_to_the_workspace(
         await workspaces.set_status(pool, ws, "active")
     assert await scalar(pool, "select status from workspaces where id = %s", ws) == "removing"
 
+    assert await workspaces.finish_removals(pool, older_than=60.0) == []   # under way
     assert await workspaces.finish_removals(pool) == [ws]
     assert await scalar(pool, "select count(*) from workspaces where id = %s", ws) == 0
     assert await scalar(pool, "select count(*) from sync_jobs where status = 'pending'") == 0

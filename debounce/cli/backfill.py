@@ -70,8 +70,9 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     source = registry.get(args.source)
     for row in rows:
         started = await backfills.request(pool, row["id"], "backfill")
-        verb = ("started" if started and started.get("inserted")
-                else f"already running ({started['kind'] if started else 'backfill'})")
+        verb = ("is being removed: nothing started" if started is None
+                else "started" if started.get("inserted")
+                else f"already running ({started['kind']})")
         print(f"backfill of workspace {row['id']} ({row['external_id'] or row['name']}): {verb}")
     if args.no_wait:
         blocked = [b for row in rows if (b := await _blocked(pool, row)) is not None]

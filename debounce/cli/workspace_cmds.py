@@ -344,5 +344,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         return fail(str(exc), exc.code)
     except workspaces.WorkspaceNotFound:
         return fail(f"no workspace {args.id}")
+    except workspaces.WorkspaceBeingRemoved as exc:
+        return fail(str(exc))
     print(f"workspace {row['id']} ({_label(row)}) is {row['status']}")
     return 0

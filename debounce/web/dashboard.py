@@ -306,11 +306,15 @@ async def backfill(request: Request) -> Response:
     if not rows:
         raise ApiError(404, "not_found", f"no workspace {workspace_id}")
     named = f"{workspace_id} ({rows[0]['external_id'] or 'source id not learned yet'})"
-    if rows[0]["status"] != "active":
+    if rows[0]["status"] == "removing":
+        flash(request, "error", f"Workspace {named} is being removed.")
+    elif rows[0]["status"] != "active":
         flash(request, "error", f"Workspace {named} is {rows[0]['status']}: resume it first.")
     else:
         started = await backfills.request(state.db, workspace_id, "backfill")
-        fresh = bool(started and started.get("inserted"))
+        if started is None:
+            raise ApiError(404, "not_found", f"workspace {workspace_id} is being removed")
+        fresh = bool(started.get("inserted"))
         log.info("backfill of workspace %d %s (dashboard)", workspace_id,
                  "requested" if fresh else "already running")
         blocked = rows[0].get("credentials_error")

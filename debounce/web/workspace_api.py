@@ -103,8 +103,11 @@ async def backfill(request: Request) -> Response:
     row = await _one(state, workspace_id)
     if row["status"] != "active":
         raise ApiError(409, "workspace_not_active",
-                       f"workspace {workspace_id} is {row['status']}: resume it first")
+                       f"workspace {workspace_id} is being removed" if row["status"] == "removing"
+                       else f"workspace {workspace_id} is {row['status']}: resume it first")
     started = await backfills.request(state.db, workspace_id, "backfill")
+    if started is None:
+        raise ApiError(409, "workspace_not_active", f"workspace {workspace_id} is being removed")
     if started is not None and started.get("inserted"):
         log.info("backfill %s of workspace %s requested", started["id"], workspace_id)
     return JSONResponse({"workspace": await _one(state, workspace_id)}, status_code=202)

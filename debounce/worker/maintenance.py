@@ -141,7 +141,7 @@ async def pruner(
                 log.info("pruned %d finished jobs, %d event ids and %d feed changes past "
                          "retention", done["jobs"], done["events"], done["changes"])
             if done is not None:
-                removed = await workspaces.finish_removals(pool)
+                removed = await workspaces.finish_removals(pool, older_than=60.0)
                 if removed:
                     log.info("finished the removal of workspaces %s (interrupted earlier)",
                              ", ".join(map(str, removed)))

@@ -60,7 +60,7 @@ async def save(
     if row is None:
         # Its earlier row is being removed (a removal a crash interrupted, or one under way):
         # that removal ends first, then the workspace is connected as a new row.
-        await finish_removals(db)
+        await finish_removals(db, older_than=0.0)
         row = await fetch_one(db, _Q["save_workspace"], params)
         if row is None:
             raise WorkspaceBeingRemoved(f"{source_type} workspace {external_id} is being "
@@ -108,16 +108,16 @@ async def remove(db: Db, workspace_id: int) -> int:
         raise WorkspaceNotFound(workspace_id)
     row = await fetch_one(db, _Q["remove_workspace"], {"id": workspace_id})
     if row is None or row["id"] is None:
-        # another remover finished it between the two steps
-        raise WorkspaceNotFound(workspace_id)
+        return 0       # a connect of the same workspace finished this removal in between
     return int(row["dropped_jobs"])
 
 
-async def finish_removals(db: Db) -> list[int]:
-    """Finish the removals a crash interrupted between their two steps (workspaces left
-    ``removing``; the pruner calls this). Returns the ids removed."""
+async def finish_removals(db: Db, *, older_than: float = 0.0) -> list[int]:
+    """Finish the removals whose first step is at least ``older_than`` seconds old (a crash
+    interrupted them between their two steps; the pruner passes a minute, so a removal under
+    way finishes its own second step). Returns the ids removed."""
     done = []
-    for r in await fetch_all(db, _Q["removals"], {}):
+    for r in await fetch_all(db, _Q["removals"], {"older_than": older_than}):
         row = await fetch_one(db, _Q["remove_workspace"], {"id": r["id"]})
         if row is not None and row["id"] is not None:
             done.append(int(row["id"]))
