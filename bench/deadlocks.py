@@ -94,7 +94,7 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
             async def one() -> None:
                 got = await queue.claim_with_workspaces(
                     pool, f"c{k}", limit=8, lease_seconds=0.5, source_slots={"notion": 8},
-                                                        workspace_concurrency=4)
+                    workspace_concurrency=4)
                 count("claims")
                 if not got:
                     await asyncio.sleep(0.002)

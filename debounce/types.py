@@ -42,8 +42,6 @@ class EnqueueOutcome(enum.StrEnum):
     WORKSPACE_REMOVED = "workspace_removed"
 
 
-
-
 @dataclass(frozen=True)
 class JobEvent:
     """One accepted webhook event, as handed to ``queue.enqueue_brief``.

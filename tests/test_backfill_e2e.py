@@ -23,6 +23,7 @@ from typing import Any
 
 import one_job
 import pytest
+from db_probe import scalar
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import backfills, queue, workspaces
@@ -38,13 +39,6 @@ from standins.slack_api import FakeSlack
 SLACK_TOKEN = "xoxb-backfill-test"
 #: Generous budgets: charged like any deployment's, large enough for a fast test.
 FAST = {"notion": ApiBudget(60_000.0, 200.0), "slack": ApiBudget(60_000.0, 200.0)}
-
-
-async def scalar(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> Any:
-    async with pool.connection() as conn:
-        cur = await conn.execute(sql, args)  # test-only SQL
-        row = await cur.fetchone()
-        return row[0] if row else None
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from db_probe import scalar
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import registry, workspaces
@@ -23,13 +24,6 @@ from standins.slack_teams import DEFAULT_TEAM_ID
 
 N_TOKEN = "secret_backfill_notion"
 S_TOKEN = "xoxb-backfill-slack"
-
-
-async def scalar(pool: AsyncConnectionPool[Any], sql: str) -> Any:
-    async with pool.connection() as conn:
-        cur = await conn.execute(sql)  # test-only SQL
-        row = await cur.fetchone()
-        return row[0] if row else None
 
 
 async def until(pool: AsyncConnectionPool[Any], sql: str, timeout: float = 60) -> None:

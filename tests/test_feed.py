@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from db_probe import scalar
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
@@ -222,13 +223,6 @@ async def test_a_restored_log_of_another_cluster_is_served_by_no_read_and_emptie
     assert await scalar(pool, "select count(*) from document_changes") == 0
     await DocumentStore(pool).upsert(doc("a", "2"))
     assert [c.content_sha256 for c in (await read_all(pool))[0]] == [content_sha256("2")]
-
-
-async def scalar(pool: AsyncConnectionPool[Any], query: str) -> Any:
-    async with pool.connection() as conn:
-        row = await (await conn.execute(query)).fetchone()  # type: ignore[arg-type]
-    assert row is not None
-    return row[0]
 
 
 async def test_retention_prunes_old_changes_and_moves_the_oldest_cursor(

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from db_probe import scalar
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue, workspaces
@@ -94,12 +95,6 @@ async def post_webhooks(settings: Settings, pool: AsyncConnectionPool[Any],
             codes.append((await client.post("/webhooks/notion", content=raw,
                                             headers=headers)).status_code)
     return codes
-
-
-async def scalar(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> Any:
-    async with pool.connection() as conn:
-        row = await (await conn.execute(sql, args)).fetchone()  # type: ignore[arg-type]
-        return row[0] if row else None
 
 
 async def wait_for(what: str, check: Any, timeout: float = 60.0) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from db_probe import waiting_on_a_lock
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue, workspaces
@@ -41,17 +42,6 @@ async def two_workspaces_with_a_claimed_job_each(pool: AsyncConnectionPool[Any])
         pool, "w", limit=8, lease_seconds=60, source_slots={"notion": 8})]
     assert sorted(j.workspace_id or 0 for j in jobs) == ids
     return ids, jobs
-
-
-async def waiting_on_a_lock(watcher: Conn, pid: int) -> None:
-    """Until backend ``pid`` waits on a lock (polled: no timing assumed)."""
-    while True:
-        cur = await watcher.execute(  # test-only SQL
-            "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,))
-        row = await cur.fetchone()
-        if row and row[0]:
-            return
-        await asyncio.sleep(0.01)
 
 
 async def test_a_completion_locks_its_jobs_then_its_workspaces_in_id_order(

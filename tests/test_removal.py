@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from db_probe import scalar, waiting_on_a_lock
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import backfills, queue, workspaces
@@ -44,26 +45,6 @@ async def connect(pool: AsyncConnectionPool[Any], name: str) -> int:
 def event(ws: int, page: str, n: int = 0) -> JobEvent:
     return JobEvent("notion", page, {"n": n}, event_id=f"{page}-{n}", debounce_seconds=0.0,
                     max_wait_seconds=60.0, workspace_id=ws)
-
-
-async def scalar(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> Any:
-    async with pool.connection() as conn:
-        row = await (await conn.execute(sql, args)).fetchone()  # test-only SQL
-        return row[0] if row else None
-
-
-async def waiting_on_a_lock(watcher: psycopg.AsyncConnection[Any], pid: int,
-                            task: asyncio.Task[Any]) -> None:
-    """Until backend ``pid`` waits on a lock (polled: no timing assumed); ``task``, the
-    statement expected to wait, must not finish first."""
-    while True:
-        assert not task.done(), "it did not wait"
-        cur = await watcher.execute(  # test-only SQL
-            "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,))
-        row = await cur.fetchone()
-        if row and row[0]:
-            return
-        await asyncio.sleep(0.01)
 
 
 async def test_a_removal_waits_for_the_statements_referring_to_its_workspace(

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from db_probe import scalar
 from psycopg_pool import AsyncConnectionPool
 from test_backfill_e2e import wait_for
 
@@ -41,13 +42,6 @@ from standins.slack_teams import DEFAULT_TEAM_ID
 SLACK_TOKEN = "xoxb-secret-errors-test"
 CHANNEL = "C2147483705"          # the demo team's channel (standins/slack_demo.py)
 ADMIN = "admin-secret-errors"
-
-
-async def scalar(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> Any:
-    async with pool.connection() as conn:
-        cur = await conn.execute(sql, args)  # test-only SQL
-        row = await cur.fetchone()
-        return row[0] if row else None
 
 
 @pytest.fixture

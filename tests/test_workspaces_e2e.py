@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
+from db_probe import scalar
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import registry
@@ -72,13 +73,6 @@ def got_ws(response: httpx.Response) -> dict[str, Any]:
     return workspace
 
 
-async def count(pool: AsyncConnectionPool[Any], sql: str) -> Any:
-    async with pool.connection() as conn:
-        cur = await conn.execute(sql)  # test-only SQL
-        row = await cur.fetchone()
-        return row[0] if row else None
-
-
 async def test_forged_and_replayed_states_are_refused_and_store_nothing(world: dict[str, Any]) -> None:
     client, notion = world["client"], world["notion"]
     notion.authorization_code("code-a", NOTION_A)
@@ -92,9 +86,9 @@ async def test_forged_and_replayed_states_are_refused_and_store_nothing(world: d
     assert replayed.status_code == 400  # the state was used up by the denied attempt
     other = await client.get("/slack/oauth_redirect", params={"code": "x", "state": state})
     assert other.status_code == 400
-    assert await count(world["pool"], "select count(*) from workspaces") == 0
+    assert await scalar(world["pool"], "select count(*) from workspaces") == 0
     refused = await install(client, "notion", "no-such-code")
-    assert refused.status_code == 400 and await count(world["pool"], "select count(*) from workspaces") == 0
+    assert refused.status_code == 400 and await scalar(world["pool"], "select count(*) from workspaces") == 0
 
 
 async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[str, Any]) -> None:
@@ -109,7 +103,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
     listed = (await client.get("/workspaces", headers={"Authorization": f"Bearer {ADMIN}"})).json()
     assert sorted(w["external_id"] for w in listed["workspaces"]) == sorted(
         [NOTION_A, DEMO_SECOND_WORKSPACE_ID, DEFAULT_TEAM_ID, DEMO_SECOND_TEAM_ID])
-    dump = json.dumps(listed) + str(await count(pool, "select array_agg(credentials::text) from workspaces"))
+    dump = json.dumps(listed) + str(await scalar(pool, "select array_agg(credentials::text) from workspaces"))
     assert "ntn_token" not in dump and "xoxb-" not in dump
 
     async def send(source: str, body: dict[str, Any]) -> httpx.Response:
@@ -134,7 +128,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
     running = asyncio.create_task(worker.run())
     try:
         await until(pool, "select count(*) = 4 from sync_jobs where status = 'completed'")
-        tagged = await count(pool, """select json_agg(json_build_array(d.source_type, d.source_page_id,
+        tagged = await scalar(pool, """select json_agg(json_build_array(d.source_type, d.source_page_id,
                                           w.external_id) order by d.document_id)
                                         from documents d join workspaces w on w.id = d.workspace_id""")
         pages = {(s, p.split("/")[0]): w for s, p, w in tagged}
@@ -142,7 +136,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
         assert pages[("notion", DEMO_SECOND_PAGE_ID)] == DEMO_SECOND_WORKSPACE_ID
         assert pages[("slack", "C2147483705")] == DEFAULT_TEAM_ID
         assert pages[("slack", DEMO_SECOND_CHANNEL)] == DEMO_SECOND_TEAM_ID
-        assert await count(pool, "select count(*) from documents where workspace_id is null") == 0
+        assert await scalar(pool, "select count(*) from documents where workspace_id is null") == 0
 
         # Workspace A's token is revoked: A stops (parked, revoked), B keeps syncing.
         notion.revoke("ntn_token_a")
@@ -151,7 +145,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
             assert (await send("notion", {**page_b, "id": "evt-b" + suffix})).status_code == 200
         await until(pool, "select count(*) = 1 from workspaces where status = 'revoked'")
         await until(pool, "select count(*) = 5 from sync_jobs where status = 'completed'")
-        parked = await count(pool, f"""select json_build_array(j.status, j.last_error, w.status)
+        parked = await scalar(pool, f"""select json_build_array(j.status, j.last_error, w.status)
                                           from sync_jobs j join workspaces w on w.id = j.workspace_id
                                          where j.source_page_id = '{DEMO_PAGE_ID}'
                                            and j.status in ('pending', 'processing')""")
@@ -172,7 +166,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
 
 async def until(pool: AsyncConnectionPool[Any], sql: str, timeout: float = 20) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
-    while not await count(pool, sql):
+    while not await scalar(pool, sql):
         assert asyncio.get_running_loop().time() < deadline, f"not reached: {sql}"
         await asyncio.sleep(0.1)
 

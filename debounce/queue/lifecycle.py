@@ -171,7 +171,6 @@ async def claim_with_workspaces(
     return claimed
 
 
-
 def _lease_token(job: SyncJob) -> str:
     if job.lease_token is None:
         raise ValueError(f"job {job.id} carries no lease token: pass the job returned by claim()")

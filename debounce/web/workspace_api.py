@@ -108,6 +108,6 @@ async def backfill(request: Request) -> Response:
     started = await backfills.request(state.db, workspace_id, "backfill")
     if started is None:
         raise ApiError(409, "workspace_not_active", f"workspace {workspace_id} is being removed")
-    if started is not None and started.get("inserted"):
+    if started.get("inserted"):
         log.info("backfill %s of workspace %s requested", started["id"], workspace_id)
     return JSONResponse({"workspace": await _one(state, workspace_id)}, status_code=202)

@@ -54,6 +54,5 @@ def decrypt(keyring: Keyring | None, stored: bytes, workspace_id: int) -> dict[s
         raise CredentialsUnreadable(workspace_id, _reason(exc)) from None
 
 
-
 def _reason(exc: SecretKeyError) -> str:
     return WRONG_KEY if "do not decrypt" in str(exc) else str(exc)

@@ -33,7 +33,6 @@ async def sync_state(db: Db, workspace_id: int) -> ClaimedWorkspace | None:
     return None if row is None else ClaimedWorkspace.from_row(row)
 
 
-
 async def credentials_to_check(db: Db, *, only_flagged: bool = False) -> list[dict[str, Any]]:
     """The workspaces with stored credentials (only those with a ``credentials_error`` when
     ``only_flagged``): ``{"id", "source_type", "external_id", "name", "credentials" (the
