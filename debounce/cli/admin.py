@@ -8,12 +8,13 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from debounce import audiences, feed, queue, registry
+from debounce import queue, registry
 from debounce.cli import backfill, changes, workspace_cmds
 from debounce.cli.errors import fail
 from debounce.config import Settings
-from debounce.db import fetch_all, fetch_one
-from debounce.sql import queries
+from debounce.documents import audiences, feed
+from debounce.infra.db import fetch_all, fetch_one
+from debounce.infra.sql import queries
 
 __all__ = ["COMMANDS", "handshake_commands"]
 

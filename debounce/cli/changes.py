@@ -10,12 +10,13 @@ import contextlib
 import sys
 from typing import Any
 
-from debounce import feed, workspaces
+from debounce import workspaces
 from debounce.cli.errors import CliError
 from debounce.config import Settings
-from debounce.db import fetch_one
-from debounce.feed_listen import ChangeSignal, read_waiting
-from debounce.sql import queries
+from debounce.documents import feed
+from debounce.documents.feed_listen import ChangeSignal, read_waiting
+from debounce.infra.db import fetch_one
+from debounce.infra.sql import queries
 
 __all__ = ["FOLLOW_WAIT_SECONDS", "change_line", "run"]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import uvicorn
 
-from debounce import feed, queue, registry, workspaces
+from debounce import queue, registry, workspaces
 from debounce.cli.send import (
     DEMO_STATE_FILE,
     DemoService,
@@ -31,9 +31,10 @@ from debounce.cli.send import (
 )
 from debounce.config import Settings
 from debounce.contract import Source
-from debounce.db import fetch_one
-from debounce.secrets import Keyring, new_key
-from debounce.sql import queries
+from debounce.documents import feed
+from debounce.infra.db import fetch_one
+from debounce.infra.secrets import Keyring, new_key
+from debounce.infra.sql import queries
 
 if TYPE_CHECKING:
     from standins.demos import DemoSetup, DemoWorkspace
@@ -151,7 +152,7 @@ async def demo_tour(
     the example webhooks to ourselves (with event ids fresh to this run:
     :func:`fresh_event_id`) and wait for the queue to drain; then make each example edit real
     in its stand-in, post its webhook, and log the edit's change when the feed serves it
-    (:func:`debounce.feed.read_changes`). Ends with what became of the examples' jobs, how
+    (:func:`debounce.documents.feed.read_changes`). Ends with what became of the examples' jobs, how
     many documents the worker wrote and the command that edits a page again (60 s at most
     per wait)."""
     while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event

@@ -11,7 +11,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from debounce.contract import SyncError
-from debounce.secrets import SecretKeyError
+from debounce.infra.secrets import SecretKeyError
 
 __all__ = ["CliError", "fail", "one_line", "report"]
 

@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from debounce import queue, registry
-from debounce.db import fetch_one
-from debounce.sql import queries
+from debounce.infra.db import fetch_one
+from debounce.infra.sql import queries
 from debounce.web.errors import ApiError
 from debounce.web.inputs import source_param
 from debounce.web.state import WebState, web_state

@@ -18,10 +18,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce import audiences, feed
-from debounce.db import fetch_all, fetch_one
-from debounce.feed_listen import read_waiting
-from debounce.sql import queries
+from debounce.documents import audiences, feed
+from debounce.documents.feed_listen import read_waiting
+from debounce.infra.db import fetch_all, fetch_one
+from debounce.infra.sql import queries
 from debounce.web.admin_api import int_param
 from debounce.web.errors import ApiError
 from debounce.web.inputs import source_param
@@ -223,7 +223,7 @@ async def list_documents(request: Request) -> Response:
     (``deleted_at`` set), ``{"documents": [...], "next_cursor": text or null}`` (null: no
     more). ``visible_to`` (a user id of a source whose documents carry audiences — Slack —
     with ``workspace_id``): only that source's documents the user may read
-    (``debounce.audiences.list_visible``)."""
+    (``debounce.documents.audiences.list_visible``)."""
     state = require_reader(request)
     filters = _listing_filters(state, request)
     limit = _limit(request.query_params.get("limit"), MAX_DOCUMENTS)

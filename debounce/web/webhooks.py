@@ -2,7 +2,7 @@
 
 The source's parser verifies the signature and maps the delivery to page events (no I/O);
 the events are validated, debounced in one statement batched with concurrent deliveries
-(:class:`~debounce.batcher.EnqueueBatcher`), and answered only after that statement committed
+(:class:`~debounce.queue.batcher.EnqueueBatcher`), and answered only after that statement committed
 (a 2xx means committed). The whole wait is bounded by ``DEBOUNCE_WEBHOOK_DEADLINE_SECONDS``:
 past it the answer is 503, well inside the shortest sender
 timeout (3 s). No source API is called on this path.
@@ -23,8 +23,8 @@ from starlette.responses import JSONResponse, Response
 
 from debounce import queue, registry, workspaces
 from debounce.contract import WebhookError, WebhookResult
-from debounce.db import fetch_one
-from debounce.sql import queries
+from debounce.infra.db import fetch_one
+from debounce.infra.sql import queries
 from debounce.types import JobEvent
 from debounce.web.errors import ApiError, error_code
 from debounce.web.inputs import source_param

@@ -2,7 +2,7 @@
 
 One asyncio process (``debounce worker``, the Procfile's ``worker``) that
 
-- claims due jobs (``queue.claim_with_workspaces``, ``FOR UPDATE SKIP LOCKED``) and runs up to
+- claims due jobs (``queue.claim``, ``FOR UPDATE SKIP LOCKED``) and runs up to
   ``DEBOUNCE_WORKER_CONCURRENCY`` syncs at once, at most ``worker_source_concurrency`` of one
   source (default: three quarters of the slots), and none of a source that just answered 429
   until its ``Retry-After`` passed — one source's backlog or rate limit cannot starve another;
