@@ -21,7 +21,7 @@ the revision in its content) and each sync that ended. Runs, one JSON line each:
   included).
 
 Figures and goals: ``bench.freshness_report``; what it measures: docs/benchmarks.md;
-every run's method and results: docs/benchmarks-history.md (sections 7 and 12).
+every run's method and results: bench/HISTORY.md (sections 7 and 12).
 """
 
 from __future__ import annotations
