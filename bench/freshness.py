@@ -59,7 +59,7 @@ ADMIN_TOKEN = "bench-freshness-admin"
 #: the cheapest sync: a content edit of a stored Notion page costs one request since issue 31
 #: (two before), so 60 pages every 6 s and a burst a second ask ≥ 11 requests/s of Notion's
 #: 9.5 (30 pages asked 6: under the budget, which the budget-use goal then measured as unused;
-#: docs/benchmarks-history.md, "The budget used again"); a test holds it.
+#: bench/HISTORY.md, "The budget used again"); a test holds it.
 HOT_NOTION = Plan(steady=60, period=6.0, burst_every=1.0, burst_edits=4, burst_gap=0.3)
 MOD_NOTION = Plan(steady=10, period=6.0, burst_every=2.0, burst_edits=4, burst_gap=0.3)
 HOT_SLACK = Plan(steady=20, period=5.0, burst_every=1.5, burst_edits=3, burst_gap=0.2)

@@ -74,7 +74,7 @@ def test_the_saturated_workspaces_ask_for_more_than_their_budget() -> None:
     # for more requests than the budget grants even when every sync costs the cheapest, one
     # request (a content edit of a stored Notion page since issue 31; a Slack history read).
     # At 30 hot Notion pages the plan asked 6 syncs/s of a 9.5 requests/s budget: the goal then
-    # measured demand, not the budget's use (docs/benchmarks-history.md, "The budget used again").
+    # measured demand, not the budget's use (bench/HISTORY.md, "The budget used again").
     source_of = {"n": "notion", "s": "slack"}
     cheapest_sync = 1  # requests
     checked = 0
