@@ -24,6 +24,7 @@ from debounce.contract import (
     SyncContext,
     Syncer,
 )
+from debounce.delivery.deliverer import DeliveryRunner, DeliverySettings
 from debounce.documents.audiences import AudienceStore
 from debounce.documents.store import DocumentStore
 from debounce.infra.metrics import WORKER
@@ -208,7 +209,18 @@ class Worker:
                 self.pool, self.settings.prune_interval_seconds,
                 self.settings.job_retention_seconds, self.settings.event_retention_seconds,
                 self.settings.change_retention_seconds), name="pruner"))
+        helpers.append(asyncio.create_task(self._delivery().run(self._stopping), name="delivery"))
         return helpers
+
+    def _delivery(self) -> DeliveryRunner:
+        """The process's push delivery (:mod:`debounce.delivery.deliverer`): its own pool and
+        slots, beside the syncs'."""
+        s = self.settings
+        return DeliveryRunner(DeliverySettings(
+            concurrency=s.delivery_concurrency, timeout_seconds=s.delivery_timeout_seconds,
+            lease_seconds=s.delivery_lease_seconds,
+            disable_after_seconds=s.delivery_disable_after_seconds,
+            poll_seconds=s.poll_interval_seconds), self.conninfo, self.worker_id)
 
     # --- the claim loop -----------------------------------------------------------------------
 
