@@ -10,8 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from datetime import UTC, datetime
+from pathlib import Path
 from types import ModuleType
 
 import pytest
