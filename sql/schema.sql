@@ -649,6 +649,7 @@ CREATE TABLE subscriptions (
     CONSTRAINT subscriptions_previous_secret_check CHECK ((previous_secret ~~ 'whsec_%'::text)),
     CONSTRAINT subscriptions_secret_check CHECK ((secret ~~ 'whsec_%'::text)),
     CONSTRAINT subscriptions_status_check CHECK ((status = ANY (ARRAY['active'::text, 'disabled'::text]))),
+    CONSTRAINT subscriptions_times_finite CHECK ((isfinite(previous_secret_until) AND isfinite(disabled_at) AND isfinite(next_attempt_at) AND isfinite(failing_since) AND isfinite(last_attempt_at) AND isfinite(last_success_at) AND isfinite(lease_until) AND isfinite(created_at))),
     CONSTRAINT subscriptions_url_check CHECK ((url ~ '^https?://'::text))
 );
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,8 @@ class Receiver:
 
     def __init__(self) -> None:
         self.requests: list[tuple[dict[str, str], str]] = []
+        #: ``time.monotonic()`` of each request's arrival.
+        self.times: list[float] = []
         self.script: list[Answer] = []
         self.arrived = threading.Event()
         self._lock = threading.Lock()
@@ -42,6 +45,7 @@ class Receiver:
         body = (await request.body()).decode()
         with self._lock:
             self.requests.append(({k.lower(): v for k, v in request.headers.items()}, body))
+            self.times.append(time.monotonic())
             answer = self.script.pop(0) if self.script else Answer()
         self.arrived.set()
         if answer.delay:

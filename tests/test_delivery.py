@@ -151,9 +151,8 @@ async def test_410_disables_and_enable_resumes_with_the_same_batch(
     receiver.script = [Answer(410)]
     deliverer = await take(pool, http)
     clock = datetime.now(UTC)
-    await deliverer.step(now=clock)  # stages the batch
     with pytest.raises(d.Stopped):
-        await deliverer.step(now=clock)
+        await deliverer.step(now=clock)  # stages the batch and sends it
     state = await delivery.get(pool, sub.id)
     assert state.status == "disabled" and "410" in (state.disabled_reason or "")
     assert state.leased_by is None  # given back
@@ -190,8 +189,7 @@ async def test_a_worker_killed_mid_batch_leaves_no_duplicate_in_flight_and_no_ga
     receiver.script = [Answer(delay=0.25)]
     settings = d.DeliverySettings(timeout_seconds=5.0, lease_seconds=30.0)
     first = await take(pool, http, settings)
-    await first.step()  # staged
-    attempt = asyncio.create_task(first.step())
+    attempt = asyncio.create_task(first.step())  # stages the batch and sends it
     await asyncio.to_thread(receiver.arrived.wait, 5)
     attempt.cancel()  # killed while its POST is in flight: nothing after it runs
     with pytest.raises(asyncio.CancelledError):
@@ -311,3 +309,34 @@ def test_the_payload_is_the_documented_shape() -> None:
     assert body["data"]["changes"][0] == changes[0].to_json()
     small = payload.build(changes, end, datetime(2026, 1, 2, tzinfo=UTC), max_bytes=700)
     assert 0 < small.count < 3 and small.cursor == changes[small.count - 1].cursor
+
+
+async def test_a_full_runner_lets_idle_subscriptions_go_so_every_one_is_delivered(
+        pool: AsyncConnectionPool[Any], database_url: str, receiver: Receiver) -> None:
+    subs = [await delivery.create(pool, receiver.url, start=delivery.Start(None))
+            for _ in range(3)]
+    runner = d.DeliveryRunner(d.DeliverySettings(concurrency=1, timeout_seconds=2.0,
+                                                 poll_seconds=0.05), database_url, "one-slot")
+    stopping = asyncio.Event()
+    task = asyncio.create_task(runner.run(stopping))
+    try:
+        await write(pool, [doc(n) for n in range(3)])
+        for _ in range(400):  # a real socket: wait for the deliveries
+            states = [await delivery.get(pool, s.id) for s, _ in subs]
+            if all(s.delivered_changes == 3 for s in states):
+                break
+            await asyncio.sleep(0.025)
+    finally:
+        stopping.set()
+        await asyncio.wait_for(task, 10)
+    assert [s.delivered_changes for s in states] == [3, 3, 3]
+    def verifies(secret: str, headers: dict[str, str], body: str) -> bool:
+        try:
+            Webhook(secret).verify(body, headers)
+        except WebhookVerificationError:
+            return False
+        return True
+
+    for _, secret in subs:  # each endpoint got its three changes, signed with its own secret
+        mine = [json.loads(b) for h, b in receiver.requests if verifies(secret, h, b)]
+        assert sum(len(m["data"]["changes"]) for m in mine) == 3

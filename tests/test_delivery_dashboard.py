@@ -37,7 +37,6 @@ async def test_the_page_shows_lag_last_answer_attempts_and_next_retry(
         deliverer = d.Deliverer(pool, http, settings, *held)
         now = datetime.now(UTC)
         await deliverer.step(now=now)
-        await deliverer.step(now=now)
     state = await delivery.get(pool, sub.id)
     assert state.attempts == 1 and state.last_status == 503 and state.lag_changes == 2
     await sign_in(client)

@@ -13,10 +13,11 @@ again under the same ``webhook-id``.
 
 One step: with no batch in flight, read the feed after the subscription's position
 (:func:`debounce.documents.feed.read_changes`, the gap-free read), keep the changes its kinds
-ask for, and stage them as the batch in flight (its exact body and id stored); with one, when
-it is due, POST it and record the answer — a 2xx moves the position past it (FIFO: the next
-batch only after a 2xx), anything else schedules a retry (:mod:`.schedule`) or disables the
-subscription (410; failing for :attr:`DeliverySettings.disable_after_seconds`)."""
+ask for, stage them as the batch in flight (its exact body and id stored) and make its first
+attempt; with one, when it is due, POST it. Each attempt's answer is recorded: a 2xx moves the
+position past the batch (FIFO: the next batch only after a 2xx), anything else schedules a
+retry (:mod:`.schedule`) or disables the subscription (410; failing for
+:attr:`DeliverySettings.disable_after_seconds`)."""
 
 from __future__ import annotations
 
@@ -163,11 +164,15 @@ class Deliverer:
             return Next(self.settings.lease / 3, since, idle=True) if page.at_head else Next(0.0)
         documents = await self._documents(changes) if row["full_content"] else None
         batch = payload.build(changes, page.next, at, documents)
-        await fetch_one(self.db, _Q["stage"], {
+        batch_id = signing.new_message_id()
+        staged = await fetch_one(self.db, _Q["stage"], {
             **self._key(), **moved, "to_xid": str(batch.cursor.xid), "to_seq": batch.cursor.seq,
-            "batch_id": signing.new_message_id(), "body": batch.body, "changes": batch.count,
-            "now": now})
-        return Next(0.0)
+            "batch_id": batch_id, "body": batch.body, "changes": batch.count, "now": now})
+        if staged is None:  # an operator moved the position meanwhile: read again
+            return Next(0.0)
+        # Its first attempt at once, under the lease renewed at the start of this step.
+        return await self._attempt({**row, "batch_id": batch_id, "batch_body": batch.body,
+                                    "attempts": 0}, at, now)
 
     async def _documents(self, changes: list[feed.Change]) -> dict[tuple[str, str], Any]:
         rows = await fetch_all(self.db, _Q["documents"], {
@@ -231,13 +236,17 @@ class Deliverer:
 class DeliveryRunner:
     """The deliverers of one worker process: every ``poll_seconds`` it leases subscriptions
     no deliverer holds, up to ``concurrency``, and follows each in a task of its own, over a
-    pool of its own (``conninfo``: the primary) and one HTTP session."""
+    pool of its own (``conninfo``: the primary) and one HTTP session. While every slot is taken
+    and other subscriptions wait for one (:attr:`crowded`), a deliverer that has delivered
+    everything gives its subscription back, to be taken again after those waiting longer."""
 
     def __init__(self, settings: DeliverySettings, conninfo: str, worker_id: str) -> None:
         self.settings = settings
         self.conninfo = conninfo
         self.worker_id = worker_id
         self.tasks: dict[int, asyncio.Task[None]] = {}
+        #: Every slot is taken and subscriptions no deliverer holds wait.
+        self.crowded = False
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Deliver until ``stopping`` is set, then give every lease back."""
@@ -273,7 +282,10 @@ class DeliveryRunner:
                 del self.tasks[sub_id]
         free = self.settings.concurrency - len(self.tasks)
         if free <= 0:
+            row = await fetch_one(pool, _Q["waiting"], {})
+            self.crowded = row is not None and int(row["waiting"]) > 0
             return
+        self.crowded = False
         for sub_id, token in await lease(pool, self.worker_id, free, self.settings.lease):
             deliverer = Deliverer(pool, http, self.settings, sub_id, token, signal)
             self.tasks[sub_id] = asyncio.create_task(self._follow(deliverer),
@@ -303,6 +315,9 @@ class DeliveryRunner:
                     nxt = Next(backoff.next())
                     log.warning("delivery of subscription %d: %s: %s; again in %.1f s",
                                 deliverer.id, exc.__class__.__name__, exc, nxt.seconds)
+                if nxt.idle and self.crowded:
+                    log.debug("delivery: subscription %d given back (others wait)", deliverer.id)
+                    return  # the lease is given back below
                 if nxt.seconds <= 0:
                     continue
                 wait = min(nxt.seconds, renew_every)

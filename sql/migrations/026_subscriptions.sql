@@ -51,7 +51,12 @@ create table subscriptions (
     leased_by             text,
     lease_until           timestamptz,
     created_at            timestamptz not null default now(),
-    check ((batch_id is null) = (batch_body is null) and (batch_id is null) = (batch_xid is null))
+    check ((batch_id is null) = (batch_body is null) and (batch_id is null) = (batch_xid is null)),
+    -- no infinity in a time column (psycopg cannot load one; tests/test_liveness.py)
+    constraint subscriptions_times_finite check (
+        isfinite(previous_secret_until) and isfinite(disabled_at) and isfinite(next_attempt_at)
+        and isfinite(failing_since) and isfinite(last_attempt_at) and isfinite(last_success_at)
+        and isfinite(lease_until) and isfinite(created_at))
 );
 
 -- The deliverers' look for a subscription to take: active ones, by lease expiry.

@@ -119,10 +119,17 @@ returning s.id, s.url, s.status, s.source_type, s.workspace_id, s.kinds, s.full_
           s.batch_changes, s.attempts, s.next_attempt_at, s.failing_since
 
 -- release --
--- Give the lease %(token)s holds on subscription %(id)s back (another deliverer may take it).
+-- Give the lease %(token)s holds on subscription %(id)s back (another deliverer may take it;
+-- its lease_until, now, puts it after the subscriptions waiting longer).
 update subscriptions s
-   set lease_token = null, leased_by = null, lease_until = null
+   set lease_token = null, leased_by = null, lease_until = now()
  where s.id = %(id)s and s.lease_token = %(token)s
+
+-- waiting --
+-- How many active subscriptions no deliverer holds (a full worker then lets its idle ones go).
+select count(*) as waiting
+  from subscriptions s
+ where s.status = 'active' and (s.lease_until is null or s.lease_until < now())
 
 -- advance --
 -- Move subscription %(id)s past changes its filters exclude: from (%(epoch)s, %(from_xid)s,
