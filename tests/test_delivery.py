@@ -21,6 +21,7 @@ from push_receiver import Answer, Receiver
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from debounce import delivery
+from debounce.config import Settings
 from debounce.delivery import deliverer as d
 from debounce.delivery import payload
 from debounce.documents import feed
@@ -340,3 +341,15 @@ async def test_a_full_runner_lets_idle_subscriptions_go_so_every_one_is_delivere
     for _, secret in subs:  # each endpoint got its three changes, signed with its own secret
         mine = [json.loads(b) for h, b in receiver.requests if verifies(secret, h, b)]
         assert sum(len(m["data"]["changes"]) for m in mine) == 3
+
+
+def test_the_delivery_settings_come_from_the_environment() -> None:
+    settings = d.DeliverySettings.of(Settings.from_env({
+        "DEBOUNCE_DELIVERY_CONCURRENCY": "3", "DEBOUNCE_DELIVERY_TIMEOUT_SECONDS": "40",
+        "DEBOUNCE_DELIVERY_LEASE_SECONDS": "30", "DEBOUNCE_DELIVERY_DISABLE_AFTER_SECONDS": "3600",
+        "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.5"}))
+    assert (settings.concurrency, settings.timeout_seconds, settings.disable_after_seconds,
+            settings.poll_seconds) == (3, 40.0, 3600.0, 0.5)
+    assert settings.lease == 80.0  # at least twice the timeout: an attempt ends before its lease
+    with pytest.raises(ValueError, match="DEBOUNCE_DELIVERY_TIMEOUT_SECONDS"):
+        Settings.from_env({"DEBOUNCE_DELIVERY_TIMEOUT_SECONDS": "0"})

@@ -30,6 +30,7 @@ from typing import Any
 
 import aiohttp
 
+from debounce.config import Settings
 from debounce.delivery import payload, schedule, signing
 from debounce.documents import feed
 from debounce.documents.feed_listen import BEHIND_RECHECK_SECONDS, ChangeSignal
@@ -61,6 +62,16 @@ class DeliverySettings:
     lease_seconds: float = 60.0
     disable_after_seconds: float = 5 * 86400.0
     poll_seconds: float = 2.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> DeliverySettings:
+        """The delivery settings of the service's ``settings`` (``DEBOUNCE_DELIVERY_*``; the
+        look for subscriptions to take every ``DEBOUNCE_POLL_INTERVAL_SECONDS``)."""
+        return cls(concurrency=settings.delivery_concurrency,
+                   timeout_seconds=settings.delivery_timeout_seconds,
+                   lease_seconds=settings.delivery_lease_seconds,
+                   disable_after_seconds=settings.delivery_disable_after_seconds,
+                   poll_seconds=settings.poll_interval_seconds)
 
     @property
     def lease(self) -> float:

@@ -209,18 +209,9 @@ class Worker:
                 self.pool, self.settings.prune_interval_seconds,
                 self.settings.job_retention_seconds, self.settings.event_retention_seconds,
                 self.settings.change_retention_seconds), name="pruner"))
-        helpers.append(asyncio.create_task(self._delivery().run(self._stopping), name="delivery"))
+        delivery = DeliveryRunner(DeliverySettings.of(self.settings), self.conninfo, self.worker_id)
+        helpers.append(asyncio.create_task(delivery.run(self._stopping), name="delivery"))
         return helpers
-
-    def _delivery(self) -> DeliveryRunner:
-        """The process's push delivery (:mod:`debounce.delivery.deliverer`): its own pool and
-        slots, beside the syncs'."""
-        s = self.settings
-        return DeliveryRunner(DeliverySettings(
-            concurrency=s.delivery_concurrency, timeout_seconds=s.delivery_timeout_seconds,
-            lease_seconds=s.delivery_lease_seconds,
-            disable_after_seconds=s.delivery_disable_after_seconds,
-            poll_seconds=s.poll_interval_seconds), self.conninfo, self.worker_id)
 
     # --- the claim loop -----------------------------------------------------------------------
 
