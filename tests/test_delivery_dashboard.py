@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 from psycopg_pool import AsyncConnectionPool
 from push_receiver import Answer, Receiver
+from standardwebhooks import Webhook
 from test_dashboard import app as app
 from test_dashboard import client, csrf_of, sign_in  # noqa: F401  (the fixtures)
 from test_delivery import doc, write
@@ -55,3 +56,27 @@ async def test_the_page_shows_lag_last_answer_attempts_and_next_retry(
     assert refused.status_code == 403
     assert (await client.post("/admin/subscriptions/99/enable",
                               data={"csrf_token": token})).status_code == 404
+
+
+async def test_the_page_registers_an_endpoint_and_shows_its_secret_once(
+        client: Any, pool: AsyncConnectionPool[Any]) -> None:  # noqa: F811
+    await sign_in(client)
+    token = csrf_of((await client.get("/admin/subscriptions")).text)
+    made = await client.post("/admin/subscriptions", data={
+        "csrf_token": token, "url": "https://consumer.example/hook", "source": "notion",
+        "kind": "delete", "start": "oldest", "full_content": "on", "description": "index"})
+    assert made.status_code == 200 and made.headers["cache-control"] == "no-store"
+    (sub,) = await delivery.list_subscriptions(pool)
+    assert (sub.url, sub.source_type, sub.kinds, sub.full_content, sub.cursor) == (
+        "https://consumer.example/hook", "notion", ["delete"], True, None)
+    secret = unescape(made.text).split("shown this once (the receiver verifies each delivery "
+                                       "with it): <code>")[1].split("</code>")[0]
+    assert secret.startswith("whsec_")
+    Webhook(secret)  # a secret the receivers' library takes
+    again = unescape((await client.get("/admin/subscriptions")).text)
+    assert secret not in again  # never shown again
+    bad = await client.post("/admin/subscriptions", data={"csrf_token": token, "url": "ftp://x"})
+    assert bad.status_code == 303
+    assert "Not added: url must be an absolute http(s) URL" in unescape(
+        (await client.get("/admin/subscriptions")).text)
+    assert len(await delivery.list_subscriptions(pool)) == 1

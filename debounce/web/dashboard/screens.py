@@ -385,6 +385,7 @@ ROUTES = [
     Route("/documents", documents, methods=["GET"]),
     Route("/documents/{doc_id}", document, methods=["GET"]),
     Route("/subscriptions", subscription_screens.subscriptions, methods=["GET"]),
+    Route("/subscriptions", subscription_screens.add, methods=["POST"]),
     Route("/subscriptions/{subscription_id}/{action}", subscription_screens.act,
           methods=["POST"]),
 ]

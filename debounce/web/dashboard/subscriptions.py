@@ -1,7 +1,8 @@
 """The dashboard's Subscriptions page (push delivery, docs/dashboard.md): each subscription's
 endpoint, filters, status (disabled: why), lag (changes and seconds), last answer, failed
-attempts of the batch in flight and when it is tried next; and its actions (POST,
-CSRF-checked): disable, enable (from where it stopped), replay from the oldest change."""
+attempts of the batch in flight and when it is tried next; a form that registers one (its
+secret shown on the page that answers, once); and its actions (POST, CSRF-checked): disable,
+enable (from where it stopped), replay from the oldest change."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from debounce.web.dashboard.auth import checked_form, signed_in
 from debounce.web.dashboard.render import base_path, flash, page
 from debounce.web.errors import ApiError
 
-__all__ = ["ACTIONS", "act", "subscriptions"]
+__all__ = ["ACTIONS", "act", "add", "subscriptions"]
 
 log = logging.getLogger("debounce.web")
 
@@ -29,8 +30,35 @@ async def subscriptions(request: Request) -> Response:
     """``GET /admin/subscriptions``: every subscription with its state and lag."""
     state = signed_in(request)
     subs = await delivery.list_subscriptions(state.read_db)
-    return page(request, "subscriptions.html", {"nav": "subscriptions", "subscriptions": subs,
-                                                 "here": request.url.path})
+    return page(request, "subscriptions.html", {
+        "nav": "subscriptions", "subscriptions": subs, "sources": sorted(state.parsers),
+        "kinds": delivery.KINDS, "created": None, "secret": None})
+
+
+async def add(request: Request) -> Response:
+    """``POST /admin/subscriptions`` (``url``, ``source``, ``kind``, ``full_content``,
+    ``start``, ``description``, ``csrf_token``): register an endpoint; the page that answers
+    shows its secret, this once (``no-store``). Bad input: back to the page with a message."""
+    state = signed_in(request)
+    form = await checked_form(request)
+    source = form.get("source") or None
+    kind = form.get("kind") or None
+    try:
+        if source is not None and source not in state.parsers:
+            raise ValueError(f"unknown source {source!r}")
+        start = await delivery.parse_start(state.db, form.get("start") or "head")
+        sub, secret = await delivery.create(
+            state.db, form.get("url", "").strip(), start=start, source_type=source,
+            kinds=[kind] if kind else [], full_content=form.get("full_content") == "on",
+            description=form.get("description", "").strip()[:500])
+    except ValueError as exc:
+        flash(request, "error", f"Not added: {exc}.")
+        return RedirectResponse(f"{base_path(request)}/subscriptions", status_code=303)
+    log.info("subscription %d created for %s (dashboard)", sub.id, sub.url)
+    subs = await delivery.list_subscriptions(state.db)
+    return page(request, "subscriptions.html", {
+        "nav": "subscriptions", "subscriptions": subs, "sources": sorted(state.parsers),
+        "kinds": delivery.KINDS, "created": sub, "secret": secret})
 
 
 async def act(request: Request) -> Response:
