@@ -27,6 +27,7 @@ from bench import (
     freshness,
     growth,
     ingest,
+    push,
     scale,
     throughput,
     wakeup,
@@ -43,6 +44,7 @@ BENCHMARKS = {
     "feed": feed.run,              # the change feed: write overhead, changes/s served (issue 23)
     "backfill": backfill.run,      # a Notion page sync's requests, before/after (issue 31)
     "deadlocks": deadlocks.run,    # a mixed load: pg_stat_database.deadlocks stays 0 (issue 29)
+    "push": push.run,              # push delivery: keeps up with writes, lag, idle cost (issue 40)
 }
 
 

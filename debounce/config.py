@@ -304,6 +304,21 @@ class Settings:
         "DEBOUNCE_PUBLIC_URL", TEXT,
         "the service's public base URL (`https://debounce.example.com`), for the install "
         "flows' redirect URIs", unset="the URL each request came in on")
+    delivery_concurrency: int = variable(
+        "DEBOUNCE_DELIVERY_CONCURRENCY", INTEGER,
+        "subscriptions a worker process delivers to at once (push delivery: its own "
+        "connections, apart from the syncs')", 4)
+    delivery_timeout_seconds: float = variable(
+        "DEBOUNCE_DELIVERY_TIMEOUT_SECONDS", POSITIVE_SECONDS,
+        "how long a subscription's endpoint has to answer one delivery (then it is retried)",
+        15.0)
+    delivery_lease_seconds: float = variable(
+        "DEBOUNCE_DELIVERY_LEASE_SECONDS", POSITIVE_SECONDS,
+        "how long a worker holds a subscription without renewing (at least twice the "
+        "delivery timeout; a crashed worker's subscriptions move after it)", 60.0)
+    delivery_disable_after_seconds: float = variable(
+        "DEBOUNCE_DELIVERY_DISABLE_AFTER_SECONDS", POSITIVE_SECONDS,
+        "how long a subscription's endpoint may keep failing before it is disabled", 5 * 86400.0)
 
     source_values: Mapping[str, Any] = field(default_factory=dict)
 

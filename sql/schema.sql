@@ -607,6 +607,63 @@ CREATE TABLE seen_events (
     CONSTRAINT seen_events_times_finite CHECK (isfinite(seen_at))
 );
 
+-- Name: subscriptions; Type: TABLE
+
+CREATE TABLE subscriptions (
+    id bigint NOT NULL,
+    url text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    source_type text,
+    workspace_id bigint,
+    kinds text[] DEFAULT '{}'::text[] NOT NULL,
+    full_content boolean DEFAULT false NOT NULL,
+    secret text NOT NULL,
+    previous_secret text,
+    previous_secret_until timestamp with time zone,
+    status text DEFAULT 'active'::text NOT NULL,
+    disabled_reason text,
+    disabled_at timestamp with time zone,
+    epoch text,
+    after_xid xid8,
+    after_seq bigint,
+    batch_id text,
+    batch_body text,
+    batch_xid xid8,
+    batch_seq bigint,
+    batch_changes integer,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    failing_since timestamp with time zone,
+    last_status integer,
+    last_error text,
+    last_attempt_at timestamp with time zone,
+    last_success_at timestamp with time zone,
+    delivered_changes bigint DEFAULT 0 NOT NULL,
+    delivered_batches bigint DEFAULT 0 NOT NULL,
+    lease_token uuid,
+    leased_by text,
+    lease_until timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT subscriptions_check CHECK ((((batch_id IS NULL) = (batch_body IS NULL)) AND ((batch_id IS NULL) = (batch_xid IS NULL)))),
+    CONSTRAINT subscriptions_kinds_check CHECK ((kinds <@ ARRAY['upsert'::text, 'delete'::text])),
+    CONSTRAINT subscriptions_previous_secret_check CHECK ((previous_secret ~~ 'whsec_%'::text)),
+    CONSTRAINT subscriptions_secret_check CHECK ((secret ~~ 'whsec_%'::text)),
+    CONSTRAINT subscriptions_status_check CHECK ((status = ANY (ARRAY['active'::text, 'disabled'::text]))),
+    CONSTRAINT subscriptions_times_finite CHECK ((isfinite(previous_secret_until) AND isfinite(disabled_at) AND isfinite(next_attempt_at) AND isfinite(failing_since) AND isfinite(last_attempt_at) AND isfinite(last_success_at) AND isfinite(lease_until) AND isfinite(created_at))),
+    CONSTRAINT subscriptions_url_check CHECK ((url ~ '^https?://'::text))
+);
+
+-- Name: subscriptions_id_seq; Type: SEQUENCE
+
+ALTER TABLE subscriptions ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME subscriptions_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 -- Name: sync_jobs_id_seq; Type: SEQUENCE
 
 ALTER TABLE sync_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -775,6 +832,11 @@ ALTER TABLE ONLY schema_migrations
 ALTER TABLE ONLY seen_events
     ADD CONSTRAINT seen_events_pkey PRIMARY KEY (source_type, event_id);
 
+-- Name: subscriptions subscriptions_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY subscriptions
+    ADD CONSTRAINT subscriptions_pkey PRIMARY KEY (id);
+
 -- Name: sync_jobs sync_jobs_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY sync_jobs
@@ -836,6 +898,10 @@ CREATE INDEX enumerations_workspace ON enumerations USING btree (workspace_id, i
 -- Name: seen_events_seen_at; Type: INDEX
 
 CREATE INDEX seen_events_seen_at ON seen_events USING btree (seen_at);
+
+-- Name: subscriptions_to_lease; Type: INDEX
+
+CREATE INDEX subscriptions_to_lease ON subscriptions USING btree (lease_until) WHERE (status = 'active'::text);
 
 -- Name: sync_jobs_active_page; Type: INDEX
 

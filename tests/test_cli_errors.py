@@ -118,6 +118,18 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "workspaces new-key": (["workspaces", "new-key", "extra"], "none",
                            "unrecognized arguments: extra"),
     "workspaces rotate-key": (["workspaces", "rotate-key"], "unmigrated", "not migrated"),
+    "subscriptions add": (["subscriptions", "add", "ftp://nowhere"], "migrated",
+                          "url must be an absolute http(s) URL"),
+    "subscriptions list": (["subscriptions", "list"], "unmigrated", "not migrated"),
+    "subscriptions show": (["subscriptions", "show", "7"], "migrated", "no subscription 7"),
+    "subscriptions rotate": (["subscriptions", "rotate", "7", "--overlap-seconds", "-1"],
+                             "migrated", "overlap must be between 0 and 604800 seconds"),
+    "subscriptions disable": (["subscriptions", "disable", "x"], "migrated",
+                              "argument id: invalid int value"),
+    "subscriptions enable": (["subscriptions", "enable", "7"], "unreachable", "database error:"),
+    "subscriptions replay": (["subscriptions", "replay", "7", "--from", "nonsense"], "migrated",
+                             "start must be 'head', 'oldest' or a feed cursor"),
+    "subscriptions remove": (["subscriptions", "remove", "7"], "migrated", "no subscription 7"),
 }
 
 

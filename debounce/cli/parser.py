@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 from debounce import registry
-from debounce.cli import backfill, workspace_cmds
+from debounce.cli import backfill, subscriptions, workspace_cmds
 from debounce.cli.admin import handshake_commands
 
 __all__ = ["OneLineParser", "build_parser", "known_source"]
@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp = command(name, f"print the verification token {source} sent")
         sp.set_defaults(handshake_source=source)
     workspace_cmds.add_parser(sub)
+    subscriptions.add_parser(sub)
     backfill.add_parser(sub)
     sp = command("documents", "list synced documents, or print one as Markdown; "
                               "`documents changes` prints the change feed")

@@ -27,7 +27,16 @@ from debounce.contract import WebhookParser
 from debounce.infra.db import open_pool
 from debounce.infra.heap import freeze_startup_objects
 from debounce.queue.batcher import EnqueueBatcher
-from debounce.web import admin_api, dashboard, health, oauth, read_api, webhooks, workspace_api
+from debounce.web import (
+    admin_api,
+    dashboard,
+    health,
+    oauth,
+    read_api,
+    subscriptions_api,
+    webhooks,
+    workspace_api,
+)
 from debounce.web.errors import ErrorBoundary, http_error, server_error
 from debounce.web.inputs import ControlCharacterGuard
 from debounce.web.state import WebState
@@ -51,6 +60,10 @@ ROUTES = [
         Route(f"/{source}/install", oauth.install, methods=["GET"]),
         Route(f"/{source}/oauth_redirect", oauth.oauth_redirect, methods=["GET"]),
     )],
+    Route("/subscriptions", subscriptions_api.list_all, methods=["GET"]),
+    Route("/subscriptions", subscriptions_api.create, methods=["POST"]),
+    Route("/subscriptions/{subscription_id}", subscriptions_api.one, methods=["GET", "DELETE"]),
+    Route("/subscriptions/{subscription_id}/{action}", subscriptions_api.act, methods=["POST"]),
     Route("/documents", read_api.list_documents, methods=["GET"]),
     Route("/documents/changes", read_api.changes, methods=["GET"]),
     Route("/documents/{source}/{document_id:path}", read_api.get_document, methods=["GET"]),

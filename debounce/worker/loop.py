@@ -24,6 +24,7 @@ from debounce.contract import (
     SyncContext,
     Syncer,
 )
+from debounce.delivery.deliverer import DeliveryRunner, DeliverySettings
 from debounce.documents.audiences import AudienceStore
 from debounce.documents.store import DocumentStore
 from debounce.infra.metrics import WORKER
@@ -208,6 +209,8 @@ class Worker:
                 self.pool, self.settings.prune_interval_seconds,
                 self.settings.job_retention_seconds, self.settings.event_retention_seconds,
                 self.settings.change_retention_seconds), name="pruner"))
+        delivery = DeliveryRunner(DeliverySettings.of(self.settings), self.conninfo, self.worker_id)
+        helpers.append(asyncio.create_task(delivery.run(self._stopping), name="delivery"))
         return helpers
 
     # --- the claim loop -----------------------------------------------------------------------

@@ -37,6 +37,7 @@ from debounce.queue.checks import check_text
 from debounce.types import JobStatus
 from debounce.web.admin_api import int_param
 from debounce.web.dashboard import data
+from debounce.web.dashboard import subscriptions as subscription_screens
 from debounce.web.dashboard import workspaces as ws_data
 from debounce.web.dashboard.auth import (
     DashboardSessions,
@@ -383,6 +384,10 @@ ROUTES = [
     Route("/workspaces/{workspace_id}/backfill", backfill, methods=["POST"]),
     Route("/documents", documents, methods=["GET"]),
     Route("/documents/{doc_id}", document, methods=["GET"]),
+    Route("/subscriptions", subscription_screens.subscriptions, methods=["GET"]),
+    Route("/subscriptions", subscription_screens.add, methods=["POST"]),
+    Route("/subscriptions/{subscription_id}/{action}", subscription_screens.act,
+          methods=["POST"]),
 ]
 
 
