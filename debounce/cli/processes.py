@@ -17,7 +17,7 @@ import uvicorn
 from debounce import registry
 from debounce.cli.errors import CliError
 from debounce.config import Settings
-from debounce.db import open_pool
+from debounce.db import check_connection_budget, open_pool
 from debounce.heap import freeze_startup_objects
 from debounce.migrate import migrate, schema_status
 from debounce.server import QuietServer
@@ -125,7 +125,8 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
     from debounce.worker import Worker
 
     assert settings.database_url
-    pool = open_pool(settings.database_url, max_size=settings.worker_concurrency + 4,
+    await check_connection_budget(settings.database_url, "worker", *settings.connections("worker"))
+    pool = open_pool(settings.database_url, max_size=settings.worker_pool_size(),
                      timeout=settings.pool_timeout_seconds, name="debounce-worker")
     await pool.open(wait=False)
     syncers = registry.create_all(settings)
@@ -182,7 +183,11 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
         if demo:
             settings, demo_run = start_demo(settings, stack)
         assert settings.database_url
-        pool = open_pool(settings.database_url, max_size=settings.pool_max_size + 4,
+        process = "serve" if with_worker else "web"
+        await check_connection_budget(settings.database_url, process,
+                                      *settings.connections(process))
+        pool = open_pool(settings.database_url,
+                         max_size=settings.pool_max_size + (4 if with_worker else 0),
                          timeout=settings.pool_timeout_seconds, name="debounce")
         await pool.open(wait=True, timeout=30)
         stack.push_async_callback(pool.close)
@@ -190,7 +195,8 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
             await connect_demo_workspaces(settings, pool, demo_run)
         app = create_app(settings, pool=pool, freeze_heap=True)
         server = QuietServer(uvicorn.Config(app, host=host, port=port, log_config=None,
-                                            access_log=False, lifespan="on"))
+                                            access_log=False, lifespan="on", proxy_headers=True,
+                                            forwarded_allow_ips=settings.forwarded_allow_ips))
         worker = None
         if with_worker:
             syncers = registry.create_all(settings)

@@ -238,7 +238,15 @@ async def send(source: str, files: list[str], url: str | None, secret: str | Non
 
     Returns 0, or 1 if any was refused, a file cannot be read, or an edit did not reach the
     feed in :data:`DEMO_WAIT_SECONDS`.
+
+    Raises:
+        SystemExit: one line: a file does not exist (said before anything else), or no
+            signing secret (:func:`secret_for`).
     """
+    missing = [file for file in files if not await asyncio.to_thread(Path(file).is_file)]
+    if missing:  # before the secret: the file is what the user typed last
+        raise SystemExit(f"error: no such file: {', '.join(missing)} (debounce send posts "
+                         f"webhook bodies saved as files, e.g. examples/{source}/)")
     failures = 0
     key, origin = (secret, "--secret") if secret else secret_for(settings, source, demo=demo)
     print(f"signing with {origin}", file=sys.stderr)

@@ -25,7 +25,7 @@ from debounce import registry
 from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.contract import WebhookParser
-from debounce.db import open_pool
+from debounce.db import check_connection_budget, open_pool
 from debounce.heap import freeze_startup_objects
 from debounce.web import admin_api, dashboard, health, oauth, read_api, webhooks, workspace_api
 from debounce.web.errors import ErrorBoundary, http_error, server_error
@@ -129,6 +129,8 @@ def create_app(
         own = state.pool is None
         if own:
             assert settings.database_url
+            await check_connection_budget(settings.database_url, "web",
+                                          *settings.connections("web"))
             state.pool = open_pool(
                 settings.database_url,
                 max_size=settings.pool_max_size,
