@@ -203,3 +203,45 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
             if x.startswith("upsert") and (DEMO_PAGE_ID in x or SLACK_DOC in x)]
     # each source: its first sync, the tour's edit and the two edits sent here, at least
     assert sum(DEMO_PAGE_ID in x for x in ours) >= 4 and sum(SLACK_DOC in x for x in ours) >= 4
+
+
+@pytest.mark.slow
+def test_a_second_demo_in_the_same_directory_refuses_and_its_hint_works(
+        running_demo: tuple[dict[str, str], list[str]], tmp_path: Path) -> None:
+    """Issue 42, point 5: one demo per data directory. The second says so in one line, before
+    it binds or writes anything, and leaves the first's state alone; the command its hint
+    gives starts a demo of its own."""
+    env, _ = running_demo
+    state = Path(env["DEBOUNCE_DATA_DIR"]) / DEMO_STATE_FILE
+    before = state.read_text()
+    second = debounce("serve", "--demo", env={**env, "PORT": str(free_port())})
+    assert second.returncode == 1 and "Traceback" not in second.stderr
+    (line,) = [x for x in second.stderr.splitlines() if x.strip()]
+    first_url = f"http://127.0.0.1:{env['PORT']}"
+    prefix = (f"a demo is already running in {env['DEBOUNCE_DATA_DIR']}/ at {first_url}: use it, "
+              "stop it, or start another with its own data: ")
+    assert line.startswith(prefix), line
+    hint = line.removeprefix(prefix)
+    assert hint.startswith(f"env -u DATABASE_URL DEBOUNCE_DATA_DIR={env['DEBOUNCE_DATA_DIR']}-2 "
+                           "PORT="), hint
+    assert hint.endswith(" debounce serve --demo")
+    assert state.read_text() == before  # the first's state, untouched
+    assert httpx.get(f"{first_url}/readyz", timeout=10).status_code == 200
+    # the hint, as a person would paste it (in a shell whose PATH has the venv's debounce)
+    path = f"{Path(sys.executable).parent}:{env['PATH']}"
+    other = subprocess.Popen(["bash", "-c", hint], env={**env, "PATH": path}, cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    said: list[str] = []
+    try:
+        assert other.stdout is not None
+        for out in other.stdout:
+            said.append(out)
+            if "demo: dashboard at" in out:
+                break
+    finally:
+        other.send_signal(signal.SIGTERM)
+        other.communicate(timeout=60)
+    port = hint.split("PORT=")[1].split()[0]
+    assert f"demo: dashboard at http://127.0.0.1:{port}/admin/" in "".join(said), "".join(said)
+    assert f"{env['DEBOUNCE_DATA_DIR']}-2/pgdata" in "".join(said)  # its own embedded database
+    assert state.read_text() == before

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
+import os
 import secrets
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,7 @@ import httpx
 import uvicorn
 
 from debounce import feed, queue, registry, workspaces
+from debounce.cli.errors import CliError
 from debounce.cli.send import (
     DEMO_STATE_FILE,
     DemoService,
@@ -38,8 +42,9 @@ from debounce.sql import queries
 if TYPE_CHECKING:
     from standins.demos import DemoSetup, DemoWorkspace
 
-__all__ = ["DEMO_ADMIN_TOKEN", "DEMO_READ_TOKEN", "EXAMPLES", "Demo", "connect_demo_workspaces", "demo_tour",
-           "demo_setups", "fresh_event_id", "start_demo"]
+__all__ = ["DEMO_ADMIN_TOKEN", "DEMO_LOCK_FILE", "DEMO_READ_TOKEN", "EXAMPLES", "Demo",
+           "connect_demo_workspaces", "demo_setups", "demo_tour", "fresh_event_id",
+           "hold_demo_lock", "start_demo"]
 
 log = logging.getLogger("debounce.cli")
 
@@ -66,6 +71,60 @@ class Demo:
     edits: list[Path] = field(default_factory=list)
     edit_urls: dict[str, str] = field(default_factory=dict)
     state_file: Path | None = None
+
+
+#: The file under the data directory whose lock a running demo holds (one demo per directory).
+DEMO_LOCK_FILE = "demo.lock"
+
+
+def _free_port(host: str, after: int) -> int:
+    """The first port above ``after`` nothing listens on at ``host`` now (for a hint)."""
+    for port in range(after + 1, min(after + 100, 65535)):
+        with socket.socket() as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    return after + 1
+
+
+def _free_data_dir(data_dir: str) -> str:
+    """``<data_dir>-2`` (or -3, …): a data directory no demo has used yet (for a hint)."""
+    n = 2
+    while Path(f"{data_dir.rstrip('/')}-{n}").exists():
+        n += 1
+    return f"{data_dir.rstrip('/')}-{n}"
+
+
+def hold_demo_lock(settings: Settings, host: str, port: int) -> int:
+    """Take the data directory's demo lock (``<DEBOUNCE_DATA_DIR>/demo.lock``, an exclusive
+    ``flock``), held until the process exits; returns its file descriptor. Two demos of one
+    directory would share its database, their stand-ins overwriting each other's pages, and
+    the second's exit would remove the first's ``demo.json``: the second refuses instead,
+    before it binds, starts or writes anything.
+
+    Raises:
+        CliError: another demo holds the lock: one line naming it, and a command that starts
+            a second demo with its own data directory (and database) and a free port.
+    """
+    data_dir = Path(settings.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / DEMO_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        running = DemoService.load(data_dir)
+        where = f" at {running.url}" if running else ""
+        unset = "env -u DATABASE_URL " if settings.database_url else ""
+        raise CliError(
+            f"a demo is already running in {settings.data_dir}/{where}: use it, stop it, or "
+            f"start another with its own data: {unset}DEBOUNCE_DATA_DIR="
+            f"{_free_data_dir(settings.data_dir)} PORT={_free_port(host, port)} debounce serve "
+            "--demo", 1) from None
+    os.set_inheritable(fd, False)
+    return fd
 
 
 def demo_setups(stack: contextlib.ExitStack | contextlib.AsyncExitStack

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import os
 import re
 import signal
 import socket
@@ -165,14 +166,23 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
     bound before anything starts. Returns the exit code.
 
     Raises:
-        CliError: the port is in use, or ``web`` without ``DATABASE_URL``.
+        CliError: the port is in use, ``web`` without ``DATABASE_URL``, or (``demo``)
+            another demo runs in the data directory (:func:`~debounce.cli.demo.hold_demo_lock`).
     """
-    from debounce.cli.demo import connect_demo_workspaces, demo_tour, start_demo
+    from debounce.cli.demo import connect_demo_workspaces, demo_tour, hold_demo_lock, start_demo
     from debounce.web import create_app
     from debounce.worker import Worker
 
-    sock = bind(host, port)
+    demo_lock = hold_demo_lock(settings, host, port) if demo else None  # before anything
+    try:
+        sock = bind(host, port)
+    except CliError:
+        if demo_lock is not None:
+            os.close(demo_lock)
+        raise
     async with contextlib.AsyncExitStack() as stack:
+        if demo_lock is not None:
+            stack.callback(os.close, demo_lock)  # after the demo's state file is removed
         stack.callback(sock.close)
         settings = await stack.enter_async_context(
             database(settings, "serve" if with_worker else "web"))
