@@ -10,12 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from ports import free_port
 
@@ -164,6 +166,18 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
     assert f"demo: feed: upsert notion/{DEMO_PAGE_ID}  'Hello world (edit 1, " in log, log
     assert f"demo: feed: upsert slack/{SLACK_DOC}  'Hello world (edit 1, " in log, log
     assert "demo: the examples' 6 jobs: 6 completed; " in log, log
+    # The first run says what it does (issue 42, point 6): the README's claimed line, the
+    # synced line naming the document it wrote, every sent line naming what it sent.
+    assert "claimed job " in log and f"(notion {DEMO_PAGE_ID}: 4 events, its window ended)" in log, log
+    assert ("synced in " in log and f"(1 written: 'Launch plan' (notion/{DEMO_PAGE_ID}), 0 unchanged"
+            in log), log
+    sent = [x.split("demo: sent ", 1)[1].split(" → ")[0] for x in lines if "demo: sent " in x]
+    assert sent and all(x.startswith("examples/") or "built by the stand-in, no file" in x
+                        for x in sent), sent
+    assert "examples/notion/page.created.json" in sent
+    assert ("a slack message event of the second workspace, Debounce Labs (T07LABS42; built by "
+            "the stand-in, no file)") in sent
+    assert "did not reach the feed" not in log
     port = env["PORT"]
     assert (f"demo: consumers read the documents and the change feed with the read token "
             f"'demo-read-token' (the demo's; DEBOUNCE_READ_TOKEN sets another): curl -H "
@@ -173,6 +187,18 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
         "demo: edit the page again and see the change arrive: `debounce send notion "
         "examples/notion/page.content_updated.json --demo` (with DEBOUNCE_DATA_DIR="
         f"{env['DEBOUNCE_DATA_DIR']}); then `debounce documents changes` lists the feed")
+
+    # the environment's Slack workspace learned its source id, though its budget ran out
+    # (before anything else syncs it: asked again once the budget refills)
+    with psycopg.connect(env["DATABASE_URL"]) as conn:
+        deadline = time.monotonic() + 30
+        while True:
+            row = conn.execute("select external_id from workspaces where origin = 'env' "
+                               "and source_type = 'slack'").fetchone()
+            if (row is not None and row[0] is not None) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert row is not None and row[0] is not None, "the Slack environment workspace is unlearned"
 
     # `debounce send … --demo` finds the demo (no --url, no secret), edits, waits, prints.
     sent: dict[str, str] = {}
