@@ -271,3 +271,21 @@ def test_a_second_demo_in_the_same_directory_refuses_and_its_hint_works(
     assert f"demo: dashboard at http://127.0.0.1:{port}/admin/" in "".join(said), "".join(said)
     assert f"{env['DEBOUNCE_DATA_DIR']}-2/pgdata" in "".join(said)  # its own embedded database
     assert state.read_text() == before
+
+
+async def test_a_demo_stopped_early_does_not_say_an_edit_timed_out(
+        pool: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 42, point 6: Ctrl-C during the tour's wait for the feed is said as such, not as
+    'did not reach the feed within 60 s' (which it said after about 20 s)."""
+    import logging
+    from types import SimpleNamespace
+
+    from debounce import feed
+    from debounce.cli.demo import DEMO_WAIT_SECONDS, _log_edits_in_feed
+
+    stopped = SimpleNamespace(should_exit=True)
+    with caplog.at_level(logging.INFO, logger="debounce.cli"):
+        await _log_edits_in_feed(pool, stopped, await feed.head(pool), [("notion", "edit 1")])  # type: ignore[arg-type]
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["demo: stopped before the notion edit 'edit 1' reached the feed"]
+    assert DEMO_WAIT_SECONDS == 60
