@@ -166,7 +166,7 @@ async def _live_mix(fake: FakeNotion, pool: AsyncConnectionPool[Any], ids: list[
             event_id = str(uuid.uuid4())
             payload: dict[str, Any] = {"id": event_id, "type": kind, "timestamp": stamp,
                                        "entity": {"id": page, "type": "page"}, "data": {}}
-            await queue.enqueue_brief(pool, [JobEvent(
+            await queue.enqueue(pool, [JobEvent(
                 "notion", page, payload, event_id, WINDOW.debounce_seconds,
                 WINDOW.max_wait_seconds, workspace_id=workspace, kinds=EVENT_KINDS.get(kind, ()))])
             await asyncio.sleep(0.05)

@@ -2,7 +2,7 @@
 a real worker whose ``noop`` source counts its calls (``bench_syncs``).
 
 Bursts: every page gets ``EVENTS`` events 0.1 s apart (inside a 1 s window), through
-``queue.enqueue_brief`` (the web route's statement); the worker syncs; repeat. Ideal: exactly one
+``queue.enqueue`` (the web route's statement); the worker syncs; repeat. Ideal: exactly one
 sync per page per burst. Then edits during processing: pages whose sync is slow (0.5 s) get one
 more event while their sync runs; each must get exactly one follow-up sync, and no event may be
 lost (the event counts the syncs saw add up to the events sent).
@@ -58,7 +58,7 @@ async def _scenario(url: str, pages: int, slow_pages: int) -> dict[str, Any]:
         for burst in range(BURSTS):
             for _ in range(EVENTS):
                 for start in range(0, pages, 250):
-                    await queue.enqueue_brief(pool, [_event(p) for p in names[start:start + 250]])
+                    await queue.enqueue(pool, [_event(p) for p in names[start:start + 250]])
                 sent += pages
                 await asyncio.sleep(0.1)
             if not await _wait_idle(pool, 60):
@@ -76,7 +76,7 @@ async def _scenario(url: str, pages: int, slow_pages: int) -> dict[str, Any]:
                   "events_seen_by_syncs": seen_events}
         # edits during processing
         slow = [f"slow-{i}" for i in range(slow_pages)]
-        await queue.enqueue_brief(pool, [_event(p, {"sleep": 0.5}) for p in slow])
+        await queue.enqueue(pool, [_event(p, {"sleep": 0.5}) for p in slow])
         poked: set[str] = set()
         deadline = time.monotonic() + 60
         while len(poked) < len(slow) and time.monotonic() < deadline:
@@ -85,7 +85,7 @@ async def _scenario(url: str, pages: int, slow_pages: int) -> dict[str, Any]:
                                          " and source_page_id like 'slow-%%'")
                 running = [r[0] for r in await cur.fetchall() if r[0] not in poked]
             if running:
-                await queue.enqueue_brief(pool, [_event(p, {"sleep": 0}) for p in running])
+                await queue.enqueue(pool, [_event(p, {"sleep": 0}) for p in running])
                 poked.update(running)
             await asyncio.sleep(0.02)
         if not await _wait_idle(pool, 60):

@@ -80,13 +80,13 @@ def scratch_database(server_url: str, label: str) -> Iterator[str]:
 
 def line_up(conn: psycopg.Connection[Any]) -> int:
     """Put the workspaces of jobs a benchmark wrote with its own SQL (bulk rows, not the queue's
-    statements) in the claim's line: the queue's repair, ``refresh_ready`` (docs/claim.md,
+    statements) in the claim's line: the queue's repair, ``repair_lines`` (docs/claim.md,
     "Keeping the line"). Returns how many workspace rows changed."""
-    from debounce.sql import queries
+    from debounce.infra.sql import queries
 
     changed, after = 0, 0
     while True:
-        row = conn.execute(queries("claim")["refresh_ready"],
+        row = conn.execute(queries("claim")["repair_lines"],
                            {"after": after, "batch": 1000, "workspace_concurrency": 1_000_000}
                            ).fetchone()
         if row is None or row[1] is None:

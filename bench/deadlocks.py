@@ -1,8 +1,8 @@
 """Deadlocks under a mixed load (issue 29): Postgres's own count must stay 0.
 
 Every statement that changes jobs at once, from separate connections, for 20 s (quick 4 s) on
-32 workspaces: two webhook streams (``enqueue_brief`` batches, due now and debounced, some
-taking a page over to another workspace), four claimers (``claim_with_workspaces`` with a
+32 workspaces: two webhook streams (``enqueue`` batches, due now and debounced, some
+taking a page over to another workspace), four claimers (``claim`` with a
 workspace concurrency of 4) recording completions, failures and releases, a backfiller
 (backfill pages and their re-checks), the reaper (expired leases), and a workspace removed and
 connected again while its syncs finish. Reports ``pg_stat_database.deadlocks`` of the scratch
@@ -24,10 +24,10 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from bench.common import emit, note, scratch_database
-from debounce import backfills, queue, workspaces
+from debounce import queue, workspaces
 from debounce.contract import BackfillItem
-from debounce.queue import Failure
-from debounce.secrets import Keyring, new_key
+from debounce.infra.secrets import Keyring, new_key
+from debounce.queue import Failure, backfills
 from debounce.types import EnqueueOutcome, JobEvent
 
 WORKSPACES = 32
@@ -68,7 +68,7 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
                     count(f"{kind}_deadlocked")
                 except psycopg.errors.ForeignKeyViolation as exc:
                     # a row referring to a workspace just removed: the guard (_referable in
-                    # sql/workspaces.sql) should have refused it instead
+                    # sql/queries/workspaces.sql) should have refused it instead
                     errors.append(f"{kind}: {exc}")
                     count(f"{kind}_foreign_key_violations")
 
@@ -83,7 +83,7 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
                                   max_wait_seconds=1.0, workspace_id=rng.choice(ids))
                          for i in range(6)]
                 n += 1
-                briefs = await queue.enqueue_brief(pool, batch)
+                briefs = await queue.enqueue(pool, batch)
                 count("webhook_batches")
                 count("webhook_events_of_removed_workspaces",
                       sum(b.outcome is EnqueueOutcome.WORKSPACE_REMOVED for b in briefs))
@@ -92,7 +92,7 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
 
         async def claimer(k: int) -> None:
             async def one() -> None:
-                got = await queue.claim_with_workspaces(
+                got = await queue.claim(
                     pool, f"c{k}", limit=8, lease_seconds=0.5, source_slots={"notion": 8},
                     workspace_concurrency=4)
                 count("claims")

@@ -35,7 +35,7 @@ from bench.throughput import (
     SPREAD_JOBS,
     WORKSPACES,
 )
-from debounce.secrets import Keyring
+from debounce.infra.secrets import Keyring
 
 XACTS = "select xact_commit from pg_stat_database where datname = current_database()"
 DONE = "select count(*) from sync_jobs where status = 'completed'"

@@ -37,12 +37,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from bench.common import emit, note, percentiles, scratch_database
 from bench.pgcluster import PrimaryAndStandby
-from debounce import feed
 from debounce.config import Settings
-from debounce.documents import Document, DocumentStore
-from debounce.feed_listen import POLL_SECONDS, ChangeSignal, read_waiting
+from debounce.documents import feed
+from debounce.documents.feed_listen import POLL_SECONDS, ChangeSignal, read_waiting
+from debounce.documents.store import Document, DocumentStore
+from debounce.infra.sql import sql_dir
 from debounce.migrate import migrate
-from debounce.sql import sql_dir
 from debounce.web import create_app
 from standins.server import BackgroundServer
 
@@ -82,7 +82,7 @@ alter table documents disable trigger bench_feed_notify;
 def _position_trigger_017() -> str:
     """Migration 017's ``document_feed_position`` (the change log's BEFORE trigger before
     migration 020 skipped the row copy and compare for a write with a new content hash)."""
-    text = (sql_dir() / "017_feed_positions.sql").read_text(encoding="utf-8")
+    text = (sql_dir() / "migrations" / "017_feed_positions.sql").read_text(encoding="utf-8")
     start = text.index("create or replace function document_feed_position()")
     return text[start:text.index("end $$;", start) + len("end $$;")]
 

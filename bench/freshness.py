@@ -21,7 +21,7 @@ the revision in its content) and each sync that ended. Runs, one JSON line each:
   included).
 
 Figures and goals: ``bench.freshness_report``; what it measures: docs/benchmarks.md;
-every run's method and results: docs/benchmarks-history.md (sections 7 and 12).
+every run's method and results: bench/HISTORY.md (sections 7 and 12).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from bench.freshness_load import Plan, Poster, schedule
 from bench.freshness_report import Budget, RunLog, goals, summary
 from bench.freshness_world import NOTION_SECRET, SIZES, SLACK_SECRET, StandinBudget, World
 from debounce import workspaces
-from debounce.secrets import Keyring, new_key
+from debounce.infra.secrets import Keyring, new_key
 
 #: The stand-ins' budgets per workspace (the time scale: Notion's ~3 requests/s and Slack's
 #: tier 3 (~50/min) scaled up ~3.5×), and debounce's, set just under them.

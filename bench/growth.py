@@ -1,7 +1,7 @@
 """Benchmark 6 (growth): claim and enqueue cost with many finished jobs in the table.
 
 Finished (``completed``) rows are added with one ``insert … select generate_series`` per size
-(10 k, 100 k, and 1 M in full mode); then, per size: ms per single-event ``enqueue_brief`` on
+(10 k, 100 k, and 1 M in full mode); then, per size: ms per single-event ``enqueue`` on
 fresh pages, ms per ``claim`` (limit 1) + ``complete`` of due jobs, and the EXPLAIN ANALYZE
 plans of both statements (which indexes they use, any sequential scan of ``sync_jobs``).
 """
@@ -19,10 +19,10 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from bench.common import emit, note, scratch_database
-from debounce.budgets import UNLIMITED, budget_params
-from debounce.sql import queries
+from debounce.infra.sql import queries
+from debounce.workspaces.budgets import UNLIMITED, budget_params
 
-Q = {**queries("queue"), **queries("claim")}  # the claim lives in sql/claim.sql
+Q = {**queries("queue"), **queries("claim")}  # the claim lives in sql/queries/claim.sql
 OPS = 300
 
 INSERT_FINISHED = """
@@ -85,7 +85,7 @@ def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
     for i in range(OPS):
         params = _enqueue_params(f"new-{size}-{i}")
         t0 = time.perf_counter()
-        conn.execute(Q["enqueue_brief"], params).fetchall()  # type: ignore[arg-type]
+        conn.execute(Q["enqueue"], params).fetchall()  # type: ignore[arg-type]
         enq.append((time.perf_counter() - t0) * 1000)
     # claim + complete of those due jobs, one at a time
     claim: list[float] = []
@@ -102,8 +102,8 @@ def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
                       "now": None}).fetchall()
         complete.append((time.perf_counter() - t0) * 1000)
     # plans, with one due job present for the claim
-    conn.execute(Q["enqueue_brief"], _enqueue_params(f"plan-{size}")).fetchall()  # type: ignore[arg-type]
-    plan_enqueue = _plan_summary(conn, Q["enqueue_brief"], _enqueue_params(f"plan2-{size}"))
+    conn.execute(Q["enqueue"], _enqueue_params(f"plan-{size}")).fetchall()  # type: ignore[arg-type]
+    plan_enqueue = _plan_summary(conn, Q["enqueue"], _enqueue_params(f"plan2-{size}"))
     plan_claim = _plan_summary(conn, Q["claim"], _claim_params())
     conn.execute("update sync_jobs set status = 'completed', finished_at = now() "
                  "where source_page_id = %s", (f"plan-{size}",))

@@ -37,7 +37,7 @@ from bench.common import (
     wait_http,
 )
 from debounce import queue
-from debounce.sql import queries
+from debounce.infra.sql import queries
 from debounce.types import JobEvent
 
 PAGES = 2000
@@ -134,11 +134,11 @@ async def raw_limit(url: str, events: int, hot: bool) -> dict[str, Any]:
         async def one() -> None:
             for ev in todo:
                 t0 = time.perf_counter()
-                await queue.enqueue_brief(pool, [ev])
+                await queue.enqueue(pool, [ev])
                 latencies.append((time.perf_counter() - t0) * 1000)
 
         # warm up: prepared statements on every connection
-        await asyncio.gather(*(queue.enqueue_brief(pool, [event(i)]) for i in range(CONCURRENCY * 3)))
+        await asyncio.gather(*(queue.enqueue(pool, [event(i)]) for i in range(CONCURRENCY * 3)))
         started = time.perf_counter()
         await asyncio.wait_for(asyncio.gather(*(one() for _ in range(CONCURRENCY))), timeout=180)
         elapsed = time.perf_counter() - started
@@ -154,7 +154,7 @@ async def raw_limit(url: str, events: int, hot: bool) -> dict[str, Any]:
 
 
 def pgbench_script(hot: bool) -> str:
-    """``enqueue_brief`` from sql/queue.sql with its array parameters written as one-element
+    """``enqueue`` from sql/queries/queue.sql with its array parameters written as one-element
     array literals (pgbench cannot bind arrays); the statement is otherwise unchanged."""
     payload = json.loads((loadgen.EXAMPLES / "notion" / "page.content_updated.json").read_text())
     payload_sql = json.dumps(payload, separators=(",", ":")).replace("'", "''")
@@ -173,7 +173,7 @@ def pgbench_script(hot: bool) -> str:
         "change_kinds": "ARRAY['content']",
         "notify_within": "2.0",
     }
-    text = queries("queue")["enqueue_brief"]
+    text = queries("queue")["enqueue"]
     text = re.sub(r"%\((\w+)\)[sbt]", lambda m: subst[m.group(1)], text)
     text = "\n".join(line for line in text.splitlines() if not line.strip().startswith("--"))
     head = "" if hot else f"\\set pid random(1, {PAGES})\n"

@@ -3,14 +3,14 @@ rate against the number of workspaces with due work, and the budget rows as a ho
 
 Per case (0 = jobs of no workspace, then 1, 100, 1 000, 10 000 workspaces), ``JOBS`` due
 Notion jobs spread evenly over the workspaces, budgets unmetered (only the claim's own cost
-shows) and then the sources' default budgets: the project's own ``queue.claim_with_workspaces``
+shows) and then the sources' default budgets: the project's own ``queue.claim``
 (the worker's form: one source, 8 source slots, the default workspace concurrency,
 ``DEBOUNCE_WORKSPACE_CONCURRENCY``) and
 ``queue.complete_many`` in claim loops of 8 — claim p50/p99 of 1 loop and of 4 concurrent
 loops, ``seconds_until_due`` p50, drain jobs/s with 1 and with 4 loops (each for a fixed
 time, on a fresh load), empty claims. The goals of the issue are printed as ``goal_*``
 booleans, with the EXPLAIN (ANALYZE, BUFFERS) of both statements at 10 000 workspaces. The
-full run adds 1 M due jobs over 10 000 workspaces. ``enqueue_brief`` of 1 and 32 events is
+full run adds 1 M due jobs over 10 000 workspaces. ``enqueue`` of 1 and 32 events is
 timed without and with 10 000 workspaces (the ingest path's share of keeping the lines).
 
 Hot spot: one workspace charged by 32 concurrent takers (4 workers × 8 slots,
@@ -28,11 +28,12 @@ from typing import Any
 import psycopg
 
 from bench.common import emit, line_up, note, percentiles, scratch_database
-from debounce import budgets, queue
-from debounce.budgets import budget_params
+from debounce import queue
 from debounce.config import Settings
-from debounce.sql import queries
+from debounce.infra.sql import queries
 from debounce.types import ApiBudget, JobEvent
+from debounce.workspaces import budgets
+from debounce.workspaces.budgets import budget_params
 
 LIMIT = 8
 LOOPS = 4
@@ -86,7 +87,7 @@ async def _claimer(url: str, mode: Mode, until: float, lat: list[float],
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         while time.perf_counter() < until:
             t0 = time.perf_counter()
-            jobs = [c.job for c in await queue.claim_with_workspaces(
+            jobs = [c.job for c in await queue.claim(
                 conn, ident, limit=LIMIT, lease_seconds=60, source_slots={SOURCE: LIMIT},
                 budgets=mode.budgets, workspace_concurrency=mode.workspace_concurrency, costs=mode.costs)]
             lat.append((time.perf_counter() - t0) * 1000)
@@ -123,7 +124,7 @@ async def _until_due(url: str, n: int) -> dict[str, float]:
 
 
 def claim_params(mode: Mode) -> dict[str, Any]:
-    """The parameters ``queue.claim_with_workspaces`` binds for the worker's form of the claim (EXPLAIN)."""
+    """The parameters ``queue.claim`` binds for the worker's form of the claim (EXPLAIN)."""
     return {"now": None, "worker_id": "explain", "limit": LIMIT, "lease_seconds": 60.0,
             "sources": [SOURCE], "source_slots": [LIMIT], "workspace_concurrency": mode.workspace_concurrency,
             **budget_params(mode.budgets, mode.costs)}
@@ -206,7 +207,7 @@ async def _hotspot(url: str, seconds: float, jobs: int, budget: ApiBudget,
 
 
 async def _enqueue_cost(url: str, workspaces: int, reps: int) -> dict[str, Any]:
-    """ms per ``enqueue_brief`` of 1 event and of 32 events (32 workspaces) on fresh pages,
+    """ms per ``enqueue`` of 1 event and of 32 events (32 workspaces) on fresh pages,
     with ``workspaces`` workspaces: the ingest path's share of keeping the lines."""
     _load(url, workspaces, 1_000)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -223,7 +224,7 @@ async def _enqueue_cost(url: str, workspaces: int, reps: int) -> dict[str, Any]:
                                   else first + (r * size + i) % workspaces)
                          for i in range(size)]
                 t0 = time.perf_counter()
-                await queue.enqueue_brief(conn, batch)
+                await queue.enqueue(conn, batch)
                 lat.append((time.perf_counter() - t0) * 1000)
             out[f"enqueue_{size}_ms"] = percentiles(lat)
     emit("scale_enqueue", **out)

@@ -22,7 +22,7 @@ import psycopg
 from cryptography.fernet import Fernet
 
 from bench.common import RssSampler, emit, line_up, note, scratch_database, spawn, stop
-from debounce.secrets import Keyring
+from debounce.infra.secrets import Keyring
 
 INSERT_JOBS = """
 insert into sync_jobs (source_type, source_page_id, status, payload, event_count, scheduled_at,

@@ -56,7 +56,7 @@ async def _scenario(url: str, n: int) -> dict[str, list[float]]:
         await asyncio.sleep(3.0)  # let the worker settle into its idle loop
         for label, window, gap in (("timer", 3.0, 0.1), ("short_window", 0.5, 0.25)):
             for i in range(n):
-                await queue.enqueue_brief(pool, [JobEvent(
+                await queue.enqueue(pool, [JobEvent(
                     source_type="noop", source_page_id=f"{label}-{i}", payload={},
                     event_id=uuid.uuid4().hex, debounce_seconds=window, max_wait_seconds=60.0)],
                     notify_within=2.0)  # as the web does: the worker's poll interval

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import sys
 
-from debounce import eventloop, registry
+from debounce import registry
 from debounce.cli import run_worker
 from debounce.config import Settings
-from debounce.db import execute
-from debounce.documents import DocumentStore
-from debounce.logs import configure
+from debounce.documents.store import DocumentStore
+from debounce.infra import eventloop
+from debounce.infra.db import execute
+from debounce.infra.logs import configure
 from debounce.types import SyncJob
 from standins.noop import NoopSyncer
 

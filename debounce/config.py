@@ -5,7 +5,7 @@ variable, how its text is read (a :class:`Kind`), the default and one line of me
 (:func:`variable`). :meth:`Settings.from_env` reads them in one loop and is the only place that
 reads ``os.environ``; the rest of the service receives a :class:`Settings` value, which keeps
 tests free to build their own. ``docs/configuration.md`` is generated from the same fields
-(``python -m debounce.config_reference``). Environment values are parsed by one set of
+(``python -m debounce.devtools.config_reference``). Environment values are parsed by one set of
 functions, :mod:`debounce.contract.settings`, for the service's settings and the sources' alike.
 
 Sources declare their own settings as a typed frozen dataclass (``Source.settings_type``, its
@@ -25,7 +25,7 @@ from typing import Any
 from debounce import registry
 from debounce.contract.settings import env_bool, env_int, env_seconds, env_str
 from debounce.contract.source import DEFAULT_WINDOW
-from debounce.retry import DEFAULT_BACKOFF_SECONDS
+from debounce.infra.retry import DEFAULT_BACKOFF_SECONDS
 from debounce.types import ApiBudget, SourceWindow
 
 __all__ = [
@@ -122,7 +122,7 @@ def _positive(env: Mapping[str, str], name: str, default: Any) -> Any:
 def _secret_key(env: Mapping[str, str], name: str, default: Any) -> Any:
     raw = env_str(env, name)
     if raw is not None:
-        from debounce.secrets import Keyring
+        from debounce.infra.secrets import Keyring
 
         Keyring(raw)  # raises SecretKeyError (a ValueError) naming the variable
     return raw or default

@@ -3,7 +3,7 @@
 Applied versions are recorded in ``schema_migrations``. A session-level advisory lock makes it
 safe to run from several processes at once (a Heroku ``release`` phase racing a ``debounce
 serve``): the second waits, then finds nothing left to do. Once the schema is current, the
-change feed's epoch is checked (:func:`debounce.feed.reset_epoch`: a log restored from another
+change feed's epoch is checked (:func:`debounce.documents.feed.reset_epoch`: a log restored from another
 cluster is emptied here, where writing is allowed, not by a read).
 """
 
@@ -14,8 +14,8 @@ from typing import Any, LiteralString
 
 import psycopg
 
-from debounce import feed
-from debounce.sql import migrations
+from debounce.documents import feed
+from debounce.infra.sql import migrations
 
 __all__ = ["MIGRATION_LOCK_ID", "SchemaStatus", "applied_versions", "migrate", "schema_status"]
 

@@ -44,12 +44,12 @@ class EnqueueOutcome(enum.StrEnum):
 
 @dataclass(frozen=True)
 class JobEvent:
-    """One accepted webhook event, as handed to ``queue.enqueue_brief``.
+    """One accepted webhook event, as handed to ``queue.enqueue``.
 
     ``debounce_seconds`` and ``max_wait_seconds`` are seconds (>= 0). ``event_id`` is the
     source's idempotency key (``None``: no deduplication). ``payload_json``: ``payload``'s JSON
     text when the caller already serialised and checked it (``queue.payload_text``: the web
-    does, once per event); ``None``: ``enqueue_brief`` does.
+    does, once per event); ``None``: ``enqueue`` does.
     """
 
     source_type: str
@@ -70,7 +70,7 @@ class JobEvent:
 @dataclass(frozen=True)
 class ClaimedWorkspace:
     """What a sync needs of its job's workspace, read by the claim in the same statement as
-    the job (``sql/claim.sql``, ``claim``: the ``ws_*`` columns) or by
+    the job (``sql/queries/claim.sql``, ``claim``: the ``ws_*`` columns) or by
     ``workspaces.sync_state`` (the backfills): the workspace's ``id``, its ``status``
     (``active``, ``paused``, ``revoked``, ``removing``), ``origin`` (``env``, ``oauth``, ``cli``), the
     source's ``external_id`` of it (``None``: the environment's workspace before its id is
@@ -105,7 +105,7 @@ class ClaimedWorkspace:
 
 
 class Claimed(NamedTuple):
-    """A job the worker's claim took (``queue.claim_with_workspaces``) and what its sync needs
+    """A job the worker's claim took (``queue.claim``) and what its sync needs
     of its workspace as the claim read it (:class:`ClaimedWorkspace`; ``None`` for a job of
     no workspace)."""
 
@@ -114,7 +114,7 @@ class Claimed(NamedTuple):
 
 
 class EnqueueBrief(NamedTuple):
-    """What ``queue.enqueue_brief`` did with one event: the outcome, the page's active job's
+    """What ``queue.enqueue`` did with one event: the outcome, the page's active job's
     id and due time (UTC; both ``None`` only for a duplicate whose page has no active job)."""
 
     outcome: EnqueueOutcome

@@ -1,6 +1,6 @@
 -- The schema the migrations sql/NNN_*.sql produce, as pg_dump prints it (normalised).
 -- Generated: do not edit. After adding a migration, regenerate it with
---   python -m debounce.schema_dump > sql/schema.sql
+--   python -m debounce.devtools.schema_dump > sql/schema.sql
 -- (tests/test_schema_file.py fails until the two agree).
 
 -- Name: claim_candidate; Type: TYPE

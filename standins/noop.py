@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from debounce.contract import SyncContext, SyncResult
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from debounce.types import SyncJob
 
 __all__ = ["NoopSyncer", "Recorder"]
@@ -26,7 +26,7 @@ class NoopSyncer:
     """The ``noop`` source: every sync succeeds with ``SyncResult(written=1)``.
 
     ``record``: if given, called first with the sync context's store (the worker's
-    :class:`~debounce.documents.DocumentStore`) and the job, e.g. to log the call in a table.
+    :class:`~debounce.documents.store.DocumentStore`) and the job, e.g. to log the call in a table.
     ``{"sleep": s}`` in the job's payload makes the sync sleep ``s`` seconds (a slow sync);
     with ``sleep_first_only`` only on the job's first recorded sync (so a job a killed worker
     left behind completes quickly elsewhere).

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import uvicorn
 
-from debounce.server import QuietServer
+from debounce.infra.server import QuietServer
 
 __all__ = ["BackgroundServer", "basic_credentials"]
 

@@ -13,9 +13,9 @@ import one_job
 
 from debounce import queue, workspaces
 from debounce.contract import Audience
-from debounce.db import Db, fetch_one
-from debounce.documents import Document, DocumentStore
-from debounce.secrets import Keyring, new_key
+from debounce.documents.store import Document, DocumentStore
+from debounce.infra.db import Db, fetch_one
+from debounce.infra.secrets import Keyring, new_key
 from debounce.types import JobEvent
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -85,7 +85,7 @@ async def seed(db: Db) -> Seeded:
 
     # A synced page: first event 40 s ago, claimed 8 s ago, done 5 s ago (lag 35 s).
     synced = await _event(db, "notion", SYNCED_PAGE, "n-1", notion_event, now - timedelta(seconds=40))
-    [job] = [c.job for c in await queue.claim_with_workspaces(
+    [job] = [c.job for c in await queue.claim(
         db, "worker-1", limit=1, lease_seconds=60, source_slots={"notion": 1},
         now=now - timedelta(seconds=8))]
     await one_job.complete(db, job, now=now - timedelta(seconds=5))
@@ -93,13 +93,13 @@ async def seed(db: Db) -> Seeded:
     for i, (ago, lag) in enumerate(((1800, 12), (600, 20))):
         await _event(db, "slack", SLACK_CHANNEL, f"s-{i}", slack_event,
                      now - timedelta(seconds=ago + lag), debounce=5)
-        [job] = [c.job for c in await queue.claim_with_workspaces(
+        [job] = [c.job for c in await queue.claim(
             db, "worker-1", limit=1, lease_seconds=60, source_slots={"slack": 1},
             now=now - timedelta(seconds=ago + 1))]
         await one_job.complete(db, job, now=now - timedelta(seconds=ago))
     # A failed page: no access, failed for good.
     failed = await _event(db, "notion", FAILED_PAGE, "n-2", notion_event, now - timedelta(minutes=20))
-    [job] = [c.job for c in await queue.claim_with_workspaces(
+    [job] = [c.job for c in await queue.claim(
         db, "worker-1", limit=1, lease_seconds=60, source_slots={"notion": 1},
         now=now - timedelta(minutes=19))]
     await one_job.fail(db, job, "403 restricted_resource: the integration has no access to this "
@@ -108,14 +108,14 @@ async def seed(db: Db) -> Seeded:
     # A Slack channel waiting out a retry after a timeout.
     retrying = await _event(db, "slack", RETRYING_CHANNEL, "s-9", slack_event,
                             now - timedelta(minutes=3), debounce=5)
-    [job] = [c.job for c in await queue.claim_with_workspaces(
+    [job] = [c.job for c in await queue.claim(
         db, "worker-2", limit=1, lease_seconds=60, source_slots={"slack": 1}, now=now - timedelta(minutes=2))]
     await one_job.fail(db, job, "ReadTimeout: conversations.history did not answer within 10 s",
                      jitter=0, now=now - timedelta(minutes=2))
     # A page being synced right now.
     running = await _event(db, "notion", RUNNING_PAGE, "n-3", notion_event,
                            now - timedelta(seconds=45))
-    [c.job for c in await queue.claim_with_workspaces(
+    [c.job for c in await queue.claim(
         db, "worker-2", limit=1, lease_seconds=60, now=now - timedelta(seconds=2),
         source_slots={"notion": 1})]
     # A page with three edits in its window, due in the future.
@@ -174,11 +174,11 @@ async def _synced(db: Db, source: str, page: str, workspace_id: int, finished: d
     writes the page's document (``document`` "live"), or writes it and marks it deleted
     ("deleted"), through the claim's fenced store as a sync does (so the document is the
     workspace's), or writes none (``None``)."""
-    await queue.enqueue_brief(db, [JobEvent(
+    await queue.enqueue(db, [JobEvent(
         source_type=source, source_page_id=page, payload={"page": page}, event_id=None,
         debounce_seconds=0, max_wait_seconds=0, workspace_id=workspace_id)],
         now=finished - timedelta(seconds=20))
-    [job] = [c.job for c in await queue.claim_with_workspaces(
+    [job] = [c.job for c in await queue.claim(
         db, "worker-1", limit=1, lease_seconds=60, source_slots={source: 1},
         now=finished - timedelta(seconds=10))]
     assert job.source_page_id == page
@@ -217,11 +217,11 @@ async def seed_workspaces(db: Db) -> SeededWorkspaces:
     for i in range(5):
         await _synced(db, "slack", f"C0ACME{i:04d}", slack["id"], now - timedelta(minutes=50 - i),
                       document="live" if i < 4 else None)
-    await queue.enqueue_brief(db, [JobEvent(
+    await queue.enqueue(db, [JobEvent(
         source_type="slack", source_page_id="C0LONGERR1", payload={}, event_id=None,
         debounce_seconds=0, max_wait_seconds=0, workspace_id=slack["id"])],
         now=now - timedelta(minutes=6))
-    [job] = [c.job for c in await queue.claim_with_workspaces(
+    [job] = [c.job for c in await queue.claim(
         db, "worker-1", limit=1, lease_seconds=60, source_slots={"slack": 1}, now=now - timedelta(minutes=5))]
     await one_job.fail(db, job, LONG_ERROR, permanent=True, now=now - timedelta(minutes=5))
     # Last: a workspace with a credentials error is parked (the claim skips it).

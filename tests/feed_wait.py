@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from debounce import feed
+from debounce.documents import feed
 
 
 async def servable(db: Any) -> None:

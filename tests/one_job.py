@@ -1,7 +1,7 @@
 """One-job forms of the queue's batch statements, for tests: the product enqueues, completes and
-fails in batches (``queue.enqueue_brief``, ``complete_many``, ``fail_many``) and finds a page's
+fails in batches (``queue.enqueue``, ``complete_many``, ``fail_many``) and finds a page's
 job with ``list_jobs``; these call exactly those with one item. :func:`enqueue_events` is the
-web's ``enqueue_brief`` followed by the job rows (``queue.get``, the inspection read) for tests
+web's ``enqueue`` followed by the job rows (``queue.get``, the inspection read) for tests
 that look at more than the webhook's answer. And the documents of one page, as a test inspects
 them."""
 
@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from debounce import queue
-from debounce.db import Db, fetch_all
-from debounce.documents import DocumentStore
-from debounce.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
+from debounce.documents.store import DocumentStore
+from debounce.infra.db import Db, fetch_all
+from debounce.infra.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
 from debounce.types import EnqueueOutcome, JobEvent, JobStatus, SyncJob
 
 
@@ -31,9 +31,9 @@ class EnqueueResult:
 
 async def enqueue_events(db: Db, events: Sequence[JobEvent], *, now: datetime | None = None,
                          notify_within: float = 0.0) -> list[EnqueueResult]:
-    """``queue.enqueue_brief`` (the web's statement), then each answer's job row read with
+    """``queue.enqueue`` (the web's statement), then each answer's job row read with
     ``queue.get``: one result per event, in order."""
-    briefs = await queue.enqueue_brief(db, events, now=now, notify_within=notify_within)
+    briefs = await queue.enqueue(db, events, now=now, notify_within=notify_within)
     rows = {i: await queue.get(db, i) for i in {b.job_id for b in briefs if b.job_id is not None}}
     return [EnqueueResult(b.outcome, rows[b.job_id] if b.job_id is not None else None)
             for b in briefs]

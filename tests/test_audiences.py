@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from debounce.audiences import AudienceStore, audience_json, list_visible
 from debounce.contract import Audience, Document, WriteOutcome
-from debounce.documents import DocumentStore
+from debounce.documents.audiences import AudienceStore, audience_json, list_visible
+from debounce.documents.store import DocumentStore
 
 Conn = psycopg.AsyncConnection[Any]
 
@@ -114,7 +114,7 @@ async def test_pages_follow_the_id_cursor_and_deleted_documents_are_left_out(
 async def test_the_listing_is_served_by_the_audience_indexes(
     conn: Conn, teams: dict[str, Any]
 ) -> None:
-    from debounce.sql import queries
+    from debounce.infra.sql import queries
 
     # A team with thousands of public and private documents, a few of them U1's, next to
     # a bigger team: the listing must not walk the other team's documents.

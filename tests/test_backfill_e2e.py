@@ -26,9 +26,10 @@ import pytest
 from db_probe import scalar
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import backfills, queue, workspaces
+from debounce import queue, workspaces
 from debounce.config import Settings, SourceWindow
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
+from debounce.queue import backfills
 from debounce.types import ApiBudget, JobEvent
 from debounce.worker import Worker
 from integrations import notion, slack
@@ -112,7 +113,7 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
         api.edit_page(live_page, text="A live edit during the backfill.")
         ws = await scalar(pool, "select id from workspaces where source_type = 'notion'")
         sent_at = await scalar(pool, "select clock_timestamp()")
-        (result,) = await queue.enqueue_brief(pool, [JobEvent(
+        (result,) = await queue.enqueue(pool, [JobEvent(
             "notion", live_page, {"entity": {"id": live_page, "type": "page"}},
             event_id="live-1", debounce_seconds=1, max_wait_seconds=5, workspace_id=ws)])
         assert result.outcome.value in ("created", "debounced")

@@ -21,7 +21,7 @@ from debounce.contract import (
     RateLimited,
     SyncContext,
 )
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from debounce.types import JobStatus, SyncJob
 from integrations.notion import NotionSettings, NotionSyncer
 from integrations.slack import SlackSettings, SlackSyncer

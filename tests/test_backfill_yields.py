@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from debounce import registry, workspaces
 from debounce.config import Settings, SourceWindow
-from debounce.secrets import Keyring, new_key
+from debounce.infra.secrets import Keyring, new_key
 from debounce.types import ApiBudget
 from debounce.worker import Worker
 from standins.notion_api import FakeNotion

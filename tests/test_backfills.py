@@ -1,4 +1,4 @@
-"""Backfill and reconciliation, the database side (``debounce.backfills``): what a listing
+"""Backfill and reconciliation, the database side (``debounce.queue.backfills``): what a listing
 page enqueues, idempotency, leases, reconciliations, and the deletion re-checks — on real Postgres,
 with time controlled through ``now=``."""
 
@@ -9,10 +9,11 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import backfills, queue, workspaces
+from debounce import queue, workspaces
 from debounce.contract import BackfillItem
-from debounce.documents import Document, DocumentStore
-from debounce.secrets import Keyring, new_key
+from debounce.documents.store import Document, DocumentStore
+from debounce.infra.secrets import Keyring, new_key
+from debounce.queue import backfills
 from debounce.types import JobEvent, JobStatus
 
 T0 = datetime(2027, 1, 1, 12, 0, 0, tzinfo=UTC)   # after the real clock: rows default to now()
@@ -53,7 +54,7 @@ async def test_a_listing_page_enqueues_what_is_missing_or_stale_once(
     ws = await add_workspace(pool, "W")
     await add_document(pool, ws, "current", at(0))
     await add_document(pool, ws, "stale", at(0))
-    await queue.enqueue_brief(pool, [JobEvent("notion", "edited", {"live": True},
+    await queue.enqueue(pool, [JobEvent("notion", "edited", {"live": True},
                                              event_id="e1", debounce_seconds=300,
                                              max_wait_seconds=3600, workspace_id=ws)])
     started = await backfills.request(pool, ws)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from bench import growth, scale
-from debounce.sql import queries
+from debounce.infra.sql import queries
 
 
 def _parameters(sql: str) -> set[str]:
@@ -17,7 +17,7 @@ def _parameters(sql: str) -> set[str]:
 
 def test_growth_binds_every_parameter_of_the_claim_and_the_enqueue() -> None:
     assert _parameters(growth.Q["claim"]) <= set(growth._claim_params())
-    assert _parameters(growth.Q["enqueue_brief"]) <= set(growth._enqueue_params("p"))
+    assert _parameters(growth.Q["enqueue"]) <= set(growth._enqueue_params("p"))
     assert _parameters(growth.Q["complete_many"]) <= {"ids", "lease_tokens", "now"}
 
 

@@ -11,9 +11,10 @@ import one_job
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import budgets, queue, workspaces
-from debounce.secrets import Keyring, new_key
+from debounce import queue, workspaces
+from debounce.infra.secrets import Keyring, new_key
 from debounce.types import ApiBudget, JobEvent
+from debounce.workspaces import budgets
 
 T0 = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 TEN_PER_SECOND = ApiBudget(per_minute=600.0, burst=5.0)
@@ -112,16 +113,16 @@ async def test_the_claim_skips_an_empty_bucket_and_says_when_it_refills(
         pool: AsyncConnectionPool[Any]) -> None:
     dry = await add_workspace(pool, "DRY")
     wet = await add_workspace(pool, "WET")
-    await queue.enqueue_brief(pool, events(dry, 3, prefix="d") + events(wet, 3, prefix="w"),
+    await queue.enqueue(pool, events(dry, 3, prefix="d") + events(wet, 3, prefix="w"),
                               now=T0)
     for _ in range(5):
         await budgets.take(pool, dry, TEN_PER_SECOND, now=at(1))
-    claimed = [c.job for c in await queue.claim_with_workspaces(
+    claimed = [c.job for c in await queue.claim(
         pool, "w1", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1),
         budgets={"notion": TEN_PER_SECOND})]
     assert {j.workspace_id for j in claimed} == {wet}
     # At most as many jobs as the bucket holds requests: 1 request refilled 0.1 s later.
-    claimed = [c.job for c in await queue.claim_with_workspaces(
+    claimed = [c.job for c in await queue.claim(
         pool, "w1", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.1),
         budgets={"notion": TEN_PER_SECOND})]
     assert [j.workspace_id for j in claimed] == [dry]
@@ -134,23 +135,23 @@ async def test_a_flooded_workspace_does_not_delay_another_by_more_than_one_claim
     workspace never has more than K jobs in flight."""
     flood = await add_workspace(pool, "FLOOD")
     quiet = await add_workspace(pool, "QUIET")
-    await queue.enqueue_brief(pool, events(flood, 5000, prefix="live"), now=T0)
-    await queue.enqueue_brief(pool, events(flood, 5000, prefix="bulk", priority=-10), now=T0)
-    await queue.enqueue_brief(pool, events(quiet, 1, prefix="q"), now=at(5))
+    await queue.enqueue(pool, events(flood, 5000, prefix="live"), now=T0)
+    await queue.enqueue(pool, events(flood, 5000, prefix="bulk", priority=-10), now=T0)
+    await queue.enqueue(pool, events(quiet, 1, prefix="q"), now=at(5))
     in_flight: list[Any] = []
-    first = [c.job for c in await queue.claim_with_workspaces(
+    first = [c.job for c in await queue.claim(
         pool, "w1", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=at(6),
         workspace_concurrency=3)]
     assert quiet in {j.workspace_id for j in first}
     assert sum(1 for j in first if j.workspace_id == flood) == 3
     in_flight += first
     # K reached: the flooded workspace gets nothing more until one of its syncs finishes.
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         pool, "w2", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=at(6),
         workspace_concurrency=3)] == []
     done = next(j for j in first if j.workspace_id == flood)
     await one_job.complete(pool, done, now=at(7))
-    again = [c.job for c in await queue.claim_with_workspaces(
+    again = [c.job for c in await queue.claim(
         pool, "w2", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=at(7),
         workspace_concurrency=3)]
     assert [j.workspace_id for j in again] == [flood]
@@ -164,9 +165,9 @@ async def test_live_jobs_of_any_workspace_go_before_bulk_jobs(
         pool: AsyncConnectionPool[Any]) -> None:
     a = await add_workspace(pool, "A")
     b = await add_workspace(pool, "B")
-    await queue.enqueue_brief(pool, events(a, 20, prefix="bulk", priority=-10), now=T0)
-    await queue.enqueue_brief(pool, events(b, 2, prefix="live"), now=at(10))
-    claimed = [c.job for c in await queue.claim_with_workspaces(
+    await queue.enqueue(pool, events(a, 20, prefix="bulk", priority=-10), now=T0)
+    await queue.enqueue(pool, events(b, 2, prefix="live"), now=at(10))
+    claimed = [c.job for c in await queue.claim(
         pool, "w", limit=3, lease_seconds=60, source_slots={"notion": 3}, now=at(11))]
     assert [j.workspace_id for j in claimed][:2] == [b, b]
     assert claimed[2].workspace_id == a
@@ -178,26 +179,26 @@ async def test_a_workspace_offers_only_the_syncs_its_bucket_can_pay(
     (the others would yield at their second request), and the claim reserves its two; 1.5
     pay for none."""
     ws = await add_workspace(pool, "W")
-    await queue.enqueue_brief(pool, events(ws, 5, prefix="p"), now=T0)
+    await queue.enqueue(pool, events(ws, 5, prefix="p"), now=T0)
     for _ in range(2):
         await budgets.take(pool, ws, TEN_PER_SECOND, now=at(1))     # 5 - 2 = 3 left
-    claimed = [c.job for c in await queue.claim_with_workspaces(
+    claimed = [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1),
         budgets={"notion": TEN_PER_SECOND},
         costs={"notion": 2.0})]
     assert len(claimed) == 1
     # The claim reserved that sync's two requests: 1 left, for every claimer.
     assert (await bucket(pool, ws, at(1)))["available"] == pytest.approx(1.0)
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.05),
         budgets={"notion": TEN_PER_SECOND},
         costs={"notion": 2.0})] == []
     # That claim held the workspace until its bucket pays for a sync again (0.1 s later), so
     # claimers stop looking at it meanwhile; then a claimer whose syncs cost 1 request gets
     # two jobs from the same 2 requests.
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.05),
         budgets={"notion": TEN_PER_SECOND})] == []
-    assert len([c.job for c in await queue.claim_with_workspaces(
+    assert len([c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.1),
         budgets={"notion": TEN_PER_SECOND})]) == 2

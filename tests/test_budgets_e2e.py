@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import budgets, queue, workspaces
+from debounce import queue, workspaces
 from debounce.config import Settings, SourceWindow
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from debounce.types import JobEvent
 from debounce.worker import Worker
+from debounce.workspaces import budgets
 from integrations import notion
 from standins.notion_api import DEMO_TOKEN, FakeNotion
 from standins.server import BackgroundServer
@@ -73,7 +74,7 @@ async def test_worker_processes_never_exceed_the_workspace_budget(
     pages = [api.add_page(title=f"Page {i}", blocks=[paragraph(f"body {i}")]) for i in range(40)]
     ws = await env_workspace(pool)
     await budgets.set_budget(pool, ws, 10 * 60.0, 3.0)
-    await queue.enqueue_brief(pool, [JobEvent("notion", p, {}, event_id=f"e-{p}",
+    await queue.enqueue(pool, [JobEvent("notion", p, {}, event_id=f"e-{p}",
                                              debounce_seconds=0, max_wait_seconds=0,
                                              workspace_id=ws) for p in pages])
     api.reset_usage()
@@ -122,7 +123,7 @@ async def test_a_sync_out_of_budget_mid_page_yields_and_resumes_without_paying_t
                         notion_base_url=url, poll_interval_seconds=0.05,
                         backfill_on_connect=False, reconcile_interval_seconds=0,
                         windows={"notion": SourceWindow(0, 0)})
-    await queue.enqueue_brief(pool, [JobEvent("notion", page, {}, event_id="e1",
+    await queue.enqueue(pool, [JobEvent("notion", page, {}, event_id="e1",
                                              debounce_seconds=0, max_wait_seconds=0,
                                              workspace_id=ws)])
     api.reset_usage()

@@ -1,7 +1,7 @@
 """The claim at scale (issue 22, migration 011): workspaces come from an indexed line, so a
 claim touches O(limit) workspaces, concurrent claimers take different workspaces, and the line
 never loses work (docs/claim.md, "Keeping the line": the queue's statements move it only
-earlier, the claim sets it exactly where it looks, a stale line costs a look; ``refresh_ready``
+earlier, the claim sets it exactly where it looks, a stale line costs a look; ``repair_lines``
 repairs what a hand-written statement left).
 Real Postgres, time controlled through ``now=``."""
 
@@ -15,10 +15,11 @@ import one_job
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import budgets, queue, workspaces
-from debounce.secrets import Keyring, new_key
-from debounce.sql import queries
+from debounce import queue, workspaces
+from debounce.infra.secrets import Keyring, new_key
+from debounce.infra.sql import queries
 from debounce.types import ApiBudget, JobEvent, SyncJob
+from debounce.workspaces import budgets
 
 T0 = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
 KEYS = Keyring(new_key())
@@ -81,11 +82,11 @@ async def test_two_concurrent_claimers_take_disjoint_workspaces_and_both_get_job
     the next workspaces in line instead of skipping A's locks and coming back empty."""
     ids = await add_workspaces(pool, 12)
     for ws in ids:
-        await queue.enqueue_brief(pool, events(ws, 3, prefix="p"), now=T0)
+        await queue.enqueue(pool, events(ws, 3, prefix="p"), now=T0)
     async with pool.connection() as conn_a, conn_a.transaction():
-        a = [c.job for c in await queue.claim_with_workspaces(
+        a = [c.job for c in await queue.claim(
             conn_a, "A", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(1))]
-        b = [c.job for c in await queue.claim_with_workspaces(
+        b = [c.job for c in await queue.claim(
             pool, "B", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(1))]
     assert len(a) == 4 and len(b) == 4
     a_ws = {j.workspace_id for j in a}
@@ -99,12 +100,12 @@ async def test_four_concurrent_claim_loops_drain_every_job_exactly_once(
         pool: AsyncConnectionPool[Any]) -> None:
     ids = await add_workspaces(pool, 30)
     for ws in ids:
-        await queue.enqueue_brief(pool, events(ws, 4, prefix="p"), now=T0)
+        await queue.enqueue(pool, events(ws, 4, prefix="p"), now=T0)
     claimed: list[list[SyncJob]] = [[], [], [], []]
 
     async def loop(i: int) -> None:
         while True:
-            jobs = [c.job for c in await queue.claim_with_workspaces(
+            jobs = [c.job for c in await queue.claim(
                 pool, f"w{i}", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=at(1))]
             if not jobs:
                 return
@@ -123,10 +124,10 @@ async def test_served_workspaces_go_to_the_back_of_the_line(
     before any workspace's second, in the order they joined the line."""
     ids = await add_workspaces(pool, 6)
     for k, ws in enumerate(ids):
-        await queue.enqueue_brief(pool, events(ws, 3, prefix="p"), now=at(k))
+        await queue.enqueue(pool, events(ws, 3, prefix="p"), now=at(k))
     order: list[int | None] = []
     for step in range(9):
-        jobs = [c.job for c in await queue.claim_with_workspaces(
+        jobs = [c.job for c in await queue.claim(
             pool, "w", limit=2, lease_seconds=60, source_slots={"notion": 2}, now=at(10 + step))]
         assert len(jobs) == 2
         order += [j.workspace_id for j in sorted(jobs, key=lambda j: j.scheduled_at)]
@@ -137,20 +138,20 @@ async def test_served_workspaces_go_to_the_back_of_the_line(
 async def test_the_lines_are_never_late_through_every_statement_on_jobs(
         pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
     a, b = await add_workspaces(pool, 2)
-    await queue.enqueue_brief(pool, events(a, 3, prefix="live", window=30), now=T0)
-    await queue.enqueue_brief(pool, events(a, 2, prefix="bulk", priority=-10), now=T0)
-    await queue.enqueue_brief(pool, events(b, 1, prefix="live"), now=T0)
+    await queue.enqueue(pool, events(a, 3, prefix="live", window=30), now=T0)
+    await queue.enqueue(pool, events(a, 2, prefix="bulk", priority=-10), now=T0)
+    await queue.enqueue(pool, events(b, 1, prefix="live"), now=T0)
     await assert_lines_never_late(pool)
     # a debounced event pushes a's earliest live job later
-    await queue.enqueue_brief(pool, events(a, 1, prefix="live", window=60), now=at(10))
+    await queue.enqueue(pool, events(a, 1, prefix="live", window=60), now=at(10))
     await assert_lines_never_late(pool)
-    jobs = [c.job for c in await queue.claim_with_workspaces(
+    jobs = [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(40))]
     await assert_lines_exact(pool)                   # the claim sets the lanes it looked at
     by_prefix = {j.source_page_id: j for j in jobs}
     # an edit during a sync, then complete: a follow-up; a retry; a permanent failure; release
     live_1 = by_prefix[f"live-{a}-1"]
-    await queue.enqueue_brief(pool, events(a, 2, prefix="live", window=5), now=at(41))
+    await queue.enqueue(pool, events(a, 2, prefix="live", window=5), now=at(41))
     await one_job.complete(pool, live_1, now=at(42))
     await assert_lines_never_late(pool)
     bulk = [j for j in jobs if j.priority < 0]
@@ -172,53 +173,53 @@ async def test_the_lines_are_never_late_through_every_statement_on_jobs(
     await conn.execute("update sync_jobs set workspace_id = %s where workspace_id = %s "
                        "and status = 'pending' and priority < 0", (b, a))
     await conn.execute("delete from sync_jobs where workspace_id = %s", (b,))
-    # hand-written statements do not move the line: refresh_ready (the pruner) repairs it
-    assert await queue.refresh_ready(pool) >= 1
+    # hand-written statements do not move the line: repair_lines (the pruner) repairs it
+    assert await queue.repair_lines(pool) >= 1
     await assert_lines_exact(pool)
-    assert await queue.refresh_ready(pool) == 0      # nothing left for the repair to do
+    assert await queue.repair_lines(pool) == 0      # nothing left for the repair to do
 
 
 async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
         pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
     """Rows written with the trigger off: a workspace missing from its line is repaired by
-    ``refresh_ready`` (the pruner runs it); one in line without work costs one look, then
+    ``repair_lines`` (the pruner runs it); one in line without work costs one look, then
     goes to the back, and the next claim serves the real work."""
     a, b = await add_workspaces(pool, 2)
-    await queue.enqueue_brief(pool, events(a, 1, prefix="p"), now=T0)
+    await queue.enqueue(pool, events(a, 1, prefix="p"), now=T0)
     await conn.execute("update workspaces set live_due_at = null")          # lost from line
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(1))] == []
     assert await queue.seconds_until_due(pool) is None
-    assert await queue.refresh_ready(pool) == 1
+    assert await queue.repair_lines(pool) == 1
     assert (await queue.seconds_until_due(pool) or 0.0) < 0
     # b is put at the head of the line with nothing to claim
     await conn.execute("update workspaces set live_due_at = %s, last_served_at = null "
                        "where id = %s", (T0 - timedelta(hours=1), b))
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(2))] == []
-    (job,) = [c.job for c in await queue.claim_with_workspaces(
+    (job,) = [c.job for c in await queue.claim(
         pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(3))]
     assert job.workspace_id == a
     await assert_lines_exact(pool)       # the claim that looked at b set its lane from its jobs
-    assert await queue.refresh_ready(pool) == 0
+    assert await queue.repair_lines(pool) == 0
 
 
 async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwhile(
         pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
     budget = ApiBudget(per_minute=60.0, burst=2.0)        # one request a second
     (a,) = await add_workspaces(pool, 1)
-    await queue.enqueue_brief(pool, events(a, 5, prefix="p"), now=T0)
-    jobs = [c.job for c in await queue.claim_with_workspaces(
+    await queue.enqueue(pool, events(a, 5, prefix="p"), now=T0)
+    jobs = [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1),
         budgets={"notion": budget})]
     assert len(jobs) == 2                                 # the burst pays for two syncs
     row = await (await conn.execute("select held_until from workspaces where id = %s",
                                     (a,))).fetchone()
     assert row is not None and row[0] == at(2)            # one request refilled a second later
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1.5),
         budgets={"notion": budget})] == []
-    assert len([c.job for c in await queue.claim_with_workspaces(
+    assert len([c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(2),
         budgets={"notion": budget})]) == 1
 
@@ -226,10 +227,10 @@ async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwh
 async def test_the_idle_workers_due_time_reads_the_head_of_the_lines(
         pool: AsyncConnectionPool[Any]) -> None:
     a, b = await add_workspaces(pool, 2)
-    await queue.enqueue_brief(pool, events(a, 2, prefix="p", window=3600), now=None)
+    await queue.enqueue(pool, events(a, 2, prefix="p", window=3600), now=None)
     until = await queue.seconds_until_due(pool)
     assert until is not None and 3590 < until <= 3600
-    await queue.enqueue_brief(pool, events(b, 1, prefix="q", window=600), now=None)
+    await queue.enqueue(pool, events(b, 1, prefix="q", window=600), now=None)
     until = await queue.seconds_until_due(pool)
     assert until is not None and 590 < until <= 600
     await workspaces.block(pool, b, 1200.0, "workspace_rate_limit")
@@ -250,7 +251,7 @@ async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
         "insert into sync_jobs (source_type, source_page_id, scheduled_at, first_event_at, "
         "max_wait_until, workspace_id) select 'notion', 'p' || w.id || '-' || k, %s, %s, %s, "
         "w.id from workspaces w, generate_series(1, 3) k", (T0, T0, at(3600)))
-    assert await queue.refresh_ready(pool) == 2000   # hand-written rows: the repair lines them up
+    assert await queue.repair_lines(pool) == 2000   # hand-written rows: the repair lines them up
     await conn.execute("analyze workspaces")
     await conn.execute("analyze sync_jobs")
     claim = queries("claim")["claim"]
@@ -288,12 +289,12 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
                               event_id=f"e{k}-{n}-{i}", debounce_seconds=0.0 if i % 2 else 0.2,
                               max_wait_seconds=0.5, workspace_id=ids[(n + i + k) % 12])
                      for i in range(4)]
-            await queue.enqueue_brief(pool, batch)
+            await queue.enqueue(pool, batch)
             n += 1
 
     async def claimer(k: int) -> None:
         while not stop.is_set():
-            jobs = [c.job for c in await queue.claim_with_workspaces(
+            jobs = [c.job for c in await queue.claim(
                 pool, f"w{k}", limit=4, lease_seconds=60, source_slots={"notion": 4})]
             if jobs:
                 await queue.complete_many(pool, jobs)
@@ -308,7 +309,7 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
     await assert_lines_never_late(pool)
     await asyncio.sleep(0.6)                         # every debounced job is due by now
     while True:
-        jobs = [c.job for c in await queue.claim_with_workspaces(
+        jobs = [c.job for c in await queue.claim(
             pool, "drain", limit=50, lease_seconds=60, source_slots={"notion": 50})]
         if not jobs:
             break
@@ -328,11 +329,11 @@ async def test_a_bucket_drained_since_the_last_look_costs_one_empty_claim(
     refill, which the due-time query then reports (database clock)."""
     budget = ApiBudget(per_minute=60.0, burst=2.0)                    # one request a second
     (a,) = await add_workspaces(pool, 1)
-    await queue.enqueue_brief(pool, events(a, 3, prefix="p"))
+    await queue.enqueue(pool, events(a, 3, prefix="p"))
     assert [await budgets.take(pool, a, budget) for _ in range(2)] == [0.0, 0.0]
     stale = await queue.seconds_until_due(pool)
     assert stale is not None and stale <= 0
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         pool, "w", limit=8, lease_seconds=60, source_slots={"notion": 8}, budgets={"notion": budget})] == []
     until = await queue.seconds_until_due(pool)
     assert until is not None and 0 < until <= 1.0
@@ -347,8 +348,8 @@ async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
     gone, and its jobs are completed with no workspace."""
     for r in range(12):
         (ws,) = await add_workspaces(pool, 1, prefix=f"R{r}-")
-        await queue.enqueue_brief(pool, events(ws, 200, prefix="p"), now=T0)
-        jobs = [c.job for c in await queue.claim_with_workspaces(
+        await queue.enqueue(pool, events(ws, 200, prefix="p"), now=T0)
+        jobs = [c.job for c in await queue.claim(
             pool, "w", limit=200, lease_seconds=60, source_slots={"notion": 200}, now=at(1))]
 
         finished: dict[int, SyncJob] = {}

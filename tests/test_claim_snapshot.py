@@ -23,7 +23,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue, workspaces
-from debounce.secrets import Keyring, new_key
+from debounce.infra.secrets import Keyring, new_key
 from debounce.types import JobEvent, JobStatus
 
 
@@ -48,12 +48,12 @@ async def test_a_job_committed_while_the_claim_statement_runs_is_claimed_whole(
         ws = await workspaces.save(pool, Keyring(new_key()), source_type="notion",
                                    external_id="W1", name="W1",
                                    credentials={"access_token": "tok-W1"})
-        await queue.enqueue_brief(enqueuer, [JobEvent(
+        await queue.enqueue(enqueuer, [JobEvent(
             "notion", "late", {"n": 1}, event_id="late-1", debounce_seconds=0.0,
             max_wait_seconds=60.0, workspace_id=int(ws["id"]))])
         locking = asyncio.create_task(blocker.execute("lock table workspaces in exclusive mode"))
         await _wait_until_blocked_by(watcher, enqueuer.info.backend_pid, locking)
-        claiming = asyncio.create_task(queue.claim_with_workspaces(
+        claiming = asyncio.create_task(queue.claim(
             pool, "w1", limit=4, lease_seconds=60, source_slots={"notion": 4}))
         await _wait_until_blocked_by(watcher, blocker.info.backend_pid, claiming)
         await enqueuer.commit()

@@ -17,9 +17,9 @@ from psycopg.conninfo import make_conninfo
 
 from debounce.cli import EXAMPLES, build_parser, main
 from debounce.config import Settings
-from debounce.logs import JsonFormatter
+from debounce.infra.logs import JsonFormatter
+from debounce.infra.sql import migrations
 from debounce.migrate import migrate
-from debounce.sql import migrations
 from debounce.web import create_app
 from standins.server import BackgroundServer
 

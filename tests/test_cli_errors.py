@@ -27,9 +27,9 @@ import pytest
 from ports import free_port
 
 from debounce.cli import build_parser
+from debounce.infra.secrets import new_key
+from debounce.infra.sql import migrations
 from debounce.migrate import migrate
-from debounce.secrets import new_key
-from debounce.sql import migrations
 from standins.notion_api import FakeNotion
 from standins.server import BackgroundServer
 

@@ -21,7 +21,7 @@ from ports import free_port
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import workspaces
-from debounce.secrets import Keyring, SecretKeyError, new_key
+from debounce.infra.secrets import Keyring, SecretKeyError, new_key
 from standins import notion_demo, slack_demo
 from standins.notion_api import FakeNotion
 from standins.server import BackgroundServer

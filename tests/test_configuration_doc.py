@@ -1,6 +1,6 @@
 """The configuration reference and the metadata it is generated from (issue 28, point 3).
 
-- ``docs/configuration.md`` is what ``python -m debounce.config_reference`` prints: a variable
+- ``docs/configuration.md`` is what ``python -m debounce.devtools.config_reference`` prints: a variable
   added, renamed or re-described in the code without regenerating the file fails here, with
   the command that regenerates it;
 - every variable the reference lists is the one the code reads: a non-default value in the
@@ -21,9 +21,9 @@ import pytest
 
 from debounce import config, registry
 from debounce.config import ENV, EnvVar, Settings
-from debounce.config_reference import COMMAND
 from debounce.contract import SourceSetting
-from debounce.secrets import new_key
+from debounce.devtools.config_reference import COMMAND
+from debounce.infra.secrets import new_key
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = new_key()
@@ -79,7 +79,7 @@ def source_specs() -> list[tuple[str, SourceSetting]]:
 
 
 def test_the_committed_reference_is_what_the_generator_prints() -> None:
-    done = subprocess.run([sys.executable, "-m", "debounce.config_reference"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "debounce.devtools.config_reference"], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     committed = (ROOT / "docs" / "configuration.md").read_text()
     assert done.stdout == committed, (

@@ -11,7 +11,7 @@ import pytest
 from starlette.applications import Starlette
 
 from debounce.config import Settings
-from debounce.db import check_connection_budget, connection_limit
+from debounce.infra.db import check_connection_budget, connection_limit
 from debounce.web import create_app
 
 

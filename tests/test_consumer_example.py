@@ -18,9 +18,9 @@ import httpx
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import feed
 from debounce.config import Settings
-from debounce.documents import Document, DocumentStore
+from debounce.documents import feed
+from debounce.documents.store import Document, DocumentStore
 from debounce.web import create_app
 from standins.server import BackgroundServer
 

@@ -20,8 +20,8 @@ from debounce import queue
 from debounce.config import Settings
 from debounce.types import JobStatus
 from debounce.web import create_app
-from debounce.web import dashboard_data as data
-from debounce.web import dashboard_workspaces as ws_data
+from debounce.web.dashboard import data
+from debounce.web.dashboard import workspaces as ws_data
 
 
 def settings(**changes: Any) -> Settings:
@@ -311,7 +311,7 @@ async def test_the_sources_screen_shows_connected_workspaces_and_their_status(
     client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
 ) -> None:
     from debounce import workspaces
-    from debounce.secrets import Keyring, new_key
+    from debounce.infra.secrets import Keyring, new_key
 
     keyring = Keyring(new_key())
     a = await workspaces.save(pool, keyring, source_type="slack", external_id="TACME",

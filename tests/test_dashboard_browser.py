@@ -44,17 +44,17 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
+from test_notion_sync import make_job
 
 from debounce import queue, workspaces
 from debounce.config import Settings
 from debounce.contract import SyncContext
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from debounce.types import JobStatus
 from debounce.web import create_app
 from integrations.notion import NotionSettings, NotionSyncer
 from standins.notion_api import DEMO_PAGE_ID, FakeNotion
 from standins.server import BackgroundServer
-from tests.test_notion_sync import make_job
 
 pytestmark = pytest.mark.browser
 

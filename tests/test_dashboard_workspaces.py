@@ -17,12 +17,14 @@ from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 from test_dashboard import csrf_of, open_client, settings, sign_in
 
-from debounce import backfills, budgets, queue, workspaces
+from debounce import queue, workspaces
 from debounce.contract import BackfillItem
-from debounce.documents import Document, DocumentStore
-from debounce.secrets import Keyring, new_key
+from debounce.documents.store import Document, DocumentStore
+from debounce.infra.secrets import Keyring, new_key
+from debounce.queue import backfills
 from debounce.types import JobEvent
 from debounce.web import create_app
+from debounce.workspaces import budgets
 
 WEEK = 7 * 86400
 
@@ -203,10 +205,10 @@ async def test_the_workspace_page_shows_its_jobs_documents_budget_and_errors(
 async def _synced_document(pool: AsyncConnectionPool[Any], workspace_id: int, page: str,
                            edited: datetime) -> None:
     """``page`` synced by a job of ``workspace_id`` (its document is the workspace's)."""
-    await queue.enqueue_brief(pool, [JobEvent("notion", page, {}, event_id=None,
+    await queue.enqueue(pool, [JobEvent("notion", page, {}, event_id=None,
                                              debounce_seconds=0, max_wait_seconds=0,
                                              workspace_id=workspace_id)])
-    [job] = [c.job for c in await queue.claim_with_workspaces(
+    [job] = [c.job for c in await queue.claim(
         pool, "w0", limit=1, lease_seconds=60, source_slots={"notion": 1})]
     await DocumentStore(pool).fenced(job).upsert(Document(
         "notion", page, page, page, f"# {page}\n", source_updated_at=edited))
@@ -224,7 +226,7 @@ async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
     await _synced_document(pool, workspace, "current", now - timedelta(days=1))
     await _synced_document(pool, workspace, "gone", now - timedelta(days=1))
     # A webhook's job for "edited", waiting out its debounce window during the backfill.
-    await queue.enqueue_brief(pool, [JobEvent("notion", "edited", {"live": True}, event_id="e1",
+    await queue.enqueue(pool, [JobEvent("notion", "edited", {"live": True}, event_id="e1",
                                              debounce_seconds=300, max_wait_seconds=3600,
                                              workspace_id=workspace)])
     started = await backfills.request(pool, workspace)
@@ -241,7 +243,7 @@ async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
                                    lease_seconds=60, max_attempts=5)
     # Two of the three bulk jobs synced; the live job is not due, so the claim skips it.
     for _ in range(2):
-        [job] = [c.job for c in await queue.claim_with_workspaces(
+        [job] = [c.job for c in await queue.claim(
             pool, "w2", limit=1, lease_seconds=60, source_slots={"notion": 1})]
         assert job.priority == backfills.BULK_PRIORITY
         await queue.complete_many(pool, [job])
@@ -266,7 +268,7 @@ async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
 
 async def test_the_workspace_page_and_metrics_show_requests_per_synced_page(
         client: httpx.AsyncClient, pool: AsyncConnectionPool[Any], ws: SeededWorkspaces) -> None:
-    from debounce.sync_costs import SyncCosts, read
+    from debounce.workspaces.sync_costs import SyncCosts, read
     page = (await client.get(f"/admin/workspaces/{ws.notion}")).text
     assert "no page synced yet" in cell(page, "workspace-costs")
     costs = SyncCosts(pool)

@@ -171,12 +171,12 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
     assert "claimed job " in log and f"(notion {DEMO_PAGE_ID}: 4 events, its window ended)" in log, log
     assert ("synced in " in log and f"(1 written: 'Launch plan' (notion/{DEMO_PAGE_ID}), 0 unchanged"
             in log), log
-    sent = [x.split("demo: sent ", 1)[1].split(" → ")[0] for x in lines if "demo: sent " in x]
-    assert sent and all(x.startswith("examples/") or "built by the stand-in, no file" in x
-                        for x in sent), sent
-    assert "examples/notion/page.created.json" in sent
+    posted = [x.split("demo: sent ", 1)[1].split(" → ")[0] for x in lines if "demo: sent " in x]
+    assert posted and all(x.startswith("examples/") or "built by the stand-in, no file" in x
+                        for x in posted), posted
+    assert "examples/notion/page.created.json" in posted
     assert ("a slack message event of the second workspace, Debounce Labs (T07LABS42; built by "
-            "the stand-in, no file)") in sent
+            "the stand-in, no file)") in posted
     assert "did not reach the feed" not in log
     port = env["PORT"]
     assert (f"demo: consumers read the documents and the change feed with the read token "
@@ -280,8 +280,8 @@ async def test_a_demo_stopped_early_does_not_say_an_edit_timed_out(
     import logging
     from types import SimpleNamespace
 
-    from debounce import feed
     from debounce.cli.demo import DEMO_WAIT_SECONDS, _log_edits_in_feed
+    from debounce.documents import feed
 
     stopped = SimpleNamespace(should_exit=True)
     with caplog.at_level(logging.INFO, logger="debounce.cli"):

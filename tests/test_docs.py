@@ -1,8 +1,8 @@
 """The docs name what exists (issue 28): every reference into this repository that README.md
-and docs/*.md write in backticks — a dotted name (``debounce.db.is_transient``,
-``queue.enqueue_brief``, ``worker/loop.Worker._claim_round``), a file (``sql/claim.sql``,
+and docs/*.md write in backticks — a dotted name (``debounce.infra.db.is_transient``,
+``queue.enqueue``, ``worker/loop.Worker._claim_round``), a file (``sql/queries/claim.sql``,
 ``web/errors.py``, ``tests/test_x.py::test_y``) — exists, and every relative Markdown link
-resolves. docs/benchmarks-history.md is a record of the past and is not checked.
+resolves. bench/HISTORY.md is a record of the past and is not checked.
 
 What counts as a reference is kept narrow so prose, API method names of the sources
 (``pages.retrieve``), table columns (``documents.audience_kind``) and shell lines are not
@@ -27,10 +27,24 @@ _TOP_DIRS = ("debounce", "integrations", "standins", "bench", "sql", "tests", "d
 #: Modules of debounce/ cited by their short name (``queue.claim``). Those that share their
 #: name with a table are checked for classes only (``workspaces.Directory``, not a column such
 #: as ``documents.workspace_id``); ``secrets`` is also the standard library's.
-_SHORT = {p.stem for p in (ROOT / "debounce").iterdir()
-          if (p.suffix == ".py" or (p / "__init__.py").exists()) and not p.name.startswith("_")}
+def _short_names() -> dict[str, str]:
+    """Short name → module: debounce's root modules and packages, then the modules of its
+    plumbing and domain packages (``db`` is ``debounce.infra.db``, ``feed``
+    ``debounce.documents.feed``); a root name wins over a nested one."""
+    names: dict[str, str] = {}
+    for package in ("infra", "documents", "workspaces", "queue"):
+        for p in (ROOT / "debounce" / package).glob("*.py"):
+            if not p.name.startswith("_"):
+                names.setdefault(p.stem, f"debounce.{package}.{p.stem}")
+    for p in (ROOT / "debounce").iterdir():
+        if (p.suffix == ".py" or (p / "__init__.py").exists()) and not p.name.startswith("_"):
+            names[p.stem] = f"debounce.{p.stem}"
+    return names
+
+
+_SHORT = _short_names()
 _TABLES = {"documents", "workspaces", "enumerations"}
-_SHORT -= {"secrets"}
+del _SHORT["secrets"]
 #: Inside shell blocks too: a file of the repository passed to a command.
 _SHELL_FILE = re.compile(r"(?<![\w/.])((?:examples|sql|bench|tests|docs)/[\w./-]+\.(?:json|py|sql|md))")
 #: Dotted names that are not modules but strings the code uses, each with the file saying so.
@@ -39,7 +53,7 @@ NAMES = {"debounce.integrations": "debounce/registry.py",  # the entry point gro
 
 
 def pages() -> list[Path]:
-    docs = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "benchmarks-history.md")
+    docs = sorted((ROOT / "docs").glob("*.md"))
     return [ROOT / "README.md", *docs]
 
 
@@ -86,7 +100,7 @@ def _module_name(file: Path) -> str:
 
 
 def _file(path: str) -> str | None:
-    """A path (``sql/claim.sql``, ``web/errors.py``, ``tests/t.py::test_x``) that exists."""
+    """A path (``sql/queries/claim.sql``, ``web/errors.py``, ``tests/t.py::test_x``) that exists."""
     path, _, test = path.partition("::")
     found = next((base / path for base in (ROOT, ROOT / "debounce", ROOT / "integrations")
                   if (base / path).exists()), None)
@@ -132,7 +146,7 @@ def check_span(span: str) -> str | None:
         attrs = span.split(".")[1:]
         if head in _TABLES and not attrs[0][:1].isupper():
             return None
-        return _resolve_attr(f"debounce.{head}", attrs)
+        return _resolve_attr(_SHORT[head], attrs)
     return None
 
 
@@ -171,8 +185,8 @@ def test_the_check_catches_each_kind_of_drift() -> None:
            "[a link](no_such.md)\n```sh\ndebounce send notion examples/notion/no_such.json\n```\n")
     found = check_page(page, bad)
     assert len(found) == 11, "\n".join(found)
-    fine = ("`queue.enqueue_brief` `retry.Backoff` `debounce.db.is_transient` "
-            "`worker/loop.Worker._claim_round` `web/errors.py` `sql/claim.sql` "
+    fine = ("`queue.enqueue` `retry.Backoff` `debounce.infra.db.is_transient` "
+            "`worker/loop.Worker._claim_round` `web/errors.py` `sql/queries/claim.sql` "
             "`tests/test_docs.py::test_the_check_catches_each_kind_of_drift` "
             "`Source.create(settings)` `pages.retrieve` `documents.audience_kind` "
             "`secrets.token_urlsafe` `https://example.com/a.py` `/usr/bin/chromium` "

@@ -17,10 +17,11 @@ import pytest
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import feed, queue, registry
+from debounce import queue, registry
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
-from debounce.documents import DocumentStore
+from debounce.documents import feed
+from debounce.documents.store import DocumentStore
 from debounce.types import JobStatus
 from debounce.web import create_app
 from debounce.worker import Worker

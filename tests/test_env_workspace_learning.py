@@ -10,11 +10,12 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import budgets, workspaces
-from debounce.budgets import WorkspaceMeter
+from debounce import workspaces
 from debounce.config import Settings
 from debounce.types import ApiBudget, ClaimedWorkspace
 from debounce.worker.env_workspaces import Learner
+from debounce.workspaces import budgets
+from debounce.workspaces.budgets import WorkspaceMeter
 from standins.server import BackgroundServer
 from standins.slack_api import FakeSlack
 

@@ -1,4 +1,4 @@
-"""The change feed (migration 013, debounce.feed): one change per visible write, in the same
+"""The change feed (migration 013, debounce.documents.feed): one change per visible write, in the same
 transaction; gap-free under concurrent commits; cursors, epochs, retention."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from db_probe import scalar
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import feed
-from debounce.documents import Document, DocumentStore, content_sha256
-from debounce.feed_listen import ChangeSignal, read_waiting
+from debounce.documents import feed
+from debounce.documents.feed_listen import ChangeSignal, read_waiting
+from debounce.documents.store import Document, DocumentStore, content_sha256
 from debounce.migrate import migrate
 from debounce.worker.maintenance import prune_once
 

@@ -13,9 +13,10 @@ from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from test_cli_errors import DEBOUNCE, ROOT, clean_env, one_line, run
 
-from debounce import feed, workspaces
-from debounce.documents import Document, DocumentStore
-from debounce.secrets import Keyring, new_key
+from debounce import workspaces
+from debounce.documents import feed
+from debounce.documents.store import Document, DocumentStore
+from debounce.infra.secrets import Keyring, new_key
 
 THREAD = "C0123ABCD/1732450000.000100"
 

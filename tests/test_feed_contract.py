@@ -12,10 +12,12 @@ import psycopg
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import backfills, feed, workspaces
+from debounce import workspaces
 from debounce.contract import BackfillItem
-from debounce.documents import Document, DocumentStore, content_sha256
-from debounce.secrets import Keyring, new_key
+from debounce.documents import feed
+from debounce.documents.store import Document, DocumentStore, content_sha256
+from debounce.infra.secrets import Keyring, new_key
+from debounce.queue import backfills
 
 T_OLD = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -21,10 +21,10 @@ from psycopg_pool import AsyncConnectionPool
 from test_cli_errors import ROOT, clean_env, run
 
 from bench.pgcluster import PrimaryAndStandby
-from debounce import feed
 from debounce.config import Settings
-from debounce.documents import Document, DocumentStore
-from debounce.feed_listen import ChangeSignal, read_waiting
+from debounce.documents import feed
+from debounce.documents.feed_listen import ChangeSignal, read_waiting
+from debounce.documents.store import Document, DocumentStore
 from debounce.migrate import migrate
 from debounce.web import create_app
 

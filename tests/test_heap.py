@@ -1,6 +1,6 @@
 """What start-up loaded is frozen in the processes' own entry points (``uvicorn
 debounce.web:app``, ``debounce worker``), and only there: an app built inside another program
-(a test) leaves that program's collector alone (:mod:`debounce.heap`)."""
+(a test) leaves that program's collector alone (:mod:`debounce.infra.heap`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from debounce.web import create_app
 CHILD = """
 import asyncio, gc, json, sys
 import httpx
-from debounce import eventloop
+from debounce.infra import eventloop
 from debounce.cli import run_worker
 from debounce.config import Settings
 

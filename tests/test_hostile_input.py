@@ -18,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from test_web import ADMIN, body_of, post, rows, settings
 
 from debounce import queue
-from debounce.batcher import EnqueueBatcher
+from debounce.queue.batcher import EnqueueBatcher
 from debounce.types import JobEvent
 from debounce.web import create_app
 
@@ -183,7 +183,7 @@ async def test_a_webhook_is_answered_within_its_deadline_when_the_database_is_fr
 async def test_control_characters_from_requests_cannot_forge_log_lines(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from debounce.logs import TextFormatter
+    from debounce.infra.logs import TextFormatter
 
     record = logging.LogRecord("debounce.web", logging.WARNING, __file__, 1,
                                "token received: %r %s", ("a", "x\nWARNING forged"), None)

@@ -14,7 +14,7 @@ from cryptography.fernet import Fernet
 
 from debounce import queue, workspaces
 from debounce.config import Settings
-from debounce.secrets import Keyring
+from debounce.infra.secrets import Keyring
 from debounce.types import EnqueueOutcome, JobEvent
 from debounce.worker.decrypter import Decrypter
 from debounce.worker.key_check import CredentialMarks
@@ -73,14 +73,14 @@ async def test_enqueue_brief_answers_outcome_job_and_due_time_of_the_stored_job(
         return JobEvent(source_type="notion", source_page_id=page, payload={"id": event_id},
                         event_id=event_id, debounce_seconds=30, max_wait_seconds=300)
 
-    first = await queue.enqueue_brief(conn, [event("p1", "e1"), event("p2", "e2")], now=at(0))
+    first = await queue.enqueue(conn, [event("p1", "e1"), event("p2", "e2")], now=at(0))
     assert [b.outcome for b in first] == [EnqueueOutcome.CREATED, EnqueueOutcome.CREATED]
     assert [b.scheduled_at for b in first] == [at(30), at(30)]
-    again = await queue.enqueue_brief(conn, [event("p1", "e3"), event("p1", "e1")], now=at(10))
+    again = await queue.enqueue(conn, [event("p1", "e3"), event("p1", "e1")], now=at(10))
     assert [b.outcome for b in again] == [EnqueueOutcome.DEBOUNCED, EnqueueOutcome.DUPLICATE]
     assert [b.job_id for b in again] == [first[0].job_id, first[0].job_id]
     assert again[0].scheduled_at == at(40)
-    (brief,) = await queue.enqueue_brief(conn, [event("p2", "e4")], now=at(20))
+    (brief,) = await queue.enqueue(conn, [event("p2", "e4")], now=at(20))
     full = await queue.get(conn, first[1].job_id)
     assert full is not None and brief.job_id == full.id and brief.scheduled_at == full.scheduled_at
     assert full.payload == {"id": "e4"}  # the text sent was stored as jsonb
@@ -100,8 +100,8 @@ async def test_the_claim_brings_each_jobs_workspace_and_a_token_is_decrypted_onc
     events = [JobEvent(source_type="notion", source_page_id=f"p{i}", payload={"i": i},
                        event_id=f"e{i}", debounce_seconds=0, max_wait_seconds=300,
                        workspace_id=workspace_id if i < 2 else None) for i in range(3)]
-    await queue.enqueue_brief(conn, events, now=at(0))
-    claimed = await queue.claim_with_workspaces(
+    await queue.enqueue(conn, events, now=at(0))
+    claimed = await queue.claim(
         conn, "w1", limit=8, lease_seconds=60, source_slots={"notion": 8},
                                                 now=at(1))
     by_page = {c.job.source_page_id: c for c in claimed}
@@ -145,7 +145,7 @@ async def test_a_source_found_empty_is_set_aside_until_its_due_time_or_a_wake(
     # A job due in 0.3 s (no notification: not due within the web's window): the next empty
     # round learns it and sets the sources aside only that long.
     worker.wake()
-    await queue.enqueue_brief(pool, [JobEvent("noop", "p1", {}, "e1", 0.3, 300)])
+    await queue.enqueue(pool, [JobEvent("noop", "p1", {}, "e1", 0.3, 300)])
     delay = await worker._claim_round()
     assert delay <= 0.35
     assert worker._eligible() == []

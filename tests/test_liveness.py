@@ -38,7 +38,7 @@ from psycopg_pool import AsyncConnectionPool
 from debounce import queue, workspaces
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
-from debounce.secrets import Keyring, new_key
+from debounce.infra.secrets import Keyring, new_key
 from debounce.web import create_app
 from standins.notion_api import FakeNotion
 from standins.server import BackgroundServer
@@ -159,7 +159,7 @@ async def at_limit_with_a_dead_claim(world: dict[str, Any]) -> None:
     codes = await post_webhooks(settings, pool, [(p, EXAMPLE["workspace_id"])
                                                  for p in world["alpha_pages"]], first=0)
     assert codes == [200] * len(world["alpha_pages"])
-    dead = await queue.claim_with_workspaces(pool, "worker-that-died", limit=K,
+    dead = await queue.claim(pool, "worker-that-died", limit=K,
                                              lease_seconds=LEASE, source_slots={"notion": K},
                                              workspace_concurrency=K)
     assert [w is not None and job.workspace_id == world["alpha"] for job, w in dead] == [True] * K

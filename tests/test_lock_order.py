@@ -17,7 +17,7 @@ from db_probe import waiting_on_a_lock
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue, workspaces
-from debounce.secrets import Keyring, new_key
+from debounce.infra.secrets import Keyring, new_key
 from debounce.types import JobEvent, SyncJob
 
 KEYS = Keyring(new_key())
@@ -34,11 +34,11 @@ async def two_workspaces_with_a_claimed_job_each(pool: AsyncConnectionPool[Any])
         row = await workspaces.save(pool, KEYS, source_type="notion", external_id=name,
                                     name=name, credentials={"access_token": f"tok-{name}"})
         ids.append(int(row["id"]))
-    await queue.enqueue_brief(pool, [JobEvent("notion", f"page-{ws}", {}, event_id=f"e-{ws}",
+    await queue.enqueue(pool, [JobEvent("notion", f"page-{ws}", {}, event_id=f"e-{ws}",
                                              debounce_seconds=0.0, max_wait_seconds=60.0,
                                              workspace_id=ws)
                                     for ws in ids])
-    jobs = [c.job for c in await queue.claim_with_workspaces(
+    jobs = [c.job for c in await queue.claim(
         pool, "w", limit=8, lease_seconds=60, source_slots={"notion": 8})]
     assert sorted(j.workspace_id or 0 for j in jobs) == ids
     return ids, jobs
@@ -73,7 +73,7 @@ async def test_an_enqueue_locks_its_jobs_before_its_workspace(
             await psycopg.AsyncConnection.connect(database_url, autocommit=True) as web, \
             await psycopg.AsyncConnection.connect(database_url, autocommit=True) as probe:
         await holder.execute(LOCK_WORKSPACE, (a,))
-        sent = asyncio.create_task(queue.enqueue_brief(
+        sent = asyncio.create_task(queue.enqueue(
             web, [JobEvent("notion", "new-page", {}, event_id="e-new", debounce_seconds=0.0,
                       max_wait_seconds=60.0, workspace_id=a)]))
         await waiting_on_a_lock(probe, web.info.backend_pid)
@@ -102,9 +102,9 @@ async def test_the_claim_never_waits_for_a_lock(
         await holder.execute("select id from sync_jobs where id = %s for update",  # test-only
                              (job_b.id,))
         await claimer.execute("set lock_timeout = '1ms'")                          # test-only
-        assert await queue.claim_with_workspaces(
+        assert await queue.claim(
             claimer, "w", limit=8, lease_seconds=60, source_slots={"notion": 8}) == []
         await holder.rollback()
-        got = await queue.claim_with_workspaces(
+        got = await queue.claim(
             claimer, "w", limit=8, lease_seconds=60, source_slots={"notion": 8})
     assert sorted(c.job.id for c in got) == sorted(j.id for j in jobs)

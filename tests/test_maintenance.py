@@ -23,8 +23,8 @@ from test_notion_sync import make_job
 
 from debounce import queue
 from debounce.contract import SyncContext
-from debounce.documents import DocumentStore
-from debounce.metrics import WORKER
+from debounce.documents.store import DocumentStore
+from debounce.infra.metrics import WORKER
 from debounce.types import JobEvent
 from debounce.worker.maintenance import prune_once
 from integrations.notion import NotionSettings, NotionSyncer
@@ -40,7 +40,7 @@ async def finished_jobs(pool: AsyncConnectionPool[Any], n: int) -> None:
         result = await one_job.enqueue(pool, "noop", f"p{i}", payload={}, event_id=f"e{i}",
                                      debounce_seconds=0, max_wait_seconds=0, now=T0)
         assert result.job is not None
-    for job in [c.job for c in await queue.claim_with_workspaces(
+    for job in [c.job for c in await queue.claim(
         pool, "w", limit=n, lease_seconds=60, source_slots={"noop": n}, now=T0)]:
         await one_job.complete(pool, job, now=T0)
 
@@ -93,7 +93,7 @@ def test_the_worker_serves_its_metrics(database_url: str, tmp_path: Path) -> Non
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
             await conn.execute("create table noop_log (job_id bigint, worker_pid int, "
                                "attempts int, at timestamptz default now())")  # the noop log
-            await queue.enqueue_brief(conn, [JobEvent("noop", "page-1", {}, "e1", 0, 0)])
+            await queue.enqueue(conn, [JobEvent("noop", "page-1", {}, "e1", 0, 0)])
 
     asyncio.run(enqueue())
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBOUNCE_")}

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from debounce.contract import BudgetExhausted, Checkpoint, SyncContext
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from debounce.types import JobStatus, SyncJob
 from integrations.notion import NotionSettings, NotionSyncer
 from integrations.slack import SlackSettings, SlackSyncer

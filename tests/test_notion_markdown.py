@@ -9,9 +9,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from test_notion_sync import example_payload, make_job
 
 from debounce.contract import SyncContext, SyncResult
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from integrations.notion import NotionSettings, NotionSyncer
 from integrations.notion import markdown as markdown_module
 from integrations.notion.markdown import clean_markdown, page_markdown, splice_unknown
@@ -28,7 +29,6 @@ from standins.notion_api import (
 )
 from standins.notion_content import every_block_type, media
 from standins.server import BackgroundServer
-from tests.test_notion_sync import example_payload, make_job
 
 TOKEN = "secret_markdown_token"
 Conn = psycopg.AsyncConnection[Any]

@@ -21,7 +21,7 @@ from psycopg.rows import dict_row
 
 from debounce import queue
 from debounce.contract import SyncContext
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from debounce.types import JobEvent, SyncJob
 from integrations.notion import NotionSettings, NotionSyncer
 from integrations.notion.refusals import EndpointRefusals
@@ -79,7 +79,7 @@ async def enqueue(conn: Conn, page: str, *events: dict[str, Any],
                   priority: int = 0) -> SyncJob:
     """Enqueue ``events`` for ``page`` through the real statement (one batch); returns the
     page's active job as a claim would hand it to the sync."""
-    await queue.enqueue_brief(conn, [
+    await queue.enqueue(conn, [
         JobEvent("notion", page, e, e.get("id"), 0, 0, priority=priority,
                  kinds=EVENT_KINDS.get(str(e.get("type")), ()))
         for e in events])
@@ -246,8 +246,8 @@ async def listed(notion: NotionSyncer, page: str) -> dict[str, Any]:
 
 
 async def bulk_job(conn: Conn, page: str, payload: dict[str, Any]) -> SyncJob:
-    """The bulk job a backfill enqueues (sql/backfills.sql: priority < 0, no kinds)."""
-    await queue.enqueue_brief(conn, [JobEvent("notion", page, payload, None, 0, 0,
+    """The bulk job a backfill enqueues (sql/queries/backfills.sql: priority < 0, no kinds)."""
+    await queue.enqueue(conn, [JobEvent("notion", page, payload, None, 0, 0,
                                              priority=-10)])
     return await active_job(conn, page)
 
@@ -327,7 +327,7 @@ async def test_a_page_edited_after_its_listing_ends_at_its_latest_state(
     doc = await store.get("notion", page)
     assert doc is not None and doc["content"] == "New body.\n"
     # the document records the listing's edit time, so the next reconciliation sees the page as stale
-    # (sql/backfills.sql judges by last_edited_time) and its bulk job syncs the rest
+    # (sql/queries/backfills.sql judges by last_edited_time) and its bulk job syncs the rest
     assert doc["source_updated_at"] == datetime(2026, 11, 21, 7, 0, tzinfo=UTC)
     await conn.execute("update sync_jobs set status = 'completed', finished_at = now() "
                        "where id = %s", (job.id,))

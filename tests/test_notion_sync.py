@@ -16,7 +16,7 @@ from notion_client import APIResponseError
 from notion_client.errors import HTTPResponseError
 
 from debounce.contract import PermanentError, RateLimited, SyncContext, SyncResult
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from debounce.types import JobStatus, SyncJob
 from integrations.notion import NotionSettings, NotionSyncer, render_rich_text
 from standins.notion_api import (

@@ -13,10 +13,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from test_notion_sync import make_job
 
 from debounce.contract import SyncContext, SyncResult
 from debounce.contract.markdown import enhanced_tags, gfm_parser
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from integrations.notion import NotionSettings, NotionSyncer
 from integrations.notion.enhanced import enhanced_to_markdown
 from integrations.notion.richtext import notion_url
@@ -54,7 +55,6 @@ from standins.notion_content import (
     user_mention,
 )
 from standins.server import BackgroundServer
-from tests.test_notion_sync import make_job
 
 TOKEN = "secret_one_markdown_token"
 PAGE = "0f1e2d3c-4b5a-4968-8776-655443322110"

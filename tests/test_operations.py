@@ -165,7 +165,7 @@ async def test_documents_by_undashed_notion_id_and_jobs_as_a_table(
     import asyncio
 
     from debounce.cli import main
-    from debounce.documents import Document, DocumentStore
+    from debounce.documents.store import Document, DocumentStore
 
     page = "153104cd-477e-809d-8dc4-ff2d96ae3090"
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
@@ -189,7 +189,7 @@ async def test_debounce_documents_lists_newest_first_as_the_dashboard_and_says_s
     import asyncio
 
     from debounce.cli import main
-    from debounce.documents import Document, DocumentStore
+    from debounce.documents.store import Document, DocumentStore
 
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         store = DocumentStore(conn)

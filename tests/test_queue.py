@@ -54,7 +54,7 @@ async def count_rows(conn: Conn, where: str = "true") -> int:
 
 
 async def claim_one(conn: Conn, now: datetime, worker: str = "w1") -> SyncJob:
-    jobs = [c.job for c in await queue.claim_with_workspaces(
+    jobs = [c.job for c in await queue.claim(
         conn, worker, limit=1, lease_seconds=60, source_slots={"notion": 1}, now=now)]
     assert len(jobs) == 1, jobs
     return jobs[0]
@@ -94,9 +94,9 @@ async def test_max_wait_caps_scheduled_at(conn: Conn) -> None:
         r = await ev(conn, "p1", f"e{i}", now=at(i * 20), debounce=30, max_wait=300)
     assert r.job.scheduled_at == at(300)
     # And the job is claimable once max wait is reached, though edits keep coming.
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         conn, "w", limit=5, lease_seconds=60, source_slots={"notion": 5}, now=at(299))] == []
-    assert len([c.job for c in await queue.claim_with_workspaces(
+    assert len([c.job for c in await queue.claim(
         conn, "w", limit=5, lease_seconds=60, source_slots={"notion": 5}, now=at(300))]) == 1
 
 
@@ -160,7 +160,7 @@ async def test_edit_during_processing_produces_follow_up_with_new_payload(conn: 
     done = await one_job.complete(conn, job, now=at(40))
     assert done is not None
     assert done.status is JobStatus.PENDING and done.attempts == 0
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         conn, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(64))] == []
     follow = await claim_one(conn, at(65))
     assert follow.id == job.id and follow.payload == {"v": 2}
@@ -188,7 +188,7 @@ async def test_claim_takes_only_due_jobs_by_priority_then_due_time(conn: Conn) -
     await ev(conn, "old", "e2", now=T0)
     await ev(conn, "newer", "e3", now=at(10))
     await queue.resync(conn, "notion", "urgent", now=at(20))
-    jobs = [c.job for c in await queue.claim_with_workspaces(
+    jobs = [c.job for c in await queue.claim(
         conn, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(41))]
     assert [j.source_page_id for j in jobs] == ["urgent", "old", "newer"]
     for j in jobs:
@@ -199,7 +199,7 @@ async def test_claim_takes_only_due_jobs_by_priority_then_due_time(conn: Conn) -
 async def test_claim_restricted_to_sources(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0, source="notion")
     await ev(conn, "C1", "e2", now=T0, source="slack")
-    jobs = [c.job for c in await queue.claim_with_workspaces(
+    jobs = [c.job for c in await queue.claim(
         conn, "w", limit=10, lease_seconds=60, source_slots={"slack": 10}, now=at(60))]
     assert [j.source_type for j in jobs] == ["slack"]
 
@@ -211,12 +211,12 @@ async def test_concurrent_claimers_never_claim_a_job_twice(database_url: str) ->
         events = [
             JobEvent("notion", f"page-{i}", {"i": i}, f"e{i}", 0.0, 0.0) for i in range(1000)
         ]
-        await queue.enqueue_brief(pool, events, now=T0)
+        await queue.enqueue(pool, events, now=T0)
         claimed: list[int] = []
 
         async def claimer(n: int) -> None:
             while True:
-                jobs = [c.job for c in await queue.claim_with_workspaces(
+                jobs = [c.job for c in await queue.claim(
                     pool, f"w{n}", limit=7, lease_seconds=60, source_slots={"notion": 7})]
                 if not jobs:
                     return
@@ -278,7 +278,7 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
 
         async def work() -> None:
             while True:
-                jobs = [c.job for c in await queue.claim_with_workspaces(
+                jobs = [c.job for c in await queue.claim(
                     worker, "w", limit=1, lease_seconds=60, source_slots={"notion": 1})]
                 if jobs:
                     synced.append(jobs[0].payload["i"])
@@ -290,7 +290,7 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
 
         await asyncio.gather(produce(), work())
         # Drain what is left (a follow-up may still be pending).
-        while jobs := [c.job for c in await queue.claim_with_workspaces(
+        while jobs := [c.job for c in await queue.claim(
             worker, "w", limit=1, lease_seconds=60, source_slots={"notion": 1})]:
             synced.append(jobs[0].payload["i"])
             await one_job.complete(worker, jobs[0])
@@ -305,7 +305,7 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
         assert (await cur.fetchone()) == (0,)
 
 
-# --- enqueue_brief -----------------------------------------------------------------------------
+# --- enqueue -----------------------------------------------------------------------------
 
 
 async def test_enqueue_merges_events_of_one_page(conn: Conn) -> None:
@@ -315,7 +315,7 @@ async def test_enqueue_merges_events_of_one_page(conn: Conn) -> None:
         JobEvent("notion", "p1", {"v": 2}, "c", 30, 300),
         JobEvent("notion", "p1", {"v": 3}, "a", 30, 300),  # duplicate of the first
     ]
-    results = await queue.enqueue_brief(conn, events, now=T0)
+    results = await queue.enqueue(conn, events, now=T0)
     assert [r.outcome for r in results] == [
         EnqueueOutcome.CREATED,
         EnqueueOutcome.CREATED,
@@ -427,7 +427,7 @@ async def test_stale_claim_cannot_complete(conn: Conn) -> None:
 async def test_expired_lease_comes_back_and_extension_keeps_it(conn: Conn) -> None:
     await ev(conn, "a", "e1", now=T0)
     await ev(conn, "b", "e2", now=T0)
-    a, b = [c.job for c in await queue.claim_with_workspaces(
+    a, b = [c.job for c in await queue.claim(
         conn, "w", limit=2, lease_seconds=60, source_slots={"notion": 2}, now=at(30))]
     extended = await queue.extend_leases(conn, [a], 120, now=at(80))
     assert extended == {a.id: at(200)}
@@ -557,10 +557,10 @@ async def test_unknown_status_and_bad_limits(conn: Conn) -> None:
     with pytest.raises(ValueError, match="unknown job status"):
         await queue.list_jobs(conn, status="done")
     with pytest.raises(ValueError, match="limit"):
-        [c.job for c in await queue.claim_with_workspaces(
+        [c.job for c in await queue.claim(
             conn, "w", limit=0, lease_seconds=60, source_slots={"notion": 0})]
     with pytest.raises(ValueError, match="lease_seconds"):
-        [c.job for c in await queue.claim_with_workspaces(
+        [c.job for c in await queue.claim(
             conn, "w", limit=1, lease_seconds=0, source_slots={"notion": 1})]
     with pytest.raises(ValueError, match="older_than"):
         await queue.prune(conn, -1)
@@ -572,34 +572,34 @@ async def test_bad_event_in_batch_rejects_whole_batch(conn: Conn) -> None:
         JobEvent("notion", "", {}, "b", 30, 300),
     ]
     with pytest.raises(ValueError, match="source_page_id"):
-        await queue.enqueue_brief(conn, events)
+        await queue.enqueue(conn, events)
     assert await count_rows(conn) == 0
 
 
 async def test_claim_with_source_slots_caps_each_source(conn: Conn) -> None:
     events = [JobEvent(src, f"{src}-{i}", {}, f"{src}{i}", 0, 0)
               for src in ("notion", "slack") for i in range(5)]
-    await queue.enqueue_brief(conn, events, now=T0)
-    jobs = [c.job for c in await queue.claim_with_workspaces(
+    await queue.enqueue(conn, events, now=T0)
+    jobs = [c.job for c in await queue.claim(
         conn, "w", limit=6, lease_seconds=60, source_slots={"notion": 2, "slack": 10}, now=at(1))]
     by_source = [j.source_type for j in jobs]
     assert by_source.count("notion") == 2 and by_source.count("slack") == 4
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         conn, "w", limit=6, lease_seconds=60, source_slots={"notion": 0}, now=at(1))] == []
-    rest = [c.job for c in await queue.claim_with_workspaces(
+    rest = [c.job for c in await queue.claim(
         conn, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1))]
     assert [j.source_type for j in rest] == ["notion"] * 3
 
 
 async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> None:
-    await queue.enqueue_brief(conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0)
+    await queue.enqueue(conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0)
                                     for i in range(4)], now=T0)
-    jobs = [c.job for c in await queue.claim_with_workspaces(
+    jobs = [c.job for c in await queue.claim(
         conn, "w", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(1))]
     await ev(conn, "p2", "late", now=at(2), payload={"v": 2}, debounce=0)
     stale = jobs[3]
     await queue.requeue_expired(conn, now=at(100))  # every lease expired: claims lost
-    fresh = [c.job for c in await queue.claim_with_workspaces(
+    fresh = [c.job for c in await queue.claim(
         conn, "w2", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(101))]
     await ev(conn, "p1", "during-second-run", now=at(101.5), payload={"v": 3}, debounce=5)
     done = await queue.complete_many(conn, [*fresh, stale], now=at(102))
@@ -613,7 +613,7 @@ async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> No
 
 
 async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
-    """enqueue_brief, extend_leases, complete_many and release all lock several jobs; they lock
+    """enqueue, extend_leases, complete_many and release all lock several jobs; they lock
     them in one (source_type, source_page_id) order, so racing them never deadlocks (which
     would turn a webhook into a 503). Rows are inserted in reverse page order so that heap
     order and key order disagree."""
@@ -624,7 +624,7 @@ async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
         for page in reversed(pages):
             await one_job.enqueue(pool, "notion", page, payload={}, event_id=f"seed-{page}",
                                 debounce_seconds=0, max_wait_seconds=0)
-        jobs = [c.job for c in await queue.claim_with_workspaces(
+        jobs = [c.job for c in await queue.claim(
             pool, "w", limit=20, lease_seconds=60, source_slots={"notion": 20})]
         assert len(jobs) == 20
         rng = random.Random(3)
@@ -633,7 +633,7 @@ async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
             for n in range(60):
                 batch = [JobEvent("notion", p, {"n": n}, f"e{n}-{p}", 30, 300)
                          for p in rng.sample(pages, len(pages))]
-                await queue.enqueue_brief(pool, batch)
+                await queue.enqueue(pool, batch)
 
         async def leases() -> None:
             for _ in range(60):

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from debounce import queue
-from debounce.documents import Document, DocumentStore, LeaseLost
+from debounce.documents.store import Document, DocumentStore, LeaseLost
 from debounce.types import JobStatus, SyncJob
 
 T0 = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
@@ -34,7 +34,7 @@ async def claimed(
 ) -> SyncJob:
     await event(conn, page, f"{page}-first", now=now - timedelta(seconds=60),
                 max_attempts=max_attempts)
-    (job,) = [c.job for c in await queue.claim_with_workspaces(
+    (job,) = [c.job for c in await queue.claim(
         conn, worker, limit=1, lease_seconds=60, source_slots={"notion": 1}, now=now)]
     return job
 
@@ -75,7 +75,7 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_a_newer_document(co
     job_a = await claimed(conn, "p1", now=T0, worker="A")
     (expired,) = await queue.requeue_expired(conn, now=at(61))
     assert expired.status is JobStatus.PENDING
-    (job_b,) = [c.job for c in await queue.claim_with_workspaces(
+    (job_b,) = [c.job for c in await queue.claim(
         conn, "B", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(62))]
     assert await store.fenced(job_b).upsert(doc("v2")) == "inserted"
     assert await one_job.complete(conn, job_b, now=at(63)) is not None
@@ -196,7 +196,7 @@ async def test_stalled_worker_past_its_lease_writes_nothing_and_the_new_holder_w
         versions["p1"] = "v2"  # the page changes while A is frozen
         far = datetime.now(UTC) + timedelta(hours=1)
         (requeued,) = await queue.requeue_expired(pool, now=far)  # A's lease ran out
-        (job_b,) = [c.job for c in await queue.claim_with_workspaces(
+        (job_b,) = [c.job for c in await queue.claim(
             pool, "B", limit=1, lease_seconds=60, source_slots={"notion": 1})]
         await PageWriter(versions).sync(job_b, SyncContext(store=store.fenced(job_b)))
         assert (await one_job.complete(pool, job_b)) is not None
@@ -224,7 +224,7 @@ async def test_a_sync_being_recorded_is_not_reported_as_a_lost_lease(
                     conninfo=database_url)
     await event(pool, "p1", "e1", now=datetime.now(UTC) - timedelta(seconds=60))
     await event(pool, "p2", "e2", now=datetime.now(UTC) - timedelta(seconds=60))
-    recorded, lost = [c.job for c in await queue.claim_with_workspaces(
+    recorded, lost = [c.job for c in await queue.claim(
         pool, worker.worker_id, limit=2, lease_seconds=60, source_slots={"notion": 2})]
     worker.running.update({recorded.id: recorded, lost.id: lost})
     worker.finishing.add(recorded.id)  # its sync returned; the outcome is being recorded

@@ -15,10 +15,11 @@ from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 
-from debounce import feed, registry
+from debounce import registry
 from debounce.config import Settings
 from debounce.contract import Audience
-from debounce.documents import Document, DocumentStore, content_sha256
+from debounce.documents import feed
+from debounce.documents.store import Document, DocumentStore, content_sha256
 from debounce.web import create_app
 
 READ = "test-read-token"

@@ -19,16 +19,17 @@ import pytest
 from db_probe import scalar, waiting_on_a_lock
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import backfills, queue, workspaces
+from debounce import queue, workspaces
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
 from debounce.contract import BackfillItem
-from debounce.db import fetch_one
-from debounce.secrets import Keyring, new_key
-from debounce.sql import queries
-from debounce.sync_costs import SyncCosts
+from debounce.infra.db import fetch_one
+from debounce.infra.secrets import Keyring, new_key
+from debounce.infra.sql import queries
+from debounce.queue import backfills
 from debounce.types import EnqueueOutcome, JobEvent
 from debounce.web import create_app
+from debounce.workspaces.sync_costs import SyncCosts
 
 KEYS = Keyring(new_key())
 WORKSPACES = queries("workspaces")
@@ -58,7 +59,7 @@ async def test_a_removal_waits_for_the_statements_referring_to_its_workspace(
     async with await psycopg.AsyncConnection.connect(database_url) as holder, \
             await psycopg.AsyncConnection.connect(database_url, autocommit=True) as remover, \
             await psycopg.AsyncConnection.connect(database_url, autocommit=True) as probe:
-        (brief,) = await queue.enqueue_brief(holder, [event(ws, "p1")])
+        (brief,) = await queue.enqueue(holder, [event(ws, "p1")])
         assert brief.outcome is EnqueueOutcome.CREATED
         started = await backfills.request(holder, ws)
         assert started is not None and started["inserted"]
@@ -122,14 +123,14 @@ async def test_once_a_removal_began_nothing_new_refers_to_the_workspace(
     no new job, backfill, backfill page, re-check, re-sync, retry or cost; the claim leaves its
     jobs; the pruner's finish_removals then removes it. Another workspace is untouched."""
     ws, other = await connect(pool, "A"), await connect(pool, "B")
-    await queue.enqueue_brief(pool, [event(ws, "kept"), event(other, "theirs")], now=T0)
-    failed = await queue.claim_with_workspaces(pool, "w", limit=8, lease_seconds=60,
+    await queue.enqueue(pool, [event(ws, "kept"), event(other, "theirs")], now=T0)
+    failed = await queue.claim(pool, "w", limit=8, lease_seconds=60,
                                                source_slots={"notion": 8}, now=T0)
     assert len(failed) == 2
     ours = next(c.job for c in failed if c.job.workspace_id == ws)
     await queue.fail_many(pool, [queue.Failure(ours, "boom", permanent=True)], now=T0)
     await queue.complete_many(pool, [c.job for c in failed if c.job is not ours], now=T0)
-    await queue.enqueue_brief(pool, [event(ws, "pending", 1)], now=T0)
+    await queue.enqueue(pool, [event(ws, "pending", 1)], now=T0)
     started = await backfills.request(pool, ws)
     assert started is not None
     leased = await backfills.lease(pool, "enum", ["notion"], 60.0)
@@ -137,7 +138,7 @@ async def test_once_a_removal_began_nothing_new_refers_to_the_workspace(
 
     assert await fetch_one(pool, WORKSPACES["begin_removal"], {"id": ws}) == {"id": ws}
 
-    briefs = await queue.enqueue_brief(pool, [event(ws, "new", 2), event(other, "new-b", 2)],
+    briefs = await queue.enqueue(pool, [event(ws, "new", 2), event(other, "new-b", 2)],
                                        now=T0)
     assert [b.outcome for b in briefs] == [EnqueueOutcome.WORKSPACE_REMOVED,
                                            EnqueueOutcome.CREATED]
@@ -157,7 +158,7 @@ async def test_once_a_removal_began_nothing_new_refers_to_the_workspace(
     await costs.flush()
     assert await scalar(pool, "select json_object_agg(workspace_id, requests) "
                               "from workspace_sync_costs") == {str(other): 5}
-    claimed = await queue.claim_with_workspaces(pool, "w", limit=8, lease_seconds=60,
+    claimed = await queue.claim(pool, "w", limit=8, lease_seconds=60,
                                                 source_slots={"notion": 8},
                                                 now=T0 + timedelta(seconds=1))
     assert [c.job.source_page_id for c in claimed] == ["new-b"]

@@ -1,4 +1,4 @@
-"""``sql/schema.sql`` is the schema the migrations produce (``debounce.schema_dump``): a reader
+"""``sql/schema.sql`` is the schema the migrations produce (``debounce.devtools.schema_dump``): a reader
 finds every table, index and function in one file, and the file cannot drift from the
 migrations."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import difflib
 
-from debounce.schema_dump import REGENERATE, dump, normalise
-from debounce.sql import sql_dir
+from debounce.devtools.schema_dump import REGENERATE, dump, normalise
+from debounce.infra.sql import sql_dir
 
 
 def test_schema_file_is_what_the_migrations_produce(pg_server_url: str) -> None:

@@ -26,10 +26,11 @@ from db_probe import scalar
 from psycopg_pool import AsyncConnectionPool
 from test_backfill_e2e import wait_for
 
-from debounce import backfills, queue, workspaces
+from debounce import queue, workspaces
 from debounce.config import Settings, SourceWindow
 from debounce.contract import Syncer
-from debounce.secrets import Keyring, new_key
+from debounce.infra.secrets import Keyring, new_key
+from debounce.queue import backfills
 from debounce.types import JobEvent
 from debounce.web import create_app
 from debounce.worker import Worker
@@ -95,7 +96,7 @@ async def store_slack_workspace(pool: AsyncConnectionPool[Any], key: str) -> int
 
 
 async def enqueue_channel(pool: AsyncConnectionPool[Any], workspace_id: int) -> int:
-    (result,) = await queue.enqueue_brief(pool, [JobEvent(
+    (result,) = await queue.enqueue(pool, [JobEvent(
         "slack", CHANNEL, {}, None, 0.0, 0.0, workspace_id=workspace_id)])
     assert result.job_id is not None
     return result.job_id

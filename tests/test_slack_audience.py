@@ -16,9 +16,9 @@ import psycopg
 import pytest
 from test_slack_sync import make_job
 
-from debounce.audiences import AudienceStore, audience_json
 from debounce.contract import Audience, BudgetExhausted, Checkpoint, SyncContext
-from debounce.documents import DocumentStore
+from debounce.documents.audiences import AudienceStore, audience_json
+from debounce.documents.store import DocumentStore
 from integrations.slack import SlackSettings, SlackSyncer
 from integrations.slack.audience import members_key
 from integrations.slack.webhook import SlackWebhooks

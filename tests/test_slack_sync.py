@@ -15,7 +15,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from debounce.contract import PermanentError, RateLimited, SyncContext, SyncError
-from debounce.documents import DocumentStore, WriteOutcome
+from debounce.documents.store import DocumentStore, WriteOutcome
 from debounce.types import JobStatus, SyncJob
 from integrations.slack import (
     SlackApiFailure,

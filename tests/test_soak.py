@@ -49,7 +49,7 @@ async def edit_stream(database_url: str, seed: int) -> dict[str, int]:
             if rng.random() < 0.05:
                 await queue.resync(conn, "versioned", page, max_attempts=1000)
             else:
-                await queue.enqueue_brief(conn, [JobEvent(
+                await queue.enqueue(conn, [JobEvent(
                     "versioned", page, {"edit": i}, f"ev-{i}", debounce_seconds=0.05,
                     max_wait_seconds=0.5, max_attempts=1000)])
             accepted[page] = int(row[0])

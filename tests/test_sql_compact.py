@@ -1,4 +1,4 @@
-"""The named queries as sent (debounce.sql.compact): comments, indentation and alignment go,
+"""The named queries as sent (debounce.infra.sql.compact): comments, indentation and alignment go,
 string literals stay whole, and every statement fits psycopg's cache of converted queries."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from debounce.sql import compact, queries, sql_dir
+from debounce.infra.sql import compact, queries, sql_dir
 
 #: psycopg converts a query's placeholders once and caches the result only for queries up to
 #: this many characters (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH).
@@ -51,6 +51,6 @@ def test_the_hot_statements_fit_psycopgs_query_cache() -> None:
            "upsert_document": queries("documents")["upsert_document"]}
     long = {k: len(v) for k, v in hot.items() if len(v) > PSYCOPG_CACHED_LENGTH}
     assert not long, long
-    raw = (sql_dir() / "queue.sql").read_text(encoding="utf-8")
+    raw = (sql_dir() / "queries" / "queue.sql").read_text(encoding="utf-8")
     assert len(queue["fail_many"]) < raw.index("-- extend_leases --") - raw.index("-- fail_many --")
     assert "--" not in claim["claim"]

@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from debounce import registry
 from debounce.cli import sign_request
 from debounce.config import Settings
-from debounce.documents import DocumentStore
+from debounce.documents.store import DocumentStore
 from debounce.types import SourceWindow
 from debounce.web import create_app
 from debounce.worker import Worker

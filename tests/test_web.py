@@ -20,8 +20,8 @@ from starlette.applications import Starlette
 from debounce import workspaces
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
+from debounce.infra.secrets import Keyring, new_key
 from debounce.migrate import migrate
-from debounce.secrets import Keyring, new_key
 from debounce.web import create_app
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

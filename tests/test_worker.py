@@ -209,7 +209,7 @@ async def test_a_window_shorter_than_the_poll_interval_wakes_the_idle_worker(
     syncer = ScriptedSyncer(lambda job: None)
     run_worker(syncer, poll_interval_seconds=30.0)
     await asyncio.sleep(0.5)  # let the worker go idle on its 30 s poll
-    (r,) = await queue.enqueue_brief(pool, [JobEvent("noop", "p", {}, "e", 0.3, 10)],
+    (r,) = await queue.enqueue(pool, [JobEvent("noop", "p", {}, "e", 0.3, 10)],
                                      notify_within=30.0)
     await wait_for(lambda: syncer.calls, timeout=10)
     assert r.scheduled_at is not None
@@ -244,7 +244,7 @@ async def test_per_source_limit_leaves_room_for_other_sources(
 
     slow = Slow(lambda job: None)
     events = [JobEvent("busy", f"p{i}", {}, f"e{i}", 0, 0) for i in range(20)]
-    await queue.enqueue_brief(pool, events)
+    await queue.enqueue(pool, events)
     worker = Worker(worker_settings(worker_concurrency=4, worker_source_concurrency=3), pool,
                     {"busy": slow, "quiet": slow}, conninfo=database_url)
     task = asyncio.create_task(worker.run())
@@ -302,7 +302,7 @@ def enqueue_due(database_url: str, n: int, payload: dict[str, Any] | None = None
             events = [JobEvent("noop", f"page-{i}", payload or {}, f"e{i}", 0, 0) for i in range(n)]
             out = []
             for start in range(0, n, 500):
-                results = await queue.enqueue_brief(conn, events[start : start + 500])
+                results = await queue.enqueue(conn, events[start : start + 500])
                 out.extend(r.job_id for r in results if r.job_id is not None)
             return out
 
@@ -419,7 +419,7 @@ async def test_worker_survives_the_database_going_away_and_coming_back() -> None
 
     import pgserver
 
-    from debounce.db import open_pool
+    from debounce.infra.db import open_pool
     from debounce.migrate import migrate
 
     with tempfile.TemporaryDirectory(prefix="debounce-worker-outage-") as data_dir:
@@ -465,7 +465,7 @@ async def test_rate_limited_source_is_paused_without_spinning(
     """After a 429 the source's other due jobs wait in the queue; the idle loop sleeps until
     the pause ends instead of polling the database in a tight loop."""
     syncer = ScriptedSyncer(lambda job: RateLimited(1.0, "429"))
-    await queue.enqueue_brief(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0) for i in range(3)])
+    await queue.enqueue(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0) for i in range(3)])
     worker = Worker(worker_settings(worker_concurrency=1), pool, {"noop": syncer},
                     conninfo=database_url)
     iterations = 0

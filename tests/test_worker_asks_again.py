@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 from debounce import queue, workspaces
 from debounce.config import Settings
 from debounce.contract import SyncContext, SyncResult
-from debounce.secrets import Keyring
+from debounce.infra.secrets import Keyring
 from debounce.types import JobEvent, SyncJob
 from debounce.worker import Worker
 from standins.noop import NoopSyncer
@@ -53,7 +53,7 @@ async def test_a_workspace_at_its_limit_is_asked_again_when_one_of_its_syncs_end
                         workspace_concurrency=1)
     row = await workspaces.save(pool, Keyring(key), source_type="noop", external_id="W",
                                 name="W", credentials={"access_token": "t"})
-    await queue.enqueue_brief(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0,
+    await queue.enqueue(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0,
                                              workspace_id=int(row["id"])) for i in range(2)])
     gate = Gate()
     gate.hold = True

@@ -55,7 +55,7 @@ async def test_a_worker_that_cannot_prepare_says_why_once_a_try_and_still_return
         pool: AsyncConnectionPool[Any], limited_role: str) -> None:
     # A job of no workspace, claimed by a worker that then died: its lease expires in 1 s.
     await queue.resync(pool, "slack", "C0DEAD")
-    dead = await queue.claim_with_workspaces(pool, "worker-that-died", limit=1, lease_seconds=1.0,
+    dead = await queue.claim(pool, "worker-that-died", limit=1, lease_seconds=1.0,
                                              source_slots={"slack": 1})
     assert len(dead) == 1
     env = {**os.environ, "DATABASE_URL": limited_role, "NOTION_TOKEN": "secret_cannot_store",

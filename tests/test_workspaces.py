@@ -15,9 +15,9 @@ from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue, workspaces
+from debounce.infra.secrets import Keyring, SecretKeyError, fingerprint, new_key
+from debounce.infra.sql import migrations
 from debounce.migrate import migrate
-from debounce.secrets import Keyring, SecretKeyError, fingerprint, new_key
-from debounce.sql import migrations
 from debounce.types import JobEvent, JobStatus
 from debounce.worker.decrypter import Decrypter
 from debounce.worker.key_check import CredentialMarks
@@ -109,18 +109,18 @@ async def test_jobs_of_a_paused_or_revoked_workspace_wait_and_others_are_claimed
                               credentials={"access_token": "xoxb-a"})
     b = await workspaces.save(pool, keyring, source_type="slack", external_id="TB", name="B",
                               credentials={"access_token": "xoxb-b"})
-    await queue.enqueue_brief(pool, [
+    await queue.enqueue(pool, [
         JobEvent("slack", "CA", {}, "ea", 0, 0, workspace_id=a["id"]),
         JobEvent("slack", "CB", {}, "eb", 0, 0, workspace_id=b["id"])])
     await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth")
     assert await queue.seconds_until_due(pool) is not None
-    (claimed,) = [c.job for c in await queue.claim_with_workspaces(
+    (claimed,) = [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})]
     assert claimed.source_page_id == "CB" and claimed.workspace_id == b["id"]
-    assert [c.job for c in await queue.claim_with_workspaces(
+    assert [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})] == []
     await workspaces.set_status(pool, a["id"], "active")  # re-installed
-    (again,) = [c.job for c in await queue.claim_with_workspaces(
+    (again,) = [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})]
     assert again.source_page_id == "CA"
 
@@ -276,7 +276,7 @@ async def test_a_429_seen_by_one_worker_stops_every_worker_for_that_workspace_on
         async def aclose(self) -> None:
             return None
 
-    await queue.enqueue_brief(pool, [JobEvent("noop", f"a{i}", {}, f"ea{i}", 0, 0, workspace_id=a["id"])
+    await queue.enqueue(pool, [JobEvent("noop", f"a{i}", {}, f"ea{i}", 0, 0, workspace_id=a["id"])
                                     for i in range(8)]
                               + [JobEvent("noop", f"b{i}", {}, f"eb{i}", 0, 0, workspace_id=b["id"])
                                 for i in range(4)])

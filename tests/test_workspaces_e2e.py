@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from debounce import registry
 from debounce.cli import sign_request
 from debounce.config import Settings, SourceWindow
-from debounce.secrets import new_key
+from debounce.infra.secrets import new_key
 from debounce.web import create_app
 from debounce.worker import Worker
 from standins.notion_api import DEMO_PAGE_ID, DEMO_SECOND_PAGE_ID, DEMO_SECOND_WORKSPACE_ID, FakeNotion
@@ -252,7 +252,7 @@ def test_a_worker_with_stored_tokens_and_no_key_exits_with_one_line(database_url
         from psycopg_pool import AsyncConnectionPool as Pool
 
         from debounce import workspaces as ws
-        from debounce.secrets import Keyring
+        from debounce.infra.secrets import Keyring
 
         async with Pool(database_url, kwargs={"autocommit": True}, open=False) as pool:
             await ws.save(pool, Keyring(new_key()), source_type="slack", external_id="TX",

@@ -14,7 +14,6 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from debounce import eventloop
 from debounce.cli import workspace_cmds
 from debounce.cli.admin import COMMANDS
 from debounce.cli.demo import EXAMPLES
@@ -23,8 +22,9 @@ from debounce.cli.parser import build_parser
 from debounce.cli.processes import database, require_migrated, run_worker, serve, standins
 from debounce.cli.send import send, sign_request
 from debounce.config import Settings
-from debounce.db import open_pool
-from debounce.logs import configure
+from debounce.infra import eventloop
+from debounce.infra.db import open_pool
+from debounce.infra.logs import configure
 from debounce.migrate import migrate
 
 __all__ = ["EXAMPLES", "build_parser", "main", "run_worker", "sign_request"]

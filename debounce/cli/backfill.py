@@ -21,10 +21,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from debounce import backfills, registry, workspaces
+from debounce import registry, workspaces
 from debounce.cli.errors import fail
 from debounce.cli.workspace_cmds import Refused, resolve_workspace
 from debounce.config import Settings
+from debounce.queue import backfills
 
 __all__ = ["add_parser", "run"]
 

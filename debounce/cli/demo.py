@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import uvicorn
 
-from debounce import feed, queue, registry, workspaces
+from debounce import queue, registry, workspaces
 from debounce.cli.errors import CliError
 from debounce.cli.send import (
     DEMO_STATE_FILE,
@@ -35,9 +35,8 @@ from debounce.cli.send import (
 )
 from debounce.config import Settings
 from debounce.contract import Source
-from debounce.db import fetch_one
-from debounce.secrets import Keyring, new_key
-from debounce.sql import queries
+from debounce.documents import feed, reads
+from debounce.infra.secrets import Keyring, new_key
 
 if TYPE_CHECKING:
     from standins.demos import DemoSetup, DemoWorkspace
@@ -212,7 +211,7 @@ async def demo_tour(
     the example webhooks to ourselves (with event ids fresh to this run:
     :func:`fresh_event_id`) and wait for the queue to drain; then make each example edit real
     in its stand-in, post its webhook, and log the edit's change when the feed serves it
-    (:func:`debounce.feed.read_changes`). Ends with what became of the examples' jobs, how
+    (:func:`debounce.documents.feed.read_changes`). Ends with what became of the examples' jobs, how
     many documents the worker wrote and the command that edits a page again (60 s at most
     per wait)."""
     while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
@@ -260,12 +259,12 @@ async def demo_tour(
         job = await queue.get(pool, job_id)
         state = job.status.value if job is not None else "gone"
         states[state] = states.get(state, 0) + 1
-    row = await fetch_one(pool, queries("cli")["document_summary"], {})
+    documents = await reads.count_documents(pool)
     log.info("demo: the examples' %d jobs: %s; %s documents in the `documents` table — see "
              "them with `debounce documents` (DATABASE_URL unset uses the same embedded "
              "database)", len(job_ids),
              ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "none",
-             row["n"] if row else 0)
+             documents)
     log.info("demo: edit the page again and see the change arrive: `%s`%s; then `debounce "
              "documents changes` lists the feed", EDIT_COMMAND,
              "" if demo_run.state_file is None or demo_run.state_file.parent == Path(".debounce")
@@ -316,13 +315,11 @@ async def _log_edits_in_feed(pool: Any, server: uvicorn.Server, after: feed.Curs
     come (as not come in time, or, when the demo was stopped first, as cut short)."""
     remaining = list(edits)
     deadline = time.monotonic() + DEMO_WAIT_SECONDS
-    document = queries("reads")["document"]
     while remaining and time.monotonic() < deadline and not server.should_exit:
         page = await feed.read_changes(pool, after, feed.MAX_LIMIT)
         after = page.next
         for change in page.changes:
-            row = (await fetch_one(pool, document, {"source_type": change.source,
-                                                    "document_id": change.document_id})
+            row = (await reads.get_document(pool, change.source, change.document_id)
                    if change.op == "upsert" else None)
             lines = str(row["content"]).splitlines() if row else []
             for edit in [e for e in remaining if e[0] == change.source]:

@@ -11,8 +11,8 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from debounce.contract import SyncError
-from debounce.db import unreachable_reason
-from debounce.secrets import SecretKeyError
+from debounce.infra.db import unreachable_reason
+from debounce.infra.secrets import SecretKeyError
 
 __all__ = ["CliError", "cannot_connect", "fail", "one_line", "report", "unreachable"]
 

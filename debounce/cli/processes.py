@@ -18,10 +18,10 @@ import uvicorn
 from debounce import registry
 from debounce.cli.errors import CliError
 from debounce.config import Settings
-from debounce.db import check_connection_budget, open_pool
-from debounce.heap import freeze_startup_objects
+from debounce.infra.db import check_connection_budget, open_pool
+from debounce.infra.heap import freeze_startup_objects
+from debounce.infra.server import QuietServer
 from debounce.migrate import migrate, schema_status
-from debounce.server import QuietServer
 
 __all__ = ["PROCESS_COMMANDS", "bind", "database", "redact", "require_migrated", "run_worker",
            "serve"]
@@ -64,7 +64,7 @@ async def database(settings: Settings, command: str) -> AsyncIterator[Settings]:
         raise CliError(f"configuration error: DATABASE_URL is not set (`debounce {command}` "
                        "needs the service's database; only `debounce serve` starts an "
                        "embedded Postgres)", 2)
-    from debounce.embedded import EmbeddedPostgres
+    from debounce.infra.embedded import EmbeddedPostgres
 
     embedded = EmbeddedPostgres(settings.data_dir)
     if command != "serve" and not embedded.exists():
@@ -139,7 +139,7 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
     if settings.metrics_port:
         from prometheus_client import start_http_server
 
-        from debounce.metrics import WORKER
+        from debounce.infra.metrics import WORKER
 
         try:
             metrics_server, _ = start_http_server(settings.metrics_port, registry=WORKER.registry)

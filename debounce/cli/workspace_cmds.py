@@ -14,10 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from debounce import backfills, budgets, registry, workspaces
+from debounce import registry, workspaces
 from debounce.cli.errors import fail
 from debounce.config import Settings
-from debounce.secrets import Keyring, SecretKeyError, fingerprint, new_key
+from debounce.infra.secrets import Keyring, SecretKeyError, fingerprint, new_key
+from debounce.queue import backfills
+from debounce.workspaces import budgets
 
 __all__ = ["Refused", "add_parser", "new_key_command", "resolve_workspace", "run"]
 

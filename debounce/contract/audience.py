@@ -1,6 +1,6 @@
 """Who may read a document (its *audience*) and the cache a source keeps of it: part of the
 contract (:mod:`debounce.contract`). The service's implementation of :class:`AudienceCache`
-is :class:`debounce.audiences.AudienceStore` (Postgres, ``conversation_audiences``).
+is :class:`debounce.documents.audiences.AudienceStore` (Postgres, ``conversation_audiences``).
 
 A Slack document's audience is its conversation's: the kind (``conversations.info``:
 ``is_channel``/``is_private``/``is_mpim``/``is_im``) and, for every kind but a public channel,
@@ -84,7 +84,7 @@ class CachedAudience:
 
 class AudienceCache(Protocol):
     """What a source learned of its conversations' audiences (per workspace: the job's, or
-    the listing's), kept by the service between syncs (:class:`debounce.audiences.AudienceStore`).
+    the listing's), kept by the service between syncs (:class:`debounce.documents.audiences.AudienceStore`).
     In a sync, writes are fenced by the job's claim like the documents' (a write after the
     claim was lost raises :class:`~debounce.contract.errors.LeaseLost`)."""
 

@@ -1,6 +1,6 @@
 """The document a sync writes and the writer it writes through: part of the contract
 (:mod:`debounce.contract`). The service's implementation is
-:class:`debounce.documents.DocumentStore`, which fences every write by the job's claim."""
+:class:`debounce.documents.store.DocumentStore`, which fences every write by the job's claim."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 sent (for the service's metrics). Part of the contract (:mod:`debounce.contract`).
 
 :func:`count_api_request` calls whatever counters the service registered with
-:func:`on_api_request` (``debounce.metrics`` registers the Prometheus counters when it is
+:func:`on_api_request` (``debounce.infra.metrics`` registers the Prometheus counters when it is
 imported); with none registered it does nothing.
 """
 

@@ -29,7 +29,7 @@ __all__ = ["BudgetExhausted", "Checkpoint", "Meter", "request_key"]
 
 
 class Meter(Protocol):
-    """Takes requests from one workspace's budget (``debounce.budgets``)."""
+    """Takes requests from one workspace's budget (``debounce.workspaces.budgets``)."""
 
     async def take(self) -> None:
         """Charge one request.

@@ -2,10 +2,10 @@
 
 Modules: :mod:`.checks` (what is accepted), :mod:`.lifecycle` (a job's life: enqueue, claim,
 leases, outcomes), :mod:`.operations` (re-sync, retry, inspection, prune). Callers use this
-package's names: ``from debounce import queue; await queue.enqueue_brief(...)``.
+package's names: ``from debounce import queue; await queue.enqueue(...)``.
 
 Functions take ``db`` (an ``AsyncConnection`` in autocommit mode, or an
-``AsyncConnectionPool``) and run one statement from ``sql/queue.sql`` each: one round trip,
+``AsyncConnectionPool``) and run one statement from ``sql/queries/queue.sql`` each: one round trip,
 one transaction. Semantics (docs/design.md, "Job states"):
 
 - one *active* (``pending``/``processing``) job per ``(source_type, source_page_id)``, enforced
@@ -14,7 +14,7 @@ one transaction. Semantics (docs/design.md, "Job states"):
   ``first_event_at + max_wait_seconds``; the job keeps the latest payload and counts events;
 - an event for a ``processing`` job bumps its ``revision``; :func:`complete_many` then turns
   the row back to ``pending`` (a follow-up sync) instead of ``completed``, so no edit is lost
-  however the event interleaves with :func:`claim_with_workspaces` and :func:`complete_many`
+  however the event interleaves with :func:`claim` and :func:`complete_many`
   (row locks serialise them; the follow-up is decided inside the completing UPDATE, on the
   latest row version);
 - an event id already seen for its source changes nothing (idempotency, ``seen_events``).
@@ -23,6 +23,7 @@ Every function accepts ``now`` (timezone-aware datetime, default: the database's
 tests control time without sleeping. Durations are seconds (float).
 """
 
+from debounce.infra.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
 from debounce.queue.checks import (
     MAX_BIGINT,
     MAX_ERROR_CHARS,
@@ -37,13 +38,13 @@ from debounce.queue.checks import (
 )
 from debounce.queue.lifecycle import (
     Failure,
-    claim_with_workspaces,
+    claim,
     complete_many,
-    enqueue_brief,
+    enqueue,
     extend_leases,
     fail_many,
-    refresh_ready,
     release,
+    repair_lines,
     requeue_expired,
 )
 from debounce.queue.operations import (
@@ -59,7 +60,6 @@ from debounce.queue.operations import (
     seconds_until_due,
     stats,
 )
-from debounce.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
 
 __all__ = [
     "DEFAULT_BACKOFF_SECONDS",
@@ -76,16 +76,16 @@ __all__ = [
     "JobPage",
     "backoff_delay",
     "check_payload",
-    "claim_with_workspaces",
+    "claim",
     "complete_many",
-    "enqueue_brief",
+    "enqueue",
     "extend_leases",
     "fail_many",
     "get",
     "list_jobs",
     "payload_text",
     "prune",
-    "refresh_ready",
+    "repair_lines",
     "release",
     "requeue_expired",
     "resync",

@@ -1,5 +1,5 @@
 """A job's life: the debounce upsert, the claim, leases, and the outcome of a sync
-(complete, fail, release, requeue of expired leases). One statement of ``sql/queue.sql`` each."""
+(complete, fail, release, requeue of expired leases). One statement of ``sql/queries/queue.sql`` each."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from debounce.budgets import UNLIMITED, budget_params
-from debounce.db import Db, fetch_all, fetch_one
+from debounce.infra.db import Db, fetch_all, fetch_one
+from debounce.infra.sql import queries
 from debounce.queue.checks import (
     MAX_ERROR_CHARS,
     check_int,
@@ -21,7 +21,6 @@ from debounce.queue.checks import (
     payload_text,
     validate_event,
 )
-from debounce.sql import queries
 from debounce.types import (
     ApiBudget,
     Claimed,
@@ -31,15 +30,16 @@ from debounce.types import (
     JobEvent,
     SyncJob,
 )
+from debounce.workspaces.budgets import UNLIMITED, budget_params
 
 __all__ = [
     "Failure",
-    "claim_with_workspaces",
+    "claim",
     "complete_many",
-    "enqueue_brief",
+    "enqueue",
     "extend_leases",
     "fail_many",
-    "refresh_ready",
+    "repair_lines",
     "release",
     "requeue_expired",
 ]
@@ -54,7 +54,7 @@ def job_of(row: Mapping[str, Any] | None) -> SyncJob | None:
     return SyncJob.from_row(row)
 
 
-async def enqueue_brief(
+async def enqueue(
     db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0,
     validated: bool = False,
 ) -> list[EnqueueBrief]:
@@ -76,7 +76,7 @@ async def enqueue_brief(
     if not events:
         check_now(now)
         return []
-    rows = await fetch_all(db, _Q["enqueue_brief"],
+    rows = await fetch_all(db, _Q["enqueue"],
                            _enqueue_params(events, now, notify_within, validated))
     return [EnqueueBrief(EnqueueOutcome(row["outcome"]), row["id"],
                          row["scheduled_at"].astimezone(UTC)
@@ -90,7 +90,7 @@ def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, notify_wit
     ``payload_json`` when the caller made it, else :func:`payload_text`.
 
     Raises:
-        ValueError: an event is invalid (see :func:`enqueue_brief`).
+        ValueError: an event is invalid (see :func:`enqueue`).
     """
     check_now(now)
     if not validated:
@@ -113,7 +113,7 @@ def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, notify_wit
     }
 
 
-async def claim_with_workspaces(
+async def claim(
     db: Db,
     worker_id: str,
     *,
@@ -126,7 +126,7 @@ async def claim_with_workspaces(
     now: datetime | None = None,
 ) -> list[Claimed]:
     """Claim up to ``limit`` due jobs for ``worker_id`` (``FOR UPDATE SKIP LOCKED``), fairly:
-    what the claim guarantees is docs/claim.md; the statement is ``sql/claim.sql``, ``claim``.
+    what the claim guarantees is docs/claim.md; the statement is ``sql/queries/claim.sql``, ``claim``.
 
     Due means ``scheduled_at <= now``. Jobs of a workspace are taken only while it is active,
     not blocked by a 429, holds budget (``budgets``: each source's default
@@ -135,7 +135,8 @@ async def claim_with_workspaces(
     default 1) and has fewer than ``workspace_concurrency`` jobs in flight; workspaces are
     served in turn, live jobs (priority >= 0) before bulk ones (priority < 0). Each claimed job is
     ``processing`` with ``lease_expires_at = now + lease_seconds``, ``attempts + 1``, a fresh
-    ``lease_token`` and ``claimed_revision = revision``; returned in claim order, each with
+    ``lease_token`` and ``claimed_revision = revision``; returned highest priority first, then
+    oldest ``scheduled_at``, then id (the order the worker starts them in), each with
     what its sync needs of its workspace, read by the same statement (a
     :class:`~debounce.types.ClaimedWorkspace`: status, origin, ids, the still encrypted
     token), or ``None`` for a job of no workspace.
@@ -204,7 +205,7 @@ class Failure:
     - ``retry_after`` (seconds, the source's ``Retry-After``): ``pending`` at ``now +
       retry_after`` without spending an attempt;
     - otherwise: ``pending`` after ``backoff_seconds`` (seconds, decided by the worker from
-      its backoff schedule, :func:`debounce.retry.backoff_delay`; ``None``: due at once), or
+      its backoff schedule, :func:`debounce.infra.retry.backoff_delay`; ``None``: due at once), or
       ``failed`` once ``attempts >= max_attempts``.
 
     ``error`` is stored in ``last_error`` (truncated to 2000 characters). ``checkpoint`` (a
@@ -238,7 +239,7 @@ async def fail_many(
 ) -> dict[int, SyncJob]:
     """Record the failed syncs of claimed jobs in one statement (the worker buffers outcomes;
     see :class:`Failure`). An event that arrived during a sync still gets its follow-up (see
-    ``sql/queue.sql``). Returns ``{job_id: row after the change}`` for the claims still held."""
+    ``sql/queries/queue.sql``). Returns ``{job_id: row after the change}`` for the claims still held."""
     check_now(now)
     if not failures:
         return {}
@@ -305,10 +306,10 @@ async def requeue_expired(
     return [SyncJob.from_row(r) for r in rows]
 
 
-async def refresh_ready(db: Db, *, workspace_concurrency: int = UNLIMITED,
+async def repair_lines(db: Db, *, workspace_concurrency: int = UNLIMITED,
                         batch: int = 1000) -> int:
-    """Recompute every workspace's place in the claim's line from its jobs (``sql/claim.sql``,
-    ``refresh_ready``), ``batch`` workspaces per statement; returns how many rows changed.
+    """Recompute every workspace's place in the claim's line from its jobs (``sql/queries/claim.sql``,
+    ``repair_lines``), ``batch`` workspaces per statement; returns how many rows changed.
 
     The queue's statements move the line only earlier and the claim sets it exactly for the
     workspaces it looks at (docs/claim.md, "Keeping the line"); this is the safety net for rows
@@ -323,7 +324,7 @@ async def refresh_ready(db: Db, *, workspace_concurrency: int = UNLIMITED,
     check_int("workspace_concurrency", workspace_concurrency, minimum=1)
     changed, after = 0, 0
     while True:
-        row = await fetch_one(db, _CLAIM["refresh_ready"],
+        row = await fetch_one(db, _CLAIM["repair_lines"],
                               {"after": after, "batch": batch,
                                "workspace_concurrency": workspace_concurrency})
         if row is None or row["last_id"] is None:

@@ -1,5 +1,5 @@
 """Operating the queue: manual re-sync and retry, inspection (get, list, stats), prune, and the
-worker's due-time query. One statement of ``sql/queue.sql`` each."""
+worker's due-time query. One statement of ``sql/queries/queue.sql`` each."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
-from debounce.db import Db, fetch_all, fetch_one
+from debounce.infra.db import Db, fetch_all, fetch_one
+from debounce.infra.sql import queries
 from debounce.queue.checks import (
     MAX_BIGINT,
     MAX_KEY_BYTES,
@@ -22,7 +23,6 @@ from debounce.queue.checks import (
     check_text,
 )
 from debounce.queue.lifecycle import job_of
-from debounce.sql import queries
 from debounce.types import JobStatus, SyncJob
 
 __all__ = [

@@ -34,7 +34,7 @@ def app_from_env() -> Starlette:
         SystemExit: (code 2) a setting is malformed or ``DATABASE_URL`` is unset; the reason
             is printed as one line on stderr.
     """
-    from debounce.logs import configure
+    from debounce.infra.logs import configure
 
     try:
         settings = Settings.from_env()

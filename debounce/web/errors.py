@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from debounce.db import is_transient
+from debounce.infra.db import is_transient
 
 __all__ = [
     "ApiError",

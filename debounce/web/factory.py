@@ -22,11 +22,11 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from debounce import registry
-from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.contract import WebhookParser
-from debounce.db import check_connection_budget, open_pool
-from debounce.heap import freeze_startup_objects
+from debounce.infra.db import check_connection_budget, open_pool
+from debounce.infra.heap import freeze_startup_objects
+from debounce.queue.batcher import EnqueueBatcher
 from debounce.web import admin_api, dashboard, health, oauth, read_api, webhooks, workspace_api
 from debounce.web.errors import ErrorBoundary, http_error, server_error
 from debounce.web.inputs import ControlCharacterGuard
@@ -108,7 +108,7 @@ def create_app(
     ``settings.database_url`` (its statements limited to the webhook deadline) and closes it.
     ``parsers``: webhook parsers by source type; by default every registered source's
     (``registry.parsers``: the web builds no syncer). ``freeze_heap``: once the lifespan
-    has started, freeze what start-up loaded (:func:`debounce.heap.freeze_startup_objects`;
+    has started, freeze what start-up loaded (:func:`debounce.infra.heap.freeze_startup_objects`;
     for the process's own app, not for apps built inside another program such as a test).
 
     Raises:

@@ -11,17 +11,17 @@ from psycopg_pool import PoolTimeout
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce import feed, queue, sync_costs
+from debounce import queue
+from debounce.documents import feed
 from debounce.migrate import schema_status
-from debounce.sql import queries
 from debounce.types import JobStatus
 from debounce.web.errors import ApiError
 from debounce.web.state import web_state
+from debounce.workspaces import sync_costs
 
 __all__ = ["READY_TIMEOUT_SECONDS", "healthz", "metrics", "readyz"]
 
 log = logging.getLogger("debounce.web")
-_Q = queries("admin")
 
 #: Seconds /readyz and /metrics wait for the database before giving up.
 READY_TIMEOUT_SECONDS = 2.0

@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from debounce import registry, workspaces
 from debounce.contract import Installer, InstallError
-from debounce.secrets import Keyring, SecretKeyError
+from debounce.infra.secrets import Keyring, SecretKeyError
 from debounce.web.state import WebState, web_state
 
 __all__ = ["install", "oauth_redirect"]

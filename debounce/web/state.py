@@ -8,11 +8,11 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 from starlette.requests import Request
 
-from debounce.batcher import EnqueueBatcher
 from debounce.config import Settings
 from debounce.contract import WebhookParser
-from debounce.feed_listen import ChangeSignal
-from debounce.metrics import WebMetrics
+from debounce.documents.feed_listen import ChangeSignal
+from debounce.infra.metrics import WebMetrics
+from debounce.queue.batcher import EnqueueBatcher
 from debounce.workspaces import Directory
 
 __all__ = ["WebState", "web_state"]
@@ -69,7 +69,7 @@ class WebState:
         return self.db if self.replica is not None else None
 
     def feed_signal(self) -> ChangeSignal:
-        """The process's :class:`~debounce.feed_listen.ChangeSignal` on :attr:`read_db`
+        """The process's :class:`~debounce.documents.feed_listen.ChangeSignal` on :attr:`read_db`
         (made on first use, closed by the lifespan).
 
         Raises:

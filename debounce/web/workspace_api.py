@@ -14,7 +14,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce import backfills, queue, registry, workspaces
+from debounce import queue, registry, workspaces
+from debounce.queue import backfills
 from debounce.web.admin_api import DIGITS, require_admin
 from debounce.web.errors import ApiError
 from debounce.web.state import WebState

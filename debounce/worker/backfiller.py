@@ -1,4 +1,4 @@
-"""The worker's backfill loop: backfills and reconciliations (``debounce.backfills``).
+"""The worker's backfill loop: backfills and reconciliations (``debounce.queue.backfills``).
 
 Beside the claim loop, each worker process runs one :class:`Backfiller`. Every round it
 
@@ -12,7 +12,7 @@ Beside the claim loop, each worker process runs one :class:`Backfiller`. Every r
    a ``reconcile`` run, until it passes the previous one's watermark (newest first).
 
 The backfill's requests are charged to the workspace's budget like a sync's
-(:class:`~debounce.budgets.WorkspaceMeter`): a dry bucket or a 429 defers the backfill
+(:class:`~debounce.workspaces.budgets.WorkspaceMeter`): a dry bucket or a 429 defers the backfill
 (lease freed, ``not_before`` set) instead of sleeping; a revoked token marks the workspace
 revoked; a stored token this worker cannot decrypt defers it until the workspace's
 ``credentials_error`` is cleared. The syncs themselves are ordinary jobs in the bulk lane of the fair claim.
@@ -28,9 +28,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import backfills, registry
-from debounce.audiences import AudienceStore
-from debounce.budgets import WorkspaceMeter
+from debounce import registry
 from debounce.config import Settings
 from debounce.contract import (
     Backfillable,
@@ -38,12 +36,15 @@ from debounce.contract import (
     Syncer,
     as_backfillable,
 )
+from debounce.documents.audiences import AudienceStore
+from debounce.queue import backfills
 from debounce.types import ApiBudget
 from debounce.worker import workspace_state
 from debounce.worker.decrypter import Decrypter
 from debounce.worker.errors import log_db_error
 from debounce.worker.verdict import VerdictKind, verdict
 from debounce.workspaces import CredentialsUnreadable
+from debounce.workspaces.budgets import WorkspaceMeter
 
 __all__ = ["Backfiller"]
 

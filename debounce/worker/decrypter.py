@@ -11,7 +11,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import workspaces
-from debounce.secrets import Keyring
+from debounce.infra.secrets import Keyring
 from debounce.types import ClaimedWorkspace
 from debounce.worker.key_check import CredentialMarks
 

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Any
 
-from debounce.db import is_transient
+from debounce.infra.db import is_transient
 
 __all__ = ["log_db_error", "stop_if_cancelled"]
 

@@ -1,5 +1,5 @@
 """A worker's heartbeat: every :data:`HEARTBEAT_SECONDS` it says in the ``workers`` table
-that it is alive and when it last claimed a job (sql/workers.sql), so that an operator can
+that it is alive and when it last claimed a job (sql/queries/workers.sql), so that an operator can
 tell "no worker has claimed for N seconds while due jobs wait" from the queue's statistics
 (``debounce stats``, ``/metrics``: ``debounce_workers_alive``,
 ``debounce_last_claim_age_seconds``; docs/deploying.md, "Alerts"). A worker that cannot
@@ -14,9 +14,9 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from debounce.db import execute
+from debounce.infra.db import execute
+from debounce.infra.sql import queries
 from debounce.queue.operations import HEARTBEAT_SECONDS
-from debounce.sql import queries
 from debounce.worker.errors import log_db_error, stop_if_cancelled
 
 __all__ = ["FORGET_AFTER_SECONDS", "beat", "heartbeat", "leave"]

@@ -14,7 +14,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import workspaces
-from debounce.secrets import Keyring, SecretKeyError
+from debounce.infra.secrets import Keyring, SecretKeyError
 from debounce.worker.errors import log_db_error
 
 __all__ = ["RECHECK_SECONDS", "CredentialMarks", "check_stored", "require_key", "watch"]

@@ -1,4 +1,4 @@
-"""The claim loop of one worker process: claims due jobs, runs their integration's ``sync``
+"""The claim loop of one worker process: claims due jobs, runs their syncer's ``sync``
 inside the claim fence, maps what it raises to an outcome, and shuts down cleanly."""
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue, registry
-from debounce.audiences import AudienceStore
-from debounce.budgets import WorkspaceMeter
 from debounce.config import Settings
 from debounce.contract import (
     Checkpoint,
@@ -26,11 +24,11 @@ from debounce.contract import (
     SyncContext,
     Syncer,
 )
-from debounce.documents import DocumentStore
-from debounce.metrics import WORKER
-from debounce.retry import Backoff, backoff_delay
-from debounce.secrets import Keyring
-from debounce.sync_costs import SyncCosts, lane_of
+from debounce.documents.audiences import AudienceStore
+from debounce.documents.store import DocumentStore
+from debounce.infra.metrics import WORKER
+from debounce.infra.retry import Backoff, backoff_delay
+from debounce.infra.secrets import Keyring
 from debounce.types import ApiBudget, ClaimedWorkspace, SyncJob
 from debounce.worker import env_workspaces, heartbeat, key_check, maintenance, workspace_state
 from debounce.worker.backfiller import Backfiller
@@ -40,6 +38,8 @@ from debounce.worker.errors import log_db_error
 from debounce.worker.notifier import listen
 from debounce.worker.outcomes import Outcomes, claimed_text, written_text
 from debounce.worker.verdict import VerdictKind, verdict
+from debounce.workspaces.budgets import WorkspaceMeter
+from debounce.workspaces.sync_costs import SyncCosts, lane_of
 
 __all__ = ["MIN_RECHECK_SECONDS", "Worker", "default_worker_id"]
 
@@ -57,7 +57,7 @@ def default_worker_id() -> str:
 class Worker:
     """The claim loop of one process (see the package docstring).
 
-    ``pool``: an open ``AsyncConnectionPool`` (autocommit connections); ``sources``: the
+    ``pool``: an open ``AsyncConnectionPool`` (autocommit connections); ``syncers``: the
     sources' syncers by source type (``registry.create_all``); each sync gets a
     :class:`~debounce.contract.SyncContext` with the store fenced by its claim, the
     workspace's credentials, its meter and its checkpoint. ``conninfo``: the database URL used
@@ -127,7 +127,7 @@ class Worker:
         known = registry.sources()
         self.costs = {s: known[s].requests_per_page for s in self.syncers if s in known}
         #: Requests and pages synced per workspace and lane, written about once a second
-        #: (``debounce.sync_costs``: requests per synced page on /metrics and the dashboard).
+        #: (``debounce.workspaces.sync_costs``: requests per synced page on /metrics and the dashboard).
         self.sync_costs = SyncCosts(pool)
 
     # --- public -------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ class Worker:
         free = self.concurrency - len(syncing)
         asked = False
         if eligible and (free >= self.claim_batch or not syncing):
-            jobs = await queue.claim_with_workspaces(
+            jobs = await queue.claim(
                 self.pool, self.worker_id, limit=free, lease_seconds=self.settings.lease_seconds,
                 source_slots=dict(eligible), budgets=self.budgets,
                 workspace_concurrency=self.workspace_concurrency, costs=self.costs)
@@ -426,7 +426,7 @@ class Worker:
         """The budget meter of ``job``'s workspace (``None``: a job of no workspace)."""
         if job.workspace_id is None:
             return None
-        # The claim reserved one sync's requests (sql/claim.sql); a resumed sync that already
+        # The claim reserved one sync's requests (sql/queries/claim.sql); a resumed sync that already
         # holds responses in its checkpoint spends them first and its reservation after.
         return WorkspaceMeter(self.pool, job.workspace_id, self.budgets.get(job.source_type),
                               reserved=self.costs.get(job.source_type, 1.0))

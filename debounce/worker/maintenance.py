@@ -14,12 +14,13 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from debounce import feed, queue, workspaces
-from debounce.db import is_transient, unreachable_reason, why_unreachable
-from debounce.metrics import WORKER
+from debounce import queue, workspaces
+from debounce.documents import feed
+from debounce.infra.db import is_transient, unreachable_reason, why_unreachable
+from debounce.infra.metrics import WORKER
+from debounce.infra.retry import Backoff
+from debounce.infra.secrets import SecretKeyError
 from debounce.migrate import schema_status
-from debounce.retry import Backoff
-from debounce.secrets import SecretKeyError
 from debounce.types import SyncJob
 from debounce.worker.errors import log_db_error, stop_if_cancelled
 
@@ -131,7 +132,7 @@ async def pruner(
     """Run forever: :func:`prune_once` every ``interval`` seconds (the first soon after
     start, so a deployment that restarts often still prunes); the worker that pruned then
     finishes the workspace removals a crash interrupted (``workspaces.finish_removals``) and
-    repairs the claim's workspace lines (``queue.refresh_ready``: the self-healing path)."""
+    repairs the claim's workspace lines (``queue.repair_lines``: the self-healing path)."""
     await asyncio.sleep(min(interval, 30.0))
     while True:
         try:
@@ -145,7 +146,7 @@ async def pruner(
                 if removed:
                     log.info("finished the removal of workspaces %s (interrupted earlier)",
                              ", ".join(map(str, removed)))
-                repaired = await queue.refresh_ready(pool)
+                repaired = await queue.repair_lines(pool)
                 if repaired:
                     log.info("recomputed the claim's line of %d workspaces", repaired)
         except Exception as exc:

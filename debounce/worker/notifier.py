@@ -9,7 +9,7 @@ from collections.abc import Callable
 import psycopg
 
 from debounce import queue
-from debounce.retry import Backoff
+from debounce.infra.retry import Backoff
 from debounce.worker.errors import log_db_error
 
 __all__ = ["listen"]

@@ -1,5 +1,5 @@
 """Recording the outcome of syncs: completions and failures, each batched into one statement
-(``queue.complete_many``, ``queue.fail_many``) by the shared :class:`~debounce.batcher.Batcher`,
+(``queue.complete_many``, ``queue.fail_many``) by the shared :class:`~debounce.infra.batcher.Batcher`,
 and retried while the database is away (the job keeps its lease meanwhile; its sync slot is
 free for the next claim); and the words of the worker's log lines for a claim and a sync
 (:func:`claimed_text`, :func:`written_text`)."""
@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
-from debounce.batcher import Batcher
-from debounce.db import is_transient
-from debounce.retry import Backoff
+from debounce.infra.batcher import Batcher
+from debounce.infra.db import is_transient
+from debounce.infra.retry import Backoff
 from debounce.types import SyncJob
 from debounce.worker.errors import log_db_error
 

@@ -3,7 +3,7 @@
 A workspace is connected by an install flow (OAuth), by ``debounce workspaces add``, or — for
 the single-workspace deployment of before — by the environment's token (each source's
 ``token_setting``), whose workspace row is created at start and whose id is learned from the
-source on first use. Stored credentials are encrypted (:mod:`debounce.secrets`).
+source on first use. Stored credentials are encrypted (:mod:`debounce.infra.secrets`).
 
 One module per concept; this package re-exports their public names (``workspaces.save``,
 ``workspaces.Directory``, …):
@@ -35,6 +35,7 @@ from debounce.workspaces.store import (
     block,
     finish_removals,
     list_workspaces,
+    name_and_source,
     remove,
     revoke_by_external_id,
     save,
@@ -70,6 +71,7 @@ __all__ = [
     "issue_state",
     "learn_external_id",
     "list_workspaces",
+    "name_and_source",
     "remove",
     "revoke_by_external_id",
     "rotate_key",

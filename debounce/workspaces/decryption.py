@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from debounce.secrets import Keyring, SecretKeyError
+from debounce.infra.secrets import Keyring, SecretKeyError
 
 __all__ = ["NO_KEY", "WRONG_KEY", "CredentialsUnreadable", "decrypt",
            "unreadable_reason"]

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from debounce.db import Db, fetch_all
-from debounce.sql import queries
+from debounce.infra.db import Db, fetch_all
+from debounce.infra.sql import queries
 from debounce.workspaces.environment import ensure_env_workspace
 
 __all__ = ["ACCEPTING", "Directory", "Route"]

@@ -10,9 +10,9 @@ import logging
 from typing import Any
 
 from debounce import registry
-from debounce.db import Db, fetch_one
-from debounce.secrets import fingerprint
-from debounce.sql import queries
+from debounce.infra.db import Db, fetch_one
+from debounce.infra.secrets import fingerprint
+from debounce.infra.sql import queries
 
 __all__ = ["ensure_env_workspace", "env_tokens", "learn_external_id"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import secrets
 
-from debounce.db import Db, fetch_all
-from debounce.sql import queries
+from debounce.infra.db import Db, fetch_all
+from debounce.infra.sql import queries
 
 __all__ = ["STATE_TTL_SECONDS", "consume_state", "issue_state"]
 

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from debounce.budgets import budget_params
-from debounce.db import Db, fetch_all, fetch_one
-from debounce.secrets import Keyring, fingerprint
-from debounce.sql import queries
+from debounce.infra.db import Db, fetch_all, fetch_one
+from debounce.infra.secrets import Keyring, fingerprint
+from debounce.infra.sql import queries
 from debounce.types import ApiBudget
+from debounce.workspaces.budgets import budget_params
 
 __all__ = [
     "WorkspaceBeingRemoved",
@@ -21,6 +21,7 @@ __all__ = [
     "block",
     "finish_removals",
     "list_workspaces",
+    "name_and_source",
     "remove",
     "revoke_by_external_id",
     "save",
@@ -131,7 +132,7 @@ async def list_workspaces(db: Db, workspace_id: int | None = None, *,
     error, ``credentials_error`` / ``credentials_error_at`` (a worker cannot decrypt its
     stored token: why and since when; ``None``: no such problem), and ``budget``
     ``{"per_minute", "burst", "available", "source_default"}`` (requests; ``budgets``: the
-    sources' default budgets, see ``debounce.budgets``; ``available`` is the bucket at ``now``,
+    sources' default budgets, see ``debounce.workspaces.budgets``; ``available`` is the bucket at ``now``,
     UTC, default the database clock). Never the credentials: ``token_fingerprint`` stands for
     the token."""
     rows = await fetch_all(db, _Q["list_workspaces"], {"id": workspace_id, "now": now,
@@ -159,3 +160,12 @@ async def block(db: Db, workspace_id: int, seconds: float, reason: str) -> dict[
 
 def _public(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k != "credentials"}
+
+
+async def name_and_source(db: Db, workspace_id: int) -> tuple[str, str] | None:
+    """Workspace ``workspace_id``'s name (``"(unnamed)"`` when it has none) and source type, or
+    ``None`` when there is no such workspace."""
+    row = await fetch_one(db, _Q["workspace_name"], {"id": workspace_id})
+    if row is None:
+        return None
+    return str(row["name"] or "(unnamed)"), str(row["source_type"])

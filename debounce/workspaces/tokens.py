@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from debounce.db import Db, fetch_all, fetch_one
-from debounce.secrets import Keyring
-from debounce.sql import queries
+from debounce.infra.db import Db, fetch_all, fetch_one
+from debounce.infra.secrets import Keyring
+from debounce.infra.sql import queries
 from debounce.types import ClaimedWorkspace
 
 __all__ = [

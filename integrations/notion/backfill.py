@@ -22,7 +22,7 @@ index may change as your connection iterates through pages and databases", resul
 immediate (an indexing delay), and only objects shared with the connection *directly* are
 guaranteed to appear (https://developers.notion.com/reference/search-optimizations-and-limitations).
 Webhooks, the next reconciliation and the deletion re-checks of a whole list
-(``debounce.backfills``) cover what one listing misses.
+(``debounce.queue.backfills``) cover what one listing misses.
 """
 
 from __future__ import annotations

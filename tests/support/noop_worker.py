@@ -14,9 +14,9 @@ import sys
 from debounce import registry
 from debounce.cli import run_worker
 from debounce.config import Settings
-from debounce.db import fetch_one
-from debounce.documents import DocumentStore
-from debounce.logs import configure
+from debounce.documents.store import DocumentStore
+from debounce.infra.db import fetch_one
+from debounce.infra.logs import configure
 from debounce.types import SyncJob
 from standins.noop import NoopSyncer
 

@@ -18,9 +18,9 @@ from debounce import registry
 from debounce.cli import run_worker
 from debounce.config import Settings
 from debounce.contract import SyncContext, SyncResult
-from debounce.db import fetch_one
-from debounce.documents import Document, DocumentStore, LeaseLost
-from debounce.logs import configure
+from debounce.documents.store import Document, DocumentStore, LeaseLost
+from debounce.infra.db import fetch_one
+from debounce.infra.logs import configure
 from debounce.types import SyncJob
 
 FAIL_RATE = float(os.environ.get("FAIL_RATE", "0.1"))
