@@ -279,8 +279,8 @@ def test_errors_in_the_users_words(database_url: str, tmp_path: Path) -> None:
         "workspace: enough for one), or connect one (debounce workspaces add notion --token …, "
         "or an install flow)")
     missing = run(["send", "notion", "nonexistent.json"], clean_env(tmp_path), tmp_path)
-    assert one_line(missing) == ("error: no such file: nonexistent.json (debounce send posts "
-                                 "webhook bodies saved as files, e.g. examples/notion/)")
+    assert one_line(missing) == "nonexistent.json: cannot read: No such file or directory"
+    assert missing.returncode == 1   # said before the unset NOTION_WEBHOOK_SECRET
 
 
 @pytest.mark.slow
