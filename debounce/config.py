@@ -30,8 +30,8 @@ from debounce.types import ApiBudget, SourceWindow
 
 __all__ = [
     "BACKOFF", "BOOLEAN", "DEFAULT_WINDOW", "ENV", "INTEGER", "LOG_FORMAT", "LOG_LEVEL",
-    "OPTIONAL_INTEGER", "POSITIVE_SECONDS", "SECONDS", "SECRET", "SECRET_KEY", "TEXT", "EnvVar",
-    "Kind", "Settings", "SourceWindow", "number_text", "variable",
+    "OPTIONAL_INTEGER", "POSITIVE_SECONDS", "POSTGRES_URL", "SECONDS", "SECRET", "SECRET_KEY",
+    "TEXT", "EnvVar", "Kind", "Settings", "SourceWindow", "number_text", "variable",
 ]
 
 #: The key of a field's metadata that holds its :class:`EnvVar`.
@@ -101,6 +101,20 @@ def _optional_int(env: Mapping[str, str], name: str, default: Any) -> Any:
     return env_int(env, name, 1) if raw and raw.strip() else default
 
 
+def _postgres_url(env: Mapping[str, str], name: str, default: Any) -> Any:
+    raw = env_str(env, name)
+    if raw is None:
+        return default
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(raw)
+    except Exception as exc:  # psycopg.ProgrammingError, libpq's words after the colon
+        raise ValueError(f"{name} is not a Postgres URL (postgresql://user:password@host:5432/"
+                         f"database): {str(exc).strip().splitlines()[0]}") from None
+    return raw
+
+
 def _positive(env: Mapping[str, str], name: str, default: Any) -> Any:
     return env_seconds(env, name, default, positive=True)
 
@@ -153,6 +167,8 @@ def _bool_text(value: Any) -> str:
 
 #: The kinds of the service's variables (:func:`variable`'s ``kind``). A text kept as given.
 TEXT = Kind("text", _text)
+#: A Postgres connection URL (or libpq key=value string), checked when read.
+POSTGRES_URL = Kind("Postgres URL", _postgres_url)
 #: A text never shown (left out of ``repr``).
 SECRET = Kind("secret", _text, secret=True)
 #: Fernet key(s), checked when read.
@@ -192,11 +208,11 @@ class Settings:
     """
 
     database_url: str | None = variable(
-        "DATABASE_URL", TEXT, "Postgres URL",
+        "DATABASE_URL", POSTGRES_URL, "Postgres URL",
         unset="`debounce serve` starts an embedded Postgres under `DEBOUNCE_DATA_DIR`, which "
               "the commands run by hand then use; `migrate`, `worker`, `web` refuse to start")
     database_replica_url: str | None = variable(
-        "DATABASE_REPLICA_URL", TEXT,
+        "DATABASE_REPLICA_URL", POSTGRES_URL,
         "Postgres URL of a hot standby of `DATABASE_URL` (a Heroku follower): the read-only "
         "routes (`GET /documents`, `GET /documents/{source}/{id}`, `GET /documents/changes`), "
         "the dashboard's pages and the read-only commands (`documents changes`) read there; "
@@ -269,7 +285,28 @@ class Settings:
         "longest wait for a webhook's events to commit before answering 503 (well under the "
         "senders' 3 s delivery timeout); also the web's statement timeout", 2.0)
     pool_max_size: int = variable(
-        "DEBOUNCE_POOL_MAX_SIZE", INTEGER, "database connections of the web process's pool", 10)
+        "DEBOUNCE_POOL_MAX_SIZE", INTEGER,
+        "database connections of a web process's pool (`debounce serve`: this + 4, its worker "
+        "sharing it; a replica pool of the same size on `DATABASE_REPLICA_URL`); the whole "
+        "deployment's count: docs/deploying.md, \"Connections\"", 10)
+    worker_pool_max_size: int | None = variable(
+        "DEBOUNCE_WORKER_POOL_MAX_SIZE", OPTIONAL_INTEGER,
+        "database connections of a worker process's pool (plus one for its `LISTEN`): one a "
+        "running sync, and its helpers' (reaper, heartbeat, leases, backfill, pruner)",
+        unset="`DEBOUNCE_WORKER_CONCURRENCY` + 4")
+    forwarded_allow_ips: str = variable(
+        "FORWARDED_ALLOW_IPS", TEXT,
+        "the addresses whose `X-Forwarded-Proto` / `X-Forwarded-For` the web trusts (comma-"
+        "separated IPs or networks, `*`: any): the platform's router, so that HTTPS is seen as "
+        "such (the dashboard's `Secure` cookie and `https` redirects) and the log names the "
+        "client (uvicorn's own variable; docs/deploying.md, \"Behind a router\")", "127.0.0.1",
+        unset="`127.0.0.1`; the `Procfile`'s and the Dockerfile's web: `*` (the router is the "
+              "only way in)")
+    feed_max_wait_seconds: float = variable(
+        "DEBOUNCE_FEED_MAX_WAIT_SECONDS", POSITIVE_SECONDS,
+        "longest a long-poll of the change feed is held (a larger `wait` is answered after "
+        "this, with no changes): under the idle limit of the platform's router (Heroku ends a "
+        "request silent for 30 s)", 25.0)
     event_retention_seconds: float = variable(
         "DEBOUNCE_EVENT_RETENTION_SECONDS", SECONDS,
         "how long event ids are remembered (idempotency)", 3 * 86400.0)
@@ -343,6 +380,32 @@ class Settings:
                 value = f.default
             object.__setattr__(self, name, value)
         object.__setattr__(self, "source_values", extra)
+
+    def worker_pool_size(self) -> int:
+        """Connections of a worker process's pool: ``DEBOUNCE_WORKER_POOL_MAX_SIZE``, else
+        ``DEBOUNCE_WORKER_CONCURRENCY`` + 4 (one a running sync, four for its helpers)."""
+        return self.worker_pool_max_size or self.worker_concurrency + 4
+
+    def connections(self, process: str) -> tuple[int, str]:
+        """The connections one ``process`` (``web``, ``worker``, ``serve``) may open on
+        ``DATABASE_URL`` at its busiest, and the settings that size them, as the formula of
+        docs/deploying.md ("Connections") counts them: a web its pool; a worker its pool and
+        its ``LISTEN``; ``serve`` the web's pool + 4 (shared with its worker) and the
+        ``LISTEN``.
+
+        Raises:
+            ValueError: an unknown ``process``.
+        """
+        if process == "web":
+            return self.pool_max_size, f"DEBOUNCE_POOL_MAX_SIZE {self.pool_max_size}"
+        if process == "worker":
+            return (self.worker_pool_size() + 1,
+                    f"a pool of {self.worker_pool_size()} (DEBOUNCE_WORKER_POOL_MAX_SIZE, else "
+                    f"DEBOUNCE_WORKER_CONCURRENCY {self.worker_concurrency} + 4) + 1 LISTEN")
+        if process == "serve":
+            return (self.pool_max_size + 5,
+                    f"DEBOUNCE_POOL_MAX_SIZE {self.pool_max_size} + 4 + 1 LISTEN")
+        raise ValueError(f"unknown process {process!r}")
 
     def window(self, source_type: str) -> SourceWindow:
         """Debounce window of ``source_type``: the one set, else its source's default, else

@@ -43,8 +43,9 @@ def reread(api: httpx.Client, db: sqlite3.Connection, cursor: str | None) -> Non
     say(f"read {count} documents; following the change feed")
 
 
-def step(api: httpx.Client, db: sqlite3.Connection, wait: float = 30) -> int:
-    """One read of the feed (long-polled up to ``wait`` seconds); returns the changes applied."""
+def step(api: httpx.Client, db: sqlite3.Connection, wait: float = 25) -> int:
+    """One read of the feed (long-polled up to ``wait`` seconds: under a router's idle limit,
+    Heroku's 30 s); returns the changes applied (an empty answer may come sooner: ask again)."""
     row = db.execute("select cursor from feed").fetchone()
     if row is None:
         reread(api, db, None)  # None: follow from the oldest retained change

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -271,3 +272,51 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(empty_database: str,
     stderr = proc.stderr.read()
     assert proc.wait(timeout=60) == 0, stderr
     assert stderr == ""
+
+
+@pytest.mark.slow
+def test_errors_in_the_users_words(database_url: str, tmp_path: Path) -> None:
+    """Issue 42, point 7: the setting named, not libpq's or the SDK's words."""
+    notaurl = run(["migrate"], clean_env(tmp_path, DATABASE_URL="notaurl"), tmp_path)
+    assert notaurl.returncode == 2
+    assert one_line(notaurl).startswith("configuration error: DATABASE_URL is not a Postgres URL "
+                                        "(postgresql://user:password@host:5432/database): ")
+    refused = run(["migrate"], clean_env(tmp_path, DATABASE_URL=UNREACHABLE), tmp_path)
+    assert one_line(refused).startswith(
+        'database error: cannot connect to the database at DATABASE_URL: connection to server '
+        'at "127.0.0.1", port 1 failed: Connection refused')
+    nothing = run(["backfill", "notion"], clean_env(tmp_path, DATABASE_URL=database_url), tmp_path)
+    assert one_line(nothing) == (
+        "no active notion workspace: set NOTION_TOKEN (its token is the environment's notion "
+        "workspace: enough for one), or connect one (debounce workspaces add notion --token …, "
+        "or an install flow)")
+    missing = run(["send", "notion", "nonexistent.json"], clean_env(tmp_path), tmp_path)
+    assert one_line(missing) == "nonexistent.json: cannot read: No such file or directory"
+    assert missing.returncode == 1   # said before the unset NOTION_WEBHOOK_SECRET
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_reach_the_database_says_so_in_one_line(tmp_path: Path) -> None:
+    """docs/deploying.md's alerts table: `worker cannot start: …` naming the cause (libpq's
+    reason, not a PoolTimeout), and psycopg's own warnings on one line each."""
+    worker = subprocess.Popen([*DEBOUNCE, "worker"], env=clean_env(tmp_path, DATABASE_URL=UNREACHABLE),
+                              cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        assert worker.stderr is not None
+        for line in worker.stderr:
+            lines.append(line)
+            if "worker cannot start" in line:
+                break
+    finally:
+        worker.send_signal(signal.SIGINT)
+        worker.communicate(timeout=30)
+    said = [line for line in lines if "worker cannot start" in line]
+    assert said, "".join(lines)
+    assert said[0].split("ERROR   debounce.worker: ", 1)[1].startswith(
+        'worker cannot start: cannot connect to the database at DATABASE_URL: connection to '
+        'server at "127.0.0.1", port 1 failed: Connection refused')
+    everything = "".join(lines)
+    assert "PoolTimeout" not in everything and "\\n" not in everything
+    assert "Traceback" not in everything
+    assert worker.returncode == 0

@@ -31,6 +31,8 @@ KEY = new_key()
 #: A non-default text of each kind of the service's variables, and the value it reads as.
 SERVICE_SAMPLES: dict[config.Kind, tuple[str, Any]] = {
     config.TEXT: ("https://example.test/x", "https://example.test/x"),
+    config.POSTGRES_URL: ("postgresql://app@db.example.test:5432/app",
+                          "postgresql://app@db.example.test:5432/app"),
     config.SECRET: ("s3cret", "s3cret"),
     config.SECRET_KEY: (KEY, KEY),
     config.INTEGER: ("7", 7),
@@ -43,7 +45,7 @@ SERVICE_SAMPLES: dict[config.Kind, tuple[str, Any]] = {
 }
 #: A text each kind refuses (``None``: every text is a value).
 MALFORMED: dict[config.Kind, str | None] = {
-    config.TEXT: None, config.SECRET: None, config.SECRET_KEY: "not-a-key",
+    config.TEXT: None, config.POSTGRES_URL: "notaurl", config.SECRET: None, config.SECRET_KEY: "not-a-key",
     config.INTEGER: "0", config.OPTIONAL_INTEGER: "seven", config.SECONDS: "-1",
     config.POSITIVE_SECONDS: "0", config.BOOLEAN: "maybe", config.LOG_FORMAT: "xml",
     config.LOG_LEVEL: "loud", config.BACKOFF: "1,x",

@@ -290,3 +290,30 @@ async def test_the_workspace_page_and_metrics_show_requests_per_synced_page(
     costs.add(424242, "live", 3, 1)
     await costs.flush()
     assert all(c.workspace_id != 424242 for c in await read(pool))
+
+
+async def test_a_workspace_and_its_jobs_speak_the_same_words(
+        client: httpx.AsyncClient, ws: SeededWorkspaces, pool: AsyncConnectionPool[Any]) -> None:
+    """Issue 42, point 7: every time on the workspace page formatted, its newest jobs linked
+    (id and page), a job's page naming its workspace, the documents' order said."""
+    started = await backfills.request(pool, ws.slack)
+    assert started is not None
+    acme = (await client.get(f"/admin/workspaces/{ws.slack}")).text
+    latest = unescape(re.sub(r"<[^>]+>", " ", acme.split('id="workspace-backfill"')[1]
+                             .split("</tr>")[0]))
+    assert re.search(r"started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", latest), latest
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d", acme), "a raw ISO time on the workspace page"
+    ids = job_ids(acme)
+    assert ids
+    for job_id in ids:
+        row = acme.split(f'data-job="{job_id}"')[1].split("</tr>")[0]
+        assert row.count(f'href="/admin/jobs/{job_id}"') == 2, row   # the id and the page
+    job_page = (await client.get(f"/admin/jobs/{ids[0]}")).text
+    assert cell(job_page, "job-workspace") == "Acme"
+    assert f'href="/admin/workspaces/{ws.slack}" id="job-workspace"' in job_page
+    assert f"(id {ws.slack})" in job_page
+    documents = (await client.get("/admin/documents")).text
+    assert cell(documents, "documents-order").startswith(
+        "Newest first (by id), as debounce documents lists them.")
+    shown = [int(i) for i in re.findall(r'data-document="(\d+)"', documents)]
+    assert shown == sorted(shown, reverse=True) and len(shown) > 1

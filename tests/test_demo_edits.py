@@ -10,12 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from ports import free_port
 
@@ -164,6 +166,18 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
     assert f"demo: feed: upsert notion/{DEMO_PAGE_ID}  'Hello world (edit 1, " in log, log
     assert f"demo: feed: upsert slack/{SLACK_DOC}  'Hello world (edit 1, " in log, log
     assert "demo: the examples' 6 jobs: 6 completed; " in log, log
+    # The first run says what it does (issue 42, point 6): the README's claimed line, the
+    # synced line naming the document it wrote, every sent line naming what it sent.
+    assert "claimed job " in log and f"(notion {DEMO_PAGE_ID}: 4 events, its window ended)" in log, log
+    assert ("synced in " in log and f"(1 written: 'Launch plan' (notion/{DEMO_PAGE_ID}), 0 unchanged"
+            in log), log
+    posted = [x.split("demo: sent ", 1)[1].split(" → ")[0] for x in lines if "demo: sent " in x]
+    assert posted and all(x.startswith("examples/") or "built by the stand-in, no file" in x
+                        for x in posted), posted
+    assert "examples/notion/page.created.json" in posted
+    assert ("a slack message event of the second workspace, Debounce Labs (T07LABS42; built by "
+            "the stand-in, no file)") in posted
+    assert "did not reach the feed" not in log
     port = env["PORT"]
     assert (f"demo: consumers read the documents and the change feed with the read token "
             f"'demo-read-token' (the demo's; DEBOUNCE_READ_TOKEN sets another): curl -H "
@@ -173,6 +187,18 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
         "demo: edit the page again and see the change arrive: `debounce send notion "
         "examples/notion/page.content_updated.json --demo` (with DEBOUNCE_DATA_DIR="
         f"{env['DEBOUNCE_DATA_DIR']}); then `debounce documents changes` lists the feed")
+
+    # the environment's Slack workspace learned its source id, though its budget ran out
+    # (before anything else syncs it: asked again once the budget refills)
+    with psycopg.connect(env["DATABASE_URL"]) as conn:
+        deadline = time.monotonic() + 30
+        while True:
+            row = conn.execute("select external_id from workspaces where origin = 'env' "
+                               "and source_type = 'slack'").fetchone()
+            if (row is not None and row[0] is not None) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert row is not None and row[0] is not None, "the Slack environment workspace is unlearned"
 
     # `debounce send … --demo` finds the demo (no --url, no secret), edits, waits, prints.
     sent: dict[str, str] = {}
@@ -203,3 +229,63 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
             if x.startswith("upsert") and (DEMO_PAGE_ID in x or SLACK_DOC in x)]
     # each source: its first sync, the tour's edit and the two edits sent here, at least
     assert sum(DEMO_PAGE_ID in x for x in ours) >= 4 and sum(SLACK_DOC in x for x in ours) >= 4
+
+
+@pytest.mark.slow
+def test_a_second_demo_in_the_same_directory_refuses_and_its_hint_works(
+        running_demo: tuple[dict[str, str], list[str]], tmp_path: Path) -> None:
+    """Issue 42, point 5: one demo per data directory. The second says so in one line, before
+    it binds or writes anything, and leaves the first's state alone; the command its hint
+    gives starts a demo of its own."""
+    env, _ = running_demo
+    state = Path(env["DEBOUNCE_DATA_DIR"]) / DEMO_STATE_FILE
+    before = state.read_text()
+    second = debounce("serve", "--demo", env={**env, "PORT": str(free_port())})
+    assert second.returncode == 1 and "Traceback" not in second.stderr
+    (line,) = [x for x in second.stderr.splitlines() if x.strip()]
+    first_url = f"http://127.0.0.1:{env['PORT']}"
+    prefix = (f"a demo is already running in {env['DEBOUNCE_DATA_DIR']}/ at {first_url}: use it, "
+              "stop it, or start another with its own data: ")
+    assert line.startswith(prefix), line
+    hint = line.removeprefix(prefix)
+    assert hint.startswith(f"env -u DATABASE_URL DEBOUNCE_DATA_DIR={env['DEBOUNCE_DATA_DIR']}-2 "
+                           "PORT="), hint
+    assert hint.endswith(" debounce serve --demo")
+    assert state.read_text() == before  # the first's state, untouched
+    assert httpx.get(f"{first_url}/readyz", timeout=10).status_code == 200
+    # the hint, as a person would paste it (in a shell whose PATH has the venv's debounce)
+    path = f"{Path(sys.executable).parent}:{env['PATH']}"
+    other = subprocess.Popen(["bash", "-c", hint], env={**env, "PATH": path}, cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    said: list[str] = []
+    try:
+        assert other.stdout is not None
+        for out in other.stdout:
+            said.append(out)
+            if "demo: dashboard at" in out:
+                break
+    finally:
+        other.send_signal(signal.SIGTERM)
+        other.communicate(timeout=60)
+    port = hint.split("PORT=")[1].split()[0]
+    assert f"demo: dashboard at http://127.0.0.1:{port}/admin/" in "".join(said), "".join(said)
+    assert f"{env['DEBOUNCE_DATA_DIR']}-2/pgdata" in "".join(said)  # its own embedded database
+    assert state.read_text() == before
+
+
+async def test_a_demo_stopped_early_does_not_say_an_edit_timed_out(
+        pool: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 42, point 6: Ctrl-C during the tour's wait for the feed is said as such, not as
+    'did not reach the feed within 60 s' (which it said after about 20 s)."""
+    import logging
+    from types import SimpleNamespace
+
+    from debounce.cli.demo import DEMO_WAIT_SECONDS, _log_edits_in_feed
+    from debounce.documents import feed
+
+    stopped = SimpleNamespace(should_exit=True)
+    with caplog.at_level(logging.INFO, logger="debounce.cli"):
+        await _log_edits_in_feed(pool, stopped, await feed.head(pool), [("notion", "edit 1")])  # type: ignore[arg-type]
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["demo: stopped before the notion edit 'edit 1' reached the feed"]
+    assert DEMO_WAIT_SECONDS == 60

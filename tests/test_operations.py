@@ -179,3 +179,26 @@ async def test_documents_by_undashed_notion_id_and_jobs_as_a_table(
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["id", "source", "page"]
     assert page in out and "payload-text" not in out
+
+
+async def test_debounce_documents_lists_newest_first_as_the_dashboard_and_says_so(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 42: `debounce documents` and the dashboard's Documents page in one order (by id,
+    newest first), said by both; a document synced again does not move."""
+    import asyncio
+
+    from debounce.cli import main
+    from debounce.documents.store import Document, DocumentStore
+
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        store = DocumentStore(conn)
+        for name in ("first", "second", "third"):
+            await store.upsert(Document("notion", name, name, name.title(), f"# {name}\n"))
+        await store.upsert(Document("notion", "first", "first", "First", "# edited\n"))
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    assert await asyncio.to_thread(main, ["documents"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = [line.split()[2] for line in lines[1:-1]]
+    assert listed == ["third", "second", "first"]
+    assert lines[-1].startswith("newest first, as the dashboard's Documents page lists them")

@@ -294,3 +294,38 @@ async def test_metrics_export_the_feed_lag(client: httpx.AsyncClient) -> None:
     assert "# TYPE debounce_feed_lag_seconds gauge" in text
     assert "debounce_feed_lag_seconds 0.0" in text
     assert "debounce_replica_lag_seconds 0.0" in text
+
+
+async def test_an_empty_parameter_is_the_same_as_none(
+    pool: AsyncConnectionPool[Any], client: httpx.AsyncClient
+) -> None:
+    """docs/consumers.md: an empty parameter counts as left out (the example consumer's first
+    page asks `cursor=`), any other cursor but a returned one answers 400."""
+    store = DocumentStore(pool)
+    for i in range(3):
+        await store.upsert(doc(f"page{i}", f"content {i}"))
+    bare = (await client.get("/documents", params={"limit": 2})).json()
+    empty = (await client.get("/documents", params={"limit": 2, "cursor": "", "source": "",
+                                                     "workspace_id": ""})).json()
+    assert empty == bare and [d["document_id"] for d in empty["documents"]] == ["page0", "page1"]
+    for cursor in ("0x1", " ", "-3"):
+        bad = await client.get("/documents", params={"cursor": cursor})
+        assert bad.status_code == 400 and "cursor" in bad.json()["detail"], (cursor, bad.text)
+    feed_bare = (await client.get("/documents/changes")).json()
+    feed_empty = (await client.get("/documents/changes", params={"after": "", "wait": ""})).json()
+    assert feed_empty == feed_bare
+
+
+async def test_a_long_poll_is_held_at_most_the_routers_limit(pool: AsyncConnectionPool[Any]) -> None:
+    """A wait above DEBOUNCE_FEED_MAX_WAIT_SECONDS is answered, empty, after the cap (here
+    0.2 s; 25 s by default, under Heroku's 30 s), so a router never cuts a silent request."""
+    application = app_for(pool, feed_max_wait_seconds=0.2)
+    async with application.router.lifespan_context(application), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=application), base_url="http://test",
+            headers={"Authorization": f"Bearer {READ}"}) as c:
+        head = (await c.get("/documents/changes")).json()["next"]
+        answer = await asyncio.wait_for(
+            c.get("/documents/changes", params={"after": head, "wait": "60"}), timeout=10)
+    assert answer.status_code == 200
+    assert answer.json() == {"changes": [], "next": head}
+    assert Settings().feed_max_wait_seconds == 25.0

@@ -122,4 +122,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         raise
     except Exception as exc:  # the boundary: one line (.errors), never a traceback
-        return report(exc)
+        return report(exc, "DATABASE_URL" if settings.database_url
+                      else f"the embedded database in {settings.data_dir}/")

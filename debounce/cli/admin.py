@@ -138,7 +138,8 @@ async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> 
         print(f"{r['id']:>6}  {r['source_type']:7} {r['document_id']:45} {r['chars']:6} chars  "
               f"{audiences.short(r):11} {r['title'][:50]}{flag}")
     if rows:
-        print("`debounce documents --id ID` prints one: ID is the id or the document id")
+        print("newest first, as the dashboard's Documents page lists them; `debounce documents "
+              "--id ID` prints one: ID is the id or the document id")
     return 0
 
 

@@ -65,10 +65,14 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         rows = [r for r in await workspaces.list_workspaces(pool, budgets=settings.source_budgets())
                 if r["source_type"] == args.source]
     rows = [r for r in rows if r["status"] == "active"]
-    if not rows:
-        return fail(f"no active {args.source} workspace: connect one first "
-                     "(debounce workspaces add, or an install flow)")
     source = registry.get(args.source)
+    if not rows:
+        token_env = next((s.env for s in source.settings if s.name == source.token_setting), None)
+        enough = (f"set {token_env} (its token is the environment's {args.source} workspace: "
+                  "enough for one), or connect one" if token_env and not token
+                  else "connect one")
+        return fail(f"no active {args.source} workspace: {enough} (debounce workspaces add "
+                    f"{args.source} --token …, or an install flow)")
     for row in rows:
         started = await backfills.request(pool, row["id"], "backfill")
         verb = ("is being removed: nothing started" if started is None

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
+import os
 import secrets
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,7 @@ import httpx
 import uvicorn
 
 from debounce import queue, registry, workspaces
+from debounce.cli.errors import CliError
 from debounce.cli.send import (
     DEMO_STATE_FILE,
     DemoService,
@@ -37,8 +41,9 @@ from debounce.infra.secrets import Keyring, new_key
 if TYPE_CHECKING:
     from standins.demos import DemoSetup, DemoWorkspace
 
-__all__ = ["DEMO_ADMIN_TOKEN", "DEMO_READ_TOKEN", "EXAMPLES", "Demo", "connect_demo_workspaces", "demo_tour",
-           "demo_setups", "fresh_event_id", "start_demo"]
+__all__ = ["DEMO_ADMIN_TOKEN", "DEMO_LOCK_FILE", "DEMO_READ_TOKEN", "EXAMPLES", "Demo",
+           "connect_demo_workspaces", "demo_setups", "demo_tour", "fresh_event_id",
+           "hold_demo_lock", "start_demo"]
 
 log = logging.getLogger("debounce.cli")
 
@@ -65,6 +70,62 @@ class Demo:
     edits: list[Path] = field(default_factory=list)
     edit_urls: dict[str, str] = field(default_factory=dict)
     state_file: Path | None = None
+
+
+#: The longest the tour waits for the queue to drain, and for its edits to reach the feed.
+DEMO_WAIT_SECONDS = 60.0
+#: The file under the data directory whose lock a running demo holds (one demo per directory).
+DEMO_LOCK_FILE = "demo.lock"
+
+
+def _free_port(host: str, after: int) -> int:
+    """The first port above ``after`` nothing listens on at ``host`` now (for a hint)."""
+    for port in range(after + 1, min(after + 100, 65535)):
+        with socket.socket() as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    return after + 1
+
+
+def _free_data_dir(data_dir: str) -> str:
+    """``<data_dir>-2`` (or -3, …): a data directory no demo has used yet (for a hint)."""
+    n = 2
+    while Path(f"{data_dir.rstrip('/')}-{n}").exists():
+        n += 1
+    return f"{data_dir.rstrip('/')}-{n}"
+
+
+def hold_demo_lock(settings: Settings, host: str, port: int) -> int:
+    """Take the data directory's demo lock (``<DEBOUNCE_DATA_DIR>/demo.lock``, an exclusive
+    ``flock``), held until the process exits; returns its file descriptor. Two demos of one
+    directory would share its database, their stand-ins overwriting each other's pages, and
+    the second's exit would remove the first's ``demo.json``: the second refuses instead,
+    before it binds, starts or writes anything.
+
+    Raises:
+        CliError: another demo holds the lock: one line naming it, and a command that starts
+            a second demo with its own data directory (and database) and a free port.
+    """
+    data_dir = Path(settings.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / DEMO_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        running = DemoService.load(data_dir)
+        where = f" at {running.url}" if running else ""
+        unset = "env -u DATABASE_URL " if settings.database_url else ""
+        raise CliError(
+            f"a demo is already running in {settings.data_dir}/{where}: use it, stop it, or "
+            f"start another with its own data: {unset}DEBOUNCE_DATA_DIR="
+            f"{_free_data_dir(settings.data_dir)} PORT={_free_port(host, port)} debounce serve "
+            "--demo", 1) from None
+    os.set_inheritable(fd, False)
+    return fd
 
 
 def demo_setups(stack: contextlib.ExitStack | contextlib.AsyncExitStack
@@ -171,8 +232,8 @@ async def demo_tour(
     run = "run" + secrets.token_hex(4)
     job_ids: set[int] = set()
     async with httpx.AsyncClient(timeout=10) as client:
-        bodies = [(p.parent.name, p.name, p.read_bytes()) for p in demo_run.files]
-        bodies += [(source, f"{w.name} ({source})", json.dumps(w.event).encode())
+        bodies = [(p.parent.name, _label(p), p.read_bytes()) for p in demo_run.files]
+        bodies += [(source, _workspace_label(source, w), json.dumps(w.event).encode())
                    for source, w in demo_run.workspaces]
         for source, name, body in bodies:
             job_ids.update(await _post(client, settings, base, source, name,
@@ -188,7 +249,9 @@ async def demo_tour(
                 continue
             log.info("demo: the %s stand-in %s", source, edited.edited)
             edits.append((source, edited.text))
-            job_ids.update(await _post(client, settings, base, source, path.name, edited.body))
+            job_ids.update(await _post(client, settings, base, source,
+                                       f"{_label(path)} (its edit made real by the stand-in)",
+                                       edited.body))
     await _drain(pool, server)
     await _log_edits_in_feed(pool, server, after, edits)
     states: dict[str, int] = {}
@@ -208,6 +271,22 @@ async def demo_tour(
              else f" (with DEBOUNCE_DATA_DIR={demo_run.state_file.parent})")
 
 
+def _label(path: Path) -> str:
+    """An example file as the tour's log names it: ``examples/notion/page.created.json`` (the
+    path ``debounce send`` takes, from a checkout)."""
+    return f"examples/{path.parent.name}/{path.name}"
+
+
+def _workspace_label(source: str, workspace: DemoWorkspace) -> str:
+    """The webhook of a further demo workspace, which no file holds (the stand-in builds it):
+    its event type and the workspace it comes from."""
+    event = workspace.event
+    inner = event.get("event")
+    kind = inner.get("type") if isinstance(inner, dict) else event.get("type")
+    return (f"a {source} {kind} event of the second workspace, {workspace.name} "
+            f"({workspace.external_id}; built by the stand-in, no file)")
+
+
 async def _post(client: httpx.AsyncClient, settings: Settings, base: str, source: str,
                 name: str, body: bytes) -> list[int]:
     """Post one webhook ``body`` of ``source`` to ourselves, signed; log the answer; returns
@@ -219,8 +298,8 @@ async def _post(client: httpx.AsyncClient, settings: Settings, base: str, source
 
 
 async def _drain(pool: Any, server: uvicorn.Server) -> None:
-    """Wait (60 s at most) until no job is pending or processing."""
-    deadline = time.monotonic() + 60
+    """Wait (:data:`DEMO_WAIT_SECONDS` at most) until no job is pending or processing."""
+    deadline = time.monotonic() + DEMO_WAIT_SECONDS
     while time.monotonic() < deadline and not server.should_exit:
         stats = await queue.stats(pool)
         if stats["totals"]["pending"] == 0 and stats["totals"]["processing"] == 0:
@@ -230,11 +309,12 @@ async def _drain(pool: Any, server: uvicorn.Server) -> None:
 
 async def _log_edits_in_feed(pool: Any, server: uvicorn.Server, after: feed.Cursor,
                              edits: list[tuple[str, str]]) -> None:
-    """Follow the change feed from ``after`` (60 s at most) until each ``(source, text)`` of
-    ``edits`` showed as a change of a document of ``source`` that contains ``text``; log each
-    with that line of the document, or log the edits that did not come."""
+    """Follow the change feed from ``after`` (:data:`DEMO_WAIT_SECONDS` at most) until each
+    ``(source, text)`` of ``edits`` showed as a change of a document of ``source`` that
+    contains ``text``; log each with that line of the document, or log the edits that did not
+    come (as not come in time, or, when the demo was stopped first, as cut short)."""
     remaining = list(edits)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + DEMO_WAIT_SECONDS
     while remaining and time.monotonic() < deadline and not server.should_exit:
         page = await feed.read_changes(pool, after, feed.MAX_LIMIT)
         after = page.next
@@ -252,8 +332,11 @@ async def _log_edits_in_feed(pool: Any, server: uvicorn.Server, after: feed.Curs
         if remaining and page.at_head:
             await asyncio.sleep(0.25)
     for source, text in remaining:
-        log.warning("demo: the %s edit %r did not reach the feed within 60 s: see "
-                    "`debounce jobs`", source, text)
+        if server.should_exit:  # stopped early: the edit had no time, nothing went wrong
+            log.info("demo: stopped before the %s edit %r reached the feed", source, text)
+        else:
+            log.warning("demo: the %s edit %r did not reach the feed within %g s: see "
+                        "`debounce jobs`", source, text, DEMO_WAIT_SECONDS)
 
 
 def _job_ids(resp: httpx.Response) -> list[int]:

@@ -107,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     workspace_cmds.add_parser(sub)
     subscriptions.add_parser(sub)
     backfill.add_parser(sub)
-    sp = command("documents", "list synced documents, or print one as Markdown; "
-                              "`documents changes` prints the change feed")
+    sp = command("documents", "list synced documents, newest first (by id, as the dashboard's "
+                              "Documents page), or print one as Markdown; `documents changes` "
+                              "prints the change feed")
     sp.add_argument("action", nargs="?", choices=["changes"],
                     help="changes: the change feed, one line per change, then the cursor to "
                          "resume from (docs/consumers.md)")

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import os
 import re
 import signal
 import socket
@@ -17,7 +18,7 @@ import uvicorn
 from debounce import registry
 from debounce.cli.errors import CliError
 from debounce.config import Settings
-from debounce.infra.db import open_pool
+from debounce.infra.db import check_connection_budget, open_pool
 from debounce.infra.heap import freeze_startup_objects
 from debounce.infra.server import QuietServer
 from debounce.migrate import migrate, schema_status
@@ -125,7 +126,8 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
     from debounce.worker import Worker
 
     assert settings.database_url
-    pool = open_pool(settings.database_url, max_size=settings.worker_concurrency + 4,
+    await check_connection_budget(settings.database_url, "worker", *settings.connections("worker"))
+    pool = open_pool(settings.database_url, max_size=settings.worker_pool_size(),
                      timeout=settings.pool_timeout_seconds, name="debounce-worker")
     await pool.open(wait=False)
     syncers = registry.create_all(settings)
@@ -164,14 +166,23 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
     bound before anything starts. Returns the exit code.
 
     Raises:
-        CliError: the port is in use, or ``web`` without ``DATABASE_URL``.
+        CliError: the port is in use, ``web`` without ``DATABASE_URL``, or (``demo``)
+            another demo runs in the data directory (:func:`~debounce.cli.demo.hold_demo_lock`).
     """
-    from debounce.cli.demo import connect_demo_workspaces, demo_tour, start_demo
+    from debounce.cli.demo import connect_demo_workspaces, demo_tour, hold_demo_lock, start_demo
     from debounce.web import create_app
     from debounce.worker import Worker
 
-    sock = bind(host, port)
+    demo_lock = hold_demo_lock(settings, host, port) if demo else None  # before anything
+    try:
+        sock = bind(host, port)
+    except CliError:
+        if demo_lock is not None:
+            os.close(demo_lock)
+        raise
     async with contextlib.AsyncExitStack() as stack:
+        if demo_lock is not None:
+            stack.callback(os.close, demo_lock)  # after the demo's state file is removed
         stack.callback(sock.close)
         settings = await stack.enter_async_context(
             database(settings, "serve" if with_worker else "web"))
@@ -182,7 +193,11 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
         if demo:
             settings, demo_run = start_demo(settings, stack)
         assert settings.database_url
-        pool = open_pool(settings.database_url, max_size=settings.pool_max_size + 4,
+        process = "serve" if with_worker else "web"
+        await check_connection_budget(settings.database_url, process,
+                                      *settings.connections(process))
+        pool = open_pool(settings.database_url,
+                         max_size=settings.pool_max_size + (4 if with_worker else 0),
                          timeout=settings.pool_timeout_seconds, name="debounce")
         await pool.open(wait=True, timeout=30)
         stack.push_async_callback(pool.close)
@@ -190,7 +205,8 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
             await connect_demo_workspaces(settings, pool, demo_run)
         app = create_app(settings, pool=pool, freeze_heap=True)
         server = QuietServer(uvicorn.Config(app, host=host, port=port, log_config=None,
-                                            access_log=False, lifespan="on"))
+                                            access_log=False, lifespan="on", proxy_headers=True,
+                                            forwarded_allow_ips=settings.forwarded_allow_ips))
         worker = None
         if with_worker:
             syncers = registry.create_all(settings)

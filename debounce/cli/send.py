@@ -238,7 +238,18 @@ async def send(source: str, files: list[str], url: str | None, secret: str | Non
 
     Returns 0, or 1 if any was refused, a file cannot be read, or an edit did not reach the
     feed in :data:`DEMO_WAIT_SECONDS`.
+
+    A file that does not exist is said first (one line, exit 1), before the signing secret.
+
+    Raises:
+        SystemExit: one line: no signing secret (:func:`secret_for`).
     """
+    missing = [file for file in files if not await asyncio.to_thread(Path(file).is_file)]
+    if missing:  # before the secret: the file is what the user typed last
+        print(f"{missing[0]}: cannot read: No such file or directory"
+              + (f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""),
+              file=sys.stderr)
+        return 1
     failures = 0
     key, origin = (secret, "--secret") if secret else secret_for(settings, source, demo=demo)
     print(f"signing with {origin}", file=sys.stderr)

@@ -67,6 +67,9 @@ class DocumentStore:
     def __init__(self, db: Db, fence: tuple[int, str] | None = None) -> None:
         self.db = db
         self.fence = fence
+        #: ``(source type, document id, title)`` of each document this store inserted or
+        #: updated, in order (the worker's log names what a sync wrote).
+        self.wrote: list[tuple[str, str, str]] = []
 
     def fenced(self, job: SyncJob) -> DocumentStore:
         """This store with every write fenced by ``job``'s claim (``job.id`` and
@@ -116,7 +119,10 @@ class DocumentStore:
         assert row is not None
         if row["outcome"] == "lease_lost":
             raise self._refused(f"writing document {doc.document_id}")
-        return WriteOutcome(row["outcome"])
+        outcome = WriteOutcome(row["outcome"])
+        if outcome is not WriteOutcome.UNCHANGED:
+            self.wrote.append((doc.source_type, doc.document_id, doc.title))
+        return outcome
 
     async def mark_deleted(self, source_type: str, document_ids: Sequence[str]) -> list[str]:
         """Mark these documents deleted; returns the ids that were not deleted before.

@@ -6,8 +6,10 @@ transaction the caller controls) or an ``AsyncConnectionPool`` (the web and work
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, LiteralString, TypeAlias
 
 import psycopg
@@ -18,15 +20,20 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from debounce.infra.sql import queries
 
 __all__ = [
+    "ConnectionLimit",
     "Db",
     "TRANSIENT_SQLSTATE_CLASSES",
     "TRANSIENT_SQLSTATES",
+    "check_connection_budget",
     "connection",
+    "connection_limit",
     "execute",
     "fetch_all",
     "fetch_one",
     "is_transient",
     "open_pool",
+    "unreachable_reason",
+    "why_unreachable",
 ]
 
 Db: TypeAlias = "AsyncConnection[Any] | AsyncConnectionPool[Any]"
@@ -162,3 +169,85 @@ def open_pool(
         configure=configure,
         reconnect_timeout=3600.0,
     )
+
+
+@dataclass(frozen=True)
+class ConnectionLimit:
+    """The server's connection limit (``SHOW max_connections``): ``max_connections``, the
+    slots ``reserved`` for superusers (``superuser_reserved_connections``, plus Postgres 16's
+    ``reserved_connections``), and the client connections ``in_use`` when it was read."""
+
+    max_connections: int
+    reserved: int
+    in_use: int
+
+    @property
+    def available(self) -> int:
+        """The connections an ordinary role may open in all: ``max_connections`` − reserved."""
+        return self.max_connections - self.reserved
+
+
+async def connection_limit(conninfo: str, *, connect_timeout: int = 3) -> ConnectionLimit:
+    """Read the connection limit of the server at ``conninfo`` over a connection of its own
+    (counted in ``in_use``); ``connect_timeout``: seconds to connect.
+
+    Raises:
+        psycopg.Error: the server is unreachable or refused the connection.
+    """
+    async with await psycopg.AsyncConnection.connect(
+            conninfo, autocommit=True, connect_timeout=connect_timeout) as conn:
+        cur = await conn.execute(queries("session")["connection_limit"])
+        row = await cur.fetchone()
+    assert row is not None
+    return ConnectionLimit(int(row[0]), int(row[1]), int(row[2]))
+
+
+_budget_log = logging.getLogger("debounce.db")
+
+
+async def check_connection_budget(conninfo: str, process: str, wanted: int,
+                                  how: str) -> ConnectionLimit | None:
+    """At a process's start: warn (one line, logger ``debounce.db``) when ``wanted``, the
+    connections its pools may open (``how``: the settings that size them), exceeds what the
+    server at ``conninfo`` leaves: ``max_connections`` − reserved − the connections other
+    clients hold now. Best effort: an unreachable server is the start's own business (its
+    pools say so); returns the limit read, or ``None`` then."""
+    try:
+        limit = await connection_limit(conninfo)
+    except (psycopg.Error, OSError):
+        return None
+    others = max(0, limit.in_use - 1)  # our own reading connection is gone by now
+    if wanted > limit.available - others:
+        _budget_log.warning(
+            "this %s may open %d database connections (%s), but the server allows %d "
+            "(max_connections %d - %d reserved) and %d are in use: at its busiest it will be "
+            "refused connections; lower them or raise the plan's limit (docs/deploying.md, "
+            "\"Connections\")", process, wanted, how, limit.available, limit.max_connections,
+            limit.reserved, others)
+    return limit
+
+
+def unreachable_reason(exc: BaseException) -> str | None:
+    """Why a connection could not be made, in libpq's words on one line (``connection to
+    server at "10.0.0.5", port 5432 failed: Connection refused``), when ``exc`` is such a
+    failure (an ``OperationalError`` without a SQLSTATE: libpq's own); else ``None``."""
+    if (not isinstance(exc, psycopg.OperationalError) or isinstance(exc, PoolTimeout)
+            or exc.sqlstate is not None):
+        return None  # a PoolTimeout is an OperationalError that does not say why
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return "; ".join(lines).removeprefix("connection failed: ") or exc.__class__.__name__
+
+
+async def why_unreachable(conninfo: str, connect_timeout: int = 3) -> str | None:
+    """Connect to ``conninfo`` once, outside any pool, to learn why a pool gets no connection
+    (a ``PoolTimeout`` does not say): :func:`unreachable_reason` of the failure, or ``None``
+    when the connection succeeds (the pool was busy, not the database away)."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            conninfo, autocommit=True, connect_timeout=connect_timeout)
+    except psycopg.Error as exc:
+        return unreachable_reason(exc) or f"{exc.__class__.__name__}: {exc}".splitlines()[0]
+    except OSError as exc:
+        return str(exc) or exc.__class__.__name__
+    await conn.close()
+    return None

@@ -67,6 +67,17 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+def _libpq_in_one_line(record: logging.LogRecord) -> bool:
+    """A filter of ``psycopg.pool``'s records: libpq's message continues on tab-indented
+    lines ("…Connection refused\\n\\tIs the server running…"), which the text format would
+    show as a literal ``\\n\\t``; they are joined with "; " instead."""
+    message = record.getMessage()
+    if "\n" in message:
+        record.msg = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+        record.args = ()
+    return True
+
+
 def configure(log_format: str = "text", level: str = "INFO") -> None:
     """Route the root logger to stderr in ``log_format`` (``text`` or ``json``)."""
     handler = logging.StreamHandler(sys.stderr)
@@ -76,3 +87,6 @@ def configure(log_format: str = "text", level: str = "INFO") -> None:
     root.setLevel(level)
     for noisy in ("httpx", "httpcore", "psycopg.pool", "uvicorn.access", "pgserver"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    pool_log = logging.getLogger("psycopg.pool")
+    if _libpq_in_one_line not in pool_log.filters:
+        pool_log.addFilter(_libpq_in_one_line)

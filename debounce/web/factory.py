@@ -24,7 +24,7 @@ from starlette.routing import Route
 from debounce import registry
 from debounce.config import Settings
 from debounce.contract import WebhookParser
-from debounce.infra.db import open_pool
+from debounce.infra.db import check_connection_budget, open_pool
 from debounce.infra.heap import freeze_startup_objects
 from debounce.queue.batcher import EnqueueBatcher
 from debounce.web import (
@@ -142,6 +142,8 @@ def create_app(
         own = state.pool is None
         if own:
             assert settings.database_url
+            await check_connection_budget(settings.database_url, "web",
+                                          *settings.connections("web"))
             state.pool = open_pool(
                 settings.database_url,
                 max_size=settings.pool_max_size,

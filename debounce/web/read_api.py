@@ -115,13 +115,15 @@ def _cursor(raw: str | None) -> feed.Cursor | None:
 async def changes(request: Request) -> Response:
     """``GET /documents/changes?after=&limit=&wait=&source=&workspace_id=``: changes in feed
     order, ``{"changes": [...], "next": cursor}``; with ``wait`` (seconds, at most
-    :data:`MAX_WAIT_SECONDS`) it long-polls until a change comes. 410 ``cursor_gone`` with
+    :data:`MAX_WAIT_SECONDS`) it long-polls until a change comes, or until the wait or
+    ``DEBOUNCE_FEED_MAX_WAIT_SECONDS``, whichever is shorter, is up. 410 ``cursor_gone`` with
     ``cursor`` (the head) when ``after`` cannot be followed."""
     state = require_reader(request)
     params = request.query_params
     after = _cursor(params.get("after"))
     limit = _limit(params.get("limit"), feed.MAX_LIMIT)
-    wait = _wait(params.get("wait"))
+    # held at most DEBOUNCE_FEED_MAX_WAIT_SECONDS: within the idle limit of a platform's router
+    wait = min(_wait(params.get("wait")), state.settings.feed_max_wait_seconds)
     source_type = _source(state, params.get("source"))
     workspace_id = int_param(params.get("workspace_id"), "workspace_id")
     try:

@@ -4,7 +4,10 @@ learned after its first sync (:class:`Learner`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -33,12 +36,41 @@ async def ensure(pool: AsyncConnectionPool[Any], settings: Settings) -> None:
 class Learner:
     """Learns the source's id of the environment's workspaces, once per workspace in this
     process (``settings``: the source's token and configuration; ``pool``: where the id is
-    recorded)."""
+    recorded; ``meter_for(workspace id, source type)``: a fresh meter of the workspace's
+    budget, for a question asked later because the budget was spent)."""
 
-    def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any],
+                 meter_for: Callable[[int, str], Meter | None] | None = None) -> None:
         self.settings = settings
         self.pool = pool
+        self.meter_for = meter_for
         self._learned: set[int] = set()
+        self._later: dict[int, asyncio.Task[None]] = {}
+
+    async def close(self) -> None:
+        """Cancel the questions waiting for a budget (the worker stops)."""
+        tasks = list(self._later.values())
+        self._later.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _ask_later(self, workspace: ClaimedWorkspace, source_type: str, seconds: float) -> None:
+        """Ask again once the budget holds a request (``seconds``), with a meter of its own:
+        a sync's meter ends with its sync, and the workspace may have no sync left to come
+        (the demo's Slack workspace spends its small budget on its few syncs)."""
+        if self.meter_for is None or workspace.id in self._later:
+            return
+
+        async def later() -> None:
+            await asyncio.sleep(seconds + 0.01)
+            self._later.pop(workspace.id, None)
+            assert self.meter_for is not None
+            await self.learn(workspace, source_type, self.meter_for(workspace.id, source_type))
+
+        self._later[workspace.id] = asyncio.create_task(later(), name=f"learn-{workspace.id}")
 
     async def learn(self, workspace: ClaimedWorkspace, source_type: str,
                     meter: Meter | None) -> None:
@@ -46,7 +78,8 @@ class Learner:
         and its id is not known yet (:attr:`ClaimedWorkspace.unlearned`): ask the source who
         the token is (``users.me``, ``auth.test``) and record it. Best effort, never raises.
         The request is charged to ``meter`` (the sync's: the workspace's budget) first; with
-        none left, it is asked after a later sync."""
+        none left, it is asked after a later sync or once the budget refills, whichever comes
+        first."""
         if not workspace.unlearned or workspace.id in self._learned:
             return
         self._learned.add(workspace.id)
@@ -58,8 +91,9 @@ class Learner:
             if meter is not None:
                 await meter.take()
             identity = await source.identify(source.configure(self.settings), str(token))
-        except BudgetExhausted:
-            self._learned.discard(workspace.id)   # ask again after a later sync
+        except BudgetExhausted as spent:
+            self._learned.discard(workspace.id)   # after a later sync, or once it refills
+            self._ask_later(workspace, source_type, spent.retry_after)
             return
         except Exception as exc:
             log.warning("could not learn the id of the environment's %s workspace (%s)",

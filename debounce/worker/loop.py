@@ -37,7 +37,7 @@ from debounce.worker.decrypter import Decrypter
 from debounce.worker.env_workspaces import Learner
 from debounce.worker.errors import log_db_error
 from debounce.worker.notifier import listen
-from debounce.worker.outcomes import Outcomes
+from debounce.worker.outcomes import Outcomes, claimed_text, written_text
 from debounce.worker.verdict import VerdictKind, verdict
 from debounce.workspaces.budgets import WorkspaceMeter
 from debounce.workspaces.sync_costs import SyncCosts, lane_of
@@ -101,7 +101,8 @@ class Worker:
         self.keyring = Keyring(settings.secret_key) if settings.secret_key else None
         self.marks = key_check.CredentialMarks(pool)
         self.decrypter = Decrypter(self.keyring, self.marks, pool)
-        self.learner = Learner(settings, pool)
+        self.learner = Learner(settings, pool, lambda workspace_id, source_type: WorkspaceMeter(
+            pool, workspace_id, self.budgets.get(source_type)))
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._paused_until: dict[str, float] = {}
@@ -179,6 +180,7 @@ class Worker:
                     await heartbeat.leave(self.pool, self.worker_id)
                 except Exception as exc:
                     log_db_error("saying the worker stopped", exc)
+            await self.learner.close()
             await self.outcomes.stop()
             log.info("worker %s stopped (%d completed, %d failed)", self.worker_id,
                      self.completed, self.failed)
@@ -270,6 +272,8 @@ class Worker:
                 workspace_concurrency=self.workspace_concurrency, costs=self.costs)
             for job, workspace in jobs:
                 self._start(job, workspace)
+            if jobs and log.isEnabledFor(logging.INFO):  # one line a claim, not a job
+                log.info("claimed %s", ", ".join(claimed_text(j) for j, _ in jobs))
             if jobs:
                 self.last_claim = time.monotonic()
                 return 0.0
@@ -316,7 +320,8 @@ class Worker:
             if syncer is None:
                 raise PermanentError(f"no syncer for source {job.source_type!r}")
             credentials = await self.decrypter.credentials(workspace)
-            context = SyncContext(store=self.store.fenced(job), credentials=credentials,
+            store = self.store.fenced(job)
+            context = SyncContext(store=store, credentials=credentials,
                                   meter=meter, checkpoint=checkpoint,
                                   audiences=AudienceStore.fenced(self.store.db, job))
             result = await syncer.sync(job, context)
@@ -328,9 +333,9 @@ class Worker:
         else:
             self._observe(job, started, "completed")
             self.completed += 1
-            log.info("synced in %.2f s (%d written, %d unchanged, %d deleted)",
-                     time.monotonic() - started, result.written, result.unchanged, result.deleted,
-                     extra=job.log_fields())
+            log.info("synced in %.2f s (%d written%s, %d unchanged, %d deleted)",
+                     time.monotonic() - started, result.written, written_text(store.wrote),
+                     result.unchanged, result.deleted, extra=job.log_fields())
             await self._complete(job)
             await self._count_cost(job, meter, synced=True)
             if workspace is not None and workspace.unlearned:

@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from debounce import queue, workspaces
 from debounce.documents import feed
-from debounce.infra.db import is_transient
+from debounce.infra.db import is_transient, unreachable_reason, why_unreachable
 from debounce.infra.metrics import WORKER
 from debounce.infra.retry import Backoff
 from debounce.infra.secrets import SecretKeyError
@@ -158,7 +158,8 @@ async def pruner(
 async def wait_for_schema(pool: AsyncConnectionPool[Any], stopping: asyncio.Event) -> bool:
     """Wait until the database has every migration of this release (a worker started before
     the release phase, or against a fresh database, says so once and waits instead of
-    crashing). Returns ``False`` when ``stopping`` is set while waiting."""
+    crashing; a database it cannot connect to is ``worker cannot start: …`` in one line with
+    libpq's reason, each try). Returns ``False`` when ``stopping`` is set while waiting."""
     backoff = Backoff(initial=1.0, cap=10.0)
     said = ""
     while not stopping.is_set():
@@ -177,7 +178,15 @@ async def wait_for_schema(pool: AsyncConnectionPool[Any], stopping: asyncio.Even
             delay = backoff.next()
         except Exception as exc:
             delay = backoff.next()
-            log_db_error("checking the database schema", exc, delay)
+            cause = unreachable_reason(exc)
+            if cause is None and isinstance(exc, PoolTimeout):
+                stop_if_cancelled()
+                cause = await why_unreachable(str(pool.conninfo))
+            if cause is not None:  # the line docs/deploying.md's alerts table promises
+                log.error("worker cannot start: cannot connect to the database at DATABASE_URL: "
+                          "%s (retrying in %.1f s)", cause, delay)
+            else:
+                log_db_error("checking the database schema", exc, delay)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), timeout=delay)
     return False

@@ -1,7 +1,8 @@
 """Recording the outcome of syncs: completions and failures, each batched into one statement
 (``queue.complete_many``, ``queue.fail_many``) by the shared :class:`~debounce.infra.batcher.Batcher`,
 and retried while the database is away (the job keeps its lease meanwhile; its sync slot is
-free for the next claim)."""
+free for the next claim); and the words of the worker's log lines for a claim and a sync
+(:func:`claimed_text`, :func:`written_text`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from debounce.infra.retry import Backoff
 from debounce.types import SyncJob
 from debounce.worker.errors import log_db_error
 
-__all__ = ["Outcomes"]
+__all__ = ["Outcomes", "claimed_text", "written_text"]
 
 T = TypeVar("T")
 
@@ -80,3 +81,23 @@ class Outcomes:
         """Record a failed sync (see ``queue.Failure``)."""
         (row,) = await self.failures.submit([failure])
         return row
+
+
+def written_text(wrote: list[tuple[str, str, str]]) -> str:
+    """The documents a sync wrote, for its log line: ``: 'Title' (notion/<id>)``, the first
+    two and how many more."""
+    if not wrote:
+        return ""
+    shown = ", ".join(f"{title!r} ({source}/{document_id})"
+                      for source, document_id, title in wrote[:2])
+    return f": {shown}" + (f" and {len(wrote) - 2} more" if len(wrote) > 2 else "")
+
+
+def claimed_text(job: SyncJob) -> str:
+    """A claimed job for the claim's log line: its id, page, and why it was due (its events'
+    debounce window ended; a bulk job of a backfill or a re-check has no events)."""
+    why = (f"{job.event_count} event{'s' * (job.event_count != 1)}, its window ended"
+           if job.event_count else "bulk" if job.priority < 0 else "due")
+    if job.attempts > 1:
+        why += f", attempt {job.attempts}"
+    return f"job {job.id} ({job.source_type} {job.source_page_id}: {why})"

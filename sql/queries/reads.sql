@@ -51,12 +51,13 @@ select d.id, d.document_id, d.title, d.synced_at, d.deleted_at
  limit %(limit)s
 
 -- latest_documents --
--- Synced documents, most recently synced first, optionally of one source.
+-- Synced documents, newest first (by row id, the order of the dashboard's Documents page),
+-- optionally of one source.
 select id, source_type, document_id, title, length(content) as chars, synced_at, deleted_at,
        audience_kind, audience_members, audience_accessible_by
   from documents
  where (%(source_type)s::text is null or source_type = %(source_type)s::text)
- order by synced_at desc, document_id
+ order by id desc
  limit %(limit)s
 
 -- newest_by_document_id --

@@ -49,10 +49,13 @@ SECURITY_HEADERS: dict[str, str] = {
 }
 
 
-def _ts(value: datetime | None) -> str:
-    """``2024-05-01 12:03:04 UTC``, or an em dash for ``None``."""
+def _ts(value: datetime | str | None) -> str:
+    """``2024-05-01 12:03:04 UTC``, or an em dash for ``None``; ``value``: a time, or its ISO
+    8601 text with an offset (as the backfill's progress carries it)."""
     if value is None:
         return "—"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

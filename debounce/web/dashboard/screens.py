@@ -221,15 +221,19 @@ async def jobs(request: Request) -> Response:
 
 
 async def job(request: Request) -> Response:
-    """``GET /admin/jobs/{id}``: one job (payload, attempts, last error, event count, revision,
-    due and lease times), its page's documents, the retry and re-sync buttons."""
+    """``GET /admin/jobs/{id}``: one job (its workspace by name, payload, attempts, last error,
+    event count, revision, due and lease times), its page's documents, the retry and re-sync
+    buttons."""
     state = signed_in(request)
     job_id = _path_id(request, "job_id", "job")
     found = await queue.get(state.read_db, job_id)
     if found is None:
         raise ApiError(404, "not_found", f"no job {job_id}")
     documents = await data.page_documents(state.read_db, found.source_type, found.source_page_id)
+    owner = (await workspaces.list_workspaces(state.read_db, found.workspace_id)
+             if found.workspace_id is not None else [])
     return page(request, "job.html", {"nav": "jobs", "job": found, "documents": documents,
+                                       "workspace": owner[0] if owner else None,
                                        "here": request.url.path})
 
 
