@@ -47,7 +47,7 @@ def notion() -> NotionWebhooks:
         ("page.properties_updated.json", PAGE, ("properties",)),
         ("page.deleted.json", PAGE, ("properties",)),
         ("page.undeleted.json", PAGE, ()),
-        ("comment.created.json", PAGE, ("content",)),  # data.page_id, not the comment's id
+        ("comment.created.json", PAGE, ("comments",)),  # data.page_id, not the comment's id
         ("database.schema_updated.json", DATABASE, ()),
     ],
 )
