@@ -68,7 +68,7 @@ def test_examples_map_to_their_page(notion: NotionWebhooks, name: str, page_id: 
      ("page.deleted", ("properties",)), ("page.locked", ("properties",)),
      ("page.unlocked", ("properties",)), ("page.transcript_deleted", ("content",)),
      ("page.something_new", ()), ("data_source.schema_updated", ()),
-     ("data_source.content_updated", ())],
+     ("data_source.content_updated", ("rows",))],
 )
 def test_each_event_type_says_what_changed(notion: NotionWebhooks, event_type: str,
                                            kinds: tuple[str, ...]) -> None:

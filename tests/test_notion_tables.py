@@ -208,15 +208,15 @@ async def test_a_5000_row_data_source_costs_51_requests_then_one_per_burst(
                          created=stamp)
     # The rows' documents as their page syncs write them (5 000 page syncs would cost 10 000
     # requests here; their own cost is tests/test_notion_requests.py's).
-    for row in rows:
-        page = fake.pages[row]
-        await store.upsert(Document("notion", row, row, f"Row {rows.index(row) + 1}", "",
-                                    page["url"], {"object": "page",
-                                                  "parent": parent_summary(page["parent"]),
-                                                  "created_time": page["created_time"],
-                                                  "properties": page_properties(
-                                                      page["properties"])},
-                                    datetime.fromisoformat(page["last_edited_time"])))
+    async with conn.transaction():  # one commit for the 5 000 writes (speed alone)
+        for n, row in enumerate(rows):
+            page = fake.pages[row]
+            await store.upsert(Document(
+                "notion", row, row, f"Row {n + 1}", "", page["url"],
+                {"object": "page", "parent": parent_summary(page["parent"]),
+                 "created_time": page["created_time"],
+                 "properties": page_properties(page["properties"])},
+                datetime.fromisoformat(page["last_edited_time"])))
     fake.calls.clear()
     await run(conn, notion, context, ds, event("data_source.created", ds, "data_source"))
     assert asked(fake) == {"data_sources.retrieve": 1, "data_sources.query": 50}
@@ -340,8 +340,8 @@ async def test_v2_answers_convert_to_the_same_markdown_as_v1(
     assert answers["v3"].status_code == 400
     v1, v2 = answers["v1"].json()["markdown"], answers["v2"].json()["markdown"]
     assert "<toggle>" in v2 and "<quote>" in v2 and '<p color="blue">Colored</p>' in v2
-    assert "First line\nsecond line" in v2 and "\n\n" in v2 and "{color" not in v2.replace(
-        'Literal {color="red"}', "")
+    assert "First line\nsecond line" in v2 and "\n\n" in v2
+    assert '{color="' not in v2.replace('Literal \\{color="red"\\}', "")
     converted = enhanced_to_markdown(v1, page, "v1")
     assert enhanced_to_markdown(v2, page, "v2") == converted
     assert "First line\\\nsecond line" in converted and "> Quote\n>\n> child" in converted

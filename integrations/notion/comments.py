@@ -115,10 +115,11 @@ def with_comments(body: str, section: str) -> tuple[str, int]:
 
 
 def split_comments(content: str, metadata: Mapping[str, Any]) -> tuple[str, str]:
-    """A stored document's content as ``(body, comments tail)``, from ``metadata.comments``'s
-    ``chars`` (no such metadata: all body)."""
+    """A stored document's content as ``(body, comments section)`` (the section as
+    :func:`comments_markdown` wrote it, for :func:`with_comments`), from
+    ``metadata.comments``'s ``chars`` (no such metadata: all body)."""
     info = metadata.get("comments")
     chars = info.get("chars") if isinstance(info, dict) else None
     if not isinstance(chars, int) or chars <= 0 or chars > len(content):
         return content, ""
-    return content[: len(content) - chars], content[len(content) - chars:]
+    return content[: len(content) - chars], content[len(content) - chars:].lstrip("\n")
