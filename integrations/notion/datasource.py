@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from debounce.contract import Document, SyncJob, SyncResult
@@ -49,7 +49,8 @@ def full_sync_requests(rows: int) -> int:
 
 
 def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
+    """Aware UTC as Notion writes times: ``2026-11-20T23:55:00.000Z``."""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 async def _query(call: NotionCall, ds_id: str, since: str | None) -> list[dict[str, Any]]:
