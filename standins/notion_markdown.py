@@ -11,6 +11,15 @@ its place, its id is listed in ``unknown_block_ids`` and ``truncated`` is true; 
 endpoint for such a block id answers that block and its subtree. Notion-hosted files carry a
 new signed URL on every answer (:func:`standins.notion_content.resign_files`).
 
+``markdown_version`` (https://developers.notion.com/guides/data-apis/migrate-to-notion-flavored-markdown:
+a query parameter of this endpoint): absent or ``v1``, the enhanced Markdown above; ``v2``,
+Notion-flavored Markdown as that guide describes it — blocks separated by a blank line, a line
+break inside a block a single newline, a paragraph, quote or toggle with children in its tag
+form (``<p>``, ``<quote>``, ``<toggle>``: the text, a blank line, the children unindented), a
+block colour a ``color`` attribute of the tag and never an attribute list; other blocks as in
+v1. Anything else: 400 ``validation_error``. Counted in ``markdown_versions`` (``default`` when
+absent).
+
 A connection without the read-content capability gets 403 ``restricted_resource``:
 :meth:`NotionMarkdown.deny_read_content` switches that on per token or per workspace;
 ``markdown_endpoint = False`` answers 400 ``invalid_request_url`` as an API without the
