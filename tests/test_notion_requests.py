@@ -141,9 +141,9 @@ async def test_the_enqueue_merges_the_kinds_of_a_burst(conn: Conn) -> None:
         ("page.content_updated", {"pages.markdown": 1}),
         ("page.properties_updated", {"pages.retrieve": 1}),
         ("page.locked", {"pages.retrieve": 1}),
-        ("page.created", {"pages.retrieve": 1, "pages.markdown": 1}),
-        ("page.moved", {"pages.retrieve": 1, "pages.markdown": 1}),
-        ("page.undeleted", {"pages.retrieve": 1, "pages.markdown": 1}),
+        ("page.created", {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}),
+        ("page.moved", {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}),
+        ("page.undeleted", {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}),
         ("comment.created", {"comments.list": 1}),
     ],
 )
@@ -296,7 +296,7 @@ async def test_a_listing_object_overtaken_by_a_webhook(
     assert "listing" not in job.payload and job.change_kinds == ()
     fake.calls.clear()
     await notion.sync(job, context)
-    assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1}
+    assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}
     doc = await store.get("notion", page)
     assert doc is not None and (doc["title"], doc["content"]) == ("Renamed", "Edited.\n")
 
@@ -361,12 +361,14 @@ async def test_a_refused_markdown_endpoint_is_remembered_per_workspace(
     try:
         await syncer.sync(await enqueue(conn, pages[0], event("page.created", pages[0], "t")),
                           context)
+        # (page.created says nothing: everything, the comments too)
         assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1,
-                                  "blocks.children.list": 1}
+                                  "blocks.children.list": 1, "comments.list": 1}
         fake.calls.clear()
         await syncer.sync(await enqueue(conn, pages[1], event("page.created", pages[1], "t")),
                           context)
-        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1}
+        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1,
+                                  "comments.list": 1}
     finally:
         await syncer.aclose()
     # another worker process learns it from the database
@@ -376,14 +378,15 @@ async def test_a_refused_markdown_endpoint_is_remembered_per_workspace(
     try:
         job = await enqueue(conn, pages[2], event("page.created", pages[2], "t"))
         await other.sync(job, context)
-        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1}
+        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1,
+                                  "comments.list": 1}
         # a day later the endpoint is asked again; granted meanwhile, it serves, and the
         # refusal is forgotten
         fake.deny_read_content(denied=False)
         now[0] += timedelta(days=1, seconds=1)
         fake.calls.clear()
         await other.sync(job, context)
-        assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1}
+        assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}
         assert await store.get_state("notion", "~workspace/env/markdown-endpoint") == {}
     finally:
         await other.aclose()

@@ -100,8 +100,8 @@ SOURCE = Source(
     budget=BUDGET,
     # What a typical page sync costs (docs/notion.md, "What a page sync asks for"): one request
     # for a body edit, a property edit or a comment change; two for a backfilled page (its
-    # content and its comments: the listing's page object travels with the job) or a new or
-    # moved page; three for a re-synced one. The claim reserves this much of the
+    # content and its comments: the listing's page object travels with the job); three for a
+    # new, moved or re-synced page. The claim reserves this much of the
     # workspace's budget per sync and never gives back what a sync did not spend, so a higher
     # figure would waste budget on every one-request sync; a two-request sync takes its second
     # request from the bucket.

@@ -229,8 +229,10 @@ class NotionSyncer:
         """What this page sync asks for (the class docstring; docs/notion.md)."""
         kinds = frozenset(job.change_kinds)
         # The comments are read by a bulk job (backfill, reconciliation: priority < 0), a
-        # re-sync (> 0) or an event that said a comment changed; else the stored ones are kept.
-        comments = job.priority != 0 or "comments" in kinds
+        # re-sync (> 0), an event that said a comment changed, or events that said nothing
+        # (page.created, page.moved, …: "everything", which absorbs a comment event of the same
+        # burst); else the stored ones are kept.
+        comments = not kinds or job.priority != 0 or "comments" in kinds
         everything = _Plan(page=None, stored=None, fetch_page=True, fetch_content=True,
                            fetch_comments=comments and self.ask_what_changed)
         if not self.ask_what_changed:
