@@ -62,11 +62,14 @@ class NotionSyncer:
     page size (Notion's maximum, 100).
 
     What a page sync asks for (:meth:`_plan`, docs/notion.md "Which event asks for what"): a
-    bulk job still carrying its listing's page object costs the markdown request alone; a live
-    job whose events all said ``content`` costs the markdown request (title and properties
-    kept from the stored document), ``properties`` the page object alone (content kept); a
-    re-sync, a job whose events said nothing or something structural, a page without a stored
-    document: both, as before.
+    bulk job still carrying its listing's page object costs the markdown request and the
+    comments (:mod:`.comments`); a live job whose events all said ``content`` costs the
+    markdown request (title, properties and comments kept from the stored document),
+    ``properties`` the page object alone, ``comments`` the comments alone, ``audience`` (a
+    ``page.permissions_updated`` carrying ``accessible_by``) nothing; a re-sync or a job whose
+    events said nothing or something structural: the page object, the content and the
+    comments; a page without a stored document: the page object and the content.
+    A data source syncs with the table of its rows (:mod:`.datasource`).
 
     ``object_not_found`` for the page/database itself, or ``in_trash``: success, the document
     is marked deleted. Every request, the in-process retries included, is charged to the
