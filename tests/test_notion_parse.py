@@ -49,6 +49,7 @@ def notion() -> NotionWebhooks:
         ("page.undeleted.json", PAGE, ()),
         ("comment.created.json", PAGE, ("comments",)),  # data.page_id, not the comment's id
         ("database.schema_updated.json", DATABASE, ()),
+        ("data_source.content_updated.json", "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e20", ("rows",)),
     ],
 )
 def test_examples_map_to_their_page(notion: NotionWebhooks, name: str, page_id: str,
@@ -82,6 +83,7 @@ def test_every_example_is_covered() -> None:
     names = {p.name for p in EXAMPLES.glob("*.json")}
     assert names == {
         "comment.created.json",
+        "data_source.content_updated.json",
         "database.schema_updated.json",
         "file_upload.completed.json",
         "page.content_updated.json",
