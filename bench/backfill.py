@@ -19,11 +19,15 @@ synced.
 
 - ``before``: ``NotionSyncer(ask_what_changed=False)`` and a claim reservation of 2 requests a
   sync: every page sync asks for the page object and the markdown, as before issue 31;
-- ``after``: the listing's page object travels with the bulk job; a live sync asks for what
-  its events said changed.
+- ``after``: the listing's page object travels with the bulk job (and, since issue 41, the
+  bulk job reads the page's comments); a live sync asks for what its events said changed.
+
+Then :mod:`bench.tables` (``bench: "table_sync"``): a data source's table and a page's
+comments (issue 41).
 
 One JSON line per phase (``bench: "backfill"``, ``bench: "live_mix"``) with before and after,
-and ``goal_*`` booleans: backfill requests per page <= 1.02 and wall <= 0.55 × before; live
+and ``goal_*`` booleans: backfill requests per page <= 2.02 (its content and, since issue 41,
+its comments; 1.02 before issue 41) and wall <= 1.3 × before; live
 requests per synced page <= 1.3 and freshness p99 not worse than before (within 10 %, the
 run-to-run noise of a 0.5 s window); no 429 anywhere (debounce's budget is under the
 stand-in's).
@@ -41,6 +45,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from bench import tables
 from bench.common import emit, note, percentiles, scratch_database
 from debounce import queue
 from debounce.config import Settings, SourceWindow
@@ -213,8 +218,12 @@ def run(server_url: str, quick: bool = False) -> None:
          time_scale="10x faster than Notion's ~3 requests/s",
          before=_figures(b_fill), after=_figures(a_fill),
          wall_ratio=round(a_fill.wall_seconds / b_fill.wall_seconds, 3),
-         goal_requests_per_page=a_fill.per_page <= 1.02,
-         goal_wall=a_fill.wall_seconds <= 0.55 * b_fill.wall_seconds,
+         # Since issue 41 a backfilled page also reads its comments (markdown + comments:
+         # 2 requests; 1 from issue 31 until then): as many requests as before at the same
+         # rate, so the wall is the rate's; 1.3 leaves room for a loaded machine's noise
+         # (1.23 measured on 2 shared cores).
+         goal_requests_per_page=a_fill.per_page <= 2.02,
+         goal_wall=a_fill.wall_seconds <= 1.3 * b_fill.wall_seconds,
          goal_no_429=b_fill.rate_limited == 0 and a_fill.rate_limited == 0)
     emit("live_mix", bursts=bursts, events_per_burst=BURST,
          mix={k: w for k, w in MIX}, debounce_seconds=WINDOW.debounce_seconds,
@@ -222,3 +231,4 @@ def run(server_url: str, quick: bool = False) -> None:
          goal_requests_per_page=a_live.per_page <= 1.3,
          goal_freshness_p99=(a_live.lag_p99 or 0.0) <= 1.1 * (b_live.lag_p99 or 0.0),
          goal_no_429=b_live.rate_limited == 0 and a_live.rate_limited == 0)
+    tables.run(server_url, quick)  # issue 41: a data source's table and a page's comments

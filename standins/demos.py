@@ -88,9 +88,13 @@ def notion_demo() -> DemoSetup:
                "entity": {"id": DEMO_SECOND_PAGE_ID, "type": "page"},
                "data": {"parent": {"id": DEMO_SECOND_WORKSPACE_ID, "type": "space"}}})
     return DemoSetup(settings={"notion_base_url": server.url, "notion_token": fake.token},
-                     window=SourceWindow(3.0, 20.0), examples=("page.*.json",),
+                     window=SourceWindow(3.0, 20.0),
+                     # comment.created: the demo page's discussions; data_source.content_updated
+                     # (an edit: a row renamed): the Launch tasks table, updated.
+                     examples=("page.*.json", "comment.*.json", "data_source.*.json"),
                      url=server.url, stop=server.stop, workspaces=(second,),
-                     edits=("page.content_updated.json",), edit_url=server.url + EDIT_PATH)
+                     edits=("page.content_updated.json", "data_source.content_updated.json"),
+                     edit_url=server.url + EDIT_PATH)
 
 
 def slack_demo() -> DemoSetup:

@@ -16,6 +16,7 @@ Notion integration calls through ``notion-client``:
   (https://developers.notion.com/reference/database);
 - ``GET /v1/data_sources/{data_source_id}`` — a data source with its property schema
   (https://developers.notion.com/reference/data-source);
+- ``POST /v1/data_sources/{id}/query`` and ``GET /v1/comments`` (:mod:`standins.notion_rows`);
 - ``GET /v1/users/me`` and ``POST /v1/oauth/token`` (:mod:`standins.notion_workspaces`);
 - ``POST /v1/search`` — what a token can see, and bulk fixtures (:mod:`standins.notion_search`).
 
@@ -110,6 +111,7 @@ from standins.notion_http import (
     take_fault,
 )
 from standins.notion_markdown import NotionMarkdown
+from standins.notion_rows import NotionRows
 from standins.notion_search import NotionSearch
 from standins.notion_workspaces import Grant, NotionWorkspaces
 
@@ -163,6 +165,8 @@ ENDPOINTS = (
     "blocks.children.list",
     "databases.retrieve",
     "data_sources.retrieve",
+    "data_sources.query",
+    "comments.list",
     "users.me",
     "search",
 )
@@ -183,7 +187,8 @@ def _slug(title: str) -> str:
     return "-".join(words)
 
 
-class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, NotionWorkspaces):
+class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, NotionRows,
+                 NotionWorkspaces):
     """State of fake Notion workspaces plus the Starlette app that serves them.
 
     ``token`` is the token of the default workspace (:attr:`workspace_id`), which holds every
@@ -217,6 +222,8 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
         self.children: dict[str, list[str]] = {}
         self.databases: dict[str, dict[str, Any]] = {}
         self.data_sources: dict[str, dict[str, Any]] = {}
+        #: Comment objects (:meth:`add_comment`), resolved ones included.
+        self.comments: list[dict[str, Any]] = []
         self.calls: Counter[str] = Counter()
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
@@ -521,6 +528,7 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
                 Route("/v1/blocks/{block_id}", self._blocks_retrieve, methods=["GET"]),
                 Route("/v1/databases/{database_id}", self._databases_retrieve, methods=["GET"]),
                 Route("/v1/data_sources/{data_source_id}", self._data_sources_retrieve, methods=["GET"]),
+                *self._routes_rows(),
                 Route("/v1/users/me", self._users_me, methods=["GET"]),
                 Route("/v1/search", self._search, methods=["POST"]),
                 Route("/v1/oauth/token", self._oauth_token, methods=["POST"]),

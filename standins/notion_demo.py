@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEMO_DATABASE_ID",
+    "DEMO_DATA_SOURCE_ID",
     "DEMO_EDITED_BLOCK_ID",
+    "DEMO_ROW_IDS",
     "DEMO_PAGE_ID",
     "DEMO_SECOND_PAGE_ID",
     "DEMO_SECOND_TOKEN",
@@ -63,6 +65,11 @@ __all__ = [
 #: ``examples/notion/database.schema_updated.json``, in the default workspace.
 DEMO_PAGE_ID = "153104cd-477e-809d-8dc4-ff2d96ae3090"
 DEMO_DATABASE_ID = "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e1f"
+#: Its data source (``examples/notion/data_source.content_updated.json``) and its rows; the
+#: first row is the one that example's edit changes.
+DEMO_DATA_SOURCE_ID = "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e20"
+DEMO_ROW_IDS = ("7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e5f", "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e60",
+                "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e61", "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e62")
 #: The token of the default workspace of :meth:`~standins.notion_api.FakeNotion.demo` (set
 #: ``NOTION_TOKEN`` to it).
 DEMO_TOKEN = "secret_debounce_demo_token"
@@ -100,16 +107,16 @@ def _seed_default(fake: FakeNotion) -> None:
             "Area": ["Backend", "Docs", "Ops"],
         },
         parent={"type": "page_id", "page_id": DEMO_PAGE_ID},
-        data_source_id="2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e20",
+        data_source_id=DEMO_DATA_SOURCE_ID,
         data_source_name="Launch tasks",
     )
     fake.add_page(
-        "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e5f",
+        DEMO_ROW_IDS[0],
         title="Ship webhook debouncing",
         title_name="Name",
         parent={
             "type": "data_source_id",
-            "data_source_id": "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e20",
+            "data_source_id": DEMO_DATA_SOURCE_ID,
             "database_id": DEMO_DATABASE_ID,
         },
         properties={
@@ -118,7 +125,23 @@ def _seed_default(fake: FakeNotion) -> None:
             "Due": date_property("2026-12-01"),
         },
         blocks=[paragraph("One sync per page per burst of edits.")],
+        created_time="2026-11-18T09:00:00.000Z", last_edited_time="2026-11-20T23:50:00.000Z",
     )
+    for n, (title, state, due, area) in enumerate((
+            ("Write the launch post", "Not started", "2026-12-03", "Docs"),
+            ("Load-test the worker", "Done", "2026-11-25", "Ops"),
+            ("Publish the consumer guide", "In progress", "2026-12-02", "Docs"))):
+        fake.add_page(
+            DEMO_ROW_IDS[n + 1], title=title, title_name="Name",
+            parent={"type": "data_source_id", "data_source_id": DEMO_DATA_SOURCE_ID,
+                    "database_id": DEMO_DATABASE_ID},
+            properties={"Status": status_property(state), "Owner": people_property(DEFAULT_USER),
+                        "Due": date_property(due),
+                        "Area": {"id": "are", "type": "multi_select",
+                                 "multi_select": [{"id": f"opt-{area}", "name": area}]}},
+            blocks=[paragraph(f"Notes on: {title}.")],
+            created_time=f"2026-11-18T1{n}:00:00.000Z",
+            last_edited_time=f"2026-11-20T23:5{n + 1}:00.000Z")
     fake.add_page(
         DEMO_PAGE_ID,
         title="Launch plan",
@@ -170,6 +193,17 @@ def _seed_default(fake: FakeNotion) -> None:
             child_database("Launch tasks", DEMO_DATABASE_ID),
         ],
     )
+    # Two open discussions and a resolved one (not listed, as Notion's API lists none).
+    _, thread = fake.add_comment(DEMO_PAGE_ID, "Should the limits table say **per workspace**?",
+                                 name="Ada Lovelace", created_time="2026-11-20T21:04:00.000Z")
+    fake.add_comment(DEMO_PAGE_ID, "Yes: each workspace has its own budget.",
+                     discussion_id=thread, name="Grace Hopper",
+                     created_time="2026-11-20T21:30:00.000Z")
+    fake.add_comment(DEMO_PAGE_ID, "Ship it on Monday.", name="Grace Hopper",
+                     created_time="2026-11-20T22:15:00.000Z")
+    _, done = fake.add_comment(DEMO_PAGE_ID, "Typo in the title.", name="Ada Lovelace",
+                               created_time="2026-11-19T08:00:00.000Z")
+    fake.resolve(done)
 
 
 def _seed_second(fake: FakeNotion) -> None:
@@ -210,6 +244,8 @@ class NotionDemoEdits:
             LookupError: the page, or a paragraph of it named in ``updated_blocks``, is not
                 in the stand-in.
         """
+        if event.get("type") == "data_source.content_updated":
+            return self._edit_row(event)
         if event.get("type") != "page.content_updated":
             raise NotAnEdit(f"a {event.get('type')!r} event edits no content")
         entity = event.get("entity")
@@ -238,6 +274,38 @@ class NotionDemoEdits:
         title = "".join(str(i.get("plain_text", "")) for prop in page["properties"].values()
                         if prop.get("type") == "title" for i in prop["title"])
         return DemoEdit(f"edited page {title!r} ({page_id}): {before!r} → {after!r}", after,
+                        webhook)
+
+    def _edit_row(self, event: Mapping[str, Any]) -> DemoEdit:
+        """A ``data_source.content_updated`` example: the first row its ``updated_blocks``
+        names (a page of the data source) gets a new title, as a person renaming a row in the
+        table; the row's ``last_edited_time`` is the time of the edit.
+
+        Raises:
+            LookupError: the data source, or a row of it named in ``updated_blocks``, is not
+                in the stand-in.
+        """
+        entity = event.get("entity")
+        ds_id = norm_id(str(entity.get("id", ""))) if isinstance(entity, dict) else None
+        if ds_id is None or ds_id not in self.fake.data_sources:
+            raise LookupError(f"no data source {ds_id or entity!r} in the Notion stand-in")
+        data = event.get("data")
+        named = data.get("updated_blocks") if isinstance(data, dict) else None
+        ids = [norm_id(str(b.get("id", ""))) for b in named or [] if isinstance(b, dict)]
+        row_id = next((i for i in ids if i is not None and (self.fake.pages.get(i, {})
+                       .get("parent") or {}).get("data_source_id") == ds_id), None)
+        if row_id is None:
+            raise LookupError(f"data source {ds_id} has no row named in data.updated_blocks")
+        row = self.fake.pages[row_id]
+        title = next(p for p in row["properties"].values() if p.get("type") == "title")
+        before = "".join(str(i.get("plain_text", "")) for i in title["title"])
+        after, when = self.counter.next_text(row_id, before)
+        stamp = when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        title["title"] = rich_text(after)
+        self.fake.touch(row_id, stamp)
+        webhook = copy.deepcopy(dict(event))
+        webhook.update(id=str(uuid.uuid4()), timestamp=stamp, attempt_number=1)
+        return DemoEdit(f"renamed row {before!r} → {after!r} of data source {ds_id}", after,
                         webhook)
 
     def _paragraph_of(self, page_id: str, block_id: str) -> bool:

@@ -11,6 +11,15 @@ its place, its id is listed in ``unknown_block_ids`` and ``truncated`` is true; 
 endpoint for such a block id answers that block and its subtree. Notion-hosted files carry a
 new signed URL on every answer (:func:`standins.notion_content.resign_files`).
 
+``markdown_version`` (https://developers.notion.com/guides/data-apis/migrate-to-notion-flavored-markdown:
+a query parameter of this endpoint): absent or ``v1``, the enhanced Markdown above; ``v2``,
+Notion-flavored Markdown as that guide describes it — blocks separated by a blank line, a line
+break inside a block a single newline, a paragraph, quote or toggle with children in its tag
+form (``<p>``, ``<quote>``, ``<toggle>``: the text, a blank line, the children unindented), a
+block colour a ``color`` attribute of the tag and never an attribute list; other blocks as in
+v1. Anything else: 400 ``validation_error``. Counted in ``markdown_versions`` (``default`` when
+absent).
+
 A connection without the read-content capability gets 403 ``restricted_resource``:
 :meth:`NotionMarkdown.deny_read_content` switches that on per token or per workspace;
 ``markdown_endpoint = False`` answers 400 ``invalid_request_url`` as an API without the
@@ -20,6 +29,7 @@ endpoint would. Requests are counted as ``calls["pages.markdown"]``.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -125,6 +135,8 @@ class NotionMarkdown:
     markdown_block_limit: int = 10_000
     #: ``False``: the endpoint does not exist (400 ``invalid_request_url``).
     markdown_endpoint: bool = True
+    #: Answers by the ``markdown_version`` asked (``default`` when none): made on first use.
+    markdown_versions: Counter[str]
 
     if TYPE_CHECKING:
 
@@ -173,17 +185,23 @@ class NotionMarkdown:
             page_id, roots = self._page_of(object_id), [object_id]
         else:
             return self._not_found(object_id)
+        version = request.query_params.get("markdown_version")
+        if version not in (None, "v1", "v2"):
+            return self._error(400, "validation_error",
+                               f"markdown_version should be `v1` or `v2`, instead was `{version}`.")
+        if "markdown_versions" not in self.__dict__:
+            self.markdown_versions = Counter()
+        self.markdown_versions[version or "default"] += 1
         state: dict[str, Any] = {"left": self.markdown_block_limit, "unknown": [], "page": page_id,
                                  "transcripts": request.query_params.get("include_transcript")
-                                 in ("true", "True", "1")}
-        lines: list[str] = []
-        for bid in roots:
-            lines += self._render(bid, 0, state)
+                                 in ("true", "True", "1"), "v2": version == "v2"}
+        parts = ["\n".join(self._render(bid, 0, state)) for bid in roots]
         return JSONResponse(
             {
                 "object": "page_markdown",
                 "id": object_id,
-                "markdown": "\n".join(lines),
+                # v2: "Separate blocks with a blank line" (the migration guide).
+                "markdown": ("\n\n" if state["v2"] else "\n").join(parts),
                 "truncated": bool(state["unknown"]),
                 "unknown_block_ids": state["unknown"],
                 "request_id": str(uuid.uuid4()),
@@ -225,8 +243,14 @@ class NotionMarkdown:
             return out
 
         color = str(body.get("color") or "default")
-        # Block colours as the format's attribute list (``{color="…"}`` after the text).
-        attrs = f' {{color="{_attr(color.replace("_background", "_bg"))}"}}' if color != "default" else ""
+        if state.get("v2"):
+            shaped = self._render_v2(btype, text, color, kids, depth, state)
+            if shaped is not None:
+                return shaped
+        # Block colours as the format's attribute list (``{color="…"}`` after the text); v2
+        # puts them on the block's tag and writes an attribute list as text.
+        attrs = (f' {{color="{_attr(color.replace("_background", "_bg"))}"}}'
+                 if color != "default" and not state.get("v2") else "")
         if btype == "paragraph":
             return [tab + (text + attrs if text else "<empty-block/>"), *children()]
         if btype.startswith("heading_"):
@@ -314,6 +338,31 @@ class NotionMarkdown:
         kind = str(body.get("block_type") or btype)
         url = f"https://www.notion.so/{compact(state['page'])}#{compact(block_id)}"
         return [tab + (words or f'<unknown url="{url}" alt="{_attr(kind)}"/>'), *children()]
+
+    def _render_v2(self, btype: str, text: str, color: str, kids: list[str], depth: int,
+                   state: dict[str, Any]) -> list[str] | None:
+        """Notion-flavored Markdown (v2) of a paragraph, toggle or quote; ``None``: another
+        type, rendered as in v1. From the migration guide: one newline is a line break
+        inside a block, and "a block that has children uses its tag form, such as <p>,
+        <quote>, or <toggle>, with the children after a blank line", unindented; a block
+        colour is a ``color`` attribute of its tag."""
+        if btype not in ("paragraph", "toggle", "quote"):
+            return None
+        tab = "\t" * depth
+        shown = f' color="{_attr(color.replace("_background", "_bg"))}"' if color != "default" else ""
+        words = text.replace("<br>", "\n" + tab)
+        tag = {"paragraph": "p", "toggle": "toggle", "quote": "quote"}[btype]
+        if not kids and btype != "toggle":
+            if btype == "paragraph" and not words:
+                return [tab + "<empty-block/>"]
+            if not shown:
+                return [tab + ("> " if btype == "quote" else "") + words]
+            if "\n" not in words:
+                return [f"{tab}<{tag}{shown}>{words}</{tag}>"]
+        inner: list[str] = []
+        for kid in kids:
+            inner += ["", *self._render(kid, depth, state)]
+        return [f"{tab}<{tag}{shown}>", tab + words, *inner, f"{tab}</{tag}>"]
 
     def _tabs(self, kids: list[str], depth: int, state: dict[str, Any]) -> list[str]:
         """The paragraphs under a ``tab`` block as ``<tab title="…" icon="…">`` elements."""

@@ -79,9 +79,11 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
                                     "from documents where source_type = 'slack'")
     assert sorted(slack_docs) == channels
     # Every request once, however often a sync or a backfill page yielded: Notion's 2 listing
-    # pages (+ the one refused with 429), a page's Markdown per page (its page object travels
-    # with the bulk job from the listing: issue 31), one request per data source; Slack's
-    # listing and one history page per channel.
+    # pages (+ the one refused with 429), a page's Markdown and comments per page (its page
+    # object travels with the bulk job from the listing: issue 31; a bulk job reads the
+    # comments: issue 41), a data source's retrieve and its rows' query (one page each: issue
+    # 41's table); Slack's listing and one history page per channel.
     assert notion.usage().by_endpoint == {"search": 3, "pages.markdown": 119,
-                                          "data_sources.retrieve": 3}
+                                          "comments.list": 119, "data_sources.retrieve": 3,
+                                          "data_sources.query": 3}
     assert slack.usage().by_endpoint == {"users.conversations": 1, "conversations.history": 5}

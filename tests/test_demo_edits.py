@@ -24,7 +24,7 @@ from ports import free_port
 from debounce.cli.send import DEMO_STATE_FILE
 from standins.demo_edits import EDIT_PATH, EditCounter, with_edits
 from standins.notion_api import DEMO_PAGE_ID, FakeNotion
-from standins.notion_demo import DEMO_EDITED_BLOCK_ID, NotionDemoEdits
+from standins.notion_demo import DEMO_DATA_SOURCE_ID, DEMO_EDITED_BLOCK_ID, NotionDemoEdits
 from standins.slack_api import FakeSlack
 from standins.slack_demo import SlackDemoEdits
 
@@ -165,7 +165,12 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
             "'Hello world (edit 1, ") in log, log
     assert f"demo: feed: upsert notion/{DEMO_PAGE_ID}  'Hello world (edit 1, " in log, log
     assert f"demo: feed: upsert slack/{SLACK_DOC}  'Hello world (edit 1, " in log, log
-    assert "demo: the examples' 6 jobs: 6 completed; " in log, log
+    # The data source's table, a row renamed (data_source.content_updated.json), in the feed.
+    assert ("demo: the notion stand-in renamed row 'Ship webhook debouncing' → "
+            "'Ship webhook debouncing (edit 1, ") in log, log
+    assert (f"demo: feed: upsert notion/{DEMO_DATA_SOURCE_ID}  '| [Ship webhook debouncing "
+            "(edit 1, ") in log, log
+    assert "demo: the examples' 7 jobs: 7 completed; " in log, log
     # The first run says what it does (issue 42, point 6): the README's claimed line, the
     # synced line naming the document it wrote, every sent line naming what it sent.
     assert "claimed job " in log and f"(notion {DEMO_PAGE_ID}: 4 events, its window ended)" in log, log

@@ -47,8 +47,9 @@ def notion() -> NotionWebhooks:
         ("page.properties_updated.json", PAGE, ("properties",)),
         ("page.deleted.json", PAGE, ("properties",)),
         ("page.undeleted.json", PAGE, ()),
-        ("comment.created.json", PAGE, ("content",)),  # data.page_id, not the comment's id
+        ("comment.created.json", PAGE, ("comments",)),  # data.page_id, not the comment's id
         ("database.schema_updated.json", DATABASE, ()),
+        ("data_source.content_updated.json", "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e20", ("rows",)),
     ],
 )
 def test_examples_map_to_their_page(notion: NotionWebhooks, name: str, page_id: str,
@@ -68,7 +69,7 @@ def test_examples_map_to_their_page(notion: NotionWebhooks, name: str, page_id: 
      ("page.deleted", ("properties",)), ("page.locked", ("properties",)),
      ("page.unlocked", ("properties",)), ("page.transcript_deleted", ("content",)),
      ("page.something_new", ()), ("data_source.schema_updated", ()),
-     ("data_source.content_updated", ())],
+     ("data_source.content_updated", ("rows",))],
 )
 def test_each_event_type_says_what_changed(notion: NotionWebhooks, event_type: str,
                                            kinds: tuple[str, ...]) -> None:
@@ -82,6 +83,7 @@ def test_every_example_is_covered() -> None:
     names = {p.name for p in EXAMPLES.glob("*.json")}
     assert names == {
         "comment.created.json",
+        "data_source.content_updated.json",
         "database.schema_updated.json",
         "file_upload.completed.json",
         "page.content_updated.json",

@@ -141,10 +141,10 @@ async def test_the_enqueue_merges_the_kinds_of_a_burst(conn: Conn) -> None:
         ("page.content_updated", {"pages.markdown": 1}),
         ("page.properties_updated", {"pages.retrieve": 1}),
         ("page.locked", {"pages.retrieve": 1}),
-        ("page.created", {"pages.retrieve": 1, "pages.markdown": 1}),
-        ("page.moved", {"pages.retrieve": 1, "pages.markdown": 1}),
-        ("page.undeleted", {"pages.retrieve": 1, "pages.markdown": 1}),
-        ("comment.created", {"pages.markdown": 1}),
+        ("page.created", {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}),
+        ("page.moved", {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}),
+        ("page.undeleted", {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}),
+        ("comment.created", {"comments.list": 1}),
     ],
 )
 async def test_each_event_kind_asks_for_what_it_changed(
@@ -171,6 +171,9 @@ async def test_each_event_kind_asks_for_what_it_changed(
     assert doc["title"] == ("Plan v2" if page_fetched else "Plan")
     if page_fetched:
         assert doc["source_updated_at"] == datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
+    elif not content_fetched:
+        # comments only: neither half of the page read, its edit time kept
+        assert doc["source_updated_at"] == datetime(2026, 11, 20, 23, 55, tzinfo=UTC)
     else:
         # content only: the recorded edit time is the event's, so a reconciliation
         # (which compares last_edited_time) does not see the document as stale
@@ -233,7 +236,8 @@ async def test_a_resync_and_a_page_without_a_document_ask_for_both(
     job = await enqueue(conn, page, event("page.content_updated", page,
                                           "2026-11-21T08:01:00.000Z", "b"), priority=100)
     await notion.sync(job, context)
-    assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1}
+    # ... the comments too (a re-sync reads them)
+    assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}
 
 
 # -- backfill and reconciliation: the listing's page object -------------------------------
@@ -252,7 +256,7 @@ async def bulk_job(conn: Conn, page: str, payload: dict[str, Any]) -> SyncJob:
     return await active_job(conn, page)
 
 
-async def test_a_backfilled_page_costs_one_request(
+async def test_a_backfilled_page_costs_its_content_and_comments(
         fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext,
         store: DocumentStore) -> None:
     page = fake.add_page(title="Listed", blocks=[paragraph("Body.")],
@@ -261,7 +265,8 @@ async def test_a_backfilled_page_costs_one_request(
     payload = await listed(notion, page)
     fake.calls.clear()
     await notion.sync(await bulk_job(conn, page, payload), context)
-    assert requests(fake) == {"pages.markdown": 1}
+    # the listing's page object spares pages.retrieve; a backfill reads the comments
+    assert requests(fake) == {"pages.markdown": 1, "comments.list": 1}
     doc = await store.get("notion", page)
     assert doc is not None and doc["title"] == "Listed" and doc["content"] == "Body.\n"
     assert doc["metadata"]["properties"] == {"Status": "Done"}
@@ -291,7 +296,7 @@ async def test_a_listing_object_overtaken_by_a_webhook(
     assert "listing" not in job.payload and job.change_kinds == ()
     fake.calls.clear()
     await notion.sync(job, context)
-    assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1}
+    assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}
     doc = await store.get("notion", page)
     assert doc is not None and (doc["title"], doc["content"]) == ("Renamed", "Edited.\n")
 
@@ -308,7 +313,7 @@ async def test_a_stale_listing_object_never_takes_a_document_back(
     fake.calls.clear()
     await notion.sync(await bulk_job(conn, page, payload), context)
     # the listing is older than the document: the page object is asked for again
-    assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1}
+    assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}
     doc = await store.get("notion", page)
     assert doc is not None and (doc["title"], doc["content"]) == ("New title", "New body.\n")
     assert doc["source_updated_at"] == datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
@@ -336,7 +341,7 @@ async def test_a_page_edited_after_its_listing_ends_at_its_latest_state(
     assert item.edited_at is not None and item.edited_at > doc["source_updated_at"]
     fake.calls.clear()
     await notion.sync(await bulk_job(conn, page, item.payload), context)
-    assert requests(fake) == {"pages.markdown": 1}
+    assert requests(fake) == {"pages.markdown": 1, "comments.list": 1}
     doc = await store.get("notion", page)
     assert doc is not None and (doc["title"], doc["content"]) == ("New title", "New body.\n")
     assert doc["source_updated_at"] == datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
@@ -356,12 +361,14 @@ async def test_a_refused_markdown_endpoint_is_remembered_per_workspace(
     try:
         await syncer.sync(await enqueue(conn, pages[0], event("page.created", pages[0], "t")),
                           context)
+        # (page.created says nothing: everything, the comments too)
         assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1,
-                                  "blocks.children.list": 1}
+                                  "blocks.children.list": 1, "comments.list": 1}
         fake.calls.clear()
         await syncer.sync(await enqueue(conn, pages[1], event("page.created", pages[1], "t")),
                           context)
-        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1}
+        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1,
+                                  "comments.list": 1}
     finally:
         await syncer.aclose()
     # another worker process learns it from the database
@@ -371,14 +378,15 @@ async def test_a_refused_markdown_endpoint_is_remembered_per_workspace(
     try:
         job = await enqueue(conn, pages[2], event("page.created", pages[2], "t"))
         await other.sync(job, context)
-        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1}
+        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1,
+                                  "comments.list": 1}
         # a day later the endpoint is asked again; granted meanwhile, it serves, and the
         # refusal is forgotten
         fake.deny_read_content(denied=False)
         now[0] += timedelta(days=1, seconds=1)
         fake.calls.clear()
         await other.sync(job, context)
-        assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1}
+        assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}
         assert await store.get_state("notion", "~workspace/env/markdown-endpoint") == {}
     finally:
         await other.aclose()

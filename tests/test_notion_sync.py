@@ -850,7 +850,9 @@ async def test_data_source_event_syncs_its_schema(
     assert doc is not None
     assert doc["title"] == "Roadmap"
     # The database's document without the per-data-source heading.
-    assert doc["content"] == DATABASE_MARKDOWN.replace("## Roadmap\n\n", "")
+    # The database's document without the per-data-source heading, then its (empty) table.
+    assert doc["content"] == (DATABASE_MARKDOWN.replace("## Roadmap\n\n", "")
+                              + "\n## Rows (0)\n\n(no rows)\n")
     assert doc["metadata"]["parent"] == {"type": "database_id", "id": DATABASE}
 
 

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -60,6 +60,16 @@ class DocumentWriter(Protocol):
     async def current(self, source_type: str, document_id: str) -> Document | None:
         """The live stored document (``None``: none, or marked deleted): what a sync that
         fetches only part of a page keeps of the rest. Its ``audience`` is ``None``."""
+        ...
+
+    async def current_matching(self, source_type: str,
+                               metadata: Mapping[str, Any]) -> list[Document]:
+        """The live stored documents of ``source_type`` whose ``metadata`` contains
+        ``metadata`` (JSON containment: every key given, recursively, with its value; e.g.
+        ``{"parent": {"id": "…"}}``), in document id order, each **without its content**
+        (``content`` is ``""``; read one with :meth:`current`) and with audience ``None``:
+        what a sync that summarises other documents of its source reads instead of asking
+        the source again."""
         ...
 
     async def mark_deleted(self, source_type: str, document_ids: Sequence[str]) -> list[str]:

@@ -17,7 +17,7 @@ case 2). An unfenced store (tests, tools) writes unconditionally.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -175,6 +175,18 @@ class DocumentStore:
                         source_page_id=row["source_page_id"], title=row["title"],
                         content=row["content"], url=row["url"], metadata=dict(row["metadata"]),
                         source_updated_at=row["source_updated_at"])
+
+    async def current_matching(self, source_type: str,
+                               metadata: Mapping[str, Any]) -> list[Document]:
+        """The live stored documents of ``source_type`` whose metadata contains ``metadata``
+        (JSON containment, ``@>``), by document id, each with ``content`` ``""`` (left out)
+        and audience ``None``."""
+        rows = await fetch_all(self.db, _Q["current_documents_matching"],
+                               {"source_type": source_type, "metadata": Jsonb(dict(metadata))})
+        return [Document(source_type=source_type, document_id=row["document_id"],
+                         source_page_id=row["source_page_id"], title=row["title"], content="",
+                         url=row["url"], metadata=dict(row["metadata"]),
+                         source_updated_at=row["source_updated_at"]) for row in rows]
 
     async def get_state(self, source_type: str, source_page_id: str) -> dict[str, Any]:
         """The syncer's saved state for one job key (``{}`` if none)."""

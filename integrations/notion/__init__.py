@@ -6,6 +6,8 @@ error codes, budget charging), ``render.py`` (blocks → Markdown), ``richtext.p
 Markdown escaping), ``properties.py`` (page properties and schemas), ``markdown.py`` (the
 markdown endpoint), ``sync.py`` (:class:`NotionSyncer`: the sync paths, writing ``documents``),
 ``backfill.py`` (``search``: what the connection can see, one backfill page per call),
+``datasource.py`` + ``table.py`` (a data source's document with the table of its rows),
+``comments.py`` (a page's open discussions),
 ``source.py`` (:data:`SOURCE`, what its entry point names: ``debounce.registry`` loads it).
 
 Parse half — https://developers.notion.com/reference/webhooks and

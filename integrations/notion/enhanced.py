@@ -87,11 +87,20 @@ def _paragraph(text: str, children: list[BlockNode] | None = None) -> BlockNode:
     return _node("paragraph", _text_block(text), children)
 
 
-class _Parser:
-    """Parses the lines of one answer into block nodes (see the module doc)."""
+#: Tags that v2 (Notion-flavored Markdown) gives a block with children: the block's text, a
+#: blank line, its children (https://developers.notion.com/guides/data-apis/
+#: migrate-to-notion-flavored-markdown: "A block that has children uses its tag form, such as
+#: <p>, <quote>, or <toggle>, with the children after a blank line").
+_V2_CONTAINERS = frozenset({"p", "quote", "toggle"})
 
-    def __init__(self, markdown: str) -> None:
+
+class _Parser:
+    """Parses the lines of one answer into block nodes (see the module doc); ``version``:
+    the answer's ``markdown_version`` (``v1`` enhanced Markdown, ``v2`` Notion-flavored)."""
+
+    def __init__(self, markdown: str, version: str = "v1") -> None:
         self.lines = markdown.split("\n")
+        self.v2 = version == "v2"
 
     def body(self, index: int) -> str:
         return self.lines[index].lstrip("\t").strip()
@@ -144,15 +153,31 @@ class _Parser:
             return self.equation(i, end, depth, body)
         if (div := _DIV.match(body)) and div.group(2):
             return self.fenced_div(i, end, div.group(1), div.group(2), div.group(3) or "")
-        if (opened := _OPEN.match(body)) and opened.group(1).lower() in _CONTAINERS:
+        if (opened := _OPEN.match(body)) and (opened.group(1).lower() in _CONTAINERS
+                                              or opened.group(1).lower() in _V2_CONTAINERS):
             tag = opened.group(1)
             close = self.closing(i, end, tag)
             node = self.container(tag.lower(), parse_attrs(opened.group(2)), i + 1, close)
             return ([node] if node else []), min(close + 1, end)
         node = self.line_block(body, depth)
         stop = self.children_end(i, end)
+        if self.v2 and node.type == "paragraph" and stop == i + 1 and not body.startswith("<"):
+            # v2: "a single newline doesn't start a new block": the next lines of plain text
+            # are this paragraph's, after a line break.
+            texts = [body]
+            while stop < end and self.body(stop) and _depth(self.lines[stop]) == depth \
+                    and self._plain(self.body(stop), depth):
+                texts.append(self.body(stop))
+                stop += 1
+            return [_paragraph("<br>".join(texts)) if len(texts) > 1 else node], stop
         node.children.extend(self.blocks(i + 1, stop))
         return [node], stop
+
+    def _plain(self, body: str, depth: int) -> bool:
+        """Whether a line is plain text (a paragraph of its own in v1), not a block's start."""
+        if _FENCE.match(body) or body.startswith("$$") or _DIV.match(body) or _OPEN.match(body):
+            return False
+        return self.line_block(body, depth).type == "paragraph" and not body.startswith("<")
 
     # -- multi-line constructs ------------------------------------------------------------
 
@@ -198,6 +223,8 @@ class _Parser:
         if tag == "details":
             return self.toggle(start, end)
         kids = self.blocks(start, end)
+        if tag in _V2_CONTAINERS:
+            return _v2_block(tag, kids)
         if tag == "callout":
             return _callout(attrs, kids)
         if tag == "columns":
@@ -250,7 +277,8 @@ class _Parser:
         if (m := _ONE_LINE.match(body)) and (node := _tagged(m.group(1).lower(),
                                                              parse_attrs(m.group(2)), m.group(3))):
             return node
-        text, attrs = _strip_attrs(body)
+        # v2 "saves {color="..."} as literal" text: an attribute list is v1's alone.
+        text, attrs = (body, {}) if self.v2 else _strip_attrs(body)
         if m := _HEADING.match(text):
             level = min(len(m.group(1)), 4)
             return _node(f"heading_{level}", _text_block(m.group(2) or "",
@@ -300,6 +328,19 @@ def _callout(attrs: dict[str, str], kids: list[BlockNode]) -> BlockNode:
     return _node("callout", {"rich_text": rich, "icon": icon, "color": "default"}, kids)
 
 
+def _v2_block(tag: str, kids: list[BlockNode]) -> BlockNode:
+    """v2's ``<p>``, ``<quote>``, ``<toggle>`` (colour attributes dropped): the first
+    paragraph inside (or ``<summary>`` of a toggle) is the block's text, the rest its
+    children."""
+    rich: list[dict[str, Any]] = []
+    if kids and kids[0].type == "paragraph":
+        first = kids.pop(0)
+        rich = first.data.get("rich_text") or []
+        kids = first.children + kids
+    block_type = {"p": "paragraph", "quote": "quote", "toggle": "toggle"}[tag]
+    return _node(block_type, {"rich_text": rich, "color": "default"}, kids)
+
+
 def _tab(attrs: dict[str, str], kids: list[BlockNode]) -> BlockNode:
     """One tab of ``<tabs>``: a paragraph holding its title (and icon), its blocks below."""
     data = _text_block(attrs.get("title", ""))
@@ -344,6 +385,8 @@ def _tagged(tag: str, attrs: dict[str, str], inner: str) -> BlockNode | None:
         return _node("column", {}, [_paragraph(inner)])
     if tag == "summary":
         return _paragraph(inner)
+    if tag in _V2_CONTAINERS:
+        return _v2_block(tag, [_paragraph(inner)])
     return None
 
 
@@ -367,15 +410,19 @@ def _self_closing(tag: str, attrs: dict[str, str]) -> BlockNode:
     return _paragraph("")  # a tag of no block we know, with no text: nothing to keep
 
 
-def parse_enhanced(markdown: str) -> list[BlockNode]:
-    """The block tree an enhanced-Markdown text describes (see the module doc). Never
-    raises: what is not understood becomes a paragraph of its text (tags dropped)."""
+def parse_enhanced(markdown: str, version: str = "v1") -> list[BlockNode]:
+    """The block tree an enhanced-Markdown text describes (see the module doc); ``version``
+    the ``markdown_version`` it was asked in (``v2``: Notion-flavored Markdown's shapes — blank
+    lines between blocks, one newline a line break, ``<p>``/``<quote>``/``<toggle>`` with
+    children, ``{color=…}`` as text). Never raises: what is not understood becomes a
+    paragraph of its text (tags dropped)."""
     text = markdown.replace("\r\n", "\n")
-    return _Parser(text).blocks(0, len(text.split("\n")))
+    return _Parser(text, version).blocks(0, len(text.split("\n")))
 
 
-def enhanced_to_markdown(markdown: str, page_id: str | None = None) -> str:
+def enhanced_to_markdown(markdown: str, page_id: str | None = None,
+                         version: str = "v1") -> str:
     """Enhanced Markdown as the block walk's Markdown (one trailing newline, or ``""``):
     :func:`parse_enhanced` then :func:`~integrations.notion.render.render_blocks` with the
     page id (for links to blocks of the page)."""
-    return render_blocks(parse_enhanced(markdown), page_id=page_id)
+    return render_blocks(parse_enhanced(markdown, version), page_id=page_id)

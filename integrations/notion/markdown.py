@@ -42,10 +42,20 @@ from integrations.notion.richtext import NOTION_BASE_URL, notion_url
 #: Pages whose Markdown is longer than this (characters) are converted in a thread.
 _CONVERT_IN_THREAD_CHARS = 100_000
 
-__all__ = ["MAX_MARKDOWN_REQUESTS", "clean_markdown", "is_signed_url", "page_markdown",
+__all__ = ["MARKDOWN_VERSION", "MAX_MARKDOWN_REQUESTS", "clean_markdown", "is_signed_url", "page_markdown",
            "splice_unknown"]
 
 log = logging.getLogger("integrations.notion")
+
+#: The Markdown dialect asked of the endpoint (its ``markdown_version`` query parameter,
+#: https://developers.notion.com/guides/data-apis/migrate-to-notion-flavored-markdown: "GET
+#: /v1/pages/:page_id/markdown — Query parameter"). ``v1`` (enhanced Markdown) is what this
+#: converter was built and pinned against; Notion-Version 2026-03-11 (ours) still accepts it, the
+#: next version "makes Notion-flavored Markdown (v2) the default and rejects
+#: markdown_version: "v1"". The converter also reads v2's shapes
+#: (:func:`~integrations.notion.enhanced.enhanced_to_markdown` with ``version="v2"``,
+#: tests/test_notion_markdown_v2.py): moving to v2 is this constant and the tests it flips.
+MARKDOWN_VERSION = "v1"
 
 #: At most this many markdown requests per page (the page itself included); a page that needs
 #: more is synced by the block walk instead.
@@ -122,8 +132,9 @@ async def page_markdown(call: NotionCall, page_id: str, refusals: EndpointRefusa
     the endpoint until it is retried (:mod:`integrations.notion.refusals`) — or 404 or another
     non-transient 4xx, a malformed answer, more than :data:`MAX_MARKDOWN_REQUESTS` requests.
 
-    The request pins nothing beyond ``Notion-Version`` (the endpoint's only parameter is
-    ``include_transcript``, left at its default, false: see docs/notion.md, "Meeting notes").
+    The request pins ``markdown_version`` (:data:`MARKDOWN_VERSION`, the dialect the
+    converter is pinned to) and leaves ``include_transcript`` at its default, false (see
+    docs/notion.md, "Meeting notes").
 
     Raises:
         RateLimited: a 429 with a long ``Retry-After`` (as every request).
@@ -144,7 +155,10 @@ async def page_markdown(call: NotionCall, page_id: str, refusals: EndpointRefusa
                         page_id, MAX_MARKDOWN_REQUESTS)
             return None
         try:
-            answer = await call.call(call.api.pages.retrieve_markdown, page_id=object_id)
+            # notion-client 3.1's pages.retrieve_markdown passes include_transcript only:
+            # the SDK's generic request, to send markdown_version too.
+            answer = await call.call(call.api.request, path=f"pages/{object_id}/markdown",
+                                     method="GET", query={"markdown_version": MARKDOWN_VERSION})
         except APIResponseError as exc:
             if exc.status >= 500 or exc.status in (401, 429):
                 raise
@@ -170,5 +184,6 @@ async def page_markdown(call: NotionCall, page_id: str, refusals: EndpointRefusa
     if len(cleaned) > _CONVERT_IN_THREAD_CHARS:
         # A very large page (~1 s of conversion for 14 000 lines): off the event loop, so the
         # worker's other syncs, lease renewals and LISTEN keep running meanwhile.
-        return await asyncio.to_thread(enhanced_to_markdown, cleaned, page_id)
-    return enhanced_to_markdown(cleaned, page_id)
+        return await asyncio.to_thread(enhanced_to_markdown, cleaned, page_id,
+                                       MARKDOWN_VERSION)
+    return enhanced_to_markdown(cleaned, page_id, MARKDOWN_VERSION)

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from integrations.notion.richtext import _code_span, plain_text
+from integrations.notion.richtext import _code_span, escape_markdown, plain_text
 
-__all__ = ["parent_summary", "parse_time", "property_value", "schema_markdown", "title_of"]
+__all__ = ["page_properties", "parent_summary", "parse_time", "property_cell", "property_value",
+           "schema_markdown", "title_of"]
 
 
 def title_of(page: Mapping[str, Any]) -> str:
@@ -128,6 +129,37 @@ def property_value(prop: Mapping[str, Any]) -> Any:
     if kind == "place":
         return _place(value)
     return _scalar(value)
+
+
+def page_properties(props: Any) -> dict[str, Any]:
+    """``{name: property_value(value)}`` of a page's properties but its title: what a page's
+    document keeps in ``metadata.properties`` and what a data source's table shows
+    (:func:`property_cell`), whether the row comes from the API or from its stored document."""
+    if not isinstance(props, dict):
+        return {}
+    return {str(name): property_value(value) for name, value in props.items()
+            if isinstance(value, dict) and value.get("type") != "title"}
+
+
+def property_cell(value: Any) -> str:
+    """One summarised property value (:func:`property_value`'s output, as a row document's
+    ``metadata.properties`` holds it) as the text of a GFM table cell: ``None`` and ``[]`` →
+    empty; ``True``/``False`` → ``Yes``/``No``; a list → its items joined by ``, ``; a number
+    as JSON writes it; text Markdown-escaped, ``|`` as ``\\|`` and line breaks as spaces (a
+    GFM cell is one line). The one rule of a data source's table
+    (:mod:`integrations.notion.table`), applied to the API's rows and the stored ones alike."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    if isinstance(value, list):
+        return ", ".join(c for c in (property_cell(v) for v in value) if c)
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, dict):
+        return ""
+    text = " ".join(str(value).split())
+    return escape_markdown(text).replace("|", "\\|")
 
 
 def parent_summary(parent: Any) -> dict[str, Any]:

@@ -37,19 +37,24 @@ def token_fingerprint(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
 
 
-def _key(workspace_id: int | None) -> str:
-    return f"~workspace/{'env' if workspace_id is None else workspace_id}/markdown-endpoint"
+def _key(workspace_id: int | None, endpoint: str = "markdown-endpoint") -> str:
+    return f"~workspace/{'env' if workspace_id is None else workspace_id}/{endpoint}"
 
 
 class EndpointRefusals:
     """Which workspaces' tokens the markdown endpoint refused, and since when.
 
-    ``clock``: the current time (aware UTC; tests move it). One instance per syncer: the
-    in-process copy saves a database read per sync once a workspace was looked up.
+    ``endpoint``: the last part of the state key (``markdown-endpoint``; the comments
+    endpoint's refusals, a connection without the read-comments capability, are
+    ``comments-endpoint``). ``clock``: the current time (aware UTC; tests move it). One
+    instance per syncer: the in-process copy saves a database read per sync once a workspace
+    was looked up.
     """
 
     def __init__(self, *, retry_after: timedelta = RETRY_AFTER,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 endpoint: str = "markdown-endpoint") -> None:
+        self.endpoint = endpoint
         self.retry_after = retry_after
         self.clock = clock
         #: key → the stored memory (``{}``: not refused, as far as this process knows).
@@ -64,7 +69,7 @@ class EndpointRefusals:
     async def refused(self, context: SyncContext, workspace_id: int | None, token: str) -> bool:
         """Whether the endpoint refused this workspace's ``token`` less than
         :attr:`retry_after` ago (then the sync goes straight to the block walk)."""
-        memory = await self._memory(context, _key(workspace_id))
+        memory = await self._memory(context, _key(workspace_id, self.endpoint))
         if not memory or memory.get("token") != token_fingerprint(token):
             return False
         try:
@@ -76,7 +81,7 @@ class EndpointRefusals:
     async def remember(self, context: SyncContext, workspace_id: int | None, token: str,
                        reason: str) -> None:
         """Record that the endpoint refused ``token`` now (``reason``: the answer)."""
-        key = _key(workspace_id)
+        key = _key(workspace_id, self.endpoint)
         memory = {"refused_at": self.clock().isoformat(), "token": token_fingerprint(token),
                   "reason": reason[:200]}
         self._known[key] = memory
@@ -87,7 +92,7 @@ class EndpointRefusals:
 
     async def forget(self, context: SyncContext, workspace_id: int | None) -> None:
         """The endpoint served this workspace: drop a remembered refusal (if any)."""
-        key = _key(workspace_id)
+        key = _key(workspace_id, self.endpoint)
         if self._known.get(key):
             self._known[key] = {}
             await context.writer().set_state(_STATE_SOURCE, key, {})

@@ -99,8 +99,9 @@ SOURCE = Source(
     installer=installer,
     budget=BUDGET,
     # What a typical page sync costs (docs/notion.md, "What a page sync asks for"): one request
-    # for a backfilled page (the listing's page object travels with the job), a body edit or a
-    # property edit; two for a new, moved or re-synced page. The claim reserves this much of the
+    # for a body edit, a property edit or a comment change; two for a backfilled page (its
+    # content and its comments: the listing's page object travels with the job); three for a
+    # new, moved or re-synced page. The claim reserves this much of the
     # workspace's budget per sync and never gives back what a sync did not spend, so a higher
     # figure would waste budget on every one-request sync; a two-request sync takes its second
     # request from the bucket.

@@ -25,11 +25,13 @@ from debounce.contract.markdown import enhanced_tags, might_have_enhanced_tags
 from integrations.notion.audience import audience_of_event
 from integrations.notion.backfill import NotionBackfill
 from integrations.notion.client import _WRONG_KIND_CODES, NotionCall, NotionClient, _code, api_error
+from integrations.notion.comments import comments_markdown, list_comments, split_comments, with_comments
+from integrations.notion.datasource import sync_data_source
 from integrations.notion.markdown import page_markdown
 from integrations.notion.properties import (
+    page_properties,
     parent_summary,
     parse_time,
-    property_value,
     schema_markdown,
     schema_summary,
     title_of,
@@ -60,11 +62,14 @@ class NotionSyncer:
     page size (Notion's maximum, 100).
 
     What a page sync asks for (:meth:`_plan`, docs/notion.md "Which event asks for what"): a
-    bulk job still carrying its listing's page object costs the markdown request alone; a live
-    job whose events all said ``content`` costs the markdown request (title and properties
-    kept from the stored document), ``properties`` the page object alone (content kept); a
-    re-sync, a job whose events said nothing or something structural, a page without a stored
-    document: both, as before.
+    bulk job still carrying its listing's page object costs the markdown request and the
+    comments (:mod:`.comments`); a live job whose events all said ``content`` costs the
+    markdown request (title, properties and comments kept from the stored document),
+    ``properties`` the page object alone, ``comments`` the comments alone, ``audience`` (a
+    ``page.permissions_updated`` carrying ``accessible_by``) nothing; a re-sync or a job whose
+    events said nothing or something structural: the page object, the content and the
+    comments; a page without a stored document: the page object and the content.
+    A data source syncs with the table of its rows (:mod:`.datasource`).
 
     ``object_not_found`` for the page/database itself, or ``in_trash``: success, the document
     is marked deleted. Every request, the in-process retries included, is charged to the
@@ -97,6 +102,8 @@ class NotionSyncer:
         self.ask_what_changed = ask_what_changed
         #: Workspaces whose token the markdown endpoint refused (:mod:`.refusals`).
         self.refusals = refusals if refusals is not None else EndpointRefusals()
+        #: Workspaces whose token the comments endpoint refused (no read-comments capability).
+        self.comment_refusals = EndpointRefusals(endpoint="comments-endpoint")
         #: Pages whose stored content was found holding enhanced-Markdown tags (warned once).
         self._warned_dialect: set[str] = set()
 
@@ -174,8 +181,7 @@ class NotionSyncer:
                 db = await call.fetch(api.databases.retrieve, database_id=object_id)
                 return await self._sync_database(call, job, db)
             if kind == "data_source":
-                ds = await call.fetch(api.data_sources.retrieve, data_source_id=object_id)
-                return await self._sync_data_source(call, job, ds)
+                return await self._sync_data_source(call, job, None)
             return await self._sync_unknown(call, job)
         except APIResponseError as exc:
             mapped = api_error(exc)
@@ -224,11 +230,17 @@ class NotionSyncer:
 
     async def _plan(self, call: NotionCall, job: SyncJob) -> _Plan:
         """What this page sync asks for (the class docstring; docs/notion.md)."""
-        everything = _Plan(page=None, stored=None, fetch_page=True, fetch_content=True)
+        kinds = frozenset(job.change_kinds)
+        # The comments are read by a bulk job (backfill, reconciliation: priority < 0), a
+        # re-sync (> 0), an event that said a comment changed, or events that said nothing
+        # (page.created, page.moved, …: "everything", which absorbs a comment event of the same
+        # burst); else the stored ones are kept.
+        comments = not kinds or job.priority != 0 or "comments" in kinds
+        everything = _Plan(page=None, stored=None, fetch_page=True, fetch_content=True,
+                           fetch_comments=comments and self.ask_what_changed)
         if not self.ask_what_changed:
             return everything
         listing = _listing(job.payload)
-        kinds = frozenset(job.change_kinds)
         if listing is None and (not kinds or not kinds <= _PARTIAL_KINDS or job.priority > 0):
             return everything  # nothing (or something structural) said, or a re-sync
         stored = await call.context.writer().current(SOURCE_TYPE, job.source_page_id)
@@ -239,11 +251,30 @@ class NotionSyncer:
                 # The stored document is newer than the listing (a sync since): the listing
                 # would take its properties back in time.
                 return everything
-            return _Plan(page=listing, stored=stored, fetch_page=False, fetch_content=True)
+            return _Plan(page=listing, stored=stored, fetch_page=False, fetch_content=True,
+                         fetch_comments=True)
         if stored is None:
             return everything  # nothing stored to keep the other half from
         return _Plan(page=None, stored=stored, fetch_page="properties" in kinds,
-                     fetch_content="content" in kinds)
+                     fetch_content="content" in kinds, fetch_comments="comments" in kinds)
+
+    async def _comments(self, call: NotionCall, job: SyncJob, page_id: str) -> tuple[str, int]:
+        """The page's ``## Comments`` section (:mod:`.comments`) and its comment count; the
+        connection without the read-comments capability (403, remembered per workspace as the
+        markdown endpoint's refusals are): ``("", 0)``."""
+        refusals = self.comment_refusals
+        if await refusals.refused(call.context, job.workspace_id, call.token):
+            return "", 0
+        try:
+            found = await list_comments(call, page_id)
+        except APIResponseError as exc:
+            if exc.status != 403:
+                raise
+            await refusals.remember(call.context, job.workspace_id, call.token,
+                                    f"{exc.status} {_code(exc)}")
+            return "", 0
+        await refusals.forget(call.context, job.workspace_id)
+        return comments_markdown(found), len(found)
 
     async def _sync_page_job(self, call: NotionCall, job: SyncJob) -> SyncResult:
         """A page job: the requests :meth:`_plan` chose, then the document."""
@@ -255,24 +286,49 @@ class NotionSyncer:
                 return await self._deleted(call, job)  # not found (deleted or unshared)
         if page is not None:
             return await self._sync_page(call, job, page, plan)
-        # Content only: the page object is the stored document's.
+        # Content, comments or audience only: the page object is the stored document's.
         assert plan.stored is not None
+        stored = plan.stored
         try:
-            content = await self._content(call, job, job.source_page_id)
+            body, section, counts = await self._body_and_comments(call, job, job.source_page_id,
+                                                                  plan)
         except APIResponseError as exc:
             if _code(exc) == APIErrorCode.ObjectNotFound.value:
                 return await self._deleted(call, job)
             raise
-        stored = plan.stored
-        edited = parse_time(job.payload.get("timestamp"))
+        content, chars = with_comments(body, section)
         known = stored.source_updated_at
+        edited = parse_time(job.payload.get("timestamp")) if plan.fetch_content else None
         doc = dataclasses.replace(
             stored, source_page_id=job.source_page_id, content=content,
-            # The event's time: the page was edited then (Notion's own last_edited_time is
-            # the minute of the last edit, so this is never older); never back in time.
+            metadata={**stored.metadata, "comments": {**counts, "chars": chars}},
+            # A body edit: the event's time (Notion's own last_edited_time is the minute of
+            # the last edit, so this is never older); never back in time.
             source_updated_at=max(t for t in (edited, known) if t is not None)
             if edited or known else None)
         return await self._write(call, job, doc)
+
+    async def _body_and_comments(self, call: NotionCall, job: SyncJob, page_id: str,
+                                 plan: _Plan | None) -> tuple[str, str, dict[str, int]]:
+        """The body, the comments section and ``{"discussions", "comments"}`` counts: each
+        fetched if the plan says so (no plan: both), else the stored document's."""
+        stored = plan.stored if plan is not None else None
+        if plan is not None and not plan.fetch_comments and stored is None:
+            # A sync of everything but the comments keeps the stored ones.
+            stored = await call.context.writer().current(SOURCE_TYPE, page_id)
+        kept_body, kept_section = (split_comments(stored.content, stored.metadata)
+                                   if stored is not None else ("", ""))
+        kept = stored.metadata.get("comments") if stored is not None else None
+        counts = {k: int(v) for k, v in kept.items() if k in ("discussions", "comments")
+                  and isinstance(v, int)} if isinstance(kept, dict) else {}
+        fetch_content = plan is None or plan.fetch_content or stored is None
+        fetch_comments = plan is None or plan.fetch_comments
+        body = await self._content(call, job, page_id) if fetch_content else kept_body
+        section = kept_section
+        if fetch_comments:
+            section, total = await self._comments(call, job, page_id)
+            counts = {"discussions": section.count("\n### Discussion "), "comments": total}
+        return body, section, counts
 
     async def _content(self, call: NotionCall, job: SyncJob, page_id: str) -> str:
         """The page's body as stored Markdown: the markdown endpoint, else the block walk."""
@@ -291,10 +347,8 @@ class NotionSyncer:
         if page.get("in_trash") or page.get("archived"):
             return await self._deleted(call, job)  # page is in the trash
         page_id = str(page.get("id") or job.source_page_id)
-        if plan is not None and not plan.fetch_content and plan.stored is not None:
-            content = plan.stored.content  # properties only: the body is as stored
-        else:
-            content = await self._content(call, job, page_id)
+        body, section, counts = await self._body_and_comments(call, job, page_id, plan)
+        content, chars = with_comments(body, section)
         raw_props = page.get("properties")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         created_by = user_id(page.get("created_by"))
@@ -306,11 +360,8 @@ class NotionSyncer:
             "last_edited_by": edited_by,
             "authors": sorted({i for i in (created_by, edited_by) if i}),
             "created_time": page.get("created_time"),
-            "properties": {
-                str(name): property_value(value)
-                for name, value in props.items()
-                if isinstance(value, dict) and value.get("type") != "title"
-            },
+            "properties": page_properties(props),
+            "comments": {**counts, "chars": chars},
         }
         doc = Document(
             source_type=SOURCE_TYPE,
@@ -374,38 +425,25 @@ class NotionSyncer:
     async def _sync_data_source(
         self, call: NotionCall, job: SyncJob, ds: dict[str, Any] | None
     ) -> SyncResult:
-        if ds is None:
-            return await self._deleted(call, job)  # data source not found
-        if ds.get("in_trash") or ds.get("archived"):
-            return await self._deleted(call, job)  # data source is in the trash
-        ds_id = str(ds.get("id") or job.source_page_id)
-        lines: list[str] = []
-        description = render_rich_text(ds.get("description"))
-        if description:
-            lines += [description, ""]
-        lines += schema_markdown(ds)
-        metadata: dict[str, Any] = {
-            "object": "data_source",
-            "parent": parent_summary(ds.get("parent")),
-            "created_by": user_id(ds.get("created_by")),
-            "last_edited_by": user_id(ds.get("last_edited_by")),
-            "schema": schema_summary(ds),
-        }
-        doc = Document(
-            source_type=SOURCE_TYPE,
-            document_id=ds_id,
-            source_page_id=job.source_page_id,
-            title=plain_text(ds.get("title")).strip() or "Untitled data source",
-            content="\n".join(lines) + "\n",
-            url=ds.get("url") if isinstance(ds.get("url"), str) else None,
-            metadata=metadata,
-            source_updated_at=parse_time(ds.get("last_edited_time")),
-        )
-        return await self._write(call, job, doc)
+        """The data source's document with its table (:mod:`.datasource`); ``ds``: the object
+        when already fetched (``None``: fetched there, unless a rows sync needs none)."""
+        rows_only = (self.ask_what_changed and job.priority <= 0
+                     and frozenset(job.change_kinds) == {"rows"})
+
+        async def write(doc: Document) -> SyncResult:
+            return await self._write(call, job, doc)
+
+        async def deleted() -> SyncResult:
+            return await self._deleted(call, job)
+
+        return await sync_data_source(call, job, ds, rows_only=rows_only, write=write,
+                                      deleted=deleted)
 
 
 #: The kinds a page sync can fetch on their own (the rest, or none, mean everything).
-_PARTIAL_KINDS = frozenset({"content", "properties"})
+#: ``comments``: the page's open discussions (``comment.*``); ``audience``: who may see it,
+#: carried by the event itself (``page.permissions_updated`` with ``accessible_by``).
+_PARTIAL_KINDS = frozenset({"content", "properties", "comments", "audience"})
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
@@ -417,6 +455,7 @@ class _Plan:
     stored: Document | None
     fetch_page: bool
     fetch_content: bool
+    fetch_comments: bool
 
 
 def _listing(payload: Mapping[str, Any]) -> dict[str, Any] | None:

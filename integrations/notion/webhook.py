@@ -28,7 +28,7 @@ from typing import Any
 from debounce.contract import PageEvent, WebhookError, WebhookResult, header
 from integrations.notion.settings import NotionSettings
 
-__all__ = ["EVENT_KINDS", "SIGNATURE_HEADER", "NotionWebhooks", "normalize_id"]
+__all__ = ["EVENT_KINDS", "SIGNATURE_HEADER", "event_kinds", "NotionWebhooks", "normalize_id"]
 
 SIGNATURE_HEADER = "x-notion-signature"
 
@@ -51,12 +51,20 @@ EVENT_KINDS: dict[str, tuple[str, ...]] = {
     "page.deleted": ("properties",),
     "page.locked": ("properties",),
     "page.unlocked": ("properties",),
+    # Who may see the page changed: the event's own accessible_by (public connections) is
+    # what debounce knows of that, so no request at all; without it (an internal
+    # connection's event), the page object, which answers 404 once the page is unshared.
+    # (Chosen per event in event_kinds.)
     "page.permissions_updated": ("properties",),
-    # A comment is not part of the document, but comment.created also carries suggested
-    # edits of the body: the body, the cheapest request that covers them.
-    "comment.created": ("content",),
-    "comment.updated": ("content",),
-    "comment.deleted": ("content",),
+    # The page's open discussions (integrations/notion/comments.py): the comments listing
+    # alone. A suggested edit is part of the body only once accepted, which Notion reports
+    # as page.content_updated.
+    "comment.created": ("comments",),
+    "comment.updated": ("comments",),
+    "comment.deleted": ("comments",),
+    # Rows added, removed or edited: the data source's table from its stored row documents
+    # and the rows edited since its watermark (integrations/notion/datasource.py).
+    "data_source.content_updated": ("rows",),
 }
 
 
@@ -205,9 +213,19 @@ class NotionWebhooks:
             return WebhookResult(note=f"ignored event type {event_type}")
         return WebhookResult(
             events=[PageEvent(source_page_id=normalize_id(key), event_id=event_id, payload=event,
-                              kinds=EVENT_KINDS.get(event_type, ()),
+                              kinds=event_kinds(event_type, event),
                               workspace=_text(event.get("workspace_id")))]
         )
+
+
+def event_kinds(event_type: str, event: Mapping[str, Any]) -> tuple[str, ...]:
+    """The event's kinds (:data:`EVENT_KINDS`); a ``page.permissions_updated`` that carries
+    ``accessible_by`` (a list, public connections only:
+    https://developers.notion.com/reference/webhooks/page-permissions-updated) is
+    ``audience``: the sync writes that list without a request."""
+    if event_type == "page.permissions_updated" and isinstance(event.get("accessible_by"), list):
+        return ("audience",)
+    return EVENT_KINDS.get(event_type, ())
 
 
 def _text(value: Any) -> str | None:

@@ -133,6 +133,15 @@ select title, url, content, metadata, source_updated_at, source_page_id
   from documents
  where source_type = %(source_type)s and document_id = %(document_id)s and deleted_at is null
 
+-- current_documents_matching --
+-- The live documents of one source whose metadata contains the given JSON (jsonb @>), without
+-- their content: what a sync that summarises other documents reads (a Notion data source's
+-- table reads its rows' titles and properties). In document id order.
+select document_id, source_page_id, title, url, metadata, source_updated_at
+  from documents
+ where source_type = %(source_type)s and deleted_at is null and metadata @> %(metadata)s
+ order by document_id
+
 -- get_state --
 -- The integration's saved state for one job key (Slack: history watermark).
 select state from sync_state where source_type = %(source_type)s and source_page_id = %(source_page_id)s
