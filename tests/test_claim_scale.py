@@ -189,9 +189,9 @@ async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
     await conn.execute("update workspaces set live_due_at = null")          # lost from line
     assert [c.job for c in await queue.claim(
         pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(1))] == []
-    assert await queue.seconds_until_due(pool) is None
+    assert await queue.seconds_until_due(pool, ["notion", "slack"]) is None
     assert await queue.repair_lines(pool) == 1
-    assert (await queue.seconds_until_due(pool) or 0.0) < 0
+    assert (await queue.seconds_until_due(pool, ["notion", "slack"]) or 0.0) < 0
     # b is put at the head of the line with nothing to claim
     await conn.execute("update workspaces set live_due_at = %s, last_served_at = null "
                        "where id = %s", (T0 - timedelta(hours=1), b))
@@ -228,13 +228,13 @@ async def test_the_idle_workers_due_time_reads_the_head_of_the_lines(
         pool: AsyncConnectionPool[Any]) -> None:
     a, b = await add_workspaces(pool, 2)
     await queue.enqueue(pool, events(a, 2, prefix="p", window=3600), now=None)
-    until = await queue.seconds_until_due(pool)
+    until = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert until is not None and 3590 < until <= 3600
     await queue.enqueue(pool, events(b, 1, prefix="q", window=600), now=None)
-    until = await queue.seconds_until_due(pool)
+    until = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert until is not None and 590 < until <= 600
     await workspaces.block(pool, b, 1200.0, "workspace_rate_limit")
-    until = await queue.seconds_until_due(pool)
+    until = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert until is not None and 1190 < until <= 1200
     assert await queue.seconds_until_due(pool, ["slack"]) is None
 
@@ -318,7 +318,7 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
         row = await (await conn.execute(
             "select count(*) from sync_jobs where status <> 'completed'")).fetchone()
     assert row is not None and row[0] == 0
-    assert await queue.seconds_until_due(pool) is None
+    assert await queue.seconds_until_due(pool, ["notion", "slack"]) is None
     await assert_lines_exact(pool)
 
 
@@ -331,11 +331,11 @@ async def test_a_bucket_drained_since_the_last_look_costs_one_empty_claim(
     (a,) = await add_workspaces(pool, 1)
     await queue.enqueue(pool, events(a, 3, prefix="p"))
     assert [await budgets.take(pool, a, budget) for _ in range(2)] == [0.0, 0.0]
-    stale = await queue.seconds_until_due(pool)
+    stale = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert stale is not None and stale <= 0
     assert [c.job for c in await queue.claim(
         pool, "w", limit=8, lease_seconds=60, source_slots={"notion": 8}, budgets={"notion": budget})] == []
-    until = await queue.seconds_until_due(pool)
+    until = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert until is not None and 0 < until <= 1.0
 
 

@@ -265,8 +265,8 @@ async def prune(
     return {"jobs": int(row["jobs"]), "events": int(row["events"])}
 
 
-async def seconds_until_due(db: Db, source_types: Sequence[str] | None = None) -> float | None:
-    """Seconds until the claim could take a job (of ``source_types``, default any) by the
+async def seconds_until_due(db: Db, source_types: Sequence[str]) -> float | None:
+    """Seconds until the claim could take a job of ``source_types`` by the
     database's clock (zero or negative when one is claimable now), or ``None`` when nothing
     is pending. Constant cost: it reads the head of each line (docs/claim.md, "When to claim
     next"). A workspace counts from when it can take a job as the last claim that looked at it
@@ -276,6 +276,6 @@ async def seconds_until_due(db: Db, source_types: Sequence[str] | None = None) -
     row = await fetch_one(
         db,
         _CLAIM["seconds_until_due"],
-        {"source_types": list(source_types) if source_types is not None else None},
+        {"source_types": list(source_types)},
     )
     return float(row["seconds"]) if row and row["seconds"] is not None else None
