@@ -30,10 +30,8 @@ from debounce.workspaces.directory import ACCEPTING, Directory, Route
 from debounce.workspaces.environment import ensure_env_workspace, env_tokens, learn_external_id
 from debounce.workspaces.oauth_state import STATE_TTL_SECONDS, consume_state, issue_state
 from debounce.workspaces.store import (
-    WorkspaceBeingRemoved,
     WorkspaceNotFound,
     block,
-    finish_removals,
     list_workspaces,
     remove,
     revoke_by_external_id,
@@ -57,7 +55,6 @@ __all__ = [
     "CredentialsUnreadable",
     "Directory",
     "Route",
-    "WorkspaceBeingRemoved",
     "WorkspaceNotFound",
     "block",
     "consume_state",
@@ -66,7 +63,6 @@ __all__ = [
     "decrypt",
     "ensure_env_workspace",
     "env_tokens",
-    "finish_removals",
     "issue_state",
     "learn_external_id",
     "list_workspaces",
