@@ -137,7 +137,7 @@ async def _world(url: str, pages: int, bursts: int, *, after: bool) -> tuple[Pha
                 pool, "select (select count(*) from documents where deleted_at is null) = %s "
                       "and not exists (select 1 from sync_jobs "
                       "where status in ('pending', 'processing')) "
-                      "and exists (select 1 from enumerations where status = 'done')",
+                      "and exists (select 1 from backfills where status = 'done')",
                 pages), timeout=1800)
             backfill = _usage(fake, start, pages, since={})
             note(f"backfill ({'after' if after else 'before'}): {backfill}")

@@ -4,13 +4,14 @@ Every statement that changes jobs at once, from separate connections, for 20 s (
 32 workspaces: two webhook streams (``enqueue`` batches, due now and debounced, some
 taking a page over to another workspace), four claimers (``claim`` with a
 workspace concurrency of 4) recording completions, failures and releases, a backfiller
-(backfill pages and their re-checks), the reaper (expired leases), and a workspace removed and
-connected again while its syncs finish. Reports ``pg_stat_database.deadlocks`` of the scratch
-database before and after (the statements' lock order, docs/claim.md, "Keeping the line", and
-the removal's two steps, "Removing a workspace", keep it at 0; nothing retries a statement the
-detector cancelled), the statements that failed on a foreign key (a row made to refer to a
-workspace being removed: the removal's guard must refuse it instead, 0 too) and how many
-statements each kind ran.
+(backfill pages and their re-checks), the reaper (expired leases), the pruner (prune, then
+its upkeep: removed workspaces' jobs, backfills and documents finished, the lines repaired),
+and a workspace removed (half the time with its documents purged) while its syncs finish, then
+connected again (the same row). Reports ``pg_stat_database.deadlocks`` of the scratch database
+before and after (the statements' lock order, docs/claim.md, "Keeping the line"; a removal
+locks one row, "Removing a workspace"; 0, and nothing retries a statement the detector
+cancelled), the statements that failed on a foreign key (0: workspace rows are never deleted)
+and how many statements each kind ran.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from psycopg_pool import AsyncConnectionPool
 from bench.common import emit, note, scratch_database
 from debounce import queue, workspaces
 from debounce.contract import BackfillItem
+from debounce.documents.store import Document, DocumentStore, purge_removed
 from debounce.infra.secrets import Keyring, new_key
 from debounce.queue import Failure, backfills
 from debounce.types import EnqueueOutcome, JobEvent
+from debounce.worker import maintenance
 
 WORKSPACES = 32
 PAGES = 400
@@ -52,10 +55,18 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
     async with AsyncConnectionPool(url, min_size=10, max_size=12, open=False,
                                    kwargs={"autocommit": True}, timeout=30) as pool:
         ids: list[int] = []
+        external: dict[int, str] = {}
         for i in range(WORKSPACES):
             row = await workspaces.save(pool, keys, source_type="notion", external_id=f"D{i}",
                                         name=f"D{i}", credentials={"access_token": f"t{i}"})
             ids.append(int(row["id"]))
+            external[int(row["id"])] = f"D{i}"
+            for k in range(5):      # documents its syncs wrote, for the purges
+                await DocumentStore(pool).upsert(Document("notion", f"doc-{i}-{k}", f"doc-{i}-{k}",
+                                                          "d", "# d"))
+            async with pool.connection() as conn:
+                await conn.execute("update documents set workspace_id = %s "
+                                   "where source_page_id like %s", (row["id"], f"doc-{i}-%"))
         stop = time.monotonic() + seconds
         rng = random.Random(29)
 
@@ -67,8 +78,7 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
                     errors.append(f"{kind}: {exc}")
                     count(f"{kind}_deadlocked")
                 except psycopg.errors.ForeignKeyViolation as exc:
-                    # a row referring to a workspace just removed: the guard (_referable in
-                    # sql/queries/workspaces.sql) should have refused it instead
+                    # a row referring to a workspace row that is gone: none ever is
                     errors.append(f"{kind}: {exc}")
                     count(f"{kind}_foreign_key_violations")
 
@@ -141,18 +151,37 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
         async def remover() -> None:
             async def one() -> None:
                 ws = ids.pop(rng.randrange(len(ids)))
-                await workspaces.remove(pool, ws)
-                row = await workspaces.save(pool, keys, source_type="notion",
-                                            external_id=f"D-again-{ws}", name="again",
-                                            credentials={"access_token": "again"})
-                ids.append(int(row["id"]))
+                purge = rng.random() < 0.5
+                await workspaces.remove(pool, ws, purge_documents=purge)
                 count("removals")
-                await asyncio.sleep(0.2)
+                done = await queue.cancel_removed(pool, workspace_id=ws)
+                count("removal_jobs_cancelled", done["jobs"])
+                count("removal_backfills_cancelled", done["backfills"])
+                if purge:
+                    count("removal_documents_deleted", await purge_removed(pool, workspace_id=ws))
+                await asyncio.sleep(0.1)
+                row = await workspaces.save(pool, keys, source_type="notion",
+                                            external_id=external[ws], name="again",
+                                            credentials={"access_token": "again"})
+                if int(row["id"]) != ws:
+                    errors.append(f"remover: {external[ws]} came back as {row['id']}, not {ws}")
+                ids.append(ws)
+                await asyncio.sleep(0.1)
 
             await guarded("remover", one)
 
+        async def pruner() -> None:
+            async def one() -> None:
+                await queue.prune(pool, 0.0, event_older_than=3600.0, limit=500, exclusive=True)
+                done = await maintenance.upkeep(pool, workspace_concurrency=4)
+                count("prunes")
+                count("pruner_jobs_cancelled", done["jobs"])
+                await asyncio.sleep(0.3)
+
+            await guarded("pruner", one)
+
         await asyncio.gather(webhooks(0), webhooks(1), *(claimer(k) for k in range(4)),
-                             backfiller(), reaper(), remover())
+                             backfiller(), reaper(), remover(), pruner())
     return {"counts": counts, "errors": errors[:3]}
 
 

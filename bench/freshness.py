@@ -101,7 +101,7 @@ create trigger bench_log_outcome after update of status on sync_jobs
     execute function bench_log_outcome();
 """
 RESET = """
-truncate sync_jobs, seen_events, documents, sync_state, enumerations, bench_writes, bench_outcomes;
+truncate sync_jobs, seen_events, documents, sync_state, backfills, bench_writes, bench_outcomes;
 update workspaces set budget_tokens = null, budget_refilled_at = null, blocked_until = null,
                       rate_limit_reason = null;
 """
@@ -275,7 +275,7 @@ class Bench:
             docs = conn.execute("select count(*) from documents where workspace_id = %s",
                                 (space.db_id,)).fetchone()
             enum = conn.execute("select status, listing_pages, discovered, enqueued, current, active "
-                                "from enumerations where workspace_id = %s order by id desc limit 1",
+                                "from backfills where workspace_id = %s order by id desc limit 1",
                                 (space.db_id,)).fetchone()
         seconds = log.end_mono - log.since_mono
         pages = int(docs[0]) if docs else 0

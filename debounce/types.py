@@ -37,7 +37,7 @@ class EnqueueOutcome(enum.StrEnum):
     #: The page's job is ``processing``: the event bumped its revision, so the running sync
     #: is followed by another one with the new payload.
     REQUEUED_AFTER_RUNNING = "requeued_after_running"
-    #: The event's workspace is being removed, or is gone (the web's routes are up to a few
+    #: The event's workspace is removed (the web's routes are up to a few
     #: seconds old): nothing was enqueued.
     WORKSPACE_REMOVED = "workspace_removed"
 
@@ -72,7 +72,7 @@ class ClaimedWorkspace:
     """What a sync needs of its job's workspace, read by the claim in the same statement as
     the job (``sql/queries/claim.sql``, ``claim``: the ``ws_*`` columns) or by
     ``workspaces.sync_state`` (the backfills): the workspace's ``id``, its ``status``
-    (``active``, ``paused``, ``revoked``, ``removing``), ``origin`` (``env``, ``oauth``, ``cli``), the
+    (``active``, ``paused``, ``revoked``, ``removed``), ``origin`` (``env``, ``oauth``, ``cli``), the
     source's ``external_id`` of it (``None``: the environment's workspace before its id is
     learned), ``bot_user_id`` (Slack) and ``credentials``: the stored token, still encrypted
     (a Fernet token, bytes; ``None`` for the environment's workspace, whose token stays in

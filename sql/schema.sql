@@ -24,6 +24,199 @@ CREATE TYPE claim_offer AS (
 	offer integer
 );
 
+-- Name: backfills; Type: TABLE
+
+CREATE TABLE backfills (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    source_type text NOT NULL,
+    kind text NOT NULL,
+    status text DEFAULT 'running'::text NOT NULL,
+    cursor text,
+    listing_pages integer DEFAULT 0 NOT NULL,
+    discovered integer DEFAULT 0 NOT NULL,
+    enqueued integer DEFAULT 0 NOT NULL,
+    current integer DEFAULT 0 NOT NULL,
+    active integer DEFAULT 0 NOT NULL,
+    rechecks integer DEFAULT 0 NOT NULL,
+    watermark timestamp with time zone,
+    newest_seen timestamp with time zone,
+    error text,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    lease_owner text,
+    lease_expires_at timestamp with time zone,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT backfills_kind_check CHECK ((kind = ANY (ARRAY['backfill'::text, 'reconcile'::text, 'full_reconcile'::text]))),
+    CONSTRAINT backfills_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text, 'failed'::text, 'cancelled'::text]))),
+    CONSTRAINT backfills_times_finite CHECK ((isfinite(started_at) AND isfinite(updated_at) AND isfinite(finished_at) AND isfinite(lease_expires_at) AND isfinite(not_before) AND isfinite(newest_seen) AND isfinite(watermark)))
+);
+
+-- Name: backfill_finish(bigint, text, timestamp with time zone, integer, integer); Type: FUNCTION
+
+CREATE FUNCTION backfill_finish(p_id bigint, p_owner text, p_now timestamp with time zone, p_priority integer, p_max_attempts integer) RETURNS SETOF backfills
+    LANGUAGE plpgsql
+    AS $$
+declare
+    v_now      timestamptz := coalesce(p_now, now());
+    b          backfills;
+    v_n        integer;
+    v_due      timestamptz[];
+    v_priority integer[];
+begin
+    -- 1. the backfill, while its lease is held and its workspace is not removed
+    select e.* into b
+      from backfills e
+     where e.id = p_id and e.lease_owner = p_owner and e.status = 'running'
+       and exists (select 1 from workspaces w where w.id = e.workspace_id and w.status <> 'removed')
+       for update of e;
+    if not found then
+        return;
+    end if;
+
+    -- 2. after a whole list, a re-check (a bulk job) of every live document of the workspace
+    --    that the listing did not show and no sync touched since the backfill started
+    with ins as (
+        insert into sync_jobs (source_type, source_page_id, status, payload, event_count,
+                               priority, max_attempts, scheduled_at, first_event_at,
+                               max_wait_until, revision, created_at, updated_at, workspace_id)
+        select b.source_type, v.source_page_id, 'pending', '{"recheck": true}'::jsonb, 0,
+               p_priority, p_max_attempts, v_now, v_now, v_now, 1, v_now, v_now, b.workspace_id
+          from (select distinct d.source_page_id
+                  from documents d
+                 where b.kind <> 'reconcile'
+                   and d.workspace_id = b.workspace_id and d.source_type = b.source_type
+                   and d.deleted_at is null
+                   and (d.listed_at is null or d.listed_at < b.started_at)
+                   and d.synced_at < b.started_at) v
+         order by v.source_page_id
+        on conflict (source_type, source_page_id) where status in ('pending', 'processing')
+        do nothing
+        returning scheduled_at, priority
+    )
+    select count(*)::int, array_agg(scheduled_at), array_agg(priority)
+      into v_n, v_due, v_priority
+      from ins;
+
+    -- 3. the workspace: its line moves to the re-checks; it remembers the reconciliation
+    --    (the newest edit seen is the next one's watermark)
+    if v_n > 0 then
+        perform workspaces_line_move(array_fill(b.workspace_id, array[v_n]), v_due, v_priority,
+                                     array_fill(false, array[v_n]));
+    end if;
+    update workspaces w
+       set reconciled_at       = v_now,
+           reconcile_watermark = greatest(w.reconcile_watermark, b.newest_seen),
+           full_reconciled_at  = case when b.kind <> 'reconcile' then v_now
+                                      else w.full_reconciled_at end
+     where w.id = b.workspace_id;
+
+    -- 4. the backfill done
+    return query
+    update backfills x
+       set status = 'done', finished_at = v_now, updated_at = v_now, cursor = null,
+           rechecks = x.rechecks + v_n, lease_owner = null, lease_expires_at = null
+     where x.id = b.id
+    returning x.*;
+end
+$$;
+
+-- Name: backfill_page(bigint, text, timestamp with time zone, text[], timestamp with time zone[], jsonb[], text, integer, integer, double precision); Type: FUNCTION
+
+CREATE FUNCTION backfill_page(p_id bigint, p_owner text, p_now timestamp with time zone, p_page_ids text[], p_edited_ats timestamp with time zone[], p_payloads jsonb[], p_cursor text, p_priority integer, p_max_attempts integer, p_lease_seconds double precision) RETURNS TABLE(backfill backfills, page_enqueued integer)
+    LANGUAGE plpgsql
+    AS $$
+declare
+    v_now      timestamptz := coalesce(p_now, now());
+    b          backfills;
+    v_n        integer;
+    v_current  integer;
+    v_newest   timestamptz;
+    v_enqueued integer;
+    v_due      timestamptz[];
+    v_priority integer[];
+begin
+    -- 1. the backfill, while its lease is held and its workspace is not removed
+    select e.* into b
+      from backfills e
+     where e.id = p_id and e.lease_owner = p_owner and e.status = 'running'
+       and exists (select 1 from workspaces w where w.id = e.workspace_id and w.status <> 'removed')
+       for update of e;
+    if not found then
+        return;
+    end if;
+
+    -- 2. the items judged against the documents; a bulk job for each stale or missing page
+    --    unless the page has an active job already (ON CONFLICT DO NOTHING)
+    with input as (
+        select distinct on (i.page_id) i.*
+          from unnest(p_page_ids, p_edited_ats, p_payloads) as i(page_id, edited_at, payload)
+         order by i.page_id
+    ), judged as (
+        select i.*,
+               exists (select 1 from documents d
+                        where d.source_type = b.source_type and d.source_page_id = i.page_id
+                          and d.deleted_at is null
+                          and (i.edited_at is null or d.source_updated_at >= i.edited_at))
+               or (i.edited_at is null
+                   and exists (select 1 from sync_state s
+                                where s.source_type = b.source_type
+                                  and s.source_page_id = i.page_id)) as is_current
+          from input i
+    ), ins as (
+        insert into sync_jobs (source_type, source_page_id, status, payload, event_count,
+                               priority, max_attempts, scheduled_at, first_event_at,
+                               max_wait_until, revision, created_at, updated_at, workspace_id)
+        select b.source_type, j.page_id, 'pending', j.payload, 0, p_priority, p_max_attempts,
+               v_now, v_now, v_now, 1, v_now, v_now, b.workspace_id
+          from judged j
+         where not j.is_current
+         order by j.page_id
+        on conflict (source_type, source_page_id) where status in ('pending', 'processing')
+        do nothing
+        returning scheduled_at, priority
+    )
+    select c.n, c.is_current, c.newest, s.n, s.due, s.priority
+      into v_n, v_current, v_newest, v_enqueued, v_due, v_priority
+      from (select count(*)::int as n, (count(*) filter (where is_current))::int as is_current,
+                   max(edited_at) as newest from judged) c,
+           (select count(*)::int as n, array_agg(scheduled_at) as due,
+                   array_agg(priority) as priority from ins) s;
+
+    -- 3. a whole list stamps the documents of the pages it listed (in id order)
+    if b.kind <> 'reconcile' then
+        perform 1 from documents d
+          where d.source_type = b.source_type and d.source_page_id = any(p_page_ids)
+          order by d.id
+            for update;
+        update documents d set listed_at = v_now
+         where d.source_type = b.source_type and d.source_page_id = any(p_page_ids);
+    end if;
+
+    -- 4. the workspace's line moves to the new jobs
+    if v_enqueued > 0 then
+        perform workspaces_line_move(array_fill(b.workspace_id, array[v_enqueued]), v_due,
+                                     v_priority, array_fill(false, array[v_enqueued]));
+    end if;
+
+    -- 5. the backfill's cursor, counts and lease
+    return query
+    update backfills x
+       set cursor           = p_cursor,
+           listing_pages    = x.listing_pages + 1,
+           discovered       = x.discovered + v_n,
+           current          = x.current + v_current,
+           enqueued         = x.enqueued + v_enqueued,
+           active           = x.active + (v_n - v_current - v_enqueued),
+           newest_seen      = greatest(x.newest_seen, v_newest),
+           lease_expires_at = v_now + make_interval(secs => p_lease_seconds),
+           updated_at       = v_now
+     where x.id = b.id
+    returning x, v_enqueued;
+end
+$$;
+
 -- Name: sync_jobs; Type: TABLE
 
 CREATE TABLE sync_jobs (
@@ -159,7 +352,7 @@ begin
           from (select o.*, row_number() over (partition by o.source_type
                                                order by o.bulk, o.turn, o.priority desc,
                                                         o.scheduled_at, o.id) as source_turn
-                  from (select c.*, c.priority < 0 as bulk,
+                  from (select c.*, job_lane(c.priority) = 'bulk' as bulk,
                                row_number() over (partition by c.workspace_id, c.source_type
                                                   order by c.priority desc, c.scheduled_at,
                                                            c.id) as turn
@@ -320,6 +513,12 @@ begin
     return new;
 end $$;
 
+-- Name: job_lane(integer); Type: FUNCTION
+
+CREATE FUNCTION job_lane(priority integer) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select case when priority < 0 then 'bulk' else 'live' end $$;
+
 -- Name: workspace_bucket(timestamp with time zone, double precision, timestamp with time zone, double precision, double precision); Type: FUNCTION
 
 CREATE FUNCTION workspace_bucket(at_time timestamp with time zone, tokens double precision, refilled_at timestamp with time zone, per_minute double precision, capacity double precision) RETURNS TABLE(rate double precision, burst double precision, level double precision)
@@ -341,10 +540,10 @@ CREATE FUNCTION workspace_lanes(ws bigint, taken bigint[]) RETURNS TABLE(live_du
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
     select (select min(j.scheduled_at) from sync_jobs j
-             where j.workspace_id = ws and j.status = 'pending' and j.priority >= 0
+             where j.workspace_id = ws and j.status = 'pending' and job_lane(j.priority) = 'live'
                and j.id <> all(taken)),
            (select min(j.scheduled_at) from sync_jobs j
-             where j.workspace_id = ws and j.status = 'pending' and j.priority < 0
+             where j.workspace_id = ws and j.status = 'pending' and job_lane(j.priority) = 'bulk'
                and j.id <> all(taken))
 $$;
 
@@ -353,21 +552,6 @@ $$;
 CREATE FUNCTION workspace_line_at(due timestamp with time zone, status text, credentials_error text, at_concurrency_limit boolean, blocked_until timestamp with time zone, held_until timestamp with time zone, last_served_at timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN ((due IS NOT NULL) AND (status = 'active'::text) AND (credentials_error IS NULL) AND (NOT at_concurrency_limit)) THEN GREATEST(due, blocked_until, held_until, last_served_at) ELSE NULL::timestamp with time zone END;
-
--- Name: workspace_removal_begins(bigint); Type: FUNCTION
-
-CREATE FUNCTION workspace_removal_begins(ws bigint) RETURNS bigint
-    LANGUAGE plpgsql
-    AS $$
-declare
-    removed bigint;
-begin
-    perform pg_advisory_xact_lock(21, (ws % 2147483648)::int);
-    perform 1 from workspaces where id = ws for update;
-    update workspaces set status = 'removing', updated_at = now() where id = ws
-    returning id into removed;
-    return removed;
-end $$;
 
 -- Name: workspaces_line_move(bigint[], timestamp with time zone[], integer[], boolean[]); Type: FUNCTION
 
@@ -382,8 +566,8 @@ begin
        set live_due_at = least(w.live_due_at, m.live_due_at),
            bulk_due_at = least(w.bulk_due_at, m.bulk_due_at),
            at_concurrency_limit = w.at_concurrency_limit and not m.freed
-      from (select m.ws, min(m.due) filter (where m.priority >= 0) as live_due_at,
-                   min(m.due) filter (where m.priority < 0) as bulk_due_at,
+      from (select m.ws, min(m.due) filter (where job_lane(m.priority) = 'live') as live_due_at,
+                   min(m.due) filter (where job_lane(m.priority) = 'bulk') as bulk_due_at,
                    bool_or(m.freed) as freed
               from unnest(p_ws, p_due, p_priority, p_freed) as m(ws, due, priority, freed)
              where m.ws is not null
@@ -425,23 +609,22 @@ begin
 end
 $$;
 
--- Name: workspaces_referable(bigint[]); Type: FUNCTION
-
-CREATE FUNCTION workspaces_referable(ids bigint[]) RETURNS SETOF bigint
-    LANGUAGE plpgsql
-    AS $$
-begin
-    perform pg_advisory_xact_lock_shared(21, (i % 2147483648)::int)
-       from (select distinct unnest(ids) as i) k
-      order by i;
-    return query select w.id from workspaces w where w.id = any(ids) and w.status <> 'removing';
-end $$;
-
 -- Name: debounce_union_kinds(text[]); Type: AGGREGATE
 
 CREATE AGGREGATE debounce_union_kinds(text[]) (
     SFUNC = debounce_merge_kinds,
     STYPE = text[]
+);
+
+-- Name: backfills_id_seq; Type: SEQUENCE
+
+ALTER TABLE backfills ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME backfills_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 -- Name: conversation_audiences; Type: TABLE
@@ -533,46 +716,6 @@ CREATE TABLE documents (
 
 ALTER TABLE documents ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME documents_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
-);
-
--- Name: enumerations; Type: TABLE
-
-CREATE TABLE enumerations (
-    id bigint NOT NULL,
-    workspace_id bigint NOT NULL,
-    source_type text NOT NULL,
-    kind text NOT NULL,
-    status text DEFAULT 'running'::text NOT NULL,
-    cursor text,
-    listing_pages integer DEFAULT 0 NOT NULL,
-    discovered integer DEFAULT 0 NOT NULL,
-    enqueued integer DEFAULT 0 NOT NULL,
-    current integer DEFAULT 0 NOT NULL,
-    active integer DEFAULT 0 NOT NULL,
-    rechecks integer DEFAULT 0 NOT NULL,
-    watermark timestamp with time zone,
-    newest_seen timestamp with time zone,
-    error text,
-    not_before timestamp with time zone DEFAULT now() NOT NULL,
-    lease_owner text,
-    lease_expires_at timestamp with time zone,
-    started_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone,
-    CONSTRAINT enumerations_kind_check CHECK ((kind = ANY (ARRAY['backfill'::text, 'reconcile'::text, 'full_reconcile'::text]))),
-    CONSTRAINT enumerations_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text, 'failed'::text, 'cancelled'::text]))),
-    CONSTRAINT enumerations_times_finite CHECK ((isfinite(started_at) AND isfinite(updated_at) AND isfinite(finished_at) AND isfinite(lease_expires_at) AND isfinite(not_before) AND isfinite(newest_seen) AND isfinite(watermark)))
-);
-
--- Name: enumerations_id_seq; Type: SEQUENCE
-
-ALTER TABLE enumerations ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME enumerations_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -756,14 +899,15 @@ CREATE TABLE workspaces (
     at_concurrency_limit boolean DEFAULT false NOT NULL,
     live_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(live_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
     bulk_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(bulk_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
+    purge_documents boolean DEFAULT false NOT NULL,
     CONSTRAINT workspaces_budget_burst_check CHECK ((budget_burst >= (1)::double precision)),
     CONSTRAINT workspaces_budget_per_minute_check CHECK ((budget_per_minute >= (0)::double precision)),
-    CONSTRAINT workspaces_check CHECK (((origin = 'env'::text) OR (credentials IS NOT NULL))),
     CONSTRAINT workspaces_check1 CHECK (((origin = 'env'::text) OR (external_id IS NOT NULL))),
+    CONSTRAINT workspaces_credentials_check CHECK (((origin = 'env'::text) OR (status = 'removed'::text) OR (credentials IS NOT NULL))),
     CONSTRAINT workspaces_lines_finite CHECK ((isfinite(live_line_at) AND isfinite(bulk_line_at))),
     CONSTRAINT workspaces_origin_check CHECK ((origin = ANY (ARRAY['env'::text, 'oauth'::text, 'cli'::text]))),
     CONSTRAINT workspaces_source_type_check CHECK ((source_type <> ''::text)),
-    CONSTRAINT workspaces_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'revoked'::text, 'removing'::text]))),
+    CONSTRAINT workspaces_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'revoked'::text, 'removed'::text]))),
     CONSTRAINT workspaces_times_finite CHECK ((isfinite(connected_at) AND isfinite(updated_at) AND isfinite(last_auth_error_at) AND isfinite(blocked_until) AND isfinite(budget_refilled_at) AND isfinite(reconcile_watermark) AND isfinite(reconciled_at) AND isfinite(full_reconciled_at) AND isfinite(credentials_error_at) AND isfinite(live_due_at) AND isfinite(bulk_due_at) AND isfinite(held_until) AND isfinite(last_served_at)))
 );
 
@@ -786,6 +930,11 @@ CREATE SEQUENCE workspaces_served_seq
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
+
+-- Name: backfills backfills_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY backfills
+    ADD CONSTRAINT backfills_pkey PRIMARY KEY (id);
 
 -- Name: document_changes document_changes_pkey; Type: CONSTRAINT
 
@@ -811,11 +960,6 @@ ALTER TABLE ONLY documents
 
 ALTER TABLE ONLY documents
     ADD CONSTRAINT documents_source_type_document_id_key UNIQUE (source_type, document_id);
-
--- Name: enumerations enumerations_pkey; Type: CONSTRAINT
-
-ALTER TABLE ONLY enumerations
-    ADD CONSTRAINT enumerations_pkey PRIMARY KEY (id);
 
 -- Name: oauth_states oauth_states_pkey; Type: CONSTRAINT
 
@@ -867,6 +1011,14 @@ ALTER TABLE ONLY workspace_sync_costs
 ALTER TABLE ONLY workspaces
     ADD CONSTRAINT workspaces_pkey PRIMARY KEY (id);
 
+-- Name: backfills_running; Type: INDEX
+
+CREATE UNIQUE INDEX backfills_running ON backfills USING btree (workspace_id) WHERE (status = 'running'::text);
+
+-- Name: backfills_workspace; Type: INDEX
+
+CREATE INDEX backfills_workspace ON backfills USING btree (workspace_id, id DESC);
+
 -- Name: conversation_audiences_key; Type: INDEX
 
 CREATE UNIQUE INDEX conversation_audiences_key ON conversation_audiences USING btree (source_type, COALESCE(workspace_id, (0)::bigint), conversation_id);
@@ -887,14 +1039,6 @@ CREATE INDEX documents_page ON documents USING btree (source_type, source_page_i
 
 CREATE INDEX documents_workspace ON documents USING btree (workspace_id) WHERE (workspace_id IS NOT NULL);
 
--- Name: enumerations_running; Type: INDEX
-
-CREATE UNIQUE INDEX enumerations_running ON enumerations USING btree (workspace_id) WHERE (status = 'running'::text);
-
--- Name: enumerations_workspace; Type: INDEX
-
-CREATE INDEX enumerations_workspace ON enumerations USING btree (workspace_id, id DESC);
-
 -- Name: seen_events_seen_at; Type: INDEX
 
 CREATE INDEX seen_events_seen_at ON seen_events USING btree (seen_at);
@@ -906,10 +1050,6 @@ CREATE INDEX subscriptions_to_lease ON subscriptions USING btree (lease_until) W
 -- Name: sync_jobs_active_page; Type: INDEX
 
 CREATE UNIQUE INDEX sync_jobs_active_page ON sync_jobs USING btree (source_type, source_page_id) WHERE (status = ANY (ARRAY['pending'::text, 'processing'::text]));
-
--- Name: sync_jobs_claim_source; Type: INDEX
-
-CREATE INDEX sync_jobs_claim_source ON sync_jobs USING btree (source_type, priority DESC, scheduled_at) WHERE (status = 'pending'::text);
 
 -- Name: sync_jobs_claim_unowned; Type: INDEX
 
@@ -937,11 +1077,11 @@ CREATE INDEX sync_jobs_lease ON sync_jobs USING btree (lease_expires_at) WHERE (
 
 -- Name: sync_jobs_ready_bulk; Type: INDEX
 
-CREATE INDEX sync_jobs_ready_bulk ON sync_jobs USING btree (workspace_id, scheduled_at) WHERE ((status = 'pending'::text) AND (workspace_id IS NOT NULL) AND (priority < 0));
+CREATE INDEX sync_jobs_ready_bulk ON sync_jobs USING btree (workspace_id, scheduled_at) WHERE ((status = 'pending'::text) AND (workspace_id IS NOT NULL) AND (job_lane(priority) = 'bulk'::text));
 
 -- Name: sync_jobs_ready_live; Type: INDEX
 
-CREATE INDEX sync_jobs_ready_live ON sync_jobs USING btree (workspace_id, scheduled_at) WHERE ((status = 'pending'::text) AND (workspace_id IS NOT NULL) AND (priority >= 0));
+CREATE INDEX sync_jobs_ready_live ON sync_jobs USING btree (workspace_id, scheduled_at) WHERE ((status = 'pending'::text) AND (workspace_id IS NOT NULL) AND (job_lane(priority) = 'live'::text));
 
 -- Name: sync_jobs_workspace; Type: INDEX
 
@@ -971,27 +1111,27 @@ CREATE TRIGGER documents_feed_append AFTER INSERT OR DELETE ON documents FOR EAC
 
 CREATE TRIGGER documents_feed_position BEFORE INSERT OR UPDATE ON documents FOR EACH ROW EXECUTE FUNCTION document_feed_position();
 
+-- Name: backfills backfills_workspace_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY backfills
+    ADD CONSTRAINT backfills_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id);
+
 -- Name: conversation_audiences conversation_audiences_workspace_id_fkey; Type: FK CONSTRAINT
 
 ALTER TABLE ONLY conversation_audiences
-    ADD CONSTRAINT conversation_audiences_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE;
+    ADD CONSTRAINT conversation_audiences_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id);
 
 -- Name: documents documents_workspace_id_fkey; Type: FK CONSTRAINT
 
 ALTER TABLE ONLY documents
-    ADD CONSTRAINT documents_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE SET NULL;
-
--- Name: enumerations enumerations_workspace_id_fkey; Type: FK CONSTRAINT
-
-ALTER TABLE ONLY enumerations
-    ADD CONSTRAINT enumerations_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE;
+    ADD CONSTRAINT documents_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id);
 
 -- Name: sync_jobs sync_jobs_workspace_id_fkey; Type: FK CONSTRAINT
 
 ALTER TABLE ONLY sync_jobs
-    ADD CONSTRAINT sync_jobs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE SET NULL;
+    ADD CONSTRAINT sync_jobs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id);
 
 -- Name: workspace_sync_costs workspace_sync_costs_workspace_id_fkey; Type: FK CONSTRAINT
 
 ALTER TABLE ONLY workspace_sync_costs
-    ADD CONSTRAINT workspace_sync_costs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE;
+    ADD CONSTRAINT workspace_sync_costs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id);

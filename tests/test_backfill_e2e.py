@@ -91,7 +91,7 @@ async def wait_for(what: str, check: Any, timeout: float = 90.0) -> Any:
 
 
 async def backfills_done(pool: AsyncConnectionPool[Any], count: int) -> bool:
-    done = await scalar(pool, "select count(*) from enumerations where status = 'done'")
+    done = await scalar(pool, "select count(*) from backfills where status = 'done'")
     busy = await scalar(pool, "select count(*) from sync_jobs "
                               "where status in ('pending', 'processing')")
     return bool(done >= count and busy == 0)

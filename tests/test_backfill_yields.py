@@ -62,7 +62,7 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
                         conninfo=database_url)
         running = asyncio.create_task(worker.run())
         try:
-            await until(pool, "select count(*) = 2 from enumerations where status = 'done'")
+            await until(pool, "select count(*) = 2 from backfills where status = 'done'")
             await until(pool, "select count(*) = 0 from sync_jobs where status <> 'completed'")
         finally:
             worker.stop()
@@ -73,7 +73,7 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
                                    select source_type, count(*) as n from documents
                                     where deleted_at is null group by source_type) t""")
     assert docs == {"notion": 119 + 3, "slack": 5 * 2}
-    listed = await scalar(pool, "select json_agg(discovered order by id) from enumerations")
+    listed = await scalar(pool, "select json_agg(discovered order by id) from backfills")
     assert sorted(listed) == [5, 122]
     slack_docs = await scalar(pool, "select array_agg(distinct split_part(document_id, '/', 1)) "
                                     "from documents where source_type = 'slack'")

@@ -20,6 +20,7 @@ from debounce.infra.secrets import Keyring, new_key
 from debounce.infra.sql import queries
 from debounce.types import ApiBudget, JobEvent, SyncJob
 from debounce.workspaces import budgets
+from debounce.workspaces.budgets import UNLIMITED
 
 T0 = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
 KEYS = Keyring(new_key())
@@ -174,9 +175,10 @@ async def test_the_lines_are_never_late_through_every_statement_on_jobs(
                        "and status = 'pending' and priority < 0", (b, a))
     await conn.execute("delete from sync_jobs where workspace_id = %s", (b,))
     # hand-written statements do not move the line: repair_lines (the pruner) repairs it
-    assert await queue.repair_lines(pool) >= 1
+    assert await queue.repair_lines(pool, workspace_concurrency=UNLIMITED) >= 1
     await assert_lines_exact(pool)
-    assert await queue.repair_lines(pool) == 0      # nothing left for the repair to do
+    # nothing left for the repair to do
+    assert await queue.repair_lines(pool, workspace_concurrency=UNLIMITED) == 0
 
 
 async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
@@ -189,9 +191,9 @@ async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
     await conn.execute("update workspaces set live_due_at = null")          # lost from line
     assert [c.job for c in await queue.claim(
         pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(1))] == []
-    assert await queue.seconds_until_due(pool) is None
-    assert await queue.repair_lines(pool) == 1
-    assert (await queue.seconds_until_due(pool) or 0.0) < 0
+    assert await queue.seconds_until_due(pool, ["notion", "slack"]) is None
+    assert await queue.repair_lines(pool, workspace_concurrency=UNLIMITED) == 1
+    assert (await queue.seconds_until_due(pool, ["notion", "slack"]) or 0.0) < 0
     # b is put at the head of the line with nothing to claim
     await conn.execute("update workspaces set live_due_at = %s, last_served_at = null "
                        "where id = %s", (T0 - timedelta(hours=1), b))
@@ -201,7 +203,7 @@ async def test_a_stale_line_costs_a_look_and_refresh_ready_repairs_it(
         pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(3))]
     assert job.workspace_id == a
     await assert_lines_exact(pool)       # the claim that looked at b set its lane from its jobs
-    assert await queue.repair_lines(pool) == 0
+    assert await queue.repair_lines(pool, workspace_concurrency=UNLIMITED) == 0
 
 
 async def test_an_empty_bucket_is_held_until_its_refill_and_costs_no_look_meanwhile(
@@ -228,13 +230,13 @@ async def test_the_idle_workers_due_time_reads_the_head_of_the_lines(
         pool: AsyncConnectionPool[Any]) -> None:
     a, b = await add_workspaces(pool, 2)
     await queue.enqueue(pool, events(a, 2, prefix="p", window=3600), now=None)
-    until = await queue.seconds_until_due(pool)
+    until = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert until is not None and 3590 < until <= 3600
     await queue.enqueue(pool, events(b, 1, prefix="q", window=600), now=None)
-    until = await queue.seconds_until_due(pool)
+    until = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert until is not None and 590 < until <= 600
     await workspaces.block(pool, b, 1200.0, "workspace_rate_limit")
-    until = await queue.seconds_until_due(pool)
+    until = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert until is not None and 1190 < until <= 1200
     assert await queue.seconds_until_due(pool, ["slack"]) is None
 
@@ -251,7 +253,8 @@ async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
         "insert into sync_jobs (source_type, source_page_id, scheduled_at, first_event_at, "
         "max_wait_until, workspace_id) select 'notion', 'p' || w.id || '-' || k, %s, %s, %s, "
         "w.id from workspaces w, generate_series(1, 3) k", (T0, T0, at(3600)))
-    assert await queue.repair_lines(pool) == 2000   # hand-written rows: the repair lines them up
+    # hand-written rows: the repair lines them up
+    assert await queue.repair_lines(pool, workspace_concurrency=UNLIMITED) == 2000
     await conn.execute("analyze workspaces")
     await conn.execute("analyze sync_jobs")
     claim = queries("claim")["claim"]
@@ -318,7 +321,7 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
         row = await (await conn.execute(
             "select count(*) from sync_jobs where status <> 'completed'")).fetchone()
     assert row is not None and row[0] == 0
-    assert await queue.seconds_until_due(pool) is None
+    assert await queue.seconds_until_due(pool, ["notion", "slack"]) is None
     await assert_lines_exact(pool)
 
 
@@ -331,21 +334,21 @@ async def test_a_bucket_drained_since_the_last_look_costs_one_empty_claim(
     (a,) = await add_workspaces(pool, 1)
     await queue.enqueue(pool, events(a, 3, prefix="p"))
     assert [await budgets.take(pool, a, budget) for _ in range(2)] == [0.0, 0.0]
-    stale = await queue.seconds_until_due(pool)
+    stale = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert stale is not None and stale <= 0
     assert [c.job for c in await queue.claim(
         pool, "w", limit=8, lease_seconds=60, source_slots={"notion": 8}, budgets={"notion": budget})] == []
-    until = await queue.seconds_until_due(pool)
+    until = await queue.seconds_until_due(pool, ["notion", "slack"])
     assert until is not None and 0 < until <= 1.0
 
 
 async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
         pool: AsyncConnectionPool[Any]) -> None:
     """A finishing sync locks its job, then (the line's upkeep) its workspace row; the removal
-    locks the workspace's jobs before its row. Locking the row first (its foreign key then
-    setting the running jobs' workspace to NULL) deadlocked about one round in four. Each round:
-    every sync's completion is recorded (the removal takes no running job), the workspace is
-    gone, and its jobs are completed with no workspace."""
+    locks the row only (a tombstone, migration 022). The hard delete of before, whose foreign
+    key set the running jobs' workspace to NULL, deadlocked about one round in four. Each
+    round: every sync's completion is recorded, the workspace is removed, and its jobs are
+    completed, still of their workspace."""
     for r in range(12):
         (ws,) = await add_workspaces(pool, 1, prefix=f"R{r}-")
         await queue.enqueue(pool, events(ws, 200, prefix="p"), now=T0)
@@ -366,9 +369,9 @@ async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
         await asyncio.gather(finish(), remove())      # DeadlockDetected would raise here
         assert len(jobs) == 200 and sorted(finished) == sorted(j.id for j in jobs)
         assert all(j.status == "completed" for j in finished.values())
-        assert await workspaces.list_workspaces(pool, ws) == []
+        assert [w["status"] for w in await workspaces.list_workspaces(pool, ws)] == ["removed"]
         async with pool.connection() as conn:
             row = await (await conn.execute(
-                "select count(*) filter (where status = 'completed' and workspace_id is null), "
-                "count(*) from sync_jobs where id = any(%s)", ([j.id for j in jobs],))).fetchone()
+                "select count(*) filter (where status = 'completed' and workspace_id = %s), "
+                "count(*) from sync_jobs where id = any(%s)", (ws, [j.id for j in jobs]))).fetchone()
         assert row == (200, 200)

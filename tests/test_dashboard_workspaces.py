@@ -268,13 +268,14 @@ async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
 
 async def test_the_workspace_page_and_metrics_show_requests_per_synced_page(
         client: httpx.AsyncClient, pool: AsyncConnectionPool[Any], ws: SeededWorkspaces) -> None:
+    from debounce.queue.backfills import BULK_PRIORITY
     from debounce.workspaces.sync_costs import SyncCosts, read
     page = (await client.get(f"/admin/workspaces/{ws.notion}")).text
     assert "no page synced yet" in cell(page, "workspace-costs")
     costs = SyncCosts(pool)
-    costs.add(ws.notion, "bulk", 1000, 1000)   # a backfill: one request per page
-    costs.add(ws.notion, "live", 10, 8)        # body edits, and a new page (2)
-    costs.add(ws.notion, "live", 1, 0)         # a sync that yielded: its request counts
+    costs.add(ws.notion, BULK_PRIORITY, 1000, 1000)   # a backfill: one request per page
+    costs.add(ws.notion, 0, 10, 8)        # body edits, and a new page (2)
+    costs.add(ws.notion, 0, 1, 0)         # a sync that yielded: its request counts
     await costs.flush()
     assert {c.lane: c.per_page for c in await read(pool, ws.notion)} == {
         "bulk": 1.0, "live": 11 / 8}
@@ -286,8 +287,8 @@ async def test_the_workspace_page_and_metrics_show_requests_per_synced_page(
     assert f"debounce_workspace_requests_per_page{{{labels}}} 1.0" in text
     assert f"debounce_workspace_sync_requests{{{labels}}} 1000.0" in text
     assert f"debounce_workspace_synced_pages{{{labels}}} 1000.0" in text
-    # a workspace removed meanwhile: its counts are dropped, nothing fails
-    costs.add(424242, "live", 3, 1)
+    # a workspace id with no row: its counts are dropped, nothing fails
+    costs.add(424242, 0, 3, 1)
     await costs.flush()
     assert all(c.workspace_id != 424242 for c in await read(pool))
 

@@ -43,7 +43,7 @@ def _short_names() -> dict[str, str]:
 
 
 _SHORT = _short_names()
-_TABLES = {"documents", "workspaces", "enumerations"}
+_TABLES = {"documents", "workspaces", "backfills"}
 del _SHORT["secrets"]
 #: Inside shell blocks too: a file of the repository passed to a command.
 _SHELL_FILE = re.compile(r"(?<![\w/.])((?:examples|sql|bench|tests|docs)/[\w./-]+\.(?:json|py|sql|md))")

@@ -161,9 +161,12 @@ async def add_workspace(pool: AsyncConnectionPool[Any], external_id: str) -> int
     return int(row["id"])
 
 
-async def test_removing_a_workspace_is_a_change_with_a_new_updated_at(
+async def test_removing_a_workspace_changes_no_document_and_bookkeeping_moves_nothing(
     pool: AsyncConnectionPool[Any]
 ) -> None:
+    """A removal is a tombstone of the workspace (migration 022): its documents keep their
+    workspace and their updated_at, and the feed shows no change (it used to detach them, one
+    change each); bookkeeping alone (synced_at, listed_at) moves neither."""
     ws = await add_workspace(pool, "W")
     await DocumentStore(pool).upsert(doc("p", "x"))
     async with pool.connection() as conn:   # attached long ago (test-only SQL)
@@ -174,23 +177,21 @@ async def test_removing_a_workspace_is_a_change_with_a_new_updated_at(
     before = await feed.head(pool)
     await workspaces.remove(pool, ws)
     row = await DocumentStore(pool).get("notion", "p")
-    assert row is not None and row["workspace_id"] is None and row["updated_at"] > T_OLD
-    await servable(pool)
-    page = await feed.read_changes(pool, before, 10)
-    assert [(c.document_id, c.workspace_id) for c in page.changes] == [("p", None)]
-    assert page.changes[0].updated_at == row["updated_at"]
-    # bookkeeping alone moves neither
+    assert row is not None and row["workspace_id"] == ws and row["updated_at"] == T_OLD
     async with pool.connection() as conn:
         await conn.execute("update documents set synced_at = now(), listed_at = now()")
     again = await DocumentStore(pool).get("notion", "p")
-    assert again is not None and again["updated_at"] == row["updated_at"]
+    assert again is not None and again["updated_at"] == T_OLD
+    await servable(pool)
+    page = await feed.read_changes(pool, before, 10)
+    assert page.changes == []
 
 
-async def test_a_listing_reattaches_a_document_whose_workspace_was_removed(
+async def test_a_workspace_connected_again_finds_its_documents_where_they_were(
     pool: AsyncConnectionPool[Any]
 ) -> None:
-    """The demo's second run: the workspace removed, connected again as a new row; its backfill
-    finds the page current, and the document joins the new workspace."""
+    """The demo's second run: the workspace removed, then connected again — the same row, so
+    its documents are still its own, and its backfill finds the page current."""
     old = await add_workspace(pool, "W")
     edited = datetime(2026, 11, 1, tzinfo=UTC)
     await DocumentStore(pool).upsert(Document("notion", "p", "p", "p", "# p",
@@ -199,6 +200,7 @@ async def test_a_listing_reattaches_a_document_whose_workspace_was_removed(
         await conn.execute("update documents set workspace_id = %s", (old,))
     await workspaces.remove(pool, old)
     new = await add_workspace(pool, "W")
+    assert new == old
     started = await backfills.request(pool, new)
     assert started is not None
     assert await backfills.lease(pool, "w1", ["notion"], 60) is not None

@@ -117,7 +117,7 @@ async def sentinel_round(pool: AsyncConnectionPool[Any]) -> None:
     assert started is not None
 
     async def done() -> bool:
-        status = await scalar(pool, "select status from enumerations where id = %s", started["id"])
+        status = await scalar(pool, "select status from backfills where id = %s", started["id"])
         busy = await scalar(pool, "select count(*) from sync_jobs where workspace_id = %s "
                                   "and status in ('pending', 'processing')", env_ws)
         return bool(status == "done" and busy == 0)
@@ -198,7 +198,7 @@ async def test_a_worker_with_a_wrong_key_says_so_once_parks_the_workspace_and_a_
             pool, "select status = 'completed' from sync_jobs where id = %s", job_id))
         assert await credentials_error(pool, ws) is None
         await wait_for("the Slack backfill", lambda: scalar(
-            pool, "select status = 'done' from enumerations where workspace_id = %s", ws))
+            pool, "select status = 'done' from backfills where workspace_id = %s", ws))
     finally:
         log = worker.stop()
     assert await scalar(pool, "select count(*) from documents where workspace_id = %s", ws) > 0
@@ -234,7 +234,7 @@ async def test_a_worker_without_a_key_marks_a_workspace_stored_after_it_started(
         assert workspaces.NO_KEY in backfill.stderr and "Traceback" not in backfill.stderr
         await sentinel_round(pool)
         # The backfill requested above stays parked too: the enumerator never walks it.
-        assert await scalar(pool, "select listing_pages from enumerations where workspace_id = %s",
+        assert await scalar(pool, "select listing_pages from backfills where workspace_id = %s",
                             ws) == 0
     finally:
         log = worker.stop()
@@ -283,7 +283,7 @@ async def test_the_enumerator_defers_a_backfill_it_cannot_decrypt_without_a_trac
     row = await backfills.latest(pool, ws)
     assert row is not None and row.status == "running" and row.discovered == 0
     assert row.error == f"credentials error: {workspaces.WRONG_KEY}"
-    assert await scalar(pool, "select lease_owner from enumerations where id = %s",
+    assert await scalar(pool, "select lease_owner from backfills where id = %s",
                         backfill["id"]) is None
     said = [r for r in caplog.records if workspaces.WRONG_KEY in r.getMessage()]
     assert len(said) == 1 and said[0].levelname == "WARNING", said

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from integrations.slack import mrkdwn_to_markdown, render_thread
+from integrations.slack import render_thread
 from integrations.slack.render import has_content
 from standins.slack_messages import MESSAGES, message
 
@@ -217,10 +217,11 @@ def test_references_read_as_in_slack() -> None:
         "or <https://y.test> &lt;3 <!subteam^S1|@oncall> <!subteam^S2> <!date^1763683200^{date}|"
         "Friday> <!date^1763683200^{time}> <mailto:a@b.test|mail us> <!channel> <!everyone>"
     )
-    assert mrkdwn_to_markdown(text) == (
-        "@here @ann @U2 in #general and #C2: see [docs](https://x.test/a?b=1&c=2) or "
+    assert render_thread(C, [{"ts": TS, "user": "U9", "text": text}]).content == (
+        HEAD.format(author="U9")
+        + "@here @ann @U2 in #general and #C2: see [docs](https://x.test/a?b=1&c=2) or "
         "<https://y.test> \\<3 @oncall @S2 Friday 2025-11-21 00:00 UTC [mail us](mailto:a@b.test) "
-        "@channel @everyone"
+        "@channel @everyone\n"
     )
 
 

@@ -92,27 +92,7 @@ async def test_the_example_source_goes_from_webhook_to_document(
     assert (doc["title"], doc["content"]) == ("Hello", "Echoed through debounce.\n")
 
 
-async def test_a_syncer_with_the_deprecated_discover_still_takes_part_in_backfills(
-        caplog: pytest.LogCaptureFixture) -> None:
-    """docs/writing-a-source.md promised ``discover`` returning a ``DiscoveryPage`` of
-    ``Discovered`` items before the glossary renamed them: such a syncer is still listed
-    (through an adapter, with one warning); one with neither method is not."""
-    from debounce.contract import Discovered, DiscoveryPage, SyncContext, as_backfillable
+def test_a_syncer_without_backfill_page_takes_no_part_in_backfills() -> None:
+    from debounce.contract import as_backfillable
 
-    class OldStyle:
-        def __init__(self) -> None:
-            self.calls: list[tuple[str | None, bool]] = []
-
-        async def discover(self, cursor: str | None, context: SyncContext, *,
-                           newest_first: bool = False) -> DiscoveryPage:
-            self.calls.append((cursor, newest_first))
-            return DiscoveryPage([Discovered("p-1", None, {"id": "p-1"}, "one")], "next")
-
-    old = OldStyle()
-    with caplog.at_level("WARNING"):
-        listing = as_backfillable(old, "legacy")
-    assert listing is not None and "deprecated" in caplog.text and "legacy" in caplog.text
-    page = await listing.backfill_page("c0", None, newest_first=True)  # type: ignore[arg-type]
-    assert old.calls == [("c0", True)]
-    assert [i.source_page_id for i in page.items] == ["p-1"] and page.cursor == "next"
     assert as_backfillable(object(), "plain") is None

@@ -113,7 +113,7 @@ async def test_jobs_of_a_paused_or_revoked_workspace_wait_and_others_are_claimed
         JobEvent("slack", "CA", {}, "ea", 0, 0, workspace_id=a["id"]),
         JobEvent("slack", "CB", {}, "eb", 0, 0, workspace_id=b["id"])])
     await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth")
-    assert await queue.seconds_until_due(pool) is not None
+    assert await queue.seconds_until_due(pool, ["notion", "slack"]) is not None
     (claimed,) = [c.job for c in await queue.claim(
         pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})]
     assert claimed.source_page_id == "CB" and claimed.workspace_id == b["id"]

@@ -75,7 +75,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
                     f"{args.source} --token …, or an install flow)")
     for row in rows:
         started = await backfills.request(pool, row["id"], "backfill")
-        verb = ("is being removed: nothing started" if started is None
+        verb = ("is removed: nothing started" if started is None
                 else "started" if started.get("inserted")
                 else f"already running ({started['kind']})")
         print(f"backfill of workspace {row['id']} ({row['external_id'] or row['name']}): {verb}")

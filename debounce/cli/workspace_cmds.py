@@ -14,9 +14,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from debounce import registry, workspaces
+from debounce import queue, registry, workspaces
 from debounce.cli.errors import fail
 from debounce.config import Settings
+from debounce.documents.store import purge_removed
 from debounce.infra.secrets import Keyring, SecretKeyError, fingerprint, new_key
 from debounce.queue import backfills
 from debounce.workspaces import budgets
@@ -45,9 +46,14 @@ def add_parser(sub: Any) -> None:
     for action in ("pause", "resume", "remove"):
         what = {"pause": "stop syncing a workspace (its events still queue)",
                 "resume": "sync a paused or revoked workspace again",
-                "remove": "disconnect a workspace (its pending jobs go, its documents stay)"}[action]
+                "remove": "disconnect a workspace (its pending jobs are cancelled, its documents "
+                          "stay unless --purge-documents; connecting it again brings it back)"}[action]
         sp = ws.add_parser(action, help=what, description=what)
         sp.add_argument("id", help=ID_HELP)
+        if action == "remove":
+            sp.add_argument("--purge-documents", action="store_true",
+                            help="mark its documents deleted too: every consumer sees the "
+                                 "deletions in the change feed")
     what = ("set a workspace's API budget: requests per minute and burst (the bucket's "
             "capacity), shared by every worker; --default: back to the source's")
     sp = ws.add_parser("set-budget", help="set a workspace's API budget (requests per minute, "
@@ -336,9 +342,13 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
             print(f"workspace {row['id']} ({_label(row)}): reconciliation {args.mode}")
             return 0
         if action == "remove":
-            dropped = await workspaces.remove(pool, row["id"])
-            print(f"removed workspace {row['id']} ({_label(row)}; {dropped} pending jobs "
-                  "dropped; documents kept)")
+            await workspaces.remove(pool, row["id"], purge_documents=args.purge_documents)
+            done = await queue.cancel_removed(pool, workspace_id=row["id"])
+            kept = "documents kept"
+            if args.purge_documents:
+                kept = f"{await purge_removed(pool, workspace_id=row['id'])} documents marked deleted"
+            print(f"removed workspace {row['id']} ({_label(row)}; {done['jobs']} pending jobs and "
+                  f"{done['backfills']} backfills cancelled; {kept})")
             return 0
         status = {"pause": "paused", "resume": "active"}[action]
         row = await workspaces.set_status(pool, row["id"], status)
@@ -346,7 +356,5 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         return fail(str(exc), exc.code)
     except workspaces.WorkspaceNotFound:
         return fail(f"no workspace {args.id}")
-    except workspaces.WorkspaceBeingRemoved as exc:
-        return fail(str(exc))
     print(f"workspace {row['id']} ({_label(row)}) is {row['status']}")
     return 0

@@ -35,8 +35,6 @@ from debounce.contract.backfill import (
     Backfillable,
     BackfillItem,
     BackfillPage,
-    Discovered,
-    DiscoveryPage,
     as_backfillable,
 )
 from debounce.contract.documents import Document, DocumentWriter, WriteOutcome
@@ -72,8 +70,6 @@ __all__ = [
     "Checkpoint",
     "BackfillItem",
     "Backfillable",
-    "Discovered",
-    "DiscoveryPage",
     "as_backfillable",
     "BackfillPage",
     "Document",

@@ -21,8 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from debounce.contract.sync import SyncContext
 
-__all__ = ["BackfillItem", "BackfillPage", "Backfillable", "Discovered", "DiscoveryPage",
-           "as_backfillable"]
+__all__ = ["BackfillItem", "BackfillPage", "Backfillable", "as_backfillable"]
 
 log = logging.getLogger(__name__)
 
@@ -73,35 +72,11 @@ class Backfillable(Protocol):
         ...
 
 
-#: Deprecated names of :class:`BackfillPage` and :class:`BackfillItem` (docs/writing-a-source.md
-#: promised them before the glossary, issue 29); the same classes.
-DiscoveryPage = BackfillPage
-Discovered = BackfillItem
-
-
-class _DiscoverAdapter:
-    """A syncer written against the deprecated ``discover`` method, seen as a
-    :class:`Backfillable`."""
-
-    def __init__(self, syncer: Any) -> None:
-        self._discover = syncer.discover
-
-    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
-                            newest_first: bool = False) -> BackfillPage:
-        """``discover(cursor, context, newest_first=...)``, unchanged."""
-        page: BackfillPage = await self._discover(cursor, context, newest_first=newest_first)
-        return page
-
-
 def as_backfillable(syncer: object, source_type: str) -> Backfillable | None:
-    """``syncer`` as a :class:`Backfillable`: itself when it implements ``backfill_page``; an
-    adapter when it only has the deprecated ``discover`` (docs/writing-a-source.md: the same
-    signature; a warning is logged once per call, i.e. once per worker start); ``None`` when it
-    cannot list what it sees (it takes no part in backfills)."""
+    """``syncer`` as a :class:`Backfillable` when it implements ``backfill_page``; ``None``
+    when it cannot list what it sees (it takes no part in backfills). ``source_type`` names it
+    in the log."""
     if isinstance(syncer, Backfillable):
         return syncer
-    if callable(getattr(syncer, "discover", None)):
-        log.warning("source %s: the syncer implements `discover`, the deprecated name of "
-                    "`backfill_page` (docs/writing-a-source.md); rename it", source_type)
-        return _DiscoverAdapter(syncer)
+    log.debug("source %s: no backfill_page, so no backfills", source_type)
     return None

@@ -36,6 +36,7 @@ __all__ = [
     "WriteOutcome",
     "audience_params",
     "content_sha256",
+    "purge_removed",
 ]
 
 _Q = queries("documents")
@@ -211,3 +212,17 @@ class DocumentStore:
         )
         if row is None or not row["ok"]:
             raise self._refused(f"saving the sync state of {source_page_id}")
+
+
+async def purge_removed(db: Db, *, workspace_id: int | None = None, batch: int = 500) -> int:
+    """Mark deleted the live documents of removed workspaces whose removal asked for it
+    (``workspaces.remove(..., purge_documents=True)``; ``workspace_id``'s only, or every such
+    one), in statements of at most ``batch`` documents, each its own transaction when ``db``
+    is a pool: every consumer sees one deletion per document in the change feed. A document a
+    sync holds is left to a later call (the pruner's). Returns how many were marked."""
+    marked = 0
+    while True:
+        rows = await fetch_all(db, _Q["purge_removed"], {"workspace_id": workspace_id, "limit": batch})
+        marked += len(rows)
+        if len(rows) < batch:
+            return marked

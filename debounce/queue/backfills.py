@@ -41,7 +41,7 @@ KINDS = ("backfill", "reconcile", "full_reconcile")
 async def request(db: Db, workspace_id: int, kind: str = "backfill") -> dict[str, Any] | None:
     """Start a backfill of ``kind`` for ``workspace_id`` (a backfill replaces a running
     reconciliation); a backfill already running is returned instead (``inserted``
-    False). ``None``: no such workspace, or it is being removed.
+    False). ``None``: no such workspace, or it is removed.
 
     Raises:
         ValueError: an unknown ``kind``.
@@ -83,7 +83,7 @@ async def record_page(db: Db, backfill_id: int, owner: str, items: Sequence[Back
                       now: datetime | None = None) -> dict[str, Any] | None:
     """Record one backfill page (enqueue what is stale, move the cursor), in one statement.
     Returns the backfill row (with ``page_enqueued``), or ``None`` when ``owner`` lost
-    the lease or the workspace is being removed (nothing written)."""
+    the lease or the workspace is removed (nothing written)."""
     return await fetch_one(db, _Q["record_backfill_page"], {
         "id": backfill_id, "owner": owner,
         "page_ids": [i.source_page_id for i in items],
@@ -96,7 +96,7 @@ async def record_page(db: Db, backfill_id: int, owner: str, items: Sequence[Back
 async def finish(db: Db, backfill_id: int, owner: str, *, max_attempts: int,
                  now: datetime | None = None) -> dict[str, Any] | None:
     """Complete a backfill (re-checks of vanished documents after a whole list). Returns its
-    row, or ``None`` when ``owner`` lost the lease or the workspace is being removed (nothing
+    row, or ``None`` when ``owner`` lost the lease or the workspace is removed (nothing
     written)."""
     return await fetch_one(db, _Q["finish_backfill"], {
         "id": backfill_id, "owner": owner, "priority": BULK_PRIORITY,

@@ -306,16 +306,16 @@ async def requeue_expired(
     return [SyncJob.from_row(r) for r in rows]
 
 
-async def repair_lines(db: Db, *, workspace_concurrency: int = UNLIMITED,
-                        batch: int = 1000) -> int:
+async def repair_lines(db: Db, *, workspace_concurrency: int, batch: int = 1000) -> int:
     """Recompute every workspace's place in the claim's line from its jobs (``sql/queries/claim.sql``,
     ``repair_lines``), ``batch`` workspaces per statement; returns how many rows changed.
 
     The queue's statements move the line only earlier and the claim sets it exactly for the
     workspaces it looks at (docs/claim.md, "Keeping the line"); this is the safety net for rows
     that other statements changed (a hand-written UPDATE, a restore). The worker's pruner runs
-    it after each prune. ``workspace_concurrency`` clears ``at_concurrency_limit`` of a workspace
-    whose jobs in flight are fewer than it.
+    it after each prune. ``workspace_concurrency`` (the workers' K: required, as a smaller one
+    than the claim's would clear the flag of every workspace at its limit) clears
+    ``at_concurrency_limit`` of a workspace whose jobs in flight are fewer than it.
 
     Raises:
         ValueError: ``batch < 1`` or ``workspace_concurrency < 1``.

@@ -36,6 +36,7 @@ __all__ = [
     "resync",
     "retry",
     "seconds_until_due",
+    "cancel_removed",
     "stats",
 ]
 
@@ -47,6 +48,7 @@ HEARTBEAT_SECONDS = 5.0
 #: A worker seen within this many seconds counts as alive in :func:`stats` (three beats).
 ALIVE_WITHIN_SECONDS = 3 * HEARTBEAT_SECONDS
 _CLAIM = queries("claim")
+_BACKFILLS = queries("backfills")
 
 
 class JobNotFound(LookupError):
@@ -88,7 +90,7 @@ async def resync(
 
     Raises:
         ValueError: empty source or page id.
-        JobConflict: the job's workspace is being removed (nothing changed).
+        JobConflict: the job's workspace is removed (nothing changed).
     """
     check_text("source_type", source_type, max_bytes=MAX_KEY_BYTES)
     check_text("source_page_id", source_page_id, max_bytes=MAX_KEY_BYTES)
@@ -110,7 +112,7 @@ async def resync(
     )
     job = job_of(row)
     if job is None:
-        raise JobConflict(f"the workspace of {source_type} page {source_page_id} is being "
+        raise JobConflict(f"the workspace of {source_type} page {source_page_id} is "
                           "removed; nothing was re-synced")
     return job
 
@@ -121,7 +123,7 @@ async def retry(db: Db, job_id: int, *, now: datetime | None = None) -> SyncJob:
     Raises:
         JobNotFound: no such job.
         JobConflict: the job is not ``failed``, its page already has an active job, or its
-            workspace is being removed.
+            workspace is removed.
     """
     check_int("job_id", job_id, minimum=1)
     check_now(now)
@@ -139,7 +141,7 @@ async def retry(db: Db, job_id: int, *, now: datetime | None = None) -> SyncJob:
         raise JobConflict(f"job {job_id} is {current.status.value}; only failed jobs can be retried")
     raise JobConflict(
         f"page {current.source_type}/{current.source_page_id} already has an active job (it "
-        "will sync the page), or its workspace is being removed"
+        "will sync the page), or its workspace is removed"
     )
 
 
@@ -265,8 +267,8 @@ async def prune(
     return {"jobs": int(row["jobs"]), "events": int(row["events"])}
 
 
-async def seconds_until_due(db: Db, source_types: Sequence[str] | None = None) -> float | None:
-    """Seconds until the claim could take a job (of ``source_types``, default any) by the
+async def seconds_until_due(db: Db, source_types: Sequence[str]) -> float | None:
+    """Seconds until the claim could take a job of ``source_types`` by the
     database's clock (zero or negative when one is claimable now), or ``None`` when nothing
     is pending. Constant cost: it reads the head of each line (docs/claim.md, "When to claim
     next"). A workspace counts from when it can take a job as the last claim that looked at it
@@ -276,6 +278,23 @@ async def seconds_until_due(db: Db, source_types: Sequence[str] | None = None) -
     row = await fetch_one(
         db,
         _CLAIM["seconds_until_due"],
-        {"source_types": list(source_types) if source_types is not None else None},
+        {"source_types": list(source_types)},
     )
     return float(row["seconds"]) if row and row["seconds"] is not None else None
+
+
+async def cancel_removed(db: Db, *, workspace_id: int | None = None,
+                         batch: int = 500) -> dict[str, int]:
+    """Finish the pending jobs (failed, ``last_error`` saying why) and running backfills
+    (cancelled) of removed workspaces (``workspace_id``'s only, or every removed one), in
+    statements of at most ``batch`` rows, each its own transaction when ``db`` is a pool. Rows
+    another statement holds are left to a later call (the pruner's). Returns
+    ``{"jobs": n, "backfills": n}``, how many were finished."""
+    done = {"jobs": 0, "backfills": 0}
+    for kind, sql in (("jobs", _Q["cancel_removed"]), ("backfills", _BACKFILLS["cancel_removed"])):
+        while True:
+            rows = await fetch_all(db, sql, {"workspace_id": workspace_id, "limit": batch})
+            done[kind] += len(rows)
+            if len(rows) < batch:
+                break
+    return done

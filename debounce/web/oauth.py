@@ -87,8 +87,6 @@ async def oauth_redirect(request: Request) -> Response:
     except InstallError as exc:
         log.warning("%s install failed: %s", source, exc.reason)
         return HTMLResponse(flow.failure_page(exc.reason), status_code=400)
-    except workspaces.WorkspaceBeingRemoved as exc:
-        return HTMLResponse(flow.failure_page(str(exc)), status_code=409)
     if state.directory is not None:
         await state.directory.refresh(force=True)
     ws = installed.workspace

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from debounce import queue, registry, workspaces
+from debounce.documents.store import purge_removed
 from debounce.queue import backfills
 from debounce.web.admin_api import DIGITS, require_admin
 from debounce.web.errors import ApiError
@@ -75,14 +76,18 @@ async def get_workspace(request: Request) -> Response:
 
 async def set_workspace_status(request: Request) -> Response:
     """``POST /workspaces/{id}/pause`` and ``…/resume``: stop or restart syncing it;
-    ``POST /workspaces/{id}/backfill``: see :func:`backfill`."""
+    ``POST /workspaces/{id}/backfill``: see :func:`backfill`; ``…/remove``: see
+    :func:`remove`."""
     state = require_admin(request)
     action = request.path_params["action"]
     if action == "backfill":
         return await backfill(request)
+    if action == "remove":
+        return await remove(request)
     status = {"pause": "paused", "resume": "active"}.get(action)
     if status is None:
-        raise ApiError(404, "not_found", f"no action {action!r} (pause, resume or backfill)")
+        raise ApiError(404, "not_found",
+                       f"no action {action!r} (pause, resume, backfill or remove)")
     try:
         row = await workspaces.set_status(state.db, _workspace_id(request), status)
     except workspaces.WorkspaceNotFound:
@@ -104,11 +109,39 @@ async def backfill(request: Request) -> Response:
     row = await _one(state, workspace_id)
     if row["status"] != "active":
         raise ApiError(409, "workspace_not_active",
-                       f"workspace {workspace_id} is being removed" if row["status"] == "removing"
+                       f"workspace {workspace_id} is removed: connect it again first"
+                       if row["status"] == "removed"
                        else f"workspace {workspace_id} is {row['status']}: resume it first")
     started = await backfills.request(state.db, workspace_id, "backfill")
     if started is None:
-        raise ApiError(409, "workspace_not_active", f"workspace {workspace_id} is being removed")
+        raise ApiError(409, "workspace_not_active", f"workspace {workspace_id} is removed")
     if started.get("inserted"):
         log.info("backfill %s of workspace %s requested", started["id"], workspace_id)
     return JSONResponse({"workspace": await _one(state, workspace_id)}, status_code=202)
+
+
+async def remove(request: Request) -> Response:
+    """``POST /workspaces/{id}/remove[?purge_documents=true]``: remove the workspace
+    (``workspaces.remove``: a tombstone; connecting it again brings it back), cancel its
+    pending jobs and backfills, and with ``purge_documents`` mark its documents deleted (one
+    deletion each in the change feed), in short batches. 200 with the workspace and
+    ``cancelled`` ``{"jobs", "backfills"}`` and ``documents_deleted``; 404: no such workspace;
+    400: ``purge_documents`` not true/false."""
+    state = require_admin(request)
+    workspace_id = _workspace_id(request)
+    purge = request.query_params.get("purge_documents", "false").lower()
+    if purge not in ("true", "false", "1", "0"):
+        raise ApiError(400, "bad_request", "purge_documents must be true or false")
+    try:
+        row = await workspaces.remove(state.db, workspace_id,
+                                      purge_documents=purge in ("true", "1"))
+    except workspaces.WorkspaceNotFound:
+        raise ApiError(404, "not_found", f"no workspace {workspace_id}") from None
+    cancelled = await queue.cancel_removed(state.db, workspace_id=workspace_id)
+    deleted = await purge_removed(state.db, workspace_id=workspace_id) if purge in ("true", "1") else 0
+    if state.directory is not None:
+        await state.directory.refresh(force=True)
+    log.info("workspace %s removed: %d pending jobs, %d backfills cancelled, %d documents "
+             "marked deleted", workspace_id, cancelled["jobs"], cancelled["backfills"], deleted)
+    return JSONResponse({"workspace": _json(row), "cancelled": cancelled,
+                         "documents_deleted": deleted})

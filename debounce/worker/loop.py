@@ -40,7 +40,7 @@ from debounce.worker.notifier import listen
 from debounce.worker.outcomes import Outcomes, claimed_text, written_text
 from debounce.worker.verdict import VerdictKind, verdict
 from debounce.workspaces.budgets import WorkspaceMeter
-from debounce.workspaces.sync_costs import SyncCosts, lane_of
+from debounce.workspaces.sync_costs import SyncCosts
 
 __all__ = ["MIN_RECHECK_SECONDS", "Worker", "default_worker_id"]
 
@@ -210,7 +210,8 @@ class Worker:
             helpers.append(asyncio.create_task(maintenance.pruner(
                 self.pool, self.settings.prune_interval_seconds,
                 self.settings.job_retention_seconds, self.settings.event_retention_seconds,
-                self.settings.change_retention_seconds), name="pruner"))
+                self.settings.change_retention_seconds,
+                workspace_concurrency=self.workspace_concurrency), name="pruner"))
         delivery = DeliveryRunner(DeliverySettings.of(self.settings), self.conninfo, self.worker_id)
         helpers.append(asyncio.create_task(delivery.run(self._stopping), name="delivery"))
         return helpers
@@ -421,7 +422,7 @@ class Worker:
         workspace's counts (a job of no workspace has no meter: not counted)."""
         if meter is None or job.workspace_id is None:
             return
-        self.sync_costs.add(job.workspace_id, lane_of(job.priority), meter.taken,
+        self.sync_costs.add(job.workspace_id, job.priority, meter.taken,
                             1 if synced else 0)
         await self.sync_costs.maybe_flush()
 

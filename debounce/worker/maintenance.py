@@ -14,8 +14,9 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from debounce import queue, workspaces
+from debounce import queue
 from debounce.documents import feed
+from debounce.documents.store import purge_removed
 from debounce.infra.db import is_transient, unreachable_reason, why_unreachable
 from debounce.infra.metrics import WORKER
 from debounce.infra.retry import Backoff
@@ -127,12 +128,11 @@ async def prune_once(
 
 async def pruner(
     pool: AsyncConnectionPool[Any], interval: float, job_retention: float, event_retention: float,
-    change_retention: float | None = None,
+    change_retention: float | None = None, *, workspace_concurrency: int,
 ) -> None:
     """Run forever: :func:`prune_once` every ``interval`` seconds (the first soon after
     start, so a deployment that restarts often still prunes); the worker that pruned then
-    finishes the workspace removals a crash interrupted (``workspaces.finish_removals``) and
-    repairs the claim's workspace lines (``queue.repair_lines``: the self-healing path)."""
+    runs :func:`upkeep` (``workspace_concurrency``: the workers' K, as the claim uses it)."""
     await asyncio.sleep(min(interval, 30.0))
     while True:
         try:
@@ -142,17 +142,29 @@ async def pruner(
                 log.info("pruned %d finished jobs, %d event ids and %d feed changes past "
                          "retention", done["jobs"], done["events"], done["changes"])
             if done is not None:
-                removed = await workspaces.finish_removals(pool, older_than=60.0)
-                if removed:
-                    log.info("finished the removal of workspaces %s (interrupted earlier)",
-                             ", ".join(map(str, removed)))
-                repaired = await queue.repair_lines(pool)
-                if repaired:
-                    log.info("recomputed the claim's line of %d workspaces", repaired)
+                await upkeep(pool, workspace_concurrency=workspace_concurrency)
         except Exception as exc:
             log_db_error("pruning", exc)
         stop_if_cancelled()
         await asyncio.sleep(interval)
+
+
+async def upkeep(pool: AsyncConnectionPool[Any], *, workspace_concurrency: int) -> dict[str, int]:
+    """What the worker that pruned does next, in batches that wait for no lock: finish what
+    removed workspaces left (their pending jobs and running backfills: ``queue.cancel_removed``;
+    their documents, when the removal asked: ``documents.store.purge_removed``), then repair
+    the claim's lines (``queue.repair_lines`` with the workers' ``workspace_concurrency``, so
+    a workspace at its limit keeps its flag). Returns the counts
+    ``{"jobs", "backfills", "documents", "lines"}``."""
+    done = await queue.cancel_removed(pool)
+    done["documents"] = await purge_removed(pool)
+    if any(done.values()):
+        log.info("removed workspaces: %d pending jobs and %d backfills cancelled, %d documents "
+                 "marked deleted", done["jobs"], done["backfills"], done["documents"])
+    done["lines"] = await queue.repair_lines(pool, workspace_concurrency=workspace_concurrency)
+    if done["lines"]:
+        log.info("recomputed the claim's line of %d workspaces", done["lines"])
+    return done
 
 
 async def wait_for_schema(pool: AsyncConnectionPool[Any], stopping: asyncio.Event) -> bool:

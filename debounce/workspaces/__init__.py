@@ -30,10 +30,8 @@ from debounce.workspaces.directory import ACCEPTING, Directory, Route
 from debounce.workspaces.environment import ensure_env_workspace, env_tokens, learn_external_id
 from debounce.workspaces.oauth_state import STATE_TTL_SECONDS, consume_state, issue_state
 from debounce.workspaces.store import (
-    WorkspaceBeingRemoved,
     WorkspaceNotFound,
     block,
-    finish_removals,
     list_workspaces,
     name_and_source,
     remove,
@@ -58,7 +56,6 @@ __all__ = [
     "CredentialsUnreadable",
     "Directory",
     "Route",
-    "WorkspaceBeingRemoved",
     "WorkspaceNotFound",
     "block",
     "consume_state",
@@ -67,7 +64,6 @@ __all__ = [
     "decrypt",
     "ensure_env_workspace",
     "env_tokens",
-    "finish_removals",
     "issue_state",
     "learn_external_id",
     "list_workspaces",

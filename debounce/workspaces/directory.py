@@ -9,8 +9,10 @@ An event names its workspace (the source's own id of it, ``PageEvent.workspace``
   existing single-workspace deployment needs no change);
 - accepted with no workspace when the source has no workspace at all (no token configured:
   the jobs use whatever the source's settings give, as before workspaces existed);
-- otherwise acknowledged and dropped (``unknown_workspace``, or ``revoked``): it enqueues
-  nothing, and it is logged once per workspace.
+- otherwise acknowledged and dropped (``unknown_workspace``: not connected, or removed — a
+  source whose every workspace was removed still has workspaces, so its events are not
+  accepted with no workspace; or ``revoked``): it enqueues nothing, and it is logged once per
+  workspace.
 """
 
 from __future__ import annotations
@@ -98,17 +100,22 @@ class Directory:
             row = self._unlearned.get(source_type)
         if row is not None:
             return self._accept(row, source_type, external_id or enterprise_id or "?")
-        key = (source_type, external_id or "?")
+        return self._unknown(source_type, external_id or "?")
+
+    def _unknown(self, source_type: str, external_id: str) -> Route:
+        key = (source_type, external_id)
         if key not in self._warned:
             self._warned.add(key)
             log.warning("%s event for workspace %r, which is not connected: acknowledged, "
                         "nothing enqueued (logged once per workspace)", source_type,
-                        external_id or "?")
+                        external_id)
         return Route(False, None, "unknown_workspace")
 
     def _accept(self, row: Mapping[str, Any], source_type: str, external_id: str) -> Route:
         if row["status"] in ACCEPTING:
             return Route(True, int(row["id"]))
+        if row["status"] == "removed":
+            return self._unknown(source_type, external_id)
         key = (source_type, external_id)
         if key not in self._warned:
             self._warned.add(key)

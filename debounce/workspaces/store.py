@@ -16,10 +16,8 @@ from debounce.types import ApiBudget
 from debounce.workspaces.budgets import budget_params
 
 __all__ = [
-    "WorkspaceBeingRemoved",
     "WorkspaceNotFound",
     "block",
-    "finish_removals",
     "list_workspaces",
     "name_and_source",
     "remove",
@@ -35,37 +33,25 @@ class WorkspaceNotFound(LookupError):
     """No workspace has this id."""
 
 
-class WorkspaceBeingRemoved(RuntimeError):
-    """The workspace's removal has begun and not finished (see :func:`remove`)."""
-
-
 async def save(
     db: Db, keyring: Keyring, *, source_type: str, external_id: str, name: str,
     credentials: dict[str, Any], origin: str = "oauth", enterprise_id: str | None = None,
     bot_user_id: str | None = None,
 ) -> dict[str, Any]:
-    """Connect a workspace (or re-connect it: reactivated, credentials replaced).
-    ``credentials`` must hold ``access_token``; it is stored encrypted with ``keyring``'s
-    first key. Returns the row (without credentials) and ``inserted`` (a new row, not a
-    re-connect).
+    """Connect a workspace (or re-connect it: reactivated, credentials replaced; a removed
+    workspace comes back as the same row, with its documents and history). ``credentials``
+    must hold ``access_token``; it is stored encrypted with ``keyring``'s first key. Returns
+    the row (without credentials) and ``inserted`` (a new row, not a re-connect).
 
     Raises:
         KeyError: ``credentials`` has no ``access_token``.
-        WorkspaceBeingRemoved: its row is being removed by another process right now.
     """
     params = {
         "source_type": source_type, "external_id": external_id, "enterprise_id": enterprise_id,
         "name": name, "origin": origin, "credentials": keyring.encrypt(credentials),
         "fingerprint": fingerprint(str(credentials["access_token"])), "bot_user_id": bot_user_id}
     row = await fetch_one(db, _Q["save_workspace"], params)
-    if row is None:
-        # Its earlier row is being removed (a removal a crash interrupted, or one under way):
-        # that removal ends first, then the workspace is connected as a new row.
-        await finish_removals(db, older_than=0.0)
-        row = await fetch_one(db, _Q["save_workspace"], params)
-        if row is None:
-            raise WorkspaceBeingRemoved(f"{source_type} workspace {external_id} is being "
-                                        "removed; connect it again once that has finished")
+    assert row is not None   # an upsert returns its row
     return _public(row)
 
 
@@ -74,7 +60,7 @@ async def set_status(db: Db, workspace_id: int, status: str, error: str | None =
     revoked, its last auth error). Returns its row, without credentials.
 
     Raises:
-        WorkspaceNotFound: no such workspace (or its removal has begun).
+        WorkspaceNotFound: no such workspace (or it is removed: connect it again instead).
         ValueError: unknown status.
     """
     if status not in ("active", "paused", "revoked"):
@@ -92,37 +78,24 @@ async def revoke_by_external_id(db: Db, source_type: str, external_id: str, erro
     return [int(r["id"]) for r in rows]
 
 
-async def remove(db: Db, workspace_id: int) -> int:
-    """Disconnect a workspace: its pending jobs are dropped, its documents stay (their
-    workspace becomes ``None``), its running syncs finish. Two transactions, in this order
-    (``db`` must not be inside a transaction): ``begin_removal`` marks it ``removing`` (from
-    then on nothing new refers to it), then ``remove_workspace`` deletes it — the order that
-    keeps a removal out of deadlocks (docs/claim.md, "Removing a workspace"). A removal
-    interrupted between the two is finished by :func:`finish_removals`. Returns how many
-    pending jobs were dropped.
+async def remove(db: Db, workspace_id: int, *, purge_documents: bool = False) -> dict[str, Any]:
+    """Remove a workspace, one statement that changes its row only (docs/claim.md, "Removing
+    a workspace"): status ``removed``, its credentials erased, its name and ids kept. From
+    then on the claim, the web's routes and the backfills pass it by; its running syncs
+    finish, and their documents keep their workspace. Its pending jobs and running backfills
+    are finished in batches by ``queue.cancel_removed`` (the caller, or the pruner); with
+    ``purge_documents`` its documents are marked deleted in batches too
+    (``documents.purge_removed``). Connecting it again (:func:`save`) revives the same row.
+    Idempotent. Returns its row (without credentials) with ``pending_jobs``, how many of its
+    jobs were pending then.
 
     Raises:
         WorkspaceNotFound: no such workspace.
     """
-    begun = await fetch_one(db, _Q["begin_removal"], {"id": workspace_id})
-    if begun is None or begun["id"] is None:
+    row = await fetch_one(db, _Q["remove"], {"id": workspace_id, "purge_documents": purge_documents})
+    if row is None:
         raise WorkspaceNotFound(workspace_id)
-    row = await fetch_one(db, _Q["remove_workspace"], {"id": workspace_id})
-    if row is None or row["id"] is None:
-        return 0       # a connect of the same workspace finished this removal in between
-    return int(row["dropped_jobs"])
-
-
-async def finish_removals(db: Db, *, older_than: float = 0.0) -> list[int]:
-    """Finish the removals whose first step is at least ``older_than`` seconds old (a crash
-    interrupted them between their two steps; the pruner passes a minute, so a removal under
-    way finishes its own second step). Returns the ids removed."""
-    done = []
-    for r in await fetch_all(db, _Q["removals"], {"older_than": older_than}):
-        row = await fetch_one(db, _Q["remove_workspace"], {"id": r["id"]})
-        if row is not None and row["id"] is not None:
-            done.append(int(row["id"]))
-    return done
+    return _public(row)
 
 
 async def list_workspaces(db: Db, workspace_id: int | None = None, *,

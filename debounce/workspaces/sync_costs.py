@@ -1,6 +1,7 @@
 """What syncs cost per workspace: the requests each sync sent (its meter's count) and the pages
-synced, by lane — ``live`` (webhooks, re-syncs: priority >= 0) and ``bulk`` (backfill and
-reconciliation: priority < 0) — kept in ``workspace_sync_costs`` (migration 018,
+synced, by lane — ``live`` (webhooks, re-syncs) and ``bulk`` (backfill and reconciliation),
+the lane of the synced job's priority as the SQL function ``job_lane`` says (migration 022:
+the rule is written once, there) — kept in ``workspace_sync_costs`` (migration 018,
 ``sql/queries/sync_costs.sql``) and shown as requests per synced page on ``/metrics``
 (``debounce_workspace_requests_per_page``) and on the dashboard's workspace page.
 
@@ -21,19 +22,11 @@ from dataclasses import dataclass
 from debounce.infra.db import Db, fetch_all, fetch_one
 from debounce.infra.sql import queries
 
-__all__ = ["LANES", "Cost", "SyncCosts", "lane_of", "read"]
+__all__ = ["Cost", "SyncCosts", "read"]
 
 log = logging.getLogger("debounce.worker")
 
 _Q = queries("sync_costs")
-
-LANES = ("live", "bulk")
-
-
-def lane_of(priority: int) -> str:
-    """``bulk`` for a bulk job (priority < 0), else ``live``."""
-    return "bulk" if priority < 0 else "live"
-
 
 @dataclass(frozen=True)
 class Cost:
@@ -51,17 +44,19 @@ class Cost:
 
 
 class SyncCosts:
-    """A worker's counts not yet written, flushed at most every ``every`` seconds."""
+    """A worker's counts not yet written, by workspace and job priority (the statement sums
+    them by lane), flushed at most every ``every`` seconds."""
 
     def __init__(self, db: Db, every: float = 1.0) -> None:
         self.db = db
         self.every = every
-        self._pending: dict[tuple[int, str], list[int]] = {}
+        self._pending: dict[tuple[int, int], list[int]] = {}
         self._last = time.monotonic()
         self._lock = asyncio.Lock()
 
-    def add(self, workspace_id: int, lane: str, requests: int, pages: int) -> None:
-        counts = self._pending.setdefault((workspace_id, lane), [0, 0])
+    def add(self, workspace_id: int, priority: int, requests: int, pages: int) -> None:
+        """Count ``requests`` sent and ``pages`` synced by a job of ``priority`` (its lane)."""
+        counts = self._pending.setdefault((workspace_id, priority), [0, 0])
         counts[0] += requests
         counts[1] += pages
 
@@ -80,7 +75,7 @@ class SyncCosts:
             keys = sorted(pending)
             try:
                 await fetch_one(self.db, _Q["add_sync_costs"], {
-                    "workspace_ids": [k[0] for k in keys], "lanes": [k[1] for k in keys],
+                    "workspace_ids": [k[0] for k in keys], "priorities": [k[1] for k in keys],
                     "requests": [pending[k][0] for k in keys],
                     "pages": [pending[k][1] for k in keys]})
             except Exception as exc:  # counts are not worth a sync: keep them for later

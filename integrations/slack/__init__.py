@@ -32,7 +32,7 @@ it is written only after the documents it describes. See ``docs/slack.md`` for t
 """
 
 from integrations.slack.client import SlackApiFailure
-from integrations.slack.render import SOURCE_TYPE, mrkdwn_to_markdown, render_thread
+from integrations.slack.render import SOURCE_TYPE, render_thread
 from integrations.slack.settings import SlackSettings
 from integrations.slack.source import SOURCE
 from integrations.slack.sync import SlackSyncer, create
@@ -46,6 +46,5 @@ __all__ = [
     "SlackSyncer",
     "SlackWebhooks",
     "create",
-    "mrkdwn_to_markdown",
     "render_thread",
 ]

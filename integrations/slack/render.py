@@ -34,7 +34,6 @@ __all__ = [
     "TITLE_LIMIT",
     "has_content",
     "message_body",
-    "mrkdwn_to_markdown",
     "render_thread",
 ]
 
@@ -101,19 +100,6 @@ NO_CONTENT_SUBTYPES = frozenset(
 
 #: A deleted thread parent (``subtype: "tombstone"``, or absent while its replies remain).
 DELETED = Piece("_(message deleted)_", "")
-
-
-def mrkdwn_to_markdown(text: str, names: Mapping[str, str] | None = None) -> str:
-    """Convert Slack ``mrkdwn`` to Markdown (https://docs.slack.dev/messaging/formatting-message-text).
-
-    ``&lt;``, ``&gt;``, ``&amp;`` are unescaped and the text escaped for Markdown (``<b>`` stays
-    text: ``\\<b>``). ``<@U1>``/``<@U1|ann>`` → ``@ann`` when the label or ``names`` (id →
-    name) gives a name, else ``@U1``; ``<#C1|general>`` → ``#general``; ``<!here>`` →
-    ``@here``; ``<!subteam^S1|@team>`` → ``@team``; ``<!date^…|fallback>`` → the fallback;
-    ``<url|label>`` → ``[label](url)``; ``<url>`` → ``<url>``. Emphasis marks are left as Slack
-    wrote them. See :func:`integrations.slack.mrkdwn.mrkdwn`.
-    """
-    return md_of(mrkdwn(text, names))
 
 
 def _author(msg: Mapping[str, Any]) -> str:

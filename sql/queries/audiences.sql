@@ -16,17 +16,9 @@ select conversation_id, kind, members, refreshed_at
 -- document of that job key whose audience differs (their updated_at moves: a consumer sees
 -- the change). Fenced like documents.upsert_document by %(fence_job_id)s/%(fence_lease_token)s
 -- (NULL: unfenced). Returns ok (false: the fence refused, nothing written) and changed (how
--- many documents were updated). A workspace being removed (or gone) gets nothing written, ok
--- as the fence says (_referable, sql/queries/workspaces.sql).
-with {{documents._fence}}, referred as (
-    select %(workspace_id)s::bigint as ws where %(workspace_id)s::bigint is not null
-), {{workspaces._referable}}
-), writable as (
-    -- the fence allows it, and the workspace is not being removed (docs/claim.md, "Removing a
-    -- workspace": the backfiller's writes are not fenced by a job)
-    select a.ok and (%(workspace_id)s::bigint is null
-                     or %(workspace_id)s::bigint in (select id from referable)) as ok
-      from allowed a
+-- many documents were updated).
+with {{documents._fence}}, writable as (
+    select a.ok from allowed a
 ), cached as (
     insert into conversation_audiences as c (source_type, workspace_id, conversation_id, kind,
                                              members, refreshed_at)

@@ -3,44 +3,6 @@
 -- the function claim_jobs (migration 019, as sql/schema.sql shows it). %(now)s is a
 -- timestamptz or NULL (the database's clock); tests pass it to control time.
 
--- _workspace_sources --
--- The sources with a workspace in line: a skip scan of the two line indexes (one probe per
--- source, not one row per workspace); one column, source_type.
-with recursive live(source_type) as (
-    (select source_type from workspaces where live_line_at is not null
-      order by source_type limit 1)
-    union all
-    select (select w.source_type from workspaces w
-             where w.live_line_at is not null and w.source_type > live.source_type
-             order by w.source_type limit 1)
-      from live where live.source_type is not null
-), bulk(source_type) as (
-    (select source_type from workspaces where bulk_line_at is not null
-      order by source_type limit 1)
-    union all
-    select (select w.source_type from workspaces w
-             where w.bulk_line_at is not null and w.source_type > bulk.source_type
-             order by w.source_type limit 1)
-      from bulk where bulk.source_type is not null
-)
-select source_type from live where source_type is not null
-union
-select source_type from bulk where source_type is not null
-
--- _unowned_sources --
--- The sources of pending jobs of no workspace (a skip scan of sync_jobs_due_unowned).
-with recursive s(source_type) as (
-    (select source_type from sync_jobs
-      where status = 'pending' and workspace_id is null order by source_type limit 1)
-    union all
-    select (select j.source_type from sync_jobs j
-             where j.status = 'pending' and j.workspace_id is null
-               and j.source_type > s.source_type
-             order by j.source_type limit 1)
-      from s where s.source_type is not null
-)
-select source_type from s where source_type is not null
-
 -- claim --
 -- Claim up to %(limit)s due jobs for worker %(worker_id)s (docs/claim.md): %(sources)s text[]
 -- with %(source_slots)s int[] (at most that many jobs of each source); the sources' budget defaults
@@ -75,18 +37,11 @@ select workspaces_line_repair(array(select id from batch),
 
 -- seconds_until_due --
 -- Seconds from the database's clock until the claim could next take a job of
--- %(source_types)s (text[], NULL: any source): zero or negative when one is claimable now; NULL
--- if nothing is pending. The heads of the lines and the earliest job of no workspace, one
--- index probe per source and lane (docs/claim.md, "When to claim next").
+-- %(source_types)s (text[]): zero or negative when one is claimable now; NULL if nothing is
+-- pending. The heads of the lines and the earliest job of no workspace, one index probe per
+-- source and lane (docs/claim.md, "When to claim next").
 with sources as (
     select unnest(%(source_types)s::text[]) as source_type
-     where %(source_types)s::text[] is not null
-    union all
-    select source_type from ({{_workspace_sources}}) s
-     where %(source_types)s::text[] is null
-    union
-    select source_type from ({{_unowned_sources}}) u
-     where %(source_types)s::text[] is null
 ), due as (
     select (select min(w.live_line_at) from workspaces w
              where w.source_type = s.source_type) as at

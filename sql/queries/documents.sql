@@ -157,3 +157,26 @@ on conflict (source_type, source_page_id) do update set state = excluded.state, 
 returning 1
 )
 select ok from allowed
+
+-- purge_removed --
+-- Mark deleted up to %(limit)s live documents of removed workspaces whose removal asked for it
+-- (workspaces.purge_documents; of workspace %(workspace_id)s, NULL: of any): one deletion each
+-- in the change feed. Documents another statement holds are skipped (the next batch takes
+-- them): one table, in id order, waiting for nothing. Returns their ids.
+with batch as (
+    select d.id
+      from documents d
+     where d.deleted_at is null
+       and d.workspace_id = any(array(select w.id from workspaces w
+                                       where w.status = 'removed' and w.purge_documents
+                                         and (%(workspace_id)s::bigint is null
+                                              or w.id = %(workspace_id)s::bigint)))
+     order by d.id
+     limit %(limit)s
+       for update of d skip locked
+)
+update documents d
+   set deleted_at = now(), synced_at = now(), updated_at = now()
+  from batch
+ where d.id = batch.id
+returning d.id

@@ -4,24 +4,59 @@
 -- ordinary debounced event (NOTIFY serialises commits). A statement that changes jobs of
 -- workspaces ends by moving their line (the claim's index of who has due work,
 -- docs/claim.md): its CTE line_moves lists the jobs it changed and _line_upkeep calls
--- workspaces_line_move with them, after every job row of the statement is locked.
+-- workspaces_line_move with them; the call's arguments are aggregates of every changed job
+-- row, so it runs (and locks workspace rows) only after the statement's last job lock.
 
 -- _line_upkeep --
--- The line's upkeep of a statement, from its CTE line_moves (ws, due: scheduled_at of a job
--- pending now, else NULL; priority; freed: the job left 'processing'): one call of
--- workspaces_line_move (migration 019), whose arguments need every changed job row, so the
--- workspace rows are locked after the job rows; no call when no job of a workspace changed.
+-- The CTE line: the line's upkeep of a statement, from its CTE line_moves (ws, due:
+-- scheduled_at of a job pending now, else NULL; priority; freed: the job left 'processing'):
+-- one call of workspaces_line_move (migration 022), whose arguments need every changed job
+-- row, so the workspace rows are locked after the job rows; no call when no job of a
+-- workspace changed.
 line as (
     select workspaces_line_move(array_agg(m.ws), array_agg(m.due), array_agg(m.priority),
                                 array_agg(m.freed)) as moved
       from line_moves m
      where m.ws is not null
     having count(*) > 0
+)
 
--- _enqueue_upsert --
--- The debounce upsert of enqueue, up to its RETURNING list. %(payloads)s is text[]: each
--- event's payload as JSON text, serialised once by the caller
--- (debounce.queue.checks.payload_text) and parsed into jsonb here.
+-- _settled --
+-- The tail shared by the statements that end a claim (complete_many, fail_many, release,
+-- requeue_expired), over their CTEs clock and settled (the job rows they changed): the line
+-- moves (a lane earlier to a job pending again, the concurrency flag off), idle workers are
+-- woken for a job due now, and the rows are returned with how many of each.
+line_moves as (
+    select s.workspace_id as ws, case when s.status = 'pending' then s.scheduled_at end as due,
+           s.priority, true as freed
+      from settled s
+), {{_line_upkeep}}, notify as (
+    select pg_notify('debounce_jobs', n.source_type)
+      from (select distinct s.source_type from settled s, clock
+             where s.status = 'pending' and s.scheduled_at <= clock.now) n
+)
+select s.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+  from settled s
+
+-- enqueue --
+-- The debounce upsert for a batch of events, one statement. Events are deduplicated by
+-- (source_type, event_id) against seen_events (idempotency), events of one page inside the batch
+-- are merged first (latest payload wins, counts add up), then each page's one active job is
+-- created or updated:
+--   pending    → payload/event id replaced, event_count += n, scheduled_at pushed to
+--                now + debounce but never past max_wait_until, and never before a retry backoff
+--                (retry_at); a job raised by a manual re-sync (higher priority) keeps its earlier
+--                due time;
+--   processing → payload replaced, revision bumped: complete() then turns the row back to
+--                pending instead of completed (the follow-up sync). The first event after the
+--                claim opens a new burst (first_event_at, max_wait_until).
+-- An event of a removed workspace (a web process's routes are up to a few seconds old)
+-- enqueues nothing: outcome workspace_removed.
+-- ON CONFLICT restates the partial index predicate so Postgres infers the partial index.
+-- Returns one row per input event (ord = 1-based position) with only what the webhook's answer
+-- and metrics use: outcome, job id, due time (NULL for a duplicate whose page has no active
+-- job); not the job's row (its payload would travel back and be parsed again).
+-- NOTIFY: see the notify CTE.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), input as (
@@ -51,16 +86,15 @@ with clock as (
      where d.event_id is null
         or exists (select 1 from fresh f
                     where f.source_type = d.source_type and f.event_id = d.event_id)
-), referred as (
-    select distinct a.workspace_id as ws from accepted a where a.workspace_id is not null
-), {{workspaces._referable}}
 ), kept as (
-    -- the events whose workspace may be referred to, or that have none; the others' workspace
-    -- is being removed (or is gone): they enqueue nothing (outcome workspace_removed)
+    -- the events of no workspace or of one not removed; the others enqueue nothing (outcome
+    -- workspace_removed). A removal that commits after this read leaves its job pending and
+    -- inert: the claim serves active workspaces only, and cancel_removed finishes it.
     select a.*
       from accepted a
-     where (select count(*) from referable) >= 0
-       and (a.workspace_id is null or a.workspace_id in (select id from referable))
+     where a.workspace_id is null
+        or not exists (select 1 from workspaces w
+                        where w.id = a.workspace_id and w.status = 'removed')
 ), merged as (
     select source_type, source_page_id,
            (array_agg(payload order by ord desc))[1]          as payload,
@@ -125,17 +159,14 @@ with clock as (
                                           then excluded.max_wait_until
                                           else j.max_wait_until end)) as due) t),
         updated_at     = excluded.updated_at
-
--- _enqueue_notify --
--- The wake-up of idle workers (enqueue's NOTIFY), one CTE over the upsert's rows, and the
--- line's upkeep.
-line_moves as (
+    returning j.id, j.source_type, j.source_page_id, j.status, j.scheduled_at, j.workspace_id,
+              j.priority, (j.xmax = 0) as inserted
+), line_moves as (
     select u.workspace_id as ws, u.scheduled_at as due, u.priority, false as freed
       from upsert u where u.status = 'pending'
     union all
     select f.workspace_id, null, 0, true from moved_from f
-), {{_line_upkeep}}
-), notify as (
+), {{_line_upkeep}}, notify as (
     -- At most one notification per source per batch, and only for a job due within
     -- %(notify_within)s seconds (the workers' longest idle sleep): a worker woken early
     -- re-reads the earliest due time and sleeps exactly until it, so a window shorter than
@@ -145,30 +176,6 @@ line_moves as (
              where u.status = 'pending'
                and u.scheduled_at <= clock.now
                                      + make_interval(secs => %(notify_within)s::float8)) u
-
--- enqueue --
--- The debounce upsert for a batch of events, one statement. Events are deduplicated by
--- (source_type, event_id) against seen_events (idempotency), events of one page inside the batch
--- are merged first (latest payload wins, counts add up), then each page's one active job is
--- created or updated:
---   pending    → payload/event id replaced, event_count += n, scheduled_at pushed to
---                now + debounce but never past max_wait_until, and never before a retry backoff
---                (retry_at); a job raised by a manual re-sync (higher priority) keeps its earlier
---                due time;
---   processing → payload replaced, revision bumped: complete() then turns the row back to
---                pending instead of completed (the follow-up sync). The first event after the
---                claim opens a new burst (first_event_at, max_wait_until).
--- An event of a workspace being removed, or gone (a web process's routes are up to a few
--- seconds old), enqueues nothing: outcome workspace_removed (_referable, sql/queries/workspaces.sql).
--- ON CONFLICT restates the partial index predicate so Postgres infers the partial index.
--- Returns one row per input event (ord = 1-based position) with only what the webhook's answer
--- and metrics use: outcome, job id, due time (NULL for a duplicate whose page has no active
--- job); not the job's row (its payload would travel back and be parsed again).
--- NOTIFY: see the notify CTE.
-{{_enqueue_upsert}}
-    returning j.id, j.source_type, j.source_page_id, j.status, j.scheduled_at, j.workspace_id,
-              j.priority, (j.xmax = 0) as inserted
-), {{_enqueue_notify}}
 ), result as (
     select a.ord,
            case when u.inserted then 'created'
@@ -207,7 +214,7 @@ with clock as (
         on j.id = i.id and j.lease_token = i.lease_token
      order by j.source_type, j.source_page_id
        for update of j
-), done as (
+), settled as (
     update sync_jobs j
        set status           = case when j.revision = j.claimed_revision
                                    then 'completed' else 'pending' end,
@@ -223,18 +230,7 @@ with clock as (
       from held, clock
      where j.id = held.id
     returning j.*
-), line_moves as (
-    select x.workspace_id as ws, case when x.status = 'pending' then x.scheduled_at end as due,
-           x.priority, true as freed
-      from done x
-), {{_line_upkeep}}
-), notify as (
-    select pg_notify('debounce_jobs', d.source_type)
-      from (select distinct d.source_type from done d, clock
-             where d.status = 'pending' and d.scheduled_at <= clock.now) d
-)
-select d.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
-  from done d
+), {{_settled}}
 
 -- fail_many --
 -- Record failed syncs of claimed jobs, one statement for a batch: %(ids)s (bigint[]) with
@@ -271,38 +267,28 @@ with clock as (
       join input i on j.id = i.id and j.lease_token = i.lease_token
      order by j.source_type, j.source_page_id
        for update of j
-), failed as (
+), settled as (
     update sync_jobs j
-       set status           = case when (i.permanent
-                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
-                                        and j.revision = j.claimed_revision
-                                   then 'failed' else 'pending' end,
-           attempts         = case when (i.permanent
-                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
-                                   then case when j.revision <> j.claimed_revision then 0
-                                             else j.attempts end
-                                   when i.retry_after is not null
-                                   then greatest(j.attempts - 1, 0)
-                                   else j.attempts end,
-           scheduled_at     = case when (i.permanent
-                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
-                                   then j.scheduled_at
-                                   when i.keep_place then j.scheduled_at
-                                   when j.revision <> j.claimed_revision
-                                   then greatest(i.retry_time, j.scheduled_at)
-                                   else i.retry_time end,
-           retry_at         = case when (i.permanent
-                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
-                                        or i.keep_place
-                                   then null else i.retry_time end,
-           finished_at      = case when (i.permanent
-                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
-                                        and j.revision = j.claimed_revision
-                                   then clock.now end,
+       set (status, attempts, scheduled_at, retry_at, finished_at, checkpoint) = (
+               select case when v.final and j.revision = j.claimed_revision
+                           then 'failed' else 'pending' end,
+                      case when v.final
+                           then case when j.revision <> j.claimed_revision then 0
+                                     else j.attempts end
+                           when i.retry_after is not null then greatest(j.attempts - 1, 0)
+                           else j.attempts end,
+                      case when v.final or i.keep_place then j.scheduled_at
+                           when j.revision <> j.claimed_revision
+                           then greatest(i.retry_time, j.scheduled_at)
+                           else i.retry_time end,
+                      case when v.final or i.keep_place then null else i.retry_time end,
+                      case when v.final and j.revision = j.claimed_revision then clock.now end,
+                      case when v.final then null else i.checkpoint end
+                 -- final: no retry (permanent, or attempts spent and not rate limited)
+                 from (select i.permanent
+                              or (i.retry_after is null and j.attempts >= j.max_attempts)
+                              as final) v),
            last_error       = i.error,
-           checkpoint       = case when (i.permanent
-                                         or (i.retry_after is null and j.attempts >= j.max_attempts))
-                                   then null else i.checkpoint end,
            lease_token      = null,
            lease_expires_at = null,
            locked_by        = null,
@@ -310,18 +296,7 @@ with clock as (
       from held, input i, clock
      where j.id = held.id and i.id = j.id and j.lease_token = i.lease_token
     returning j.*
-), line_moves as (
-    select x.workspace_id as ws, case when x.status = 'pending' then x.scheduled_at end as due,
-           x.priority, true as freed
-      from failed x
-), {{_line_upkeep}}
-), notify as (
-    select pg_notify('debounce_jobs', f.source_type)
-      from (select distinct f.source_type from failed f, clock
-             where f.status = 'pending' and f.scheduled_at <= clock.now) f
-)
-select f.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
-  from failed f
+), {{_settled}}
 
 -- extend_leases --
 -- Push the lease of running syncs to now + %(lease_seconds)s. Only claims still held
@@ -345,32 +320,25 @@ returning j.id, j.lease_expires_at
 -- Give claimed jobs back untouched (worker shutdown): pending again at their due time, the
 -- attempt not counted, lease cleared. Wakes idle workers: these jobs are due. Rows are locked
 -- in (source_type, source_page_id) order.
-with held as (
+with clock as (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), held as (
     select id from sync_jobs
      where lease_token = any(%(lease_tokens)s::uuid[])
      order by source_type, source_page_id
        for update
-), released as (
+), settled as (
     update sync_jobs j
        set status = 'pending',
            attempts = greatest(j.attempts - 1, 0),
            lease_token = null,
            lease_expires_at = null,
            locked_by = null,
-           updated_at = coalesce(%(now)s::timestamptz, now())
-      from held
+           updated_at = clock.now
+      from held, clock
      where j.id = held.id
     returning j.*
-), line_moves as (
-    select x.workspace_id as ws, case when x.status = 'pending' then x.scheduled_at end as due,
-           x.priority, true as freed
-      from released x
-), {{_line_upkeep}}
-), notify as (
-    select pg_notify('debounce_jobs', source_type) from (select distinct source_type from released) r
-)
-select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
-  from released r
+), {{_settled}}
 
 -- requeue_expired --
 -- Jobs whose lease ran out (their worker died): back to pending, due now, or failed when
@@ -385,7 +353,7 @@ with clock as (
      order by j.lease_expires_at
      limit %(limit)s
      for update of j skip locked
-), requeued as (
+), settled as (
     update sync_jobs j
        set status = case when j.attempts >= j.max_attempts and j.revision = j.claimed_revision
                          then 'failed' else 'pending' end,
@@ -403,17 +371,7 @@ with clock as (
       from expired, clock
      where j.id = expired.id
     returning j.*
-), line_moves as (
-    select x.workspace_id as ws, case when x.status = 'pending' then x.scheduled_at end as due,
-           x.priority, true as freed
-      from requeued x
-), {{_line_upkeep}}
-), notify as (
-    select pg_notify('debounce_jobs', source_type)
-      from (select distinct source_type from requeued where status = 'pending') r
-)
-select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
-  from requeued r
+), {{_settled}}
 
 -- resync --
 -- Manual re-sync: the page's active job becomes due now with at least %(priority)s; a page
@@ -421,7 +379,7 @@ select r.*, (select count(*) from notify) as notified, (select count(*) from lin
 -- %(workspace_id)s when given, else of the workspace its document was written by (its token
 -- can read the page; no document: no workspace, the environment's token). An active job keeps
 -- its workspace. A processing job gets a follow-up due now (revision bumped). No row: that
--- workspace is being removed (_referable, sql/queries/workspaces.sql); nothing changed.
+-- workspace is removed; nothing changed.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), wanted as (
@@ -431,9 +389,6 @@ with clock as (
                         and d.source_page_id = %(source_page_id)s
                         and d.workspace_id is not null
                       order by d.synced_at desc limit 1)) as ws
-), referred as (
-    select ws from wanted where ws is not null
-), {{workspaces._referable}}
 ), up as (
     insert into sync_jobs as j
            (source_type, source_page_id, status, payload, event_id, event_count, priority,
@@ -443,8 +398,8 @@ with clock as (
            %(priority)s, %(max_attempts)s, clock.now, clock.now, clock.now, 1,
            clock.now, clock.now, w.ws
       from clock, wanted w
-     where (select count(*) from referable) >= 0
-       and (w.ws is null or w.ws in (select id from referable))
+     where w.ws is null
+        or not exists (select 1 from workspaces x where x.id = w.ws and x.status = 'removed')
     on conflict (source_type, source_page_id) where status in ('pending', 'processing')
     do update set
         priority       = greatest(j.priority, excluded.priority),
@@ -457,8 +412,7 @@ with clock as (
 ), line_moves as (
     select u.workspace_id as ws, u.scheduled_at as due, u.priority, false as freed
       from up u where u.status = 'pending'
-), {{_line_upkeep}}
-), notify as (
+), {{_line_upkeep}}, notify as (
     select pg_notify('debounce_jobs', source_type) from up
 )
 select u.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
@@ -467,20 +421,17 @@ select u.*, (select count(*) from notify) as notified, (select count(*) from lin
 -- retry --
 -- Manual retry of a failed job: pending, due now, attempts reset. Only if the page has no
 -- other active job (a later event may already have created one) and its workspace is not
--- being removed (_referable, sql/queries/workspaces.sql).
+-- removed.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
-), referred as (
-    select workspace_id as ws from sync_jobs where id = %(id)s and workspace_id is not null
-), {{workspaces._referable}}
 ), revived as (
     update sync_jobs j
        set status = 'pending', attempts = 0, scheduled_at = clock.now, retry_at = null,
            finished_at = null, updated_at = clock.now
       from clock
      where j.id = %(id)s and j.status = 'failed'
-       and (select count(*) from referable) >= 0
-       and (j.workspace_id is null or j.workspace_id in (select id from referable))
+       and not exists (select 1 from workspaces w
+                        where w.id = j.workspace_id and w.status = 'removed')
        and not exists (select 1 from sync_jobs a
                         where a.source_type = j.source_type
                           and a.source_page_id = j.source_page_id
@@ -489,8 +440,7 @@ with clock as (
 ), line_moves as (
     select r.workspace_id as ws, r.scheduled_at as due, r.priority, false as freed
       from revived r
-), {{_line_upkeep}}
-), notify as (
+), {{_line_upkeep}}, notify as (
     select pg_notify('debounce_jobs', source_type) from revived
 )
 select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
@@ -541,8 +491,7 @@ with clock as (
                        and f.finished_at < clock.now - make_interval(secs => %(job_older_than)s::float8)
                      order by f.finished_at
                      limit %(limit)s
-                       for update of f skip locked)   -- never waits: a removal's cascade
-                                                      -- may hold some (docs/claim.md)
+                       for update of f skip locked)   -- never waits
     returning 1
 ), events as (
     delete from seen_events e
@@ -554,3 +503,28 @@ with clock as (
 )
 select (select count(*) from jobs) as jobs, (select count(*) from events) as events,
        (select got from lock) as ran
+
+-- cancel_removed --
+-- Finish up to %(limit)s pending jobs of removed workspaces (of workspace %(workspace_id)s;
+-- NULL: of any): failed, their reason in last_error. Only job rows no one holds (SKIP LOCKED:
+-- a statement holding one keeps it, the next batch takes it), so it waits for nothing; it
+-- locks no workspace: a removed workspace is out of the line, and a lane left earlier than its
+-- jobs only costs a look once it is connected again (docs/claim.md). Returns their ids.
+with batch as (
+    select j.id
+      from sync_jobs j
+     where j.status = 'pending'
+       and j.workspace_id = any(array(select w.id from workspaces w
+                                       where w.status = 'removed'
+                                         and (%(workspace_id)s::bigint is null
+                                              or w.id = %(workspace_id)s::bigint)))
+     order by j.source_type, j.source_page_id
+     limit %(limit)s
+       for update of j skip locked
+)
+update sync_jobs j
+   set status = 'failed', finished_at = now(), updated_at = now(), retry_at = null,
+       checkpoint = null, last_error = 'cancelled: its workspace was removed'
+  from batch
+ where j.id = batch.id
+returning j.id

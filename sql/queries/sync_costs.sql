@@ -2,20 +2,18 @@
 -- (live: webhooks and re-syncs; bulk: backfill and reconciliation).
 
 -- add_sync_costs --
--- Add a batch of a worker's counts: %(workspace_ids)s bigint[], %(lanes)s text[],
--- %(requests)s bigint[], %(pages)s bigint[] (one row per workspace and lane). A workspace
--- being removed, or gone, is skipped (_referable, sql/queries/workspaces.sql). Rows are locked in
+-- Add a batch of a worker's counts: %(workspace_ids)s bigint[], %(priorities)s int[] (the
+-- synced job's priority: its lane is job_lane's, migration 022), %(requests)s bigint[],
+-- %(pages)s bigint[]; summed per workspace and lane. A workspace id with no row (none since
+-- migration 022: workspace rows are never deleted) is skipped. Rows are locked in
 -- (workspace_id, lane) order.
-with referred as (
-    select distinct u.ws from unnest(%(workspace_ids)s::bigint[]) as u(ws)
-), {{workspaces._referable}}
-)
 insert into workspace_sync_costs as c (workspace_id, lane, requests, pages, updated_at)
-select i.workspace_id, i.lane, i.requests, i.pages, now()
-  from unnest(%(workspace_ids)s::bigint[], %(lanes)s::text[], %(requests)s::bigint[],
-              %(pages)s::bigint[]) as i(workspace_id, lane, requests, pages)
- where i.workspace_id in (select id from referable)
- order by i.workspace_id, i.lane
+select i.workspace_id, job_lane(i.priority), sum(i.requests), sum(i.pages), now()
+  from unnest(%(workspace_ids)s::bigint[], %(priorities)s::int[], %(requests)s::bigint[],
+              %(pages)s::bigint[]) as i(workspace_id, priority, requests, pages)
+ where exists (select 1 from workspaces w where w.id = i.workspace_id)
+ group by 1, 2
+ order by 1, 2
 on conflict (workspace_id, lane) do update set
     requests   = c.requests + excluded.requests,
     pages      = c.pages + excluded.pages,

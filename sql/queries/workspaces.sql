@@ -10,19 +10,23 @@ reconcile
 -- ensure_env_workspace --
 -- The workspace the environment's token defines (NOTION_TOKEN, SLACK_BOT_TOKEN): created on
 -- first start, its fingerprint kept current. Its external id is learned on first use. A new
--- token (another fingerprint) reactivates a revoked workspace: the operator replaced it.
+-- token (another fingerprint) reactivates a revoked workspace: the operator replaced it. A
+-- removed one is connected again (the same row), as the environment still names its token.
 insert into workspaces as w (source_type, origin, token_fingerprint, name)
 values (%(source_type)s, 'env', %(fingerprint)s, %(name)s)
 on conflict (source_type) where origin = 'env' do update
    set status = case when w.token_fingerprint is distinct from excluded.token_fingerprint
-                          and w.status = 'revoked' then 'active' else w.status end,
+                          and w.status = 'revoked' then 'active'
+                     when w.status = 'removed' then 'active' else w.status end,
+       purge_documents = false,
        token_fingerprint = excluded.token_fingerprint, updated_at = now()
 returning {{_public_columns}}
 
 -- save_workspace --
 -- Connect (or re-connect) a workspace with its encrypted credentials: an install reactivates a
--- revoked or paused workspace and clears its last auth error and its credentials error (new
--- credentials: the workers try them again).
+-- revoked, paused or removed workspace (the same row, so its documents and history are its
+-- own again) and clears its last auth error and its credentials error (new credentials: the
+-- workers try them again).
 insert into workspaces as w (source_type, external_id, enterprise_id, name, origin, credentials,
                              token_fingerprint, bot_user_id)
 values (%(source_type)s, %(external_id)s, %(enterprise_id)s, %(name)s, %(origin)s,
@@ -32,8 +36,7 @@ on conflict (source_type, external_id) where external_id is not null do update
        name = excluded.name, enterprise_id = excluded.enterprise_id,
        bot_user_id = excluded.bot_user_id, status = 'active', last_auth_error = null,
        last_auth_error_at = null, credentials_error = null, credentials_error_at = null,
-       updated_at = now()
- where w.status <> 'removing'     -- no row: finish that removal first (workspaces.store.save)
+       purge_documents = false, updated_at = now()
 returning {{_public_columns}}, (xmax = 0) as inserted
 
 -- learn_external_id --
@@ -45,10 +48,9 @@ update workspaces
 returning {{_public_columns}}
 
 -- routes --
--- What the web process needs to route an event to its workspace (one being removed is not
--- routed: its events are dropped as an unknown workspace's).
+-- What the web process needs to route an event to its workspace, every workspace (a removed
+-- one's events are dropped as an unknown workspace's: workspaces.directory).
 select id, source_type, external_id, enterprise_id, status, origin from workspaces
- where status <> 'removing'
 
 -- workspace_credentials --
 -- A workspace's stored credentials (NULL for the environment's) and state, for a sync: the
@@ -66,7 +68,7 @@ update workspaces
        last_auth_error_at = case when %(error)s::text is not null then now()
                                  else last_auth_error_at end,
        updated_at = now()
- where id = %(id)s and status <> 'removing'
+ where id = %(id)s and status <> 'removed'
 returning {{_public_columns}}
 
 -- revoke_by_external_id --
@@ -75,79 +77,25 @@ update workspaces
    set status = 'revoked', last_auth_error = %(error)s, last_auth_error_at = now(),
        updated_at = now()
  where source_type = %(source_type)s and external_id = %(external_id)s
-   and status <> 'removing'
+   and status <> 'removed'
 returning {{_public_columns}}
 
--- _referable --
--- The guard of every statement that makes a row refer to a workspace (a job, a backfill page,
--- a re-check, a cost row, a document re-attached): the workspaces of its CTE `referred`
--- (ws bigint) it may refer to — never one being removed — with their reference locks held
--- until it commits (workspaces_referable, migration 021; docs/claim.md, "Removing a
--- workspace"). The statement reads it before it locks anything else (as an InitPlan:
--- `(select count(*) from referable) >= 0`). The caller closes the parenthesis.
-referable as materialized (
-    select r.id
-      from (select array(select ws from referred) as ids) a
-     cross join lateral workspaces_referable(a.ids) as r(id)
-     where cardinality(a.ids) > 0         -- a batch naming no workspace calls nothing
-
--- begin_removal --
--- The first step of removing workspace %(id)s, a transaction of its own: status 'removing',
--- once no statement is making a row refer to it; none will after it (workspace_removal_begins,
--- migration 021). The claim, the web's routes and the backfills leave it alone from then on.
--- Idempotent. id NULL: no such workspace.
-select workspace_removal_begins(%(id)s) as id
-
--- remove_workspace --
--- The second step of removing workspace %(id)s, after begin_removal committed (its snapshot
--- then holds every row that will ever refer to the workspace): its pending jobs go (nothing
--- will sync them), its documents stay (their workspace becomes NULL), running syncs finish
--- (their jobs' workspace becomes NULL), its backfills, audiences and cost rows go.
--- Every row the removal changes is locked before the workspace row, in the order the other
--- statements lock them (docs/claim.md, "Keeping the line"): its backfills, its active jobs
--- (in (source_type, source_page_id) order), its documents, its audiences, then the row; each
--- step reads the one before, so they run in that order. A workspace not being removed (no
--- begin_removal, or connected again since) is left alone: id is then NULL.
-with target as (
-    select id from workspaces where id = %(id)s and status = 'removing'
-), enums as (
-    select id from enumerations where workspace_id = (select id from target) order by id
-       for update
-), held as (
-    select id from sync_jobs
-     where workspace_id = (select id from target) and status in ('pending', 'processing')
-       and (select count(*) from enums) >= 0
-     order by source_type, source_page_id
-       for update
-), docs as (
-    select id from documents
-     where workspace_id = (select id from target) and (select count(*) from held) >= 0
-     order by id
-       for update
-), audiences as (
-    select conversation_id from conversation_audiences
-     where workspace_id = (select id from target) and (select count(*) from docs) >= 0
-     order by conversation_id
-       for update
-), dropped as (
-    delete from sync_jobs
-     where workspace_id = (select id from target) and status = 'pending'
-       and (select count(*) from audiences) >= 0
-    returning 1
-), gone as (
-    delete from workspaces
-     where id = (select id from target) and status = 'removing'
-       and (select count(*) from dropped) >= 0
-    returning id
-)
-select (select id from gone) as id, (select count(*) from dropped) as dropped_jobs
-
--- removals --
--- The workspaces whose removal began %(older_than)s seconds ago or more and did not finish (a
--- crash between its two steps): the pruner finishes them.
-select id from workspaces
- where status = 'removing' and updated_at <= now() - make_interval(secs => %(older_than)s::float8)
- order by id
+-- remove --
+-- Remove workspace %(id)s (docs/claim.md, "Removing a workspace"): status 'removed', its
+-- credentials erased, its name and ids kept; with %(purge_documents)s its documents are to be
+-- marked deleted too (documents.purge_removed). One row changed and nothing else locked: the
+-- claim, the web's routes and the backfills serve active workspaces only, and its pending jobs
+-- and running backfills are finished in batches (queue.cancel_removed,
+-- backfills.cancel_removed). Removing it again changes nothing but may ask for the purge.
+-- Returns the row as an operator sees it and its pending jobs (no row: no such workspace).
+update workspaces w
+   set status = 'removed', credentials = null,
+       purge_documents = w.purge_documents or %(purge_documents)s::bool,
+       updated_at = case when w.status = 'removed' then w.updated_at else now() end
+ where w.id = %(id)s
+returning {{_public_columns}},
+          (select count(*) from sync_jobs j
+            where j.workspace_id = w.id and j.status = 'pending')::int as pending_jobs
 
 -- list_workspaces --
 -- Every workspace with its figures: jobs by state, documents, last sync, last error, and its

@@ -313,14 +313,14 @@ async def backfill(request: Request) -> Response:
     if not rows:
         raise ApiError(404, "not_found", f"no workspace {workspace_id}")
     named = f"{workspace_id} ({rows[0]['external_id'] or 'source id not learned yet'})"
-    if rows[0]["status"] == "removing":
-        flash(request, "error", f"Workspace {named} is being removed.")
+    if rows[0]["status"] == "removed":
+        flash(request, "error", f"Workspace {named} is removed: connect it again first.")
     elif rows[0]["status"] != "active":
         flash(request, "error", f"Workspace {named} is {rows[0]['status']}: resume it first.")
     else:
         started = await backfills.request(state.db, workspace_id, "backfill")
         if started is None:
-            raise ApiError(404, "not_found", f"workspace {workspace_id} is being removed")
+            raise ApiError(404, "not_found", f"workspace {workspace_id} is removed")
         fresh = bool(started.get("inserted"))
         log.info("backfill of workspace %d %s (dashboard)", workspace_id,
                  "requested" if fresh else "already running")

@@ -33,7 +33,7 @@ __all__ = [
 @dataclass(frozen=True)
 class WorkspaceView:
     """One workspace of a source: a connected workspace (``status`` active, paused,
-    revoked or removing, its ``last_auth_error``, ``credentials_error`` since ``credentials_error_at`` when
+    revoked or removed, its ``last_auth_error``, ``credentials_error`` since ``credentials_error_at`` when
     a worker cannot decrypt its stored token: its jobs and backfills wait), or — when the
     source has none — "default", configured by its environment.
 
