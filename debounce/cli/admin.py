@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from debounce import queue, registry
-from debounce.cli import backfill, changes, workspace_cmds
+from debounce.cli import backfill, changes, deletions, workspace_cmds
 from debounce.cli.errors import fail
 from debounce.config import Settings
 from debounce.documents import audiences, feed
@@ -178,5 +178,6 @@ COMMANDS: dict[str, Command] = {
     "documents": documents,
     "workspaces": workspace_cmds.run,
     "backfill": backfill.run,
+    "deletions": deletions.run,
     **dict.fromkeys(handshake_commands(), handshake_token),
 }

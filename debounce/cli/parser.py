@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 from debounce import registry
-from debounce.cli import backfill, workspace_cmds
+from debounce.cli import backfill, deletions, workspace_cmds
 from debounce.cli.admin import handshake_commands
 
 __all__ = ["OneLineParser", "build_parser", "known_source"]
@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(handshake_source=source)
     workspace_cmds.add_parser(sub)
     backfill.add_parser(sub)
+    deletions.add_parser(sub)
     sp = command("documents", "list synced documents, or print one as Markdown; "
                               "`documents changes` prints the change feed")
     sp.add_argument("action", nargs="?", choices=["changes"],

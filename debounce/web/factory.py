@@ -27,7 +27,7 @@ from debounce.contract import WebhookParser
 from debounce.infra.db import open_pool
 from debounce.infra.heap import freeze_startup_objects
 from debounce.queue.batcher import EnqueueBatcher
-from debounce.web import admin_api, dashboard, health, oauth, read_api, webhooks, workspace_api
+from debounce.web import admin_api, dashboard, deletions_api, health, oauth, read_api, webhooks, workspace_api
 from debounce.web.errors import ErrorBoundary, http_error, server_error
 from debounce.web.inputs import ControlCharacterGuard
 from debounce.web.state import WebState
@@ -43,6 +43,9 @@ ROUTES = [
     Route("/jobs/{job_id}/retry", admin_api.retry_job, methods=["POST"]),
     Route("/stats", admin_api.stats, methods=["GET"]),
     Route("/admin/verification-token/{source}", admin_api.verification_token, methods=["GET"]),
+    Route("/admin/deletions", deletions_api.list_holds, methods=["GET"]),
+    Route("/admin/deletions/{hold_id}", deletions_api.get_hold, methods=["GET"]),
+    Route("/admin/deletions/{hold_id}/{action}", deletions_api.resolve_hold, methods=["POST"]),
     Route("/workspaces", workspace_api.list_workspaces, methods=["GET"]),
     Route("/workspaces/{workspace_id}", workspace_api.get_workspace, methods=["GET"]),
     Route("/workspaces/{workspace_id}/{action}", workspace_api.set_workspace_status,

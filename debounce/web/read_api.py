@@ -243,7 +243,9 @@ async def list_documents(request: Request) -> Response:
 
 async def get_document(request: Request) -> Response:
     """``GET /documents/{source}/{document_id}``: one document (the id may contain ``/``, raw
-    or as ``%2F``); 404 when there is none."""
+    or as ``%2F``) with its ``sections`` (:mod:`debounce.documents.sections`: ``id``, ``path``,
+    ``start``/``end`` character offsets, ``sha256``; ``null``: not cut yet); 404 when there is
+    none."""
     state = require_reader(request)
     source = source_param(state.parsers, request.path_params["source"])
     document_id = request.path_params["document_id"]
@@ -251,4 +253,4 @@ async def get_document(request: Request) -> Response:
                           {"source_type": source, "document_id": document_id})
     if row is None:
         raise ApiError(404, "not_found", f"no {source} document {document_id[:200]!r}")
-    return JSONResponse({"document": document_json(row)})
+    return JSONResponse({"document": {**document_json(row), "sections": row["sections"]}})

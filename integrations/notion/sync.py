@@ -208,8 +208,12 @@ class NotionSyncer:
         return await self._deleted(call, job)  # not found as a page, database or data source
 
     @staticmethod
-    async def _deleted(call: NotionCall, job: SyncJob) -> SyncResult:
-        marked = await call.context.writer().mark_page_deleted(SOURCE_TYPE, job.source_page_id)
+    async def _deleted(call: NotionCall, job: SyncJob, *,
+                       why: str = "answered object_not_found") -> SyncResult:
+        """Mark the page's documents deleted (the service may hold the deletion: then it
+        stays live and is not counted as deleted). ``why``: what Notion answered."""
+        marked = await call.context.writer().mark_page_deleted(SOURCE_TYPE, job.source_page_id,
+                                                               why=why)
         return SyncResult(deleted=len(marked))
 
     @staticmethod
@@ -289,7 +293,7 @@ class NotionSyncer:
         if page is None:
             return await self._deleted(call, job)  # page not found (deleted or no longer shared)
         if page.get("in_trash") or page.get("archived"):
-            return await self._deleted(call, job)  # page is in the trash
+            return await self._deleted(call, job, why="were in the trash")  # page is in the trash
         page_id = str(page.get("id") or job.source_page_id)
         if plan is not None and not plan.fetch_content and plan.stored is not None:
             content = plan.stored.content  # properties only: the body is as stored
@@ -330,7 +334,7 @@ class NotionSyncer:
         if db is None:
             return await self._deleted(call, job)  # database not found (deleted or no longer shared)
         if db.get("in_trash") or db.get("archived"):
-            return await self._deleted(call, job)  # database is in the trash
+            return await self._deleted(call, job, why="were in the trash")
         db_id = str(db.get("id") or job.source_page_id)
         title = plain_text(db.get("title")).strip() or "Untitled database"
         lines: list[str] = []
@@ -377,7 +381,7 @@ class NotionSyncer:
         if ds is None:
             return await self._deleted(call, job)  # data source not found
         if ds.get("in_trash") or ds.get("archived"):
-            return await self._deleted(call, job)  # data source is in the trash
+            return await self._deleted(call, job, why="were in the trash")
         ds_id = str(ds.get("id") or job.source_page_id)
         lines: list[str] = []
         description = render_rich_text(ds.get("description"))

@@ -223,7 +223,8 @@ returning x.*, counts.enqueued as page_enqueued
 -- Backfill %(id)s (leased by %(owner)s) is complete. The workspace remembers the reconciliation
 -- (reconciled_at, the newest edit seen as the next reconciliation's watermark); after a whole list
 -- (backfill, full_reconcile) every live document of the workspace that the listing did not
--- show and that was not synced since the backfill started is re-checked once: a bulk job
+-- show, that was not synced since the backfill started and that existed before it began
+-- (created by a transaction below its started_xmin) is re-checked once: a bulk job
 -- for its page (the sync marks it deleted when the source says it is gone). Returns the row.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
@@ -236,6 +237,8 @@ with clock as (
        and d.deleted_at is null
        and (d.listed_at is null or d.listed_at < e.started_at)
        and d.synced_at < e.started_at
+       -- as the documents were before the backfill began (migration 027)
+       and (d.created_xid is null or e.started_xmin is null or d.created_xid < e.started_xmin)
 ), rechecks as (
     {{_insert_bulk_job}}
     select e.source_type, v.source_page_id, 'pending', '{"recheck": true}'::jsonb, 0,

@@ -15,9 +15,9 @@ select id, source_type, document_id, source_page_id, workspace_id, title, url, c
  limit %(limit)s
 
 -- document --
--- One document by its source and document id (deleted ones too).
+-- One document by its source and document id (deleted ones too), with its sections.
 select id, source_type, document_id, source_page_id, workspace_id, title, url, content,
        content_sha256, metadata, updated_at, deleted_at, audience_kind, audience_members,
-       audience_accessible_by
+       audience_accessible_by, sections
   from documents
  where source_type = %(source_type)s and document_id = %(document_id)s
