@@ -12,18 +12,14 @@ worker and SDKs against the Notion and Slack stand-ins, real Postgres.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+import pytest
 from db_probe import scalar
 from psycopg_pool import AsyncConnectionPool
-from test_backfill_e2e import (  # noqa: F401 - apis is a fixture
-    Running,
-    apis,
-    backfills_done,
-    settings_for,
-    wait_for,
-)
+from test_backfill_e2e import SLACK_TOKEN, Running, backfills_done, settings_for, wait_for
 from test_backfills import add_workspace, item
 
 from debounce import queue
@@ -31,7 +27,16 @@ from debounce.documents import deletions
 from debounce.documents.store import Document, DocumentStore
 from debounce.queue import backfills
 from standins.notion_api import DEMO_TOKEN, FakeNotion
+from standins.server import BackgroundServer
 from standins.slack_api import FakeSlack
+
+
+@pytest.fixture
+def apis() -> Iterator[tuple[FakeNotion, FakeSlack, str, str]]:
+    """The Notion and Slack stand-ins with their demo content, served on loopback."""
+    n, s = FakeNotion.demo(), FakeSlack.demo(token=SLACK_TOKEN)
+    with BackgroundServer(n.app()) as ns, BackgroundServer(s.app()) as ss:
+        yield n, s, ns.url, ss.url + "/api/"
 
 
 async def settled(pool: AsyncConnectionPool[Any]) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 from collections.abc import AsyncIterator
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from db_probe import scalar
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from test_cli_errors import ROOT, clean_env, one_line, run
+from test_dashboard import csrf_of, sign_in
 
 from debounce import workspaces
 from debounce.config import Settings
@@ -192,3 +194,26 @@ async def test_the_cli_lists_and_resolves_holds(
     assert dismissed.stdout.strip() == f"hold {hold.id} dismissed: 12 document(s) kept"
     assert f"no open hold {hold.id}" in one_line(await cli("apply", str(hold.id)))
     assert (await cli("list")).stdout.strip() == "no held deletions"
+
+
+async def test_the_dashboard_shows_holds_and_applies_one(pool: AsyncConnectionPool[Any]) -> None:
+    ws = await workspace_with(pool, 20)
+    await DocumentStore(pool).mark_deleted("notion", [f"W-{i}" for i in range(12)])
+    (hold,) = await deletions.list_holds(pool)
+    app = create_app(Settings(database_url="postgresql://unused", admin_token=ADMIN), pool=pool)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        assert (await sign_in(client, ADMIN)).status_code == 303
+        overview = await client.get("/admin/")
+        assert overview.status_code == 200
+        assert "Held deletions" in overview.text and escape(hold.reason) in overview.text
+        token = csrf_of(overview.text)
+        refused = await client.post(f"/admin/holds/{hold.id}/apply", data={"csrf_token": "x"})
+        assert refused.status_code == 403 and await live(pool, ws) == 20
+        done = await client.post(f"/admin/holds/{hold.id}/apply", data={"csrf_token": token})
+        assert done.status_code == 303 and done.headers["location"] == "/admin/"
+        shown = (await client.get("/admin/")).text
+        assert f"Hold {hold.id} applied: 12 document(s) deleted." in shown
+        assert "Held deletions" not in shown and await live(pool, ws) == 8
+        await client.post(f"/admin/holds/{hold.id}/dismiss", data={"csrf_token": token})
+        assert f"Nothing done: no open hold {hold.id}" in (await client.get("/admin/")).text
