@@ -152,7 +152,8 @@ def served_by(page: feed.FeedPage) -> dict[str, str]:
 
 def document_json(row: Any) -> dict[str, Any]:
     """A ``documents`` row as the read API's JSON object (``updated_at``/``deleted_at`` ISO
-    8601 UTC, ``deleted_at`` null unless the document is a tombstone)."""
+    8601 UTC, ``deleted_at`` null unless the document is a tombstone; ``sections``: its
+    sections, :mod:`debounce.documents.sections`, null when not cut yet)."""
     return {
         "source": row["source_type"],
         "document_id": row["document_id"],
@@ -166,6 +167,7 @@ def document_json(row: Any) -> dict[str, Any]:
         "updated_at": row["updated_at"].isoformat(),
         "deleted_at": row["deleted_at"].isoformat() if row["deleted_at"] else None,
         "audience": audiences.audience_json(row),
+        "sections": row["sections"],
     }
 
 
@@ -253,4 +255,4 @@ async def get_document(request: Request) -> Response:
                           {"source_type": source, "document_id": document_id})
     if row is None:
         raise ApiError(404, "not_found", f"no {source} document {document_id[:200]!r}")
-    return JSONResponse({"document": {**document_json(row), "sections": row["sections"]}})
+    return JSONResponse({"document": document_json(row)})
