@@ -21,6 +21,7 @@ which sections each change added, changed or removed. Every deletion goes throug
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -48,6 +49,9 @@ __all__ = [
 
 _Q = queries("documents")
 log = logging.getLogger("debounce.documents")
+#: Characters of content above which its sections are cut in a thread (about 5 ms of parsing
+#: on a laptop: the worker's event loop keeps extending leases meanwhile).
+_PARSE_INLINE_LIMIT = 20_000
 
 def content_sha256(content: str) -> str:
     """Hex SHA-256 of the UTF-8 Markdown ``content``."""
@@ -112,7 +116,11 @@ class DocumentStore:
             LeaseLost: in a fenced store whose claim no longer holds the job.
             ValueError: ``doc.anchors`` out of order, out of range or with a repeated id.
         """
-        sections = [s.to_json() for s in split_sections(doc.content, doc.anchors)]
+        if len(doc.content) > _PARSE_INLINE_LIMIT:  # a long parse: let the event loop run
+            cut = await asyncio.to_thread(split_sections, doc.content, doc.anchors)
+        else:
+            cut = split_sections(doc.content, doc.anchors)
+        sections = [s.to_json() for s in cut]
         row = await fetch_one(
             self.db,
             _Q["upsert_document"],
