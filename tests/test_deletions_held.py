@@ -217,3 +217,18 @@ async def test_the_dashboard_shows_holds_and_applies_one(pool: AsyncConnectionPo
         assert "Held deletions" not in shown and await live(pool, ws) == 8
         await client.post(f"/admin/holds/{hold.id}/dismiss", data={"csrf_token": token})
         assert f"Nothing done: no open hold {hold.id}" in (await client.get("/admin/")).text
+
+
+async def test_a_removed_workspaces_hold_holds_nothing_once_its_documents_move_on(
+    pool: AsyncConnectionPool[Any]
+) -> None:
+    ws = await workspace_with(pool, 20)
+    store = DocumentStore(pool)
+    assert await store.mark_deleted("notion", [f"W-{i}" for i in range(12)]) == []
+    assert await workspaces.remove(pool, ws) >= 0   # its documents keep no workspace
+    assert await deletions.list_holds(pool) == []     # its hold is not shown any more
+    # Connected again as a new workspace: a deletion there is judged afresh, not stuck.
+    again = await workspace_with(pool, 0, "W")
+    async with pool.connection() as conn:
+        await conn.execute("update documents set workspace_id = %s", (again,))
+    assert await store.mark_deleted("notion", ["W-0"]) == ["W-0"]

@@ -209,16 +209,19 @@ begin
     loop
         hold := null;
         perform pg_advisory_xact_lock(40, hashint8(coalesce(w.workspace_id, 0)));
-        -- documents of an open hold stay held
+        -- documents of their workspace's open hold stay held (a hold of a workspace since
+        -- removed holds nothing: its documents were attached to another one since)
         return query
             select d.document_id, true
               from documents d join deletion_holds h on h.id = d.held_by and h.status = 'held'
+                                and h.workspace_id is not distinct from d.workspace_id
              where d.id = any(w.ids);
         select array_agg(d.id order by d.id) into fresh
           from documents d
          where d.id = any(w.ids)
            and not exists (select 1 from deletion_holds h
-                            where h.id = d.held_by and h.status = 'held');
+                            where h.id = d.held_by and h.status = 'held'
+                              and h.workspace_id is not distinct from d.workspace_id);
         continue when fresh is null;
         select count(*) into recent from documents d
          where d.workspace_id is not distinct from w.workspace_id
@@ -228,6 +231,7 @@ begin
         select count(*) filter (where h.id is not null), count(*) into pending, live
           from documents d
           left join deletion_holds h on h.id = d.held_by and h.status = 'held'
+                                     and h.workspace_id is not distinct from d.workspace_id
          where d.workspace_id is not distinct from w.workspace_id
            and d.source_type = w.source_type
            and d.deleted_at is null;
