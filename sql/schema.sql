@@ -403,7 +403,9 @@ begin
         values (position, seq, new.source_type, new.workspace_id, new.document_id,
                 new.source_page_id,
                 case when new.deleted_at is null then 'upsert' else 'delete' end,
-                new.updated_at, new.content_sha256, debounce_section_changes(null, new.sections));
+                new.updated_at, new.content_sha256,
+                case when new.sections is not null
+                     then debounce_section_changes(null, new.sections) end);
     end if;
     return null;
 end $$;
@@ -443,8 +445,9 @@ begin
                 new.source_page_id,
                 case when new.deleted_at is null then 'upsert' else 'delete' end,
                 new.updated_at, new.content_sha256,
-                debounce_section_changes(case when old.deleted_at is null then old.sections end,
-                                         new.sections));
+                case when new.sections is not null then
+                    debounce_section_changes(case when old.deleted_at is null
+                                                  then old.sections end, new.sections) end);
         return new;
     end if;
     new.feed_xid := pg_current_xact_id();

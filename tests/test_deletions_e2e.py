@@ -3,7 +3,8 @@ worker and SDKs against the Notion and Slack stand-ins, real Postgres.
 
 - A Notion share revoked on a page tree: the full sweep re-checks each vanished page, each
   answers ``object_not_found`` — and every one is held, none deleted.
-- A token revoked (every request ``unauthorized``): a workspace error, nothing deleted.
+- Every request answering ``restricted_resource``: the syncs fail, nothing deleted; a token
+  revoked (every request ``unauthorized``): a workspace error, nothing deleted.
 - A Slack channel archived: still readable, nothing deleted; a channel gone
   (``channel_not_found``) with most of the team's threads: held.
 - A sweep racing a new page: a document created while the sweep runs (by a transaction the
@@ -96,8 +97,17 @@ async def test_a_revoked_token_is_a_workspace_error_and_deletes_nothing(
     async with Running(settings, pool):
         await wait_for("the backfill", lambda: backfills_done(pool, 1))
     live, _, _ = await counts(pool, "notion")
-    api.revoke(DEMO_TOKEN)   # every request now answers 401 unauthorized
     ws = int(await scalar(pool, "select id from workspaces where source_type = 'notion'"))
+    # Every request answering 403 restricted_resource: the page syncs fail, nothing deleted.
+    api.fail("*", 403, times=10_000, code="restricted_resource")
+    for page in pages[:12]:
+        await queue.resync(pool, "notion", page, max_attempts=5, workspace_id=ws)
+    async with Running(settings, pool):
+        await wait_for("the refused syncs", lambda: scalar(
+            pool, "select count(*) = 12 from sync_jobs where status = 'failed'"))
+    assert await counts(pool, "notion") == (live, 0, 0)
+    api.faults.clear()
+    api.revoke(DEMO_TOKEN)   # every request now answers 401 unauthorized
     for page in pages[:12]:
         await queue.resync(pool, "notion", page, max_attempts=5, workspace_id=ws)
     settings = settings.with_(reconcile_interval_seconds=0.5, reconcile_full_interval_seconds=0.5)
