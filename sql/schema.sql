@@ -253,7 +253,6 @@ begin
          order by d.source_type, d.workspace_id
     loop
         hold := null;
-        perform pg_advisory_xact_lock(40, hashint8(coalesce(w.workspace_id, 0)));
         -- documents of their workspace's open hold stay held (a hold of a workspace since
         -- removed holds nothing: its documents were attached to another one since)
         return query
@@ -296,10 +295,19 @@ begin
                and coalesce(h.workspace_id, 0) = coalesce(w.workspace_id, 0)
                and h.status = 'held'
                for update;
-            if hold is null then
+            if hold is null then   -- a concurrent first hold of the workspace wins the insert
                 insert into deletion_holds (workspace_id, source_type, reason)
                 values (w.workspace_id, w.source_type, '')
+                on conflict (source_type, coalesce(workspace_id, 0)) where status = 'held'
+                do nothing
                 returning id into hold;
+            end if;
+            if hold is null then
+                select h.id into hold from deletion_holds h
+                 where h.source_type = w.source_type
+                   and coalesce(h.workspace_id, 0) = coalesce(w.workspace_id, 0)
+                   and h.status = 'held'
+                   for update;
             end if;
             update deletion_holds
                set reason = format('%s %s document%s %s within %s: %s %% of the workspace%s',

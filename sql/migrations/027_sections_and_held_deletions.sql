@@ -175,16 +175,21 @@ end $$;
 
 -- The one guard every deletion of a document goes through (debounce.documents.deletions).
 -- Marks the live documents among p_ids deleted, or holds them: per workspace (and source),
--- under a transaction-scoped advisory lock (class 40, the workspace) so concurrent deletions
--- of one workspace are counted one after another, the deletions within p_window seconds
+-- the deletions within p_window seconds
 -- (applied in the window, plus the documents of its open hold, plus these, plus the live
 -- documents whose pages a sweep's re-check jobs are still to look at: what the sweep would
 -- delete, so that a share revoked on a whole tree is held from its first page on) are
 -- compared with p_max_count and p_max_share of the workspace's documents (live ones, plus
 -- those deleted in the window); above BOTH the new deletions join the workspace's open hold
--- (created when there is none, its reason rewritten: p_why says what the source answered). A document
--- already held stays held. The caller locks the documents first, in id order (docs/claim.md);
--- the hold row is locked after them. Returns each document with whether it was held.
+-- (created when there is none, its reason rewritten: p_why says what the source answered). A
+-- document already held stays held. The caller locks the documents first, in id order
+-- (docs/claim.md); the hold row is locked after them, and only when holding: the guard takes
+-- no lock of its own, so it adds no wait to a deletion that goes through (a workspace-wide
+-- lock held to the end of a transaction deadlocked transactions that write several
+-- documents in id order). Concurrent deletions of one workspace are each judged without the
+-- others' uncommitted ones: at most DEBOUNCE_WORKSPACE_CONCURRENCY syncs of a workspace run at
+-- once, which bounds what a burst can slip past the count. Returns each document with
+-- whether it was held.
 create function debounce_delete_documents(p_ids bigint[], p_why text, p_max_count integer,
                                           p_max_share float8, p_window float8)
 returns table (document_id text, held boolean) language plpgsql as $$
@@ -211,7 +216,6 @@ begin
          order by d.source_type, d.workspace_id
     loop
         hold := null;
-        perform pg_advisory_xact_lock(40, hashint8(coalesce(w.workspace_id, 0)));
         -- documents of their workspace's open hold stay held (a hold of a workspace since
         -- removed holds nothing: its documents were attached to another one since)
         return query
@@ -254,10 +258,19 @@ begin
                and coalesce(h.workspace_id, 0) = coalesce(w.workspace_id, 0)
                and h.status = 'held'
                for update;
-            if hold is null then
+            if hold is null then   -- a concurrent first hold of the workspace wins the insert
                 insert into deletion_holds (workspace_id, source_type, reason)
                 values (w.workspace_id, w.source_type, '')
+                on conflict (source_type, coalesce(workspace_id, 0)) where status = 'held'
+                do nothing
                 returning id into hold;
+            end if;
+            if hold is null then
+                select h.id into hold from deletion_holds h
+                 where h.source_type = w.source_type
+                   and coalesce(h.workspace_id, 0) = coalesce(w.workspace_id, 0)
+                   and h.status = 'held'
+                   for update;
             end if;
             update deletion_holds
                set reason = format('%s %s document%s %s within %s: %s %% of the workspace%s',
