@@ -65,7 +65,7 @@ def _pg_ctl(data: Path, *args: str) -> None:
 
 def _scalar(url: str, query: str) -> Any:
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(query).fetchone()  # type: ignore[arg-type]
+        row = conn.execute(query).fetchone()
         return row[0] if row else None
 
 
@@ -163,8 +163,10 @@ def drill(seconds: float, n_pages: int) -> bool:
         failed = _scalar(url, "select count(*) from sync_jobs where status = 'failed'")
         accepted = sorted({page for _, status, page in answers if 200 <= status < 300})
         with psycopg.connect(url, autocommit=True) as conn:
-            documents = conn.execute("select count(*) from documents where deleted_at is null "
-                                     "and document_id = any(%s)", (accepted,)).fetchone()[0]
+            counted = conn.execute("select count(*) from documents where deleted_at is null "
+                                   "and document_id = any(%s)", (accepted,)).fetchone()
+            assert counted is not None  # count(*) answers one row
+            documents = counted[0]
         at_limit = _scalar(url, "select count(*) from workspaces where at_concurrency_limit")
         for proc in [web, *workers]:
             stop(proc)

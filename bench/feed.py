@@ -93,12 +93,12 @@ async def _variant(pool: AsyncConnectionPool[Any], name: str, current: str) -> N
     and a NOTIFY per writing transaction (the release before); ``log_017``: the log with
     migration 017's position trigger. ``current``: this release's position trigger."""
     async with pool.connection() as conn:
-        await conn.execute(_position_trigger_017() if name == "log_017" else current)  # type: ignore[arg-type]
+        await conn.execute(_position_trigger_017() if name == "log_017" else current)
         action = "disable" if name == "off" else "enable"
         for trigger in ("documents_feed_position", "documents_feed_append"):
-            await conn.execute(f"alter table documents {action} trigger {trigger}")  # type: ignore[arg-type]
+            await conn.execute(f"alter table documents {action} trigger {trigger}")
         action = "enable" if name == "log_notify_before" else "disable"
-        await conn.execute(f"alter table documents {action} trigger bench_feed_notify")  # type: ignore[arg-type]
+        await conn.execute(f"alter table documents {action} trigger bench_feed_notify")
 
 
 async def _backends(pool: AsyncConnectionPool[Any]) -> list[int]:
@@ -148,7 +148,7 @@ async def _write_cost(url: str, quick: bool) -> None:
     await reader.open(wait=True)
     try:
         async with pool.connection() as conn:
-            await conn.execute(_OLD_NOTIFY)  # type: ignore[arg-type]
+            await conn.execute(_OLD_NOTIFY)
             row = await (await conn.execute(
                 "select pg_get_functiondef('document_feed_position'::regproc)")).fetchone()
             assert row is not None

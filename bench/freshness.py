@@ -21,7 +21,8 @@ the revision in its content) and each sync that ended. Runs, one JSON line each:
   included).
 
 Figures and goals: ``bench.freshness_report``; what it measures: docs/benchmarks.md;
-every run's method and results: docs/benchmarks-history.md (sections 7 and 12).
+every run's method and results: bench/HISTORY.md (sections 7 and 12; the hot load
+since issue 31: "The budget used again").
 """
 
 from __future__ import annotations
@@ -54,7 +55,12 @@ UNMETERED = {"notion": Budget(0, 1), "slack": Budget(0, 1)}
 WINDOW = {"notion": (2.0, 20.0), "slack": (1.0, 10.0)}  # debounce window, max wait (s)
 ADMIN_TOKEN = "bench-freshness-admin"
 
-HOT_NOTION = Plan(steady=30, period=6.0, burst_every=1.0, burst_edits=4, burst_gap=0.3)
+#: The hot workspaces ask for more than their budget syncs (the runs' ``saturated``), even at
+#: the cheapest sync: a content edit of a stored Notion page costs one request since issue 31
+#: (two before), so 60 pages every 6 s and a burst a second ask ≥ 11 requests/s of Notion's
+#: 9.5 (30 pages asked 6: under the budget, which the budget-use goal then measured as unused;
+#: bench/HISTORY.md, "The budget used again"); a test holds it.
+HOT_NOTION = Plan(steady=60, period=6.0, burst_every=1.0, burst_edits=4, burst_gap=0.3)
 MOD_NOTION = Plan(steady=10, period=6.0, burst_every=2.0, burst_edits=4, burst_gap=0.3)
 HOT_SLACK = Plan(steady=20, period=5.0, burst_every=1.5, burst_edits=3, burst_gap=0.2)
 MOD_SLACK = Plan(steady=5, period=5.0, burst_every=4.0, burst_edits=3, burst_gap=0.2)

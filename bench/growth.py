@@ -55,7 +55,7 @@ def _claim_params() -> dict[str, Any]:
 def _plan_summary(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> dict[str, Any]:
     """EXPLAIN ANALYZE inside a rolled-back transaction: indexes used and scans of sync_jobs."""
     with conn.transaction(force_rollback=True), conn.cursor() as cur:
-        cur.execute("explain (analyze, buffers, format json) " + query, params)  # type: ignore[operator]
+        cur.execute("explain (analyze, buffers, format json) " + query, params)
         plan = cur.fetchone()[0]  # type: ignore[index]
     if isinstance(plan, str):
         plan = json.loads(plan)
@@ -85,24 +85,24 @@ def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
     for i in range(OPS):
         params = _enqueue_params(f"new-{size}-{i}")
         t0 = time.perf_counter()
-        conn.execute(Q["enqueue"], params).fetchall()  # type: ignore[arg-type]
+        conn.execute(Q["enqueue"], params).fetchall()
         enq.append((time.perf_counter() - t0) * 1000)
     # claim + complete of those due jobs, one at a time
     claim: list[float] = []
     complete: list[float] = []
     for _ in range(OPS):
         t0 = time.perf_counter()
-        rows = conn.cursor(row_factory=dict_row).execute(Q["claim"], _claim_params()).fetchall()  # type: ignore[arg-type]
+        rows = conn.cursor(row_factory=dict_row).execute(Q["claim"], _claim_params()).fetchall()
         claim.append((time.perf_counter() - t0) * 1000)
         if not rows:
             break
         t0 = time.perf_counter()
-        conn.execute(Q["complete_many"],  # type: ignore[arg-type]
+        conn.execute(Q["complete_many"],
                      {"ids": [rows[0]["id"]], "lease_tokens": [rows[0]["lease_token"]],
                       "now": None}).fetchall()
         complete.append((time.perf_counter() - t0) * 1000)
     # plans, with one due job present for the claim
-    conn.execute(Q["enqueue"], _enqueue_params(f"plan-{size}")).fetchall()  # type: ignore[arg-type]
+    conn.execute(Q["enqueue"], _enqueue_params(f"plan-{size}")).fetchall()
     plan_enqueue = _plan_summary(conn, Q["enqueue"], _enqueue_params(f"plan2-{size}"))
     plan_claim = _plan_summary(conn, Q["claim"], _claim_params())
     conn.execute("update sync_jobs set status = 'completed', finished_at = now() "
@@ -115,9 +115,10 @@ def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
             "claims_done": len(claim), "plan_enqueue": plan_enqueue, "plan_claim": plan_claim}
 
 
-def run(server_url: str, quick: bool) -> dict[str, Any]:
+def run(server_url: str, quick: bool) -> dict[int, dict[str, Any]]:
+    """The figures of each size, by its number of finished jobs."""
     sizes = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
-    out: dict[str, Any] = {}
+    out: dict[int, dict[str, Any]] = {}
     with scratch_database(server_url, "growth") as url, psycopg.connect(url, autocommit=True) as conn:
         have = 0
         for size in sizes:

@@ -58,7 +58,9 @@ def clients() -> list[str]:
 # --- the web process under load -----------------------------------------------------------------
 
 
-def run_web(url: str, events: int, logdir: Path, load_generators: list[str]) -> dict[str, Any]:
+def run_web(url: str, events: int, logdir: Path, load_generators: list[str]
+            ) -> tuple[dict[tuple[str, str], dict[str, Any]], float | None]:
+    """The load generators' figures by (client, phase), and the web process's peak RSS (MiB)."""
     port = free_port()
     env = {
         "DATABASE_URL": url,
@@ -71,7 +73,7 @@ def run_web(url: str, events: int, logdir: Path, load_generators: list[str]) -> 
     sampler = RssSampler().start()
     sampler.watch(web.pid)
     proc = psutil.Process(web.pid)
-    out: dict[str, Any] = {}
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
         for client, phase in ((c, p) for c in load_generators
@@ -108,8 +110,7 @@ def run_web(url: str, events: int, logdir: Path, load_generators: list[str]) -> 
     finally:
         stop(web)
         peak = sampler.stop()
-    out["web_peak_rss_mib"] = peak.get(web.pid)
-    return out
+    return out, peak.get(web.pid)
 
 
 # --- the raw limit: the same upsert from one process ---------------------------------------------
@@ -211,9 +212,9 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
         workdir = Path(tmp)
         with scratch_database(server_url, "ingest") as url:
             note(f"ingest: web + load generator, {events} events x 2 phases")
-            web = run_web(url, events, workdir, load_generators)
+            web, web_peak_rss_mib = run_web(url, events, workdir, load_generators)
             log_tail = (workdir / "web.log").read_text(errors="replace")[-3000:]
-        if any(v["non_2xx"] for k, v in web.items() if isinstance(k, tuple)):
+        if any(v["non_2xx"] for v in web.values()):
             note("web log tail:\n" + log_tail)
         with scratch_database(server_url, "raw") as url:
             note("ingest: raw psycopg limit")
@@ -223,7 +224,7 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
             note("ingest: pgbench limit")
             pgb_spread = run_pgbench(url, pgbench_seconds, False, workdir)
             pgb_hot = run_pgbench(url, pgbench_seconds, True, workdir)
-    res: dict[str, Any] = {}
+    res: dict[tuple[str, str], dict[str, Any]] = {}
     for client, phase, raw, pgb in ((c, p, r, g) for c in load_generators
                                     for p, r, g in (("spread", raw_spread, pgb_spread),
                                                     ("hot", raw_hot, pgb_hot))):
@@ -249,8 +250,8 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
         res[(client, phase)] = rec
     for client in load_generators:
         _goals(client, res[(client, "spread")], res[(client, "hot")])
-    emit("memory", process="web", during="ingest", peak_rss_mib=web["web_peak_rss_mib"],
-         goal_le_100_mib=bool(web["web_peak_rss_mib"] and web["web_peak_rss_mib"] <= 100))
+    emit("memory", process="web", during="ingest", peak_rss_mib=web_peak_rss_mib,
+         goal_le_100_mib=bool(web_peak_rss_mib and web_peak_rss_mib <= 100))
     return {f"{k[0]}_{k[1]}": v for k, v in res.items()}
 
 

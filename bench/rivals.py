@@ -99,7 +99,7 @@ def _procrastinate_app(url: str):  # type: ignore[no-untyped-def]
 async def procrastinate_setup(url: str, n: int) -> None:
     app = _procrastinate_app(url)
     async with app.open_async():
-        async with app.connector.pool.connection() as conn:  # type: ignore[attr-defined]
+        async with app.connector.pool.connection() as conn:
             cur = await conn.execute("select to_regclass('procrastinate_jobs') is not null")
             installed = (await cur.fetchone())[0]
             if installed:

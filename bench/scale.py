@@ -143,7 +143,7 @@ def _explain(url: str, mode: Mode) -> dict[str, list[str]]:
             with conn.transaction(force_rollback=True):
                 # the line's upkeep runs at commit: make it run (and show) in the plan
                 conn.execute("set constraints all immediate")
-                rows = conn.execute("explain (analyze, buffers) " + query, params).fetchall()  # type: ignore[operator]
+                rows = conn.execute("explain (analyze, buffers) " + query, params).fetchall()
             out[name] = [str(r[0]) for r in rows]
     return out
 

@@ -115,7 +115,7 @@ def _drain(url: str, lib: str, procs: list[Any], n: int, timeout: float) -> dict
 def run(server_url: str, quick: bool) -> dict[str, Any]:
     n = 2000 if quick else 20000
     timeout = 120.0 if quick else 300.0
-    results: dict[str, Any] = {}
+    results: dict[tuple[str, int], dict[str, Any]] = {}  # (variant or rival, workers)
     with tempfile.TemporaryDirectory(prefix="bench-worker-") as tmp, \
             scratch_database(server_url, "worker") as url:
         logdir = Path(tmp)

@@ -14,7 +14,7 @@ async def scalar(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> Any:
     """The first column of the first row of ``sql`` (test-only SQL) with ``args``; ``None``
     when there is no row."""
     async with pool.connection() as conn:
-        row = await (await conn.execute(sql, args)).fetchone()  # type: ignore[arg-type]
+        row = await (await conn.execute(sql, args)).fetchone()
         return row[0] if row else None
 
 

@@ -1,4 +1,4 @@
-"""``python -m bench.drain`` (the back-to-back worker comparison of docs/benchmarks-history.md,
+"""``python -m bench.drain`` (the back-to-back worker comparison of bench/HISTORY.md,
 section 12) drains real jobs with a real worker process and reports what it measured."""
 
 from __future__ import annotations

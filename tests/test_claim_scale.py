@@ -265,7 +265,7 @@ async def test_a_claim_reads_a_few_workspace_rows_however_many_are_in_line(
              "from pg_stat_xact_user_tables where relid = 'workspaces'::regclass")
     async with conn.transaction(force_rollback=True):
         before = await (await conn.execute(reads)).fetchone()
-        claimed = await (await conn.execute(claim, params)).fetchall()  # type: ignore[arg-type]
+        claimed = await (await conn.execute(claim, params)).fetchall()
         after = await (await conn.execute(reads)).fetchone()
     assert before is not None and after is not None
     assert len(claimed) == 8

@@ -44,6 +44,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
+from test_notion_sync import make_job
 
 from debounce import queue, workspaces
 from debounce.config import Settings
@@ -54,7 +55,6 @@ from debounce.web import create_app
 from integrations.notion import NotionSettings, NotionSyncer
 from standins.notion_api import DEMO_PAGE_ID, FakeNotion
 from standins.server import BackgroundServer
-from test_notion_sync import make_job
 
 pytestmark = pytest.mark.browser
 

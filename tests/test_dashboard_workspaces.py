@@ -77,7 +77,7 @@ async def test_the_job_list_filters_by_workspace_and_names_each_jobs_workspace(
     assert everything.count('title="no workspace: the source\'s settings">—') == 7
     assert "Jobs of workspace" in acme and ">Acme</a> (slack, id" in acme
     # With the other filters: state, source, the window of "completed".
-    completed = {"workspace": ws.notion, "status": "completed"}
+    completed: dict[str, str | int] = {"workspace": ws.notion, "status": "completed"}
     assert len(job_ids((await client.get("/admin/jobs", params=completed)).text)) == 4
     recent = (await client.get("/admin/jobs",
                                params={**completed, "finished_within": WEEK})).text

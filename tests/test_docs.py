@@ -2,7 +2,7 @@
 and docs/*.md write in backticks — a dotted name (``debounce.infra.db.is_transient``,
 ``queue.enqueue``, ``worker/loop.Worker._claim_round``), a file (``sql/queries/claim.sql``,
 ``web/errors.py``, ``tests/test_x.py::test_y``) — exists, and every relative Markdown link
-resolves. docs/benchmarks-history.md is a record of the past and is not checked.
+resolves. bench/HISTORY.md is a record of the past and is not checked.
 
 What counts as a reference is kept narrow so prose, API method names of the sources
 (``pages.retrieve``), table columns (``documents.audience_kind``) and shell lines are not
@@ -53,7 +53,7 @@ NAMES = {"debounce.integrations": "debounce/registry.py",  # the entry point gro
 
 
 def pages() -> list[Path]:
-    docs = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "benchmarks-history.md")
+    docs = sorted((ROOT / "docs").glob("*.md"))
     return [ROOT / "README.md", *docs]
 
 

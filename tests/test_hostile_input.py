@@ -236,8 +236,8 @@ async def test_non_ascii_slack_signature_is_401(client: httpx.AsyncClient) -> No
     body = body_of("slack", "message.json")
     for signature in ("v0=\u00e9\u00e9", "v0=abc\u2603"):
         resp = await client.post("/webhooks/slack", content=body, headers={
-            "X-Slack-Request-Timestamp": str(int(time.time())),
-            "X-Slack-Signature": signature.encode("utf-8")})  # type: ignore[dict-item]
+            b"X-Slack-Request-Timestamp": str(int(time.time())).encode("ascii"),
+            b"X-Slack-Signature": signature.encode("utf-8")})
         assert resp.status_code == 401, resp.text
         assert resp.json()["error"] == "invalid_signature"
 

@@ -81,6 +81,7 @@ async def test_enqueue_brief_answers_outcome_job_and_due_time_of_the_stored_job(
     assert [b.job_id for b in again] == [first[0].job_id, first[0].job_id]
     assert again[0].scheduled_at == at(40)
     (brief,) = await queue.enqueue(conn, [event("p2", "e4")], now=at(20))
+    assert first[1].job_id is not None
     full = await queue.get(conn, first[1].job_id)
     assert full is not None and brief.job_id == full.id and brief.scheduled_at == full.scheduled_at
     assert full.payload == {"id": "e4"}  # the text sent was stored as jsonb

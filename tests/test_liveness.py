@@ -179,7 +179,7 @@ async def test_the_schema_holds_no_infinite_time_and_returns_no_claim_bookkeepin
                               ("sync_jobs", "scheduled_at")):
             for value in ("infinity", "-infinity"):
                 with pytest.raises(psycopg.errors.CheckViolation):
-                    await conn.execute(f"update {table} set {column} = %s",  # type: ignore[arg-type]
+                    await conn.execute(f"update {table} set {column} = %s",
                                        (value,))
         # Every time column of every table is covered, including those a later migration adds.
         uncovered = await (await conn.execute(
@@ -208,7 +208,9 @@ async def test_workers_killed_and_restarted_sync_everything_due_whatever_the_row
     if beta_state in ("paused", "revoked"):
         await workspaces.set_status(pool, beta, beta_state)
     elif beta_state == "blocked":
-        blocked_until = (await workspaces.block(pool, beta, 3.0, "rate_limited"))["blocked_until"]
+        block = await workspaces.block(pool, beta, 3.0, "rate_limited")
+        assert block is not None
+        blocked_until = block["blocked_until"]
     elif beta_state == "credentials_error":   # said by an earlier worker with another key
         await workspaces.set_credentials_error(pool, beta, workspaces.WRONG_KEY)
 

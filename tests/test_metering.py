@@ -104,6 +104,7 @@ async def test_a_notion_sync_charges_every_request_sent_retries_included(
     syncer = new_notion(settings)
     context = metered(meter, store)
     checkpoint = context.checkpoint
+    assert checkpoint is not None
     try:
         assert (await syncer.sync(page_job(page), context)).written == 1
     finally:
@@ -126,6 +127,7 @@ async def test_notion_discover_charges_each_listing_and_never_serves_it_from_the
     syncer = new_notion(settings)
     context = metered(meter)
     checkpoint = context.checkpoint
+    assert checkpoint is not None
     try:
         first = await syncer.backfill_page(None, context)
         again = await syncer.backfill_page(None, context)
@@ -144,6 +146,7 @@ async def test_a_dry_budget_stops_a_notion_sync_and_the_resumed_one_sends_only_t
     first = new_notion(settings)
     context = metered(CountingMeter(allowance=3), store)
     checkpoint = context.checkpoint
+    assert checkpoint is not None
     try:
         with pytest.raises(BudgetExhausted) as caught:
             await first.sync(page_job(page), context)

@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from test_notion_sync import example_payload, make_job
 
 from debounce.contract import SyncContext, SyncResult
 from debounce.documents.store import DocumentStore
@@ -28,7 +29,6 @@ from standins.notion_api import (
 )
 from standins.notion_content import every_block_type, media
 from standins.server import BackgroundServer
-from test_notion_sync import example_payload, make_job
 
 TOKEN = "secret_markdown_token"
 Conn = psycopg.AsyncConnection[Any]

@@ -131,7 +131,7 @@ def test_link_to_page_names_the_target_kind_and_a_known_title() -> None:
         f"[Link to database](https://www.notion.so/{compact})\n"
     )
     # A title the page already holds (a mention, a child page) is used, at no request.
-    out = render(paragraph(["See ", page_mention(OTHER, "Roadmap")]), link_to_page(OTHER))
+    out = render(paragraph([text("See "), page_mention(OTHER, "Roadmap")]), link_to_page(OTHER))
     assert out.endswith(f"\n\nLink to page: [Roadmap](https://www.notion.so/{compact})\n")
     assert "page_id" not in out
 

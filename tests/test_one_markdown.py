@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from test_notion_sync import make_job
 
 from debounce.contract import SyncContext, SyncResult
 from debounce.contract.markdown import enhanced_tags, gfm_parser
@@ -54,7 +55,6 @@ from standins.notion_content import (
     user_mention,
 )
 from standins.server import BackgroundServer
-from test_notion_sync import make_job
 
 TOKEN = "secret_one_markdown_token"
 PAGE = "0f1e2d3c-4b5a-4968-8776-655443322110"

@@ -28,7 +28,7 @@ async def ev(
     page: str,
     event_id: str | None,
     *,
-    now: datetime,
+    now: datetime | None,
     payload: dict[str, Any] | None = None,
     debounce: float = 30,
     max_wait: float = 300,
@@ -327,6 +327,7 @@ async def test_enqueue_merges_events_of_one_page(conn: Conn) -> None:
     assert p1.event_id == "c"
     again = await one_job.enqueue_events(
         conn, [JobEvent("notion", "p1", {"v": 9}, "d", 30, 300)], now=at(5))
+    assert again[0].job is not None
     assert again[0].outcome is EnqueueOutcome.DEBOUNCED and again[0].job.event_count == 3
 
 

@@ -194,9 +194,10 @@ async def test_documents_carry_their_audience_and_visible_to_filters_by_slack_us
     assert await visible("U9", a) == ["C1/1.1"]
     assert await visible("U1", b) == ["C2/6.1"]
     assert await visible("U3", a, limit=2) == ["C1/1.1", "D1/3.1"]
-    for params, word in (({"visible_to": "U1"}, "workspace_id"),
-                         ({"visible_to": "U1", "workspace_id": a, "source": "notion"},
-                          "source=slack")):
+    bad_queries: list[tuple[dict[str, str | int], str]] = [
+        ({"visible_to": "U1"}, "workspace_id"),
+        ({"visible_to": "U1", "workspace_id": a, "source": "notion"}, "source=slack")]
+    for params, word in bad_queries:
         bad = await client.get("/documents", params=params)
         assert bad.status_code == 400 and word in bad.json()["detail"], (params, bad.text)
 

@@ -36,7 +36,7 @@ def test_comments_indentation_and_alignment_go_and_literals_stay() -> None:
 async def test_a_compacted_statement_means_what_the_file_says(
         conn: psycopg.AsyncConnection[Any]) -> None:
     sql = "select 'a -- b' as s,   -- note\n       'c  d' as t -- end"
-    cur = await conn.execute(compact(sql))  # type: ignore[arg-type]
+    cur = await conn.execute(compact(sql))
     assert await cur.fetchone() == ("a -- b", "c  d")
 
 

@@ -70,7 +70,8 @@ async def rows(pool: AsyncConnectionPool[Any], sql: str = "select source_type, s
                "event_count, status from sync_jobs order by id") -> list[tuple[Any, ...]]:
     async with pool.connection() as conn:
         cur = await conn.execute(sql)  # test-only SQL
-        return await cur.fetchall()
+        found: list[tuple[Any, ...]] = await cur.fetchall()
+        return found
 
 
 NOTION_PAGE = "153104cd-477e-809d-8dc4-ff2d96ae3090"

@@ -98,10 +98,12 @@ async def test_success_completes(pool: AsyncConnectionPool[Any], run_worker: Any
     syncer = ScriptedSyncer(lambda job: None)
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
+    job = r.job
+    assert job is not None
     run_worker(syncer)
 
     async def done() -> bool:
-        return (await job_state(pool, r.job.id)).status is JobStatus.COMPLETED
+        return (await job_state(pool, job.id)).status is JobStatus.COMPLETED
 
     await wait_for(done)
     assert len(syncer.calls) == 1
@@ -113,6 +115,8 @@ async def test_rate_limited_is_retried_at_retry_after_without_spending_an_attemp
     syncer = ScriptedSyncer(lambda job: RateLimited(1.5, "429 from source"))
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
+    job = r.job
+    assert job is not None
     run_worker(syncer)
     await wait_for(lambda: len(syncer.calls) >= 1)
     first_at = syncer.calls[0][1]
@@ -120,7 +124,7 @@ async def test_rate_limited_is_retried_at_retry_after_without_spending_an_attemp
     second_job, second_at = syncer.calls[1]
     assert (second_at - first_at).total_seconds() >= 1.4  # waited for Retry-After
     assert second_job.attempts == 1  # the rate-limited attempt was given back
-    state = await job_state(pool, r.job.id)
+    state = await job_state(pool, job.id)
     assert "429 from source" in (state.last_error or "")
 
 
@@ -133,16 +137,18 @@ async def test_a_spent_budget_is_one_info_line_saying_when_the_job_goes_on(
         lambda job: BudgetExhausted(0.4) if len(syncer.calls) == 1 else None)
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                               max_wait_seconds=0)
+    job = r.job
+    assert job is not None
     with caplog.at_level(logging.INFO, logger="debounce.worker"):
         run_worker(syncer)
 
         async def done() -> bool:
-            return (await job_state(pool, r.job.id)).status is JobStatus.COMPLETED
+            return (await job_state(pool, job.id)).status is JobStatus.COMPLETED
 
         await wait_for(done)
-    about = [rec for rec in caplog.records if getattr(rec, "job_id", None) == r.job.id]
+    about = [rec for rec in caplog.records if getattr(rec, "job_id", None) == job.id]
     lines = [(rec.levelno, rec.getMessage()) for rec in about]
-    assert (logging.INFO, f"the noop source's API budget is spent: job {r.job.id} waits for a "
+    assert (logging.INFO, f"the noop source's API budget is spent: job {job.id} waits for a "
             "request, due in 0.4 s") in lines, lines
     assert not [m for _, m in lines if "exhausted" in m or m.startswith("now pending")], lines
     assert all(level == logging.INFO for level, _ in lines), lines
@@ -153,13 +159,15 @@ async def test_permanent_error_fails_at_once(pool: AsyncConnectionPool[Any], run
     syncer = ScriptedSyncer(lambda job: PermanentError("token revoked"))
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
+    job = r.job
+    assert job is not None
     run_worker(syncer)
 
     async def failed() -> bool:
-        return (await job_state(pool, r.job.id)).status is JobStatus.FAILED
+        return (await job_state(pool, job.id)).status is JobStatus.FAILED
 
     await wait_for(failed)
-    state = await job_state(pool, r.job.id)
+    state = await job_state(pool, job.id)
     assert state.attempts == 1 and state.last_error == "PermanentError: token revoked"
     assert len(syncer.calls) == 1
 
@@ -170,14 +178,16 @@ async def test_other_errors_retry_with_backoff_and_record_type(
     syncer = ScriptedSyncer(lambda job: ConnectionResetError("peer went away"))
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
                             max_wait_seconds=0)
+    job = r.job
+    assert job is not None
     run_worker(syncer, backoff_seconds=(60.0,))
 
     async def retrying() -> bool:
-        s = await job_state(pool, r.job.id)
+        s = await job_state(pool, job.id)
         return s.status is JobStatus.PENDING and s.attempts == 1
 
     await wait_for(retrying)
-    state = await job_state(pool, r.job.id)
+    state = await job_state(pool, job.id)
     assert state.last_error == "ConnectionResetError: peer went away"
     assert state.retry_at is not None
     assert (state.scheduled_at - datetime.now(UTC)).total_seconds() > 30
@@ -196,8 +206,10 @@ async def test_idle_worker_starts_a_job_soon_after_it_becomes_due(
     await asyncio.sleep(0.3)  # let the worker go idle
     r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=1.2,
                             max_wait_seconds=10)
+    job = r.job
+    assert job is not None
     await wait_for(lambda: syncer.calls)
-    lag = (syncer.calls[0][1] - r.job.scheduled_at).total_seconds()
+    lag = (syncer.calls[0][1] - job.scheduled_at).total_seconds()
     assert -0.05 < lag < 0.5, lag
 
 
@@ -269,7 +281,7 @@ def noop_log(database_url: str) -> Iterator[Callable[[str], list[tuple[Any, ...]
                      "at timestamptz default clock_timestamp())")
 
         def query(sql: str) -> list[tuple[Any, ...]]:
-            return conn.execute(sql).fetchall()  # type: ignore[arg-type]
+            return conn.execute(sql).fetchall()
 
         yield query
 
@@ -300,7 +312,7 @@ def enqueue_due(database_url: str, n: int, payload: dict[str, Any] | None = None
     async def go() -> list[int]:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
             events = [JobEvent("noop", f"page-{i}", payload or {}, f"e{i}", 0, 0) for i in range(n)]
-            out = []
+            out: list[int] = []
             for start in range(0, n, 500):
                 results = await queue.enqueue(conn, events[start : start + 500])
                 out.extend(r.job_id for r in results if r.job_id is not None)
@@ -448,8 +460,11 @@ async def test_worker_survives_the_database_going_away_and_coming_back() -> None
                 except psycopg.OperationalError:
                     await asyncio.sleep(0.1)
 
+            job = r.job
+            assert job is not None
+
             async def done() -> bool:
-                return (await job_state(pool, r.job.id)).status is JobStatus.COMPLETED
+                return (await job_state(pool, job.id)).status is JobStatus.COMPLETED
 
             await wait_for(done, timeout=30)
             worker.stop()

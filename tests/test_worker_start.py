@@ -34,7 +34,9 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[str]:
 def limited_role(database_url: str) -> Iterator[str]:
     """A role that may read and write every table of the test schema but the workspaces
     table (a permission an operator forgot): its connection string."""
-    schema = conninfo_to_dict(database_url)["options"].split("search_path=")[1].split()[0]
+    options = conninfo_to_dict(database_url)["options"]  # the test schema's search_path
+    assert isinstance(options, str)
+    schema = options.split("search_path=")[1].split()[0]
     role = "r_" + uuid.uuid4().hex[:12]
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f'create role "{role}" login')  # names are ours: <letter>_<hex>

@@ -92,7 +92,8 @@ async def test_forged_and_replayed_states_are_refused_and_store_nothing(world: d
 
 
 async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[str, Any]) -> None:
-    client, notion, slack, pool = world["client"], world["notion"], world["slack"], world["pool"]
+    notion, slack, pool = world["notion"], world["slack"], world["pool"]
+    client: httpx.AsyncClient = world["client"]
     notion.authorization_code("n-a", NOTION_A, access_token="ntn_token_a")
     notion.authorization_code("n-b", DEMO_SECOND_WORKSPACE_ID, access_token="ntn_token_b")
     slack.authorization_code("s-a", DEFAULT_TEAM_ID)

@@ -12,9 +12,8 @@ from debounce import queue, registry
 from debounce.cli import backfill, changes, deletions, workspace_cmds
 from debounce.cli.errors import fail
 from debounce.config import Settings
-from debounce.documents import audiences, feed
-from debounce.infra.db import fetch_all, fetch_one
-from debounce.infra.sql import queries
+from debounce.documents import audiences, feed, reads
+from debounce.workspaces import verification
 
 __all__ = ["COMMANDS", "handshake_commands"]
 
@@ -102,11 +101,10 @@ async def prune(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
 
 async def handshake_token(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Print the newest handshake token a source sent (its ``handshake_command``)."""
-    row = await fetch_one(pool, queries("admin")["latest_verification_token"],
-                          {"source_type": args.handshake_source})
-    if row is None:
+    latest = await verification.latest(pool, args.handshake_source)
+    if latest is None:
         return fail(f"no verification request received from {args.handshake_source} yet")
-    print(row["token"])
+    print(latest[0])
     return 0
 
 
@@ -118,7 +116,6 @@ async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> 
         return await changes.run(args, settings, pool)
     if args.follow or args.after or args.workspace is not None:
         return fail("--follow, --after and --workspace go with `debounce documents changes`", 2)
-    q = queries("cli")
     if args.id:
         found = await _find_documents(pool, args.id)
         if len(found) > 1:
@@ -133,7 +130,7 @@ async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> 
               f"<!-- audience: {audiences.describe(row)} -->\n")
         print(row["content"])
         return 0
-    rows = await fetch_all(pool, q["documents"], {"source_type": args.source, "limit": args.limit})
+    rows = await reads.latest_documents(pool, source_type=args.source, limit=args.limit)
     if rows:
         print(f"{'id':>6}  {'source':7} {'document id':45} {'size':>12}  {'audience':11} title")
     for r in rows:
@@ -148,16 +145,15 @@ async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> 
 async def _find_documents(pool: Any, ref: str) -> list[Any]:
     """The documents ``ref`` names: by page id (as given or as any source spells it; the
     newest of each spelling) and, if it is a number, by numeric id — at most one row each."""
-    q = queries("cli")
     found: dict[int, Any] = {}
     ref = ref.strip()
     candidates = {ref} | {s.normalize_page_id(ref) for s in registry.sources().values()}
     for document_id in sorted(candidates):
-        row = await fetch_one(pool, q["document"], {"document_id": document_id})
+        row = await reads.newest_by_document_id(pool, document_id)
         if row is not None:
             found.setdefault(int(row["id"]), row)
     if ref.isdigit():
-        row = await fetch_one(pool, q["document_by_row_id"], {"id": int(ref)})
+        row = await reads.document_by_row_id(pool, int(ref))
         if row is not None:
             found.setdefault(int(row["id"]), row)
     return [found[k] for k in sorted(found)]

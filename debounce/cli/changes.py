@@ -15,8 +15,6 @@ from debounce.cli.errors import CliError
 from debounce.config import Settings
 from debounce.documents import feed
 from debounce.documents.feed_listen import ChangeSignal, read_waiting
-from debounce.infra.db import fetch_one
-from debounce.infra.sql import queries
 
 __all__ = ["FOLLOW_WAIT_SECONDS", "change_line", "run"]
 
@@ -48,9 +46,7 @@ async def _check_workspace(pool: Any, workspace_id: int, source_type: str | None
     """
     rows = await workspaces.list_workspaces(pool, workspace_id)
     if not rows:
-        row = await fetch_one(pool, queries("cli")["workspace_in_feed"],
-                              {"workspace_id": workspace_id})
-        if row is None or not row["found"]:
+        if not await feed.has_changes_of_workspace(pool, workspace_id):
             raise CliError(f"error: no workspace {workspace_id} (`debounce workspaces list` "
                            "shows the ids)")
         return

@@ -31,10 +31,8 @@ from debounce.cli.send import (
 )
 from debounce.config import Settings
 from debounce.contract import Source
-from debounce.documents import feed
-from debounce.infra.db import fetch_one
+from debounce.documents import feed, reads
 from debounce.infra.secrets import Keyring, new_key
-from debounce.infra.sql import queries
 
 if TYPE_CHECKING:
     from standins.demos import DemoSetup, DemoWorkspace
@@ -198,12 +196,12 @@ async def demo_tour(
         job = await queue.get(pool, job_id)
         state = job.status.value if job is not None else "gone"
         states[state] = states.get(state, 0) + 1
-    row = await fetch_one(pool, queries("cli")["document_summary"], {})
+    documents = await reads.count_documents(pool)
     log.info("demo: the examples' %d jobs: %s; %s documents in the `documents` table — see "
              "them with `debounce documents` (DATABASE_URL unset uses the same embedded "
              "database)", len(job_ids),
              ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "none",
-             row["n"] if row else 0)
+             documents)
     log.info("demo: edit the page again and see the change arrive: `%s`%s; then `debounce "
              "documents changes` lists the feed", EDIT_COMMAND,
              "" if demo_run.state_file is None or demo_run.state_file.parent == Path(".debounce")
@@ -237,13 +235,11 @@ async def _log_edits_in_feed(pool: Any, server: uvicorn.Server, after: feed.Curs
     with that line of the document, or log the edits that did not come."""
     remaining = list(edits)
     deadline = time.monotonic() + 60
-    document = queries("reads")["document"]
     while remaining and time.monotonic() < deadline and not server.should_exit:
         page = await feed.read_changes(pool, after, feed.MAX_LIMIT)
         after = page.next
         for change in page.changes:
-            row = (await fetch_one(pool, document, {"source_type": change.source,
-                                                    "document_id": change.document_id})
+            row = (await reads.get_document(pool, change.source, change.document_id)
                    if change.op == "upsert" else None)
             lines = str(row["content"]).splitlines() if row else []
             for edit in [e for e in remaining if e[0] == change.source]:

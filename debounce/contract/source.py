@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from debounce.contract.install import Identity, Installer
@@ -80,7 +80,10 @@ class Source:
     - ``reconcile_by_default``: whether its workspaces are swept for lost webhooks unless
       set otherwise (``debounce workspaces set-reconcile``);
     - ``audiences``: whether its documents carry per-user audiences (a conversation's
-      kind and members), so the read API's ``visible_to`` may name one of its users.
+      kind and members), so the read API's ``visible_to`` may name one of its users;
+    - ``audience_labels``: how each audience kind of its documents reads to a person on the
+      dashboard and in the CLI (``{"im": "Slack DM"}``; a kind it does not name reads as
+      itself).
 
     The methods taking ``settings`` accept anything with ``source_values``
     (:class:`HasSourceValues`, i.e. the service's ``Settings``) and build the typed settings
@@ -107,6 +110,7 @@ class Source:
     requests_per_page: float = 1.0
     reconcile_by_default: bool = False
     audiences: bool = False
+    audience_labels: Mapping[str, str] = field(default_factory=dict)
 
     def page_id(self, raw: str) -> str:
         """The job key of the page id ``raw`` as a person gave it (a manual re-sync: the HTTP

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from debounce import registry
 from debounce.contract.audience import CONVERSATION_KINDS, Audience, CachedAudience
 from debounce.contract.errors import LeaseLost
 from debounce.contract.jobs import SyncJob
@@ -45,9 +46,6 @@ def audience_json(row: Mapping[str, Any]) -> dict[str, Any] | None:
     return audience.to_json() if audience is not None else None
 
 
-#: How each kind reads to a person.
-_KIND_TEXT = {"public_channel": "Slack public channel", "private_channel": "Slack private channel",
-              "mpim": "Slack group DM", "im": "Slack DM", "workspace": "Notion workspace"}
 #: Ids shown before "…" in :func:`describe`.
 _SHOWN = 12
 
@@ -61,11 +59,13 @@ def describe(row: Mapping[str, Any]) -> str:
     """One line saying who may read a ``documents`` row, for the dashboard and the CLI, e.g.
     ``Slack private channel: 3 members (U1, U2, U3)``, ``Slack public channel: the whole
     team``, ``Notion workspace: accessible by 2 (…)``, or ``unknown`` for a document synced
-    before audiences were recorded."""
+    before audiences were recorded. The kind's words are its source's
+    (``Source.audience_labels``, by the row's ``source_type``)."""
     audience = audience_of(row)
     if audience is None:
         return "unknown (synced before audiences were recorded; its next sync records it)"
-    text = _KIND_TEXT[audience.kind]
+    source = registry.sources().get(str(row.get("source_type")))
+    text = source.audience_labels.get(audience.kind, audience.kind) if source else audience.kind
     if audience.kind == "public_channel":
         return f"{text}: the whole team"
     if audience.members is not None:
@@ -74,7 +74,7 @@ def describe(row: Mapping[str, Any]) -> str:
     if audience.accessible_by:
         return (f"{text}: accessible by {len(audience.accessible_by)} "
                 f"({_ids(audience.accessible_by)}), as its latest event said")
-    return f"{text}: whoever the page is shared with there (Notion does not say)"
+    return f"{text}: whoever the page is shared with there (the source does not say)"
 
 
 def short(row: Mapping[str, Any]) -> str:

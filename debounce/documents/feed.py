@@ -353,3 +353,10 @@ async def prune_changes(
         "lock_id": PRUNE_LOCK_ID, "now": now})
     assert row is not None
     return int(row["changes"]) if row["ran"] else None
+
+
+async def has_changes_of_workspace(db: Db, workspace_id: int) -> bool:
+    """Whether the change feed holds a change of workspace ``workspace_id`` (a removed
+    workspace's changes stay, with its id)."""
+    row = await fetch_one(db, _Q["workspace_in_feed"], {"workspace_id": workspace_id})
+    return bool(row and row["found"])

@@ -52,7 +52,7 @@ async def connection(db: Db) -> AsyncIterator[AsyncConnection[Any]]:
 def _returns_rows(cur: AsyncCursor[Any]) -> bool:
     """Whether the statement just run returned a row set (even an empty one). Read from the
     result's status: ``cursor.description`` would build a ``Column`` per column first (about
-    5 % of a draining worker's CPU, py-spy; docs/benchmarks-history.md section 13)."""
+    5 % of a draining worker's CPU, py-spy; bench/HISTORY.md section 13)."""
     res = cur.pgresult
     return res is not None and res.status == pq.ExecStatus.TUPLES_OK
 

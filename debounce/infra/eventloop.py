@@ -3,7 +3,7 @@
 uvloop (a libuv-based drop-in for asyncio's loop, https://uvloop.readthedocs.io/) is what
 uvicorn picks for the web when it is installed (``uvicorn[standard]``, a dependency of
 debounce on Linux and macOS); the worker and the CLI run on it too. Measured on one worker
-draining no-op jobs (docs/benchmarks-history.md, section 11): 921 -> 1 088 jobs/s, 0.61 -> 0.49 ms of
+draining no-op jobs (bench/HISTORY.md, section 11): 921 -> 1 088 jobs/s, 0.61 -> 0.49 ms of
 CPU per job against asyncio's selector loop. Where uvloop is not installed (Windows), asyncio's
 default loop runs everything unchanged.
 """

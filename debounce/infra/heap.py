@@ -6,7 +6,7 @@ oldest generation holds everything loaded at start-up (modules, classes, the app
 routes, the SDKs, the templates, the pool), which lives until the process exits. Each full
 collection of it stopped the web process for tens of milliseconds under load: with wrk sending
 20 000 webhooks over 32 connections, p99 44-54 ms against p50 8 ms, and 13-18 ms once those
-objects were frozen (docs/benchmarks-history.md, section 13). ``gc.freeze`` moves every tracked
+objects were frozen (bench/HISTORY.md, section 13). ``gc.freeze`` moves every tracked
 object to a permanent generation that collections ignore
 (https://docs.python.org/3/library/gc.html#gc.freeze); objects made later are collected as
 before, and a frozen object is still freed when its reference count falls to zero.

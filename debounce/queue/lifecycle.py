@@ -135,7 +135,8 @@ async def claim(
     default 1) and has fewer than ``workspace_concurrency`` jobs in flight; workspaces are
     served in turn, live jobs (priority >= 0) before bulk ones (priority < 0). Each claimed job is
     ``processing`` with ``lease_expires_at = now + lease_seconds``, ``attempts + 1``, a fresh
-    ``lease_token`` and ``claimed_revision = revision``; returned in claim order, each with
+    ``lease_token`` and ``claimed_revision = revision``; returned highest priority first, then
+    oldest ``scheduled_at``, then id (the order the worker starts them in), each with
     what its sync needs of its workspace, read by the same statement (a
     :class:`~debounce.types.ClaimedWorkspace`: status, origin, ids, the still encrypted
     token), or ``None`` for a job of no workspace.

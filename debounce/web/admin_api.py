@@ -14,18 +14,16 @@ import re
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce import queue, registry
-from debounce.infra.db import fetch_one
-from debounce.infra.sql import queries
+from debounce import queue, registry, workspaces
 from debounce.web.errors import ApiError
 from debounce.web.inputs import source_param
 from debounce.web.state import WebState, web_state
+from debounce.workspaces import verification
 
 __all__ = ["DIGITS", "get_job", "list_jobs", "require_admin", "resync", "retry_job", "stats",
            "verification_token"]
 
 log = logging.getLogger("debounce.web")
-_Q = queries("admin")
 
 #: A positive bigint written in ASCII digits (``str.isdigit`` also accepts ``²``).
 DIGITS = re.compile(r"[0-9]{1,19}")
@@ -87,8 +85,8 @@ async def resync(request: Request) -> Response:
         raise ApiError(400, "bad_request", str(exc)) from None
     workspace_id = int_param(request.query_params.get("workspace_id"), "workspace_id")
     if workspace_id is not None:
-        row = await fetch_one(state.db, _Q["workspace_source"], {"id": workspace_id})
-        if row is None or row["source_type"] != source:
+        named = await workspaces.name_and_source(state.db, workspace_id)
+        if named is None or named[1] != source:
             raise ApiError(400, "bad_request",
                            f"workspace_id {workspace_id} is not a {source} workspace "
                            "(GET /workspaces lists them)")
@@ -158,8 +156,8 @@ async def verification_token(request: Request) -> Response:
     """``GET /admin/verification-token/{source}``: the newest handshake token received."""
     state = require_admin(request)
     source = source_param(state.parsers, request.path_params["source"])
-    row = await fetch_one(state.db, _Q["latest_verification_token"], {"source_type": source})
-    if row is None:
+    latest = await verification.latest(state.db, source)
+    if latest is None:
         raise ApiError(404, "not_found", f"no verification token received from {source!r} yet")
-    return JSONResponse({"source": source, "token": row["token"],
-                         "received_at": row["received_at"].isoformat()})
+    token, received_at = latest
+    return JSONResponse({"source": source, "token": token, "received_at": received_at.isoformat()})

@@ -13,7 +13,6 @@ from starlette.responses import JSONResponse, Response
 
 from debounce import queue
 from debounce.documents import feed
-from debounce.infra.sql import queries
 from debounce.migrate import schema_status
 from debounce.types import JobStatus
 from debounce.web.errors import ApiError
@@ -23,7 +22,6 @@ from debounce.workspaces import sync_costs
 __all__ = ["READY_TIMEOUT_SECONDS", "healthz", "metrics", "readyz"]
 
 log = logging.getLogger("debounce.web")
-_Q = queries("admin")
 
 #: Seconds /readyz and /metrics wait for the database before giving up.
 READY_TIMEOUT_SECONDS = 2.0

@@ -18,10 +18,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce.documents import audiences, feed
+from debounce.documents import audiences, feed, reads
 from debounce.documents.feed_listen import read_waiting
-from debounce.infra.db import fetch_all, fetch_one
-from debounce.infra.sql import queries
 from debounce.web.admin_api import int_param
 from debounce.web.errors import ApiError
 from debounce.web.inputs import source_param
@@ -30,7 +28,6 @@ from debounce.web.state import WebState, web_state
 __all__ = ["DEFAULT_LIMIT", "MAX_DOCUMENTS", "MAX_WAIT_SECONDS", "changes", "document_json",
            "get_document", "list_documents", "require_reader", "served_by"]
 
-_Q = queries("reads")
 
 #: Longest long-poll of ``GET /documents/changes`` (``wait``), seconds.
 MAX_WAIT_SECONDS = 60.0
@@ -236,8 +233,9 @@ async def list_documents(request: Request) -> Response:
             user_id=filters["visible_to"], after_id=after_id, limit=limit, include_deleted=True,
             updated_after=filters["updated_after"])
     else:
-        rows = await fetch_all(state.read_db, _Q["list_documents"],
-                               {**filters, "after_id": after_id, "limit": limit})
+        rows = await reads.list_documents(
+            state.read_db, after_id=after_id, limit=limit, source_type=filters["source_type"],
+            workspace_id=filters["workspace_id"], updated_after=filters["updated_after"])
     next_cursor = str(rows[-1]["id"]) if len(rows) == limit else None
     return JSONResponse({"documents": [document_json(r) for r in rows],
                          "next_cursor": next_cursor})
@@ -251,8 +249,7 @@ async def get_document(request: Request) -> Response:
     state = require_reader(request)
     source = source_param(state.parsers, request.path_params["source"])
     document_id = request.path_params["document_id"]
-    row = await fetch_one(state.read_db, _Q["document"],
-                          {"source_type": source, "document_id": document_id})
+    row = await reads.get_document(state.read_db, source, document_id)
     if row is None:
         raise ApiError(404, "not_found", f"no {source} document {document_id[:200]!r}")
     return JSONResponse({"document": document_json(row)})

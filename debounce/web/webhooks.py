@@ -23,17 +23,15 @@ from starlette.responses import JSONResponse, Response
 
 from debounce import queue, registry, workspaces
 from debounce.contract import WebhookError, WebhookResult
-from debounce.infra.db import fetch_one
-from debounce.infra.sql import queries
 from debounce.types import JobEvent
 from debounce.web.errors import ApiError, error_code
 from debounce.web.inputs import source_param
 from debounce.web.state import WebState, web_state
+from debounce.workspaces import verification
 
-__all__ = ["VERIFICATION_TOKENS_KEPT", "webhook"]
+__all__ = ["webhook"]
 
 log = logging.getLogger("debounce.web")
-_Q = queries("admin")
 
 
 class _Json(JSONResponse):
@@ -41,11 +39,6 @@ class _Json(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
-
-#: Handshake tokens remembered per source: unsigned verification requests can come from
-#: anyone before a secret is configured, so what they can store is bounded.
-VERIFICATION_TOKENS_KEPT = 5
-
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refusing (without reading it all) anything over ``limit`` bytes.
@@ -121,8 +114,7 @@ async def _handshake(state: WebState, source: str, token: str) -> Response:
     if problem:
         raise ApiError(400, "malformed_body", f"verification_token {problem}")
     async with asyncio.timeout(state.settings.webhook_deadline_seconds):
-        await fetch_one(state.db, _Q["save_verification_token"],
-                        {"source_type": source, "token": token, "keep": VERIFICATION_TOKENS_KEPT})
+        await verification.save(state.db, source, token)
     spec = registry.sources().get(source)
     log.warning(
         "%s verification token received: %r — paste it into the source's webhook settings to "

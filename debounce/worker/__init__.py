@@ -1,4 +1,4 @@
-"""The worker: claims due jobs and runs their integration's ``sync``.
+"""The worker: claims due jobs and runs their syncer's ``sync``.
 
 One asyncio process (``debounce worker``, the Procfile's ``worker``) that
 
@@ -24,7 +24,10 @@ Several worker processes against one database are safe: that is how it scales ou
 Modules: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
 :mod:`.outcomes` (completions and failures, each batched into one statement), :mod:`.notifier`
 (``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper, the wait for the schema),
-:mod:`.errors` (how a loop reports a database error); the workspaces' side, one concern
+:mod:`.errors` (how a loop reports a database error), :mod:`.verdict` (the one mapping from
+what a sync or a backfill page raised to what happens to its job), :mod:`.heartbeat` (this
+worker's row in ``workers``: alive, when it last claimed), :mod:`.backfiller` (backfills and
+reconciliations, one worker at a time per workspace); the workspaces' side, one concern
 each: :mod:`.decrypter` (a sync's credentials), :mod:`.key_check` (this worker's key against
 the stored tokens: the ``credentials_error`` marks), :mod:`.workspace_state` (a 429 blocks a
 workspace, a revoked token revokes it), :mod:`.env_workspaces` (the environment's workspaces:

@@ -1,4 +1,4 @@
-"""The claim loop of one worker process: claims due jobs, runs their integration's ``sync``
+"""The claim loop of one worker process: claims due jobs, runs their syncer's ``sync``
 inside the claim fence, maps what it raises to an outcome, and shuts down cleanly."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def default_worker_id() -> str:
 class Worker:
     """The claim loop of one process (see the package docstring).
 
-    ``pool``: an open ``AsyncConnectionPool`` (autocommit connections); ``sources``: the
+    ``pool``: an open ``AsyncConnectionPool`` (autocommit connections); ``syncers``: the
     sources' syncers by source type (``registry.create_all``); each sync gets a
     :class:`~debounce.contract.SyncContext` with the store fenced by its claim, the
     workspace's credentials, its meter and its checkpoint. ``conninfo``: the database URL used

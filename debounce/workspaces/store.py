@@ -21,6 +21,7 @@ __all__ = [
     "block",
     "finish_removals",
     "list_workspaces",
+    "name_and_source",
     "remove",
     "revoke_by_external_id",
     "save",
@@ -159,3 +160,12 @@ async def block(db: Db, workspace_id: int, seconds: float, reason: str) -> dict[
 
 def _public(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k != "credentials"}
+
+
+async def name_and_source(db: Db, workspace_id: int) -> tuple[str, str] | None:
+    """Workspace ``workspace_id``'s name (``"(unnamed)"`` when it has none) and source type, or
+    ``None`` when there is no such workspace."""
+    row = await fetch_one(db, _Q["workspace_name"], {"id": workspace_id})
+    if row is None:
+        return None
+    return str(row["name"] or "(unnamed)"), str(row["source_type"])

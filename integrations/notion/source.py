@@ -107,4 +107,7 @@ SOURCE = Source(
     requests_per_page=1.0,
     # Search sorted by last edit makes a reconciliation cheap: one request per 100 pages edited since.
     reconcile_by_default=True,
+    # Notion's public API has no per-page sharing list: a page's audience is its workspace,
+    # narrowed by an event's accessible_by where a public integration's events carry one.
+    audience_labels={"workspace": "Notion workspace"},
 )

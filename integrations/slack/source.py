@@ -95,4 +95,7 @@ SOURCE = Source(
     # conversations.history call per channel (Tier 3, or 1/min outside the Marketplace).
     reconcile_by_default=False,
     audiences=True,  # each document's conversation kind and members (docs/slack.md, "Audience")
+    audience_labels={"public_channel": "Slack public channel",
+                     "private_channel": "Slack private channel", "mpim": "Slack group DM",
+                     "im": "Slack DM"},
 )

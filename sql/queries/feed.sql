@@ -128,3 +128,8 @@ with clock as (
 )
 select (select count(*) from doomed) as changes, (select got from lock) as ran,
        (select count(*) from frontier) as moved, (select count(*) from buried) as graves
+
+-- workspace_in_feed --
+-- Whether the change feed holds a change of workspace %(workspace_id)s (a removed workspace's
+-- changes stay, with its id: `documents changes --workspace` may still follow them).
+select exists (select 1 from document_changes where workspace_id = %(workspace_id)s) as found

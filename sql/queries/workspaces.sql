@@ -253,3 +253,7 @@ update workspaces
        updated_at = now()
  where id = %(id)s
 returning id, blocked_until, rate_limit_reason
+
+-- workspace_name --
+-- Workspace %(id)s's name and source (no row: there is none), for a filter's heading.
+select w.id, w.name, w.source_type from workspaces w where w.id = %(id)s::bigint

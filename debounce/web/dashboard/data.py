@@ -1,6 +1,7 @@
-"""What the dashboard's screens read: one statement of ``sql/queries/dashboard.sql`` each (plus the
-queue's own ``stats``), shaped into plain values for the templates, and the Markdown renderer.
-The Sources and workspace pages' reads are :mod:`.dashboard_workspaces`.
+"""What the dashboard's screens read, through the domain modules (the queue's ``stats`` and
+:mod:`debounce.queue.activity`, :mod:`debounce.documents.reads`, the workspaces' names), shaped
+into plain values for the templates, and the Markdown renderer. The Sources and workspace
+pages' reads are :mod:`.workspaces`.
 
 Every datetime returned is timezone-aware UTC; durations are seconds (float).
 """
@@ -11,10 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from debounce import queue
+from debounce import queue, workspaces
 from debounce.contract.markdown import gfm_parser
-from debounce.infra.db import Db, fetch_all, fetch_one
-from debounce.infra.sql import queries
+from debounce.documents import reads
+from debounce.infra.db import Db
+from debounce.queue import activity
 from debounce.types import JobStatus, SyncJob
 
 __all__ = [
@@ -32,7 +34,6 @@ __all__ = [
     "workspace_name",
 ]
 
-_Q = queries("dashboard")
 
 #: The window of "recent" figures on the overview, seconds.
 RECENT_SECONDS = 3600.0
@@ -87,7 +88,7 @@ async def overview(db: Db, source_types: list[str], *, now: datetime | None = No
     found in the table but not registered appears too.
     """
     stats = await queue.stats(db, now=now)
-    rows = await fetch_all(db, _Q["recent"], {"now": now, "window_seconds": RECENT_SECONDS})
+    rows = await activity.recent(db, window_seconds=RECENT_SECONDS, now=now)
     states = tuple(s.value for s in JobStatus)
     names = sorted(set(source_types) | set(stats["by_source"]))
     counts = {n: {s: int(stats["by_source"].get(n, {}).get(s, 0)) for s in states} for n in names}
@@ -127,11 +128,10 @@ async def list_jobs(
     ``source_type``, of page ``source_page_id``, of workspace ``workspace_id``, finished within
     the last ``finished_within`` seconds (as the Sources page counts "completed"), before the
     job id ``cursor``. The caller checks the values (the dashboard's handlers do)."""
-    rows = await fetch_all(db, _Q["list_jobs"], {
-        "status": status, "source_type": source_type, "source_page_id": source_page_id,
-        "workspace_id": workspace_id, "finished_within": finished_within, "cursor": cursor,
-        "limit": limit + 1, "now": now,
-    })
+    rows = await activity.list_jobs(
+        db, status=status, source_type=source_type, source_page_id=source_page_id,
+        workspace_id=workspace_id, finished_within=finished_within, cursor=cursor,
+        limit=limit + 1, now=now)
     jobs = [SyncJob.from_row(r) for r in rows[:limit]]
     names = {int(r["workspace_id"]): r["workspace_name"] or "(unnamed)" for r in rows[:limit]
              if r["workspace_id"] is not None}
@@ -141,10 +141,7 @@ async def list_jobs(
 
 async def workspace_name(db: Db, workspace_id: int) -> tuple[str, str] | None:
     """Workspace ``workspace_id``'s name and source type, or ``None`` when there is none."""
-    row = await fetch_one(db, _Q["workspace_name"], {"id": workspace_id})
-    if row is None:
-        return None
-    return str(row["name"] or "(unnamed)"), str(row["source_type"])
+    return await workspaces.name_and_source(db, workspace_id)
 
 
 @dataclass(frozen=True)
@@ -164,17 +161,16 @@ async def list_documents(
     """Documents without their content, newest first: of ``source_type`` and of workspace
     ``workspace_id``, ``state`` "live" or "deleted" (marked deleted), whose title contains
     ``title`` case-insensitively (each ``None``: any), before the row id ``cursor``."""
-    rows = await fetch_all(db, _Q["list_documents"], {
-        "source_type": source_type, "title": title, "cursor": cursor, "limit": limit + 1,
-        "workspace_id": workspace_id, "state": state,
-    })
+    rows = await reads.browse_documents(
+        db, source_type=source_type, title=title, cursor=cursor, limit=limit + 1,
+        workspace_id=workspace_id, state=state)
     docs = [_row(r) for r in rows[:limit]]
     return DocumentPage(documents=docs, next_cursor=docs[-1]["id"] if len(rows) > limit else None)
 
 
 async def get_document(db: Db, document_row_id: int) -> dict[str, Any] | None:
     """The ``documents`` row with id ``document_row_id`` (every column), or ``None``."""
-    row = await fetch_one(db, _Q["get_document"], {"id": document_row_id})
+    row = await reads.document_by_row_id(db, document_row_id)
     return _row(row) if row is not None else None
 
 
@@ -183,9 +179,7 @@ async def page_documents(
 ) -> list[dict[str, Any]]:
     """The documents a job key produced (``id``, ``document_id``, ``title``, ``synced_at``,
     ``deleted_at``), at most ``limit``."""
-    rows = await fetch_all(db, _Q["page_documents"], {
-        "source_type": source_type, "source_page_id": source_page_id, "limit": limit,
-    })
+    rows = await reads.page_documents(db, source_type, source_page_id, limit=limit)
     return [_row(r) for r in rows]
 
 

@@ -1,7 +1,7 @@
 """What the dashboard's Sources page and workspace page read: each source, each connected
 workspace (jobs by state, documents, API budget, backfill progress, errors), shaped into plain
-values for the templates (``sql/queries/dashboard.sql`` ``workspace_activity``, ``source_activity``;
-``workspaces.list_workspaces``; ``backfills.latest``).
+values for the templates (:mod:`debounce.queue.activity`, ``workspaces.list_workspaces``,
+``backfills.latest``).
 
 Every datetime returned is timezone-aware UTC; durations are seconds (float).
 """
@@ -14,9 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from debounce import queue, registry, workspaces
-from debounce.infra.db import Db, fetch_all
-from debounce.infra.sql import queries
-from debounce.queue import backfills
+from debounce.infra.db import Db
+from debounce.queue import activity, backfills
 from debounce.types import ApiBudget, JobStatus
 from debounce.web.dashboard.data import as_utc
 from debounce.workspaces import sync_costs
@@ -29,7 +28,6 @@ __all__ = [
     "workspace_view",
 ]
 
-_Q = queries("dashboard")
 
 
 @dataclass(frozen=True)
@@ -151,19 +149,18 @@ async def source_views(
     sources' default API budgets; ``completed_window_seconds``: the window of the completed
     figures (the dashboard passes the job retention, how long finished jobs are kept)."""
     names = sorted(configured)
-    window = {"now": now, "window_seconds": completed_window_seconds}
     stats = await queue.stats(db, now=now)
     all_workspaces = await workspaces.list_workspaces(db, budgets=budgets)
-    activity = {int(r["workspace_id"]): r for r in await fetch_all(
-        db, _Q["workspace_activity"], {**window, "id": None})}
+    by_workspace = {int(r["workspace_id"]): r for r in await activity.workspace_activity(
+        db, window_seconds=completed_window_seconds, now=now)}
     progress = {w["id"]: await _progress(db, w) for w in all_workspaces}
-    rows = {r["source_type"]: r for r in await fetch_all(
-        db, _Q["source_activity"], {"source_types": names, **window})}
+    rows = {r["source_type"]: r for r in await activity.source_activity(
+        db, names, window_seconds=completed_window_seconds, now=now)}
     views: list[SourceView] = []
     for name in names:
         row = rows.get(name, {})
         is_set, env = configured[name]
-        shown = [_workspace_view(w, activity.get(int(w["id"]), {}), progress[w["id"]], now)
+        shown = [_workspace_view(w, by_workspace.get(int(w["id"]), {}), progress[w["id"]], now)
                  for w in all_workspaces if w["source_type"] == name]
         if not shown:
             jobs = {s.value: int(stats["by_source"].get(name, {}).get(s.value, 0))
@@ -193,9 +190,9 @@ async def workspace_view(
     if not found:
         return None
     w = found[0]
-    activity = await fetch_all(db, _Q["workspace_activity"], {
-        "now": now, "window_seconds": completed_window_seconds, "id": workspace_id})
-    view = _workspace_view(w, activity[0] if activity else {}, await _progress(db, w), now)
+    rows = await activity.workspace_activity(
+        db, workspace_id, window_seconds=completed_window_seconds, now=now)
+    view = _workspace_view(w, rows[0] if rows else {}, await _progress(db, w), now)
     costs = {c.lane: c for c in await sync_costs.read(db, workspace_id)}
     return dataclasses.replace(view, costs=costs)
 

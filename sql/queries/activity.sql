@@ -92,10 +92,6 @@ select w.id as workspace_id,
  where (%(id)s::bigint is null or w.id = %(id)s::bigint)
  order by w.id
 
--- workspace_name --
--- Workspace %(id)s's name and source (no row: there is none), for a filter's heading.
-select w.id, w.name, w.source_type from workspaces w where w.id = %(id)s::bigint
-
 -- list_jobs --
 -- Jobs newest id first with their workspace's name, filtered (each filter NULL: any): state
 -- %(status)s, source %(source_type)s, page %(source_page_id)s, workspace %(workspace_id)s,
@@ -116,32 +112,4 @@ select j.*, w.name as workspace_name
         or j.finished_at >= clock.now - make_interval(secs => %(finished_within)s::float8))
    and (%(cursor)s::bigint is null or j.id < %(cursor)s::bigint)
  order by j.id desc
- limit %(limit)s
-
--- list_documents --
--- Documents newest id first, without their content: of one source (or any, NULL), of one
--- workspace %(workspace_id)s (or any, NULL), %(state)s 'live' or 'deleted' (marked deleted) or
--- either (NULL), whose title contains %(title)s case-insensitively (or any, NULL); %(cursor)s
--- is the last id of the previous page (or NULL).
-select d.id, d.source_type, d.document_id, d.source_page_id, d.title, d.url, d.synced_at,
-       d.deleted_at, length(d.content) as content_chars
-  from documents d
- where (%(source_type)s::text is null or d.source_type = %(source_type)s::text)
-   and (%(workspace_id)s::bigint is null or d.workspace_id = %(workspace_id)s::bigint)
-   and (%(state)s::text is null or (%(state)s::text = 'deleted') = (d.deleted_at is not null))
-   and (%(title)s::text is null or strpos(lower(d.title), lower(%(title)s::text)) > 0)
-   and (%(cursor)s::bigint is null or d.id < %(cursor)s::bigint)
- order by d.id desc
- limit %(limit)s
-
--- get_document --
--- One document by its row id, with its content.
-select * from documents where id = %(id)s
-
--- page_documents --
--- The documents a job key produced (without content), by document id; at most %(limit)s.
-select d.id, d.document_id, d.title, d.synced_at, d.deleted_at
-  from documents d
- where d.source_type = %(source_type)s and d.source_page_id = %(source_page_id)s
- order by d.document_id
  limit %(limit)s

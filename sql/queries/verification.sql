@@ -25,12 +25,3 @@ select token, received_at from verification_tokens
  where source_type = %(source_type)s
  order by received_at desc
  limit 1
-
--- ping --
--- Readiness probe.
-select 1 as ok
-
--- workspace_source --
--- The source of workspace %(id)s (nothing for an unknown id): a re-sync names a workspace of
--- the page's source only.
-select source_type from workspaces where id = %(id)s
