@@ -737,7 +737,7 @@ CREATE TABLE enumerations (
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
-    started_xmin xid8 DEFAULT pg_snapshot_xmin(pg_current_snapshot()),
+    started_snapshot pg_snapshot DEFAULT pg_current_snapshot(),
     CONSTRAINT enumerations_kind_check CHECK ((kind = ANY (ARRAY['backfill'::text, 'reconcile'::text, 'full_reconcile'::text]))),
     CONSTRAINT enumerations_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text, 'failed'::text, 'cancelled'::text]))),
     CONSTRAINT enumerations_times_finite CHECK ((isfinite(started_at) AND isfinite(updated_at) AND isfinite(finished_at) AND isfinite(lease_expires_at) AND isfinite(not_before) AND isfinite(newest_seen) AND isfinite(watermark)))

@@ -26,14 +26,15 @@ alter table document_changes add column sections jsonb;
 
 -- A sweep's deletions are computed against the documents as they were before it began
 -- (Onyx deleted documents indexed during its crawl, issue 40): the transaction that created
--- each document, and the oldest transaction still running when an enumeration began. A
--- document whose creator was not below that xmin may be newer than the sweep's view: the
--- sweep does not re-check it (finish_backfill). NULL (rows from before this migration): old.
--- The defaults are set after the columns are added, so existing rows are not rewritten.
+-- each document, and the snapshot of the statement that began an enumeration. A document
+-- whose creator that snapshot does not see committed (pg_visible_in_snapshot) did not exist
+-- for the sweep when it began: the sweep does not re-check it (finish_backfill). NULL (rows
+-- from before this migration): old. The defaults are set after the columns are added, so
+-- existing rows are not rewritten.
 alter table documents add column created_xid xid8;
 alter table documents alter column created_xid set default pg_current_xact_id();
-alter table enumerations add column started_xmin xid8;
-alter table enumerations alter column started_xmin set default pg_snapshot_xmin(pg_current_snapshot());
+alter table enumerations add column started_snapshot pg_snapshot;
+alter table enumerations alter column started_snapshot set default pg_current_snapshot();
 
 -- No foreign key to workspaces: a hold is written inside a document write, and a row that
 -- refers to a workspace must not start while the workspace is being removed (migration 021's

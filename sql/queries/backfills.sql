@@ -224,7 +224,7 @@ returning x.*, counts.enqueued as page_enqueued
 -- (reconciled_at, the newest edit seen as the next reconciliation's watermark); after a whole list
 -- (backfill, full_reconcile) every live document of the workspace that the listing did not
 -- show, that was not synced since the backfill started and that existed before it began
--- (created by a transaction below its started_xmin) is re-checked once: a bulk job
+-- (created by a transaction its started_snapshot saw committed) is re-checked once: a bulk job
 -- for its page (the sync marks it deleted when the source says it is gone). Returns the row.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
@@ -238,7 +238,8 @@ with clock as (
        and (d.listed_at is null or d.listed_at < e.started_at)
        and d.synced_at < e.started_at
        -- as the documents were before the backfill began (migration 027)
-       and (d.created_xid is null or e.started_xmin is null or d.created_xid < e.started_xmin)
+       and (d.created_xid is null or e.started_snapshot is null
+            or pg_visible_in_snapshot(d.created_xid, e.started_snapshot))
 ), rechecks as (
     {{_insert_bulk_job}}
     select e.source_type, v.source_page_id, 'pending', '{"recheck": true}'::jsonb, 0,
