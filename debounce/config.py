@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from debounce import registry
-from debounce.contract.settings import env_bool, env_int, env_seconds, env_str
+from debounce.contract.settings import env_bool, env_int, env_number, env_seconds, env_str
 from debounce.contract.source import DEFAULT_WINDOW
 from debounce.infra.retry import DEFAULT_BACKOFF_SECONDS
 from debounce.types import ApiBudget, SourceWindow
@@ -166,6 +166,13 @@ def _bool_text(value: Any) -> str:
 
 
 #: The kinds of the service's variables (:func:`variable`'s ``kind``). A text kept as given.
+def _share(env: Mapping[str, str], name: str, default: Any) -> Any:
+    value = env_number(env, name, default)
+    if value > 1:
+        raise ValueError(f"{name} must be a share between 0 and 1, got {env.get(name)!r}")
+    return value
+
+
 TEXT = Kind("text", _text)
 #: A Postgres connection URL (or libpq key=value string), checked when read.
 POSTGRES_URL = Kind("Postgres URL", _postgres_url)
@@ -181,6 +188,8 @@ OPTIONAL_INTEGER = Kind("integer ≥ 1", _optional_int)
 SECONDS = Kind("seconds ≥ 0", lambda env, name, default: env_seconds(env, name, default),
                number_text)
 POSITIVE_SECONDS = Kind("seconds > 0", _positive, number_text)
+SHARE = Kind("share 0..1", _share, number_text)
+COUNT = Kind("integer ≥ 0", lambda env, name, default: env_int(env, name, default, minimum=0))
 BOOLEAN = Kind("true or false", lambda env, name, default: env_bool(env, name, default),
                _bool_text)
 LOG_FORMAT = Kind("`text` or `json`", _log_format)
@@ -356,6 +365,17 @@ class Settings:
     delivery_disable_after_seconds: float = variable(
         "DEBOUNCE_DELIVERY_DISABLE_AFTER_SECONDS", POSITIVE_SECONDS,
         "how long a subscription's endpoint may keep failing before it is disabled", 5 * 86400.0)
+    deletion_guard_count: int = variable(
+        "DEBOUNCE_DELETION_GUARD_COUNT", COUNT,
+        "deletions of a workspace within the guard's window above which they are held for an "
+        "operator (when they also exceed the share; docs/consumers.md, \"Deletions held\")", 10)
+    deletion_guard_share: float = variable(
+        "DEBOUNCE_DELETION_GUARD_SHARE", SHARE,
+        "share of a workspace's documents that deletions within the window must also exceed to "
+        "be held (0.1: 10 %)", 0.1)
+    deletion_guard_window_seconds: float = variable(
+        "DEBOUNCE_DELETION_GUARD_WINDOW_SECONDS", SECONDS,
+        "the window over which the deletion guard counts a workspace's deletions", 600.0)
 
     source_values: Mapping[str, Any] = field(default_factory=dict)
 

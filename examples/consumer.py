@@ -1,6 +1,8 @@
 """A consumer of debounce: keeps a local SQLite index of the documents current by following
 the change feed (docs/consumers.md), printing each change it applies; Ctrl-C stops it (the
-index and its cursor are saved together). Run: python examples/consumer.py URL TOKEN index.db"""
+index and its cursor are saved together). Each document's sections are "embedded" (here: their
+text stored) one by one: a change re-embeds only the sections it added or changed.
+Run: python examples/consumer.py URL TOKEN index.db"""
 
 import sqlite3
 import sys
@@ -17,16 +19,38 @@ def open_index(path: str) -> sqlite3.Connection:
     db.execute("create table if not exists docs (source text, document_id text, sha text, "
                "title text, content text, primary key (source, document_id))")
     db.execute("create table if not exists feed (one integer primary key, cursor text)")
+    db.execute("create table if not exists sections (source text, document_id text, id text, "
+               "sha text, embedding text, primary key (source, document_id, id))")
     return db
 
 
-def save(db: sqlite3.Connection, doc: dict) -> None:
+def embed(text: str) -> str:
+    return text  # your embedding model here: only the sections that changed get here
+
+
+def save(db: sqlite3.Connection, doc: dict, named: set[str] | None = None) -> int:
+    """Store ``doc`` and re-embed its sections that ``named`` names (None: any) and whose hash
+    is not the one stored; drop the sections it no longer has. Returns the sections embedded."""
+    key = (doc["source"], doc["document_id"])
     if doc["deleted_at"] is not None:  # a tombstone
-        db.execute("delete from docs where source = ? and document_id = ?",
-                   (doc["source"], doc["document_id"]))
-    else:
-        db.execute("insert or replace into docs values (?, ?, ?, ?, ?)", (doc["source"],
-                   doc["document_id"], doc["content_sha256"], doc["title"], doc["content"]))
+        db.execute("delete from docs where source = ? and document_id = ?", key)
+        db.execute("delete from sections where source = ? and document_id = ?", key)
+        return 0
+    db.execute("insert or replace into docs values (?, ?, ?, ?, ?)", (*key,
+               doc["content_sha256"], doc["title"], doc["content"]))
+    stored = dict(db.execute("select id, sha from sections where source = ? and document_id = ?",
+                             key))
+    embedded = 0
+    for section in doc["sections"]:
+        if (named is None or section["id"] in named) and stored.get(section["id"]) != section["sha256"]:
+            text = doc["content"][section["start"]:section["end"]]
+            db.execute("insert or replace into sections values (?, ?, ?, ?, ?)",
+                       (*key, section["id"], section["sha256"], embed(text)))
+            embedded += 1
+    for gone in set(stored) - {s["id"] for s in doc["sections"]}:
+        db.execute("delete from sections where source = ? and document_id = ? and id = ?",
+                   (*key, gone))
+    return embedded
 
 
 def reread(api: httpx.Client, db: sqlite3.Connection, cursor: str | None) -> None:
@@ -63,8 +87,12 @@ def step(api: httpx.Client, db: sqlite3.Connection, wait: float = 25) -> int:
             doc = {**change, "deleted_at": change["updated_at"], "title": "(gone)"}
         else:
             doc = doc.raise_for_status().json()["document"]
-        save(db, doc)
-        say(f"{change['op']:6} {change['source']} {change['document_id']}: {doc['title']}")
+        said = change["sections"]  # which sections this change added, changed, removed
+        embedded = save(db, doc, None if said is None else {*said["added"], *said["changed"]})
+        line = f"{change['op']:6} {change['source']} {change['document_id']}: {doc['title']}"
+        if doc["deleted_at"] is None:
+            line += f" ({embedded} of {len(doc['sections'])} sections re-embedded)"
+        say(line)
     db.execute("update feed set cursor = ?", (body["next"],))
     db.commit()  # the documents and the cursor together
     return len(body["changes"])

@@ -48,6 +48,7 @@ CREATE TABLE backfills (
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
+    started_snapshot pg_snapshot DEFAULT pg_current_snapshot(),
     CONSTRAINT backfills_kind_check CHECK ((kind = ANY (ARRAY['backfill'::text, 'reconcile'::text, 'full_reconcile'::text]))),
     CONSTRAINT backfills_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text, 'failed'::text, 'cancelled'::text]))),
     CONSTRAINT backfills_times_finite CHECK ((isfinite(started_at) AND isfinite(updated_at) AND isfinite(finished_at) AND isfinite(lease_expires_at) AND isfinite(not_before) AND isfinite(newest_seen) AND isfinite(watermark)))
@@ -76,7 +77,8 @@ begin
     end if;
 
     -- 2. after a whole list, a re-check (a bulk job) of every live document of the workspace
-    --    that the listing did not show and no sync touched since the backfill started
+    --    that the listing did not show, no sync touched since the backfill started and that
+    --    existed when it began (its started_snapshot saw the document's creation committed)
     with ins as (
         insert into sync_jobs (source_type, source_page_id, status, payload, event_count,
                                priority, max_attempts, scheduled_at, first_event_at,
@@ -89,7 +91,10 @@ begin
                    and d.workspace_id = b.workspace_id and d.source_type = b.source_type
                    and d.deleted_at is null
                    and (d.listed_at is null or d.listed_at < b.started_at)
-                   and d.synced_at < b.started_at) v
+                   and d.synced_at < b.started_at
+                   -- as the documents were before the backfill began: none created since
+                   and (d.created_xid is null or b.started_snapshot is null
+                        or pg_visible_in_snapshot(d.created_xid, b.started_snapshot))) v
          order by v.source_page_id
         on conflict (source_type, source_page_id) where status in ('pending', 'processing')
         do nothing
@@ -418,6 +423,115 @@ begin
 end
 $$;
 
+-- Name: debounce_delete_documents(bigint[], text, integer, double precision, double precision); Type: FUNCTION
+
+CREATE FUNCTION debounce_delete_documents(p_ids bigint[], p_why text, p_max_count integer, p_max_share double precision, p_window double precision) RETURNS TABLE(document_id text, held boolean)
+    LANGUAGE plpgsql
+    AS $$
+declare
+    w record;
+    fresh bigint[];
+    recent bigint;
+    pending bigint;
+    live bigint;
+    total bigint;
+    awaiting bigint;
+    hold bigint;
+    span text;
+begin
+    span := case when p_window >= 60 and p_window::numeric % 60 = 0
+                 then (p_window / 60)::bigint || ' minute' ||
+                      case when p_window = 60 then '' else 's' end
+                 else p_window::numeric || ' seconds' end;
+    for w in
+        select d.workspace_id, d.source_type, array_agg(d.id order by d.id) as ids
+          from documents d
+         where d.id = any(p_ids) and d.deleted_at is null
+         group by d.workspace_id, d.source_type
+         order by d.source_type, d.workspace_id
+    loop
+        hold := null;
+        -- documents of their workspace's open hold stay held (a hold of a workspace since
+        -- removed holds nothing: its documents were attached to another one since)
+        return query
+            select d.document_id, true
+              from documents d join deletion_holds h on h.id = d.held_by and h.status = 'held'
+                                and h.workspace_id is not distinct from d.workspace_id
+             where d.id = any(w.ids);
+        select array_agg(d.id order by d.id) into fresh
+          from documents d
+         where d.id = any(w.ids)
+           and not exists (select 1 from deletion_holds h
+                            where h.id = d.held_by and h.status = 'held'
+                              and h.workspace_id is not distinct from d.workspace_id);
+        continue when fresh is null;
+        select count(*) into recent from documents d
+         where d.workspace_id is not distinct from w.workspace_id
+           and d.source_type = w.source_type
+           and d.deleted_at is not null and d.held_by is null
+           and d.deleted_at >= now() - make_interval(secs => p_window);
+        select count(*) filter (where h.id is not null), count(*) into pending, live
+          from documents d
+          left join deletion_holds h on h.id = d.held_by and h.status = 'held'
+                                     and h.workspace_id is not distinct from d.workspace_id
+         where d.workspace_id is not distinct from w.workspace_id
+           and d.source_type = w.source_type
+           and d.deleted_at is null;
+        -- re-checks of a sweep still to run (sync_jobs payload {"recheck": true}: the queue's
+        -- finish_backfill), other than this deletion's own pages
+        select count(*) into awaiting
+          from sync_jobs j
+          join documents d on d.source_type = j.source_type
+                          and d.source_page_id = j.source_page_id
+         where j.workspace_id = w.workspace_id and j.source_type = w.source_type
+           and j.status in ('pending', 'processing') and j.payload ? 'recheck'
+           and d.deleted_at is null and d.held_by is null and not d.id = any(w.ids);
+        total := recent + pending + cardinality(fresh) + awaiting;
+        if total > p_max_count and total > p_max_share * (live + recent) then
+            select h.id into hold from deletion_holds h
+             where h.source_type = w.source_type
+               and coalesce(h.workspace_id, 0) = coalesce(w.workspace_id, 0)
+               and h.status = 'held'
+               for update;
+            if hold is null then   -- a concurrent first hold of the workspace wins the insert
+                insert into deletion_holds (workspace_id, source_type, reason)
+                values (w.workspace_id, w.source_type, '')
+                on conflict (source_type, coalesce(workspace_id, 0)) where status = 'held'
+                do nothing
+                returning id into hold;
+            end if;
+            if hold is null then
+                select h.id into hold from deletion_holds h
+                 where h.source_type = w.source_type
+                   and coalesce(h.workspace_id, 0) = coalesce(w.workspace_id, 0)
+                   and h.status = 'held'
+                   for update;
+            end if;
+            update deletion_holds
+               set reason = format('%s %s document%s %s within %s: %s %% of the workspace%s',
+                                   total - awaiting, w.source_type,
+                                   case when total - awaiting = 1 then '' else 's' end,
+                                   p_why, span,
+                                   round(100.0 * total / greatest(live + recent, 1)),
+                                   case when awaiting > 0
+                                        then format(' with the %s more a sweep is re-checking',
+                                                    awaiting) else '' end),
+                   updated_at = now()
+             where id = hold;
+            return query
+                update documents d set held_by = hold
+                 where d.id = any(fresh)
+                returning d.document_id, true;
+        else
+            return query
+                update documents d
+                   set deleted_at = now(), synced_at = now(), updated_at = now(), held_by = null
+                 where d.id = any(fresh)
+                returning d.document_id, false;
+        end if;
+    end loop;
+end $$;
+
 -- Name: debounce_merge_kinds(text[], text[]); Type: FUNCTION
 
 CREATE FUNCTION debounce_merge_kinds(a text[], b text[]) RETURNS text[]
@@ -427,6 +541,33 @@ CREATE FUNCTION debounce_merge_kinds(a text[], b text[]) RETURNS text[]
                 when b is null then a
                 when cardinality(a) = 0 or cardinality(b) = 0 then '{}'::text[]
                 else array(select distinct k from unnest(a || b) as u(k) order by k) end
+$$;
+
+-- Name: debounce_section_changes(jsonb, jsonb); Type: FUNCTION
+
+CREATE FUNCTION debounce_section_changes(old_s jsonb, new_s jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    with o as (
+        select coalesce(jsonb_object_agg(e->>'id', e->>'sha256'), '{}'::jsonb) as m
+          from jsonb_array_elements(coalesce(old_s, '[]'::jsonb)) e
+    ), n as (
+        select coalesce(jsonb_object_agg(e->>'id', e->>'sha256'), '{}'::jsonb) as m
+          from jsonb_array_elements(coalesce(new_s, '[]'::jsonb)) e
+    )
+    select case when new_s is null then null else jsonb_build_object(
+        'added', coalesce((select jsonb_agg(x.e->'id' order by x.i)
+                             from jsonb_array_elements(new_s) with ordinality x(e, i), o
+                            where not o.m ? (x.e->>'id')), '[]'::jsonb),
+        'changed', coalesce((select jsonb_agg(x.e->'id' order by x.i)
+                               from jsonb_array_elements(new_s) with ordinality x(e, i), o
+                              where o.m->>(x.e->>'id') <> x.e->>'sha256'), '[]'::jsonb),
+        'removed', coalesce((select jsonb_agg(x.e->'id' order by x.i)
+                               from jsonb_array_elements(coalesce(old_s, '[]'::jsonb))
+                                    with ordinality x(e, i), n
+                              where not n.m ? (x.e->>'id')), '[]'::jsonb))
+    end
+      from o, n
 $$;
 
 -- Name: document_feed_append(); Type: FUNCTION
@@ -464,11 +605,13 @@ begin
             update documents set feed_xid = position, feed_seq = seq where id = new.id;
         end if;
         insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
-                                      source_page_id, op, updated_at, content_sha256)
+                                      source_page_id, op, updated_at, content_sha256, sections)
         values (position, seq, new.source_type, new.workspace_id, new.document_id,
                 new.source_page_id,
                 case when new.deleted_at is null then 'upsert' else 'delete' end,
-                new.updated_at, new.content_sha256);
+                new.updated_at, new.content_sha256,
+                case when new.sections is not null
+                     then debounce_section_changes(null, new.sections) end);
     end if;
     return null;
 end $$;
@@ -491,6 +634,8 @@ begin
             prev.updated_at := new.updated_at;
             prev.feed_xid := new.feed_xid;
             prev.feed_seq := new.feed_seq;
+            prev.sections := new.sections;
+            prev.held_by := new.held_by;
             if prev is not distinct from new then
                 return new;   -- only bookkeeping moved: no change for consumers
             end if;
@@ -501,11 +646,14 @@ begin
         new.feed_xid := greatest(pg_current_xact_id(), old.feed_xid);
         new.feed_seq := nextval('document_changes_seq');
         insert into document_changes (feed_xid, seq, source_type, workspace_id, document_id,
-                                      source_page_id, op, updated_at, content_sha256)
+                                      source_page_id, op, updated_at, content_sha256, sections)
         values (new.feed_xid, new.feed_seq, new.source_type, new.workspace_id, new.document_id,
                 new.source_page_id,
                 case when new.deleted_at is null then 'upsert' else 'delete' end,
-                new.updated_at, new.content_sha256);
+                new.updated_at, new.content_sha256,
+                case when new.sections is not null then
+                    debounce_section_changes(case when old.deleted_at is null
+                                                  then old.sections end, new.sections) end);
         return new;
     end if;
     new.feed_xid := pg_current_xact_id();
@@ -640,6 +788,32 @@ CREATE TABLE conversation_audiences (
     CONSTRAINT conversation_audiences_times_finite CHECK (isfinite(refreshed_at))
 );
 
+-- Name: deletion_holds; Type: TABLE
+
+CREATE TABLE deletion_holds (
+    id bigint NOT NULL,
+    workspace_id bigint,
+    source_type text NOT NULL,
+    status text DEFAULT 'held'::text NOT NULL,
+    reason text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    resolved_at timestamp with time zone,
+    resolved integer,
+    CONSTRAINT deletion_holds_status_check CHECK ((status = ANY (ARRAY['held'::text, 'applied'::text, 'dismissed'::text])))
+);
+
+-- Name: deletion_holds_id_seq; Type: SEQUENCE
+
+ALTER TABLE deletion_holds ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME deletion_holds_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 -- Name: document_changes; Type: TABLE
 
 CREATE TABLE document_changes (
@@ -653,6 +827,7 @@ CREATE TABLE document_changes (
     updated_at timestamp with time zone NOT NULL,
     content_sha256 text NOT NULL,
     changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    sections jsonb,
     CONSTRAINT document_changes_op_check CHECK ((op = ANY (ARRAY['upsert'::text, 'delete'::text]))),
     CONSTRAINT document_changes_times_finite CHECK ((isfinite(changed_at) AND isfinite(updated_at)))
 );
@@ -708,6 +883,9 @@ CREATE TABLE documents (
     audience_accessible_by text[],
     feed_xid xid8,
     feed_seq bigint,
+    sections jsonb,
+    held_by bigint,
+    created_xid xid8 DEFAULT pg_current_xact_id(),
     CONSTRAINT documents_audience_kind_check CHECK ((audience_kind = ANY (ARRAY['public_channel'::text, 'private_channel'::text, 'mpim'::text, 'im'::text, 'workspace'::text]))),
     CONSTRAINT documents_times_finite CHECK ((isfinite(created_at) AND isfinite(updated_at) AND isfinite(synced_at) AND isfinite(deleted_at) AND isfinite(source_updated_at) AND isfinite(listed_at)))
 );
@@ -936,6 +1114,11 @@ CREATE SEQUENCE workspaces_served_seq
 ALTER TABLE ONLY backfills
     ADD CONSTRAINT backfills_pkey PRIMARY KEY (id);
 
+-- Name: deletion_holds deletion_holds_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY deletion_holds
+    ADD CONSTRAINT deletion_holds_pkey PRIMARY KEY (id);
+
 -- Name: document_changes document_changes_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY document_changes
@@ -1023,6 +1206,10 @@ CREATE INDEX backfills_workspace ON backfills USING btree (workspace_id, id DESC
 
 CREATE UNIQUE INDEX conversation_audiences_key ON conversation_audiences USING btree (source_type, COALESCE(workspace_id, (0)::bigint), conversation_id);
 
+-- Name: deletion_holds_open; Type: INDEX
+
+CREATE UNIQUE INDEX deletion_holds_open ON deletion_holds USING btree (source_type, COALESCE(workspace_id, (0)::bigint)) WHERE (status = 'held'::text);
+
 -- Name: documents_audience_members; Type: INDEX
 
 CREATE INDEX documents_audience_members ON documents USING gin (audience_members) WHERE (audience_members IS NOT NULL);
@@ -1030,6 +1217,14 @@ CREATE INDEX documents_audience_members ON documents USING gin (audience_members
 -- Name: documents_audience_public; Type: INDEX
 
 CREATE INDEX documents_audience_public ON documents USING btree (workspace_id, id) WHERE (audience_kind = 'public_channel'::text);
+
+-- Name: documents_deleted_recently; Type: INDEX
+
+CREATE INDEX documents_deleted_recently ON documents USING btree (workspace_id, deleted_at) WHERE ((deleted_at IS NOT NULL) AND (held_by IS NULL));
+
+-- Name: documents_held; Type: INDEX
+
+CREATE INDEX documents_held ON documents USING btree (held_by) WHERE (held_by IS NOT NULL);
 
 -- Name: documents_page; Type: INDEX
 

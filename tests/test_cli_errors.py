@@ -105,6 +105,7 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "notion-token": (["notion-token"], "none", "no embedded database"),
     "documents": (["documents", "--id", "nosuch"], "migrated", "no document 'nosuch'"),
     "backfill": (["backfill", "notion"], "unmigrated", "not migrated"),
+    "deletions": (["deletions", "apply", "999"], "migrated", "no open hold 999"),
     "workspaces list": (["workspaces", "list"], "unmigrated", "not migrated"),
     "workspaces add": (["workspaces", "add", "notion", "--token", "wrong"], "notion",
                        "Notion refused the token"),

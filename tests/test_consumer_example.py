@@ -17,9 +17,11 @@ from typing import Any
 import httpx
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
+from test_sections import hundred_sections
 
 from debounce.config import Settings
 from debounce.documents import feed
+from debounce.documents.sections import split_sections
 from debounce.documents.store import Document, DocumentStore
 from debounce.web import create_app
 from standins.server import BackgroundServer
@@ -115,11 +117,19 @@ async def test_the_consumer_says_what_it_does_and_ends_quietly_on_ctrl_c(
         try:
             assert proc.stdout is not None and proc.stderr is not None
             assert await _line(proc.stdout) == "read 1 documents; following the change feed"
-            assert await _line(proc.stdout) == "upsert notion page-a: Alpha"
+            assert await _line(proc.stdout) == (
+                "upsert notion page-a: Alpha (0 of 1 sections re-embedded)")
             assert await _line(proc.stdout) == waiting
             await store.upsert(doc("page-b", "beta", title="Beta"))
             assert [await _line(proc.stdout) for _ in range(2)] == [
-                "upsert notion page-b: Beta", waiting]
+                "upsert notion page-b: Beta (1 of 1 sections re-embedded)", waiting]
+            # A one-paragraph edit in a 100-section document re-embeds one section.
+            await store.upsert(doc("page-c", hundred_sections(), title="Handbook"))
+            assert [await _line(proc.stdout) for _ in range(2)] == [
+                "upsert notion page-c: Handbook (111 of 111 sections re-embedded)", waiting]
+            await store.upsert(doc("page-c", hundred_sections(edit=50), title="Handbook"))
+            assert [await _line(proc.stdout) for _ in range(2)] == [
+                "upsert notion page-c: Handbook (1 of 111 sections re-embedded)", waiting]
             await store.mark_deleted("notion", ["page-a"])
             assert [await _line(proc.stdout) for _ in range(2)] == [
                 "delete notion page-a: Alpha", waiting]
@@ -134,7 +144,11 @@ async def test_the_consumer_says_what_it_does_and_ends_quietly_on_ctrl_c(
     assert rest == f"stopped; {index} keeps the index and where to go on from\n"
     assert err == ""
     with sqlite3.connect(index) as db:
-        assert [r[0] for r in db.execute("select document_id from docs")] == ["page-b"]
+        assert [r[0] for r in db.execute("select document_id from docs")] == ["page-b", "page-c"]
+        assert db.execute("select count(*) from sections").fetchone() == (1 + 111,)
+        assert dict(db.execute("select id, embedding from sections where document_id = 'page-c'")
+                    ) == {s.id: hundred_sections(edit=50)[s.start:s.end]
+                          for s in split_sections(hundred_sections(edit=50))}
 
 
 def test_the_consumer_refuses_bad_arguments_in_one_line(database_url: str, tmp_path: Path) -> None:

@@ -248,7 +248,8 @@ async def test_the_feed_serves_changes_in_order_and_410_says_where_to_follow_fro
     assert [(c["source"], c["document_id"], c["op"]) for c in body["changes"]] == [
         ("notion", "a", "upsert"), ("slack", THREAD, "upsert"), ("notion", "a", "delete")]
     assert set(body["changes"][0]) == {"cursor", "source", "workspace_id", "document_id",
-                                       "source_page_id", "op", "updated_at", "content_sha256"}
+                                       "source_page_id", "op", "updated_at", "content_sha256",
+                                       "sections"}
     slack_only = (await client.get("/documents/changes", params={"source": "slack"})).json()
     assert [c["document_id"] for c in slack_only["changes"]] == [THREAD]
     assert slack_only["next"] == body["next"]

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from debounce import queue, registry
-from debounce.cli import backfill, changes, subscriptions, workspace_cmds
+from debounce.cli import backfill, changes, deletions, subscriptions, workspace_cmds
 from debounce.cli.errors import fail
 from debounce.config import Settings
 from debounce.documents import audiences, feed, reads
@@ -176,5 +176,6 @@ COMMANDS: dict[str, Command] = {
     "workspaces": workspace_cmds.run,
     "backfill": backfill.run,
     "subscriptions": subscriptions.run,
+    "deletions": deletions.run,
     **dict.fromkeys(handshake_commands(), handshake_token),
 }

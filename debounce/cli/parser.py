@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 from debounce import registry
-from debounce.cli import backfill, subscriptions, workspace_cmds
+from debounce.cli import backfill, deletions, subscriptions, workspace_cmds
 from debounce.cli.admin import handshake_commands
 
 __all__ = ["OneLineParser", "build_parser", "known_source"]
@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     workspace_cmds.add_parser(sub)
     subscriptions.add_parser(sub)
     backfill.add_parser(sub)
+    deletions.add_parser(sub)
     sp = command("documents", "list synced documents, newest first (by id, as the dashboard's "
                               "Documents page), or print one as Markdown; `documents changes` "
                               "prints the change feed")

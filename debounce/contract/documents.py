@@ -34,7 +34,10 @@ class Document:
     source's own dialect).
     ``source_updated_at`` is the source's own last-edit time, timezone-aware UTC, or ``None``
     if unknown. ``audience``: who may read it (:class:`~debounce.contract.audience.Audience`),
-    ``None``: unknown (the stored audience is left as it is).
+    ``None``: unknown (the stored audience is left as it is). ``anchors``: where the source's
+    own parts of the content start, ``(character offset, the part's id in the source)`` in
+    ascending offsets with unique ids (Slack: each message and its ``ts``); the service cuts
+    the document's sections there instead of at its headings (docs/consumers.md, "Sections").
     """
 
     source_type: str
@@ -46,6 +49,7 @@ class Document:
     metadata: dict[str, Any] = field(default_factory=dict)
     source_updated_at: datetime | None = None
     audience: Audience | None = None
+    anchors: tuple[tuple[int, str], ...] = ()
 
 
 class DocumentWriter(Protocol):
@@ -72,12 +76,18 @@ class DocumentWriter(Protocol):
         the source again."""
         ...
 
-    async def mark_deleted(self, source_type: str, document_ids: Sequence[str]) -> list[str]:
-        """Mark these documents deleted; returns the ids that were not deleted before."""
+    async def mark_deleted(self, source_type: str, document_ids: Sequence[str], *,
+                           why: str = "were found gone") -> list[str]:
+        """Mark these documents deleted; returns the ids marked now. The service may hold
+        deletions that look like a mistake (too many of a workspace at once): held ones stay
+        live and are not returned. ``why``: what the source answered, for the hold's reason
+        (``"answered object_not_found"``)."""
         ...
 
-    async def mark_page_deleted(self, source_type: str, source_page_id: str) -> list[str]:
-        """Mark every document of job key ``source_page_id`` deleted; returns the ids marked."""
+    async def mark_page_deleted(self, source_type: str, source_page_id: str, *,
+                                why: str = "were found gone") -> list[str]:
+        """Mark every document of job key ``source_page_id`` deleted; returns the ids marked
+        now (held ones, as :meth:`mark_deleted`, are not)."""
         ...
 
     async def get_state(self, source_type: str, source_page_id: str) -> dict[str, Any]:

@@ -134,7 +134,9 @@ class CursorGone(Exception):
 class Change:
     """One change: ``op`` is ``upsert`` or ``delete`` (the document is a tombstone, or its row
     was deleted); ``updated_at`` is UTC; ``content_sha256`` the hex SHA-256 of the content
-    written (the last content of a deleted document)."""
+    written (the last content of a deleted document); ``sections`` which section ids the
+    change ``added``, ``changed`` and ``removed`` (migration 027; ``None``: unknown — a row
+    deleted outright, or written before sections existed)."""
 
     cursor: Cursor
     source: str
@@ -144,13 +146,15 @@ class Change:
     op: str
     updated_at: datetime
     content_sha256: str
+    sections: dict[str, list[str]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The change as the feed's JSON object (docs/consumers.md)."""
         return {"cursor": self.cursor.encode(), "source": self.source,
                 "workspace_id": self.workspace_id, "document_id": self.document_id,
                 "source_page_id": self.source_page_id, "op": self.op,
-                "updated_at": self.updated_at.isoformat(), "content_sha256": self.content_sha256}
+                "updated_at": self.updated_at.isoformat(), "content_sha256": self.content_sha256,
+                "sections": self.sections}
 
 
 @dataclass(frozen=True)
@@ -292,7 +296,7 @@ async def read_changes(
 def _change(epoch: str, row: Any) -> Change:
     return Change(Cursor(epoch, int(row["feed_xid"]), int(row["seq"])), row["source_type"],
                   row["workspace_id"], row["document_id"], row["source_page_id"], row["op"],
-                  row["updated_at"], row["content_sha256"])
+                  row["updated_at"], row["content_sha256"], row.get("sections"))
 
 
 async def replica_lag(db: Db) -> float:

@@ -12,11 +12,18 @@ the statement that writes and with the job row locked, that the lease token is s
 A worker that stalled past its lease (GC pause, frozen VM, partition) and whose job another
 worker re-claimed gets :class:`LeaseLost` instead of overwriting the newer document (issue 16,
 case 2). An unfenced store (tests, tools) writes unconditionally.
+
+**Sections and held deletions** (issue 40). :meth:`DocumentStore.upsert` cuts the content into
+sections (:mod:`debounce.documents.sections`) and stores them with it; the feed's triggers say
+which sections each change added, changed or removed. Every deletion goes through one guard
+(:mod:`debounce.documents.deletions`): deletions that look like a mistake are held, not done.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +33,8 @@ from debounce.contract.audience import Audience
 from debounce.contract.documents import Document, WriteOutcome
 from debounce.contract.errors import LeaseLost
 from debounce.contract.jobs import SyncJob
+from debounce.documents.deletions import DEFAULT_GUARD, DeletionGuard
+from debounce.documents.sections import split_sections
 from debounce.infra.db import Db, fetch_all, fetch_one
 from debounce.infra.sql import queries
 
@@ -40,6 +49,10 @@ __all__ = [
 ]
 
 _Q = queries("documents")
+log = logging.getLogger("debounce.documents")
+#: Characters of content above which its sections are cut in a thread (about 5 ms of parsing
+#: on a laptop: the worker's event loop keeps extending leases meanwhile).
+_PARSE_INLINE_LIMIT = 20_000
 
 def content_sha256(content: str) -> str:
     """Hex SHA-256 of the UTF-8 Markdown ``content``."""
@@ -63,14 +76,18 @@ class DocumentStore:
     """The ``documents`` and ``sync_state`` tables over a connection or pool (one statement
     per call, each committed on its own when ``db`` is a pool): the service's
     :class:`~debounce.contract.DocumentWriter`. ``fence``: ``(job id, lease token)`` of the
-    claim every write is checked against (:meth:`fenced`), ``None``: unfenced."""
+    claim every write is checked against (:meth:`fenced`), ``None``: unfenced. ``guard``: the
+    limits above which deletions are held (:class:`~debounce.documents.deletions.DeletionGuard`,
+    from the settings)."""
 
-    def __init__(self, db: Db, fence: tuple[int, str] | None = None) -> None:
+    def __init__(self, db: Db, fence: tuple[int, str] | None = None,
+                 guard: DeletionGuard = DEFAULT_GUARD) -> None:
         self.db = db
         self.fence = fence
         #: ``(source type, document id, title)`` of each document this store inserted or
         #: updated, in order (the worker's log names what a sync wrote).
         self.wrote: list[tuple[str, str, str]] = []
+        self.guard = guard
 
     def fenced(self, job: SyncJob) -> DocumentStore:
         """This store with every write fenced by ``job``'s claim (``job.id`` and
@@ -81,7 +98,7 @@ class DocumentStore:
         """
         if job.lease_token is None:
             raise ValueError(f"job {job.id} carries no lease token: fence with a claimed job")
-        return DocumentStore(self.db, (job.id, str(job.lease_token)))
+        return DocumentStore(self.db, (job.id, str(job.lease_token)), self.guard)
 
     def _fence_params(self) -> dict[str, Any]:
         return {
@@ -95,11 +112,19 @@ class DocumentStore:
 
     async def upsert(self, doc: Document) -> WriteOutcome:
         """Insert or update ``doc``; an unchanged document is not rewritten (see
-        :class:`WriteOutcome`). Un-deletes a document that was marked deleted.
+        :class:`WriteOutcome`). Un-deletes a document that was marked deleted, releases a held
+        deletion, and stores the content's sections (:func:`~debounce.documents.sections.
+        split_sections`, cut at ``doc.anchors`` when the syncer gave them).
 
         Raises:
             LeaseLost: in a fenced store whose claim no longer holds the job.
+            ValueError: ``doc.anchors`` out of order, out of range or with a repeated id.
         """
+        if len(doc.content) > _PARSE_INLINE_LIMIT:  # a long parse: let the event loop run
+            cut = await asyncio.to_thread(split_sections, doc.content, doc.anchors)
+        else:
+            cut = split_sections(doc.content, doc.anchors)
+        sections = [s.to_json() for s in cut]
         row = await fetch_one(
             self.db,
             _Q["upsert_document"],
@@ -114,6 +139,7 @@ class DocumentStore:
                 "metadata": Jsonb(doc.metadata),
                 "source_updated_at": doc.source_updated_at,
                 **audience_params(doc.audience),
+                "sections": Jsonb(sections),
                 **self._fence_params(),
             },
         )
@@ -125,8 +151,12 @@ class DocumentStore:
             self.wrote.append((doc.source_type, doc.document_id, doc.title))
         return outcome
 
-    async def mark_deleted(self, source_type: str, document_ids: Sequence[str]) -> list[str]:
-        """Mark these documents deleted; returns the ids that were not deleted before.
+    async def mark_deleted(self, source_type: str, document_ids: Sequence[str], *,
+                           why: str = "were found gone") -> list[str]:
+        """Mark these documents deleted through the deletion guard; returns the ids marked
+        now. Deletions the guard holds (:mod:`~debounce.documents.deletions`) leave their
+        documents live and are not returned; ``why`` (what the source answered) goes into the
+        hold's reason.
 
         Raises:
             LeaseLost: in a fenced store whose claim no longer holds the job.
@@ -136,17 +166,28 @@ class DocumentStore:
         rows = await fetch_all(
             self.db,
             _Q["mark_deleted"],
-            {"source_type": source_type, "document_ids": list(document_ids), **self._fence_params()},
+            {"source_type": source_type, "document_ids": list(document_ids),
+             **self._guard_params(why), **self._fence_params()},
         )
         return self._marked(rows, "marking documents deleted")
+
+    def _guard_params(self, why: str) -> dict[str, Any]:
+        return {"why": why, "max_count": self.guard.max_count, "max_share": self.guard.max_share,
+                "window": self.guard.window_seconds}
 
     def _marked(self, rows: Sequence[Any], what: str) -> list[str]:
         if any(r["document_id"] is None for r in rows):
             raise self._refused(what)
-        return [r["document_id"] for r in rows]
+        held = [r["document_id"] for r in rows if r["held"]]
+        if held:
+            log.warning("deletion of %d document(s) held (debounce deletions list): %s",
+                        len(held), ", ".join(held[:5]) + (" ..." if len(held) > 5 else ""))
+        return [r["document_id"] for r in rows if not r["held"]]
 
-    async def mark_page_deleted(self, source_type: str, source_page_id: str) -> list[str]:
-        """Mark every document of job key ``source_page_id`` deleted; returns the ids marked.
+    async def mark_page_deleted(self, source_type: str, source_page_id: str, *,
+                                why: str = "were found gone") -> list[str]:
+        """Mark every document of job key ``source_page_id`` deleted through the deletion
+        guard; returns the ids marked now (held ones, as :meth:`mark_deleted`, are not).
 
         Raises:
             LeaseLost: in a fenced store whose claim no longer holds the job.
@@ -154,7 +195,8 @@ class DocumentStore:
         rows = await fetch_all(
             self.db,
             _Q["mark_page_deleted"],
-            {"source_type": source_type, "source_page_id": source_page_id, **self._fence_params()},
+            {"source_type": source_type, "source_page_id": source_page_id,
+             **self._guard_params(why), **self._fence_params()},
         )
         return self._marked(rows, f"marking page {source_page_id} deleted")
 

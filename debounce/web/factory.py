@@ -30,6 +30,7 @@ from debounce.queue.batcher import EnqueueBatcher
 from debounce.web import (
     admin_api,
     dashboard,
+    deletions_api,
     health,
     oauth,
     read_api,
@@ -52,6 +53,9 @@ ROUTES = [
     Route("/jobs/{job_id}/retry", admin_api.retry_job, methods=["POST"]),
     Route("/stats", admin_api.stats, methods=["GET"]),
     Route("/admin/verification-token/{source}", admin_api.verification_token, methods=["GET"]),
+    Route("/admin/deletions", deletions_api.list_holds, methods=["GET"]),
+    Route("/admin/deletions/{hold_id}", deletions_api.get_hold, methods=["GET"]),
+    Route("/admin/deletions/{hold_id}/{action}", deletions_api.resolve_hold, methods=["POST"]),
     Route("/workspaces", workspace_api.list_workspaces, methods=["GET"]),
     Route("/workspaces/{workspace_id}", workspace_api.get_workspace, methods=["GET"]),
     Route("/workspaces/{workspace_id}/{action}", workspace_api.set_workspace_status,

@@ -151,7 +151,8 @@ def served_by(page: feed.FeedPage) -> dict[str, str]:
 
 def document_json(row: Any) -> dict[str, Any]:
     """A ``documents`` row as the read API's JSON object (``updated_at``/``deleted_at`` ISO
-    8601 UTC, ``deleted_at`` null unless the document is a tombstone)."""
+    8601 UTC, ``deleted_at`` null unless the document is a tombstone; ``sections``: its
+    sections, :mod:`debounce.documents.sections`, null when not cut yet)."""
     return {
         "source": row["source_type"],
         "document_id": row["document_id"],
@@ -165,6 +166,7 @@ def document_json(row: Any) -> dict[str, Any]:
         "updated_at": row["updated_at"].isoformat(),
         "deleted_at": row["deleted_at"].isoformat() if row["deleted_at"] else None,
         "audience": audiences.audience_json(row),
+        "sections": row["sections"],
     }
 
 
@@ -243,7 +245,9 @@ async def list_documents(request: Request) -> Response:
 
 async def get_document(request: Request) -> Response:
     """``GET /documents/{source}/{document_id}``: one document (the id may contain ``/``, raw
-    or as ``%2F``); 404 when there is none."""
+    or as ``%2F``) with its ``sections`` (:mod:`debounce.documents.sections`: ``id``, ``path``,
+    ``start``/``end`` character offsets, ``sha256``; ``null``: not cut yet); 404 when there is
+    none."""
     state = require_reader(request)
     source = source_param(state.parsers, request.path_params["source"])
     document_id = request.path_params["document_id"]

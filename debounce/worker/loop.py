@@ -26,6 +26,7 @@ from debounce.contract import (
 )
 from debounce.delivery.deliverer import DeliveryRunner, DeliverySettings
 from debounce.documents.audiences import AudienceStore
+from debounce.documents.deletions import DeletionGuard
 from debounce.documents.store import DocumentStore
 from debounce.infra.metrics import WORKER
 from debounce.infra.retry import Backoff, backoff_delay
@@ -81,7 +82,9 @@ class Worker:
         self.settings = settings
         self.pool = pool
         self.syncers = dict(syncers)
-        self.store = DocumentStore(pool)
+        self.store = DocumentStore(pool, guard=DeletionGuard(
+            settings.deletion_guard_count, settings.deletion_guard_share,
+            settings.deletion_guard_window_seconds))
         self.worker_id = worker_id or default_worker_id()
         if conninfo is None:
             if not isinstance(pool.conninfo, str):

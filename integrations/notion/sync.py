@@ -214,8 +214,12 @@ class NotionSyncer:
         return await self._deleted(call, job)  # not found as a page, database or data source
 
     @staticmethod
-    async def _deleted(call: NotionCall, job: SyncJob) -> SyncResult:
-        marked = await call.context.writer().mark_page_deleted(SOURCE_TYPE, job.source_page_id)
+    async def _deleted(call: NotionCall, job: SyncJob, *,
+                       why: str = "answered object_not_found") -> SyncResult:
+        """Mark the page's documents deleted (the service may hold the deletion: then it
+        stays live and is not counted as deleted). ``why``: what Notion answered."""
+        marked = await call.context.writer().mark_page_deleted(SOURCE_TYPE, job.source_page_id,
+                                                               why=why)
         return SyncResult(deleted=len(marked))
 
     @staticmethod
@@ -345,7 +349,7 @@ class NotionSyncer:
         if page is None:
             return await self._deleted(call, job)  # page not found (deleted or no longer shared)
         if page.get("in_trash") or page.get("archived"):
-            return await self._deleted(call, job)  # page is in the trash
+            return await self._deleted(call, job, why="were in the trash")  # page is in the trash
         page_id = str(page.get("id") or job.source_page_id)
         body, section, counts = await self._body_and_comments(call, job, page_id, plan)
         content, chars = with_comments(body, section)
@@ -381,7 +385,7 @@ class NotionSyncer:
         if db is None:
             return await self._deleted(call, job)  # database not found (deleted or no longer shared)
         if db.get("in_trash") or db.get("archived"):
-            return await self._deleted(call, job)  # database is in the trash
+            return await self._deleted(call, job, why="were in the trash")
         db_id = str(db.get("id") or job.source_page_id)
         title = plain_text(db.get("title")).strip() or "Untitled database"
         lines: list[str] = []

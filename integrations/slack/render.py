@@ -208,7 +208,9 @@ def render_thread(channel: str, messages: Sequence[Mapping[str, Any]]) -> Docume
     ``source_updated_at`` is the latest post or edit time (aware UTC); ``url`` is
     Slack's permalink shape ``https://slack.com/archives/<channel>/p<ts without dot>``
     (https://docs.slack.dev/reference/methods/chat.getPermalink), which Slack redirects to
-    the signed-in workspace.
+    the signed-in workspace. ``anchors``: where each message's text starts and its ``ts``: the
+    service cuts the document's sections there, so a consumer re-embeds one message when one
+    is edited or added.
     """
     if not messages:
         raise ValueError("a thread has at least its parent message")
@@ -218,6 +220,9 @@ def render_thread(channel: str, messages: Sequence[Mapping[str, Any]]) -> Docume
     authors: list[str] = []
     times: list[str | None] = [thread_ts]
     blocks: list[str] = []
+    anchors: list[tuple[int, str]] = []
+    anchored: set[str] = set()
+    offset = 0
     title: str | None = None
     for m in messages:
         author = _author(m)
@@ -226,7 +231,11 @@ def render_thread(channel: str, messages: Sequence[Mapping[str, Any]]) -> Docume
         rendered = _render_message(m, names, author or "unknown")
         if rendered is None:
             continue
+        if rendered and str(m["ts"]) not in anchored:
+            anchors.append((offset, str(m["ts"])))
+            anchored.add(str(m["ts"]))
         blocks.append(rendered)
+        offset += len(rendered) + 1  # the "\n" joining the blocks
         if author and author not in authors:
             authors.append(author)
         times.append(str(m["ts"]))
@@ -251,6 +260,7 @@ def render_thread(channel: str, messages: Sequence[Mapping[str, Any]]) -> Docume
             "reply_count": int(reply_count) if isinstance(reply_count, int) else len(messages) - 1,
         },
         source_updated_at=_ts_datetime(latest),
+        anchors=tuple(anchors),
     )
 
 

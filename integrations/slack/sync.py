@@ -204,7 +204,8 @@ class _ChannelSync:
             await self._apply_hint()
             await self._save()
         except _ChannelGone as gone:
-            marked = await self.store.mark_page_deleted(SOURCE_TYPE, self.channel)
+            marked = await self.store.mark_page_deleted(
+                SOURCE_TYPE, self.channel, why=f"answered channel_not_found ({gone.method})")
             await self.store.set_state(SOURCE_TYPE, self.channel, {})
             raise PermanentError(
                 f"Slack {gone.method}: channel_not_found for {self.channel} (deleted, or the app "
@@ -270,7 +271,8 @@ class _ChannelSync:
             self.written += 1
 
     async def _mark_deleted(self, thread_ts: str) -> None:
-        marked = await self.store.mark_deleted(SOURCE_TYPE, [f"{self.channel}/{thread_ts}"])
+        marked = await self.store.mark_deleted(SOURCE_TYPE, [f"{self.channel}/{thread_ts}"],
+                                               why="were deleted in Slack")
         self.deleted += len(marked)
         self.threads.pop(thread_ts, None)
         self.refreshed.add(thread_ts)

@@ -19,7 +19,9 @@ fence as (
 -- are all unchanged (and which is not marked deleted) is not rewritten: only synced_at and
 -- source_updated_at move. The audience (migration 012): %(audience_kind)s NULL keeps the
 -- stored one; otherwise kind and members are replaced, and accessible_by is replaced unless
--- NULL (a Notion event without accessible_by says nothing new). Fenced by
+-- NULL (a Notion event without accessible_by says nothing new). %(sections)s: the sections
+-- the service cut (migration 027), written with the content (a row without them gets them
+-- even when nothing else changed); any write releases a held deletion (held_by). Fenced by
 -- %(fence_job_id)s/%(fence_lease_token)s (NULL: unfenced).
 -- Returns one row: outcome = inserted | updated | unchanged | lease_lost.
 with {{_fence}}, up as (
@@ -27,11 +29,11 @@ with {{_fence}}, up as (
     insert into documents as d (source_type, document_id, source_page_id, title, url, content,
                                 content_sha256, metadata, source_updated_at, synced_at,
                                 workspace_id, audience_kind, audience_members,
-                                audience_accessible_by)
+                                audience_accessible_by, sections)
     select %(source_type)s, %(document_id)s, %(source_page_id)s, %(title)s, %(url)s, %(content)s,
            %(content_sha256)s, %(metadata)s, %(source_updated_at)s, now(),
            (select workspace_id from fence), %(audience_kind)s, %(audience_members)s::text[],
-           %(audience_accessible_by)s::text[]
+           %(audience_accessible_by)s::text[], %(sections)s::jsonb
       from allowed where allowed.ok
     on conflict (source_type, document_id) do update set
         workspace_id      = coalesce(excluded.workspace_id, d.workspace_id),
@@ -49,7 +51,9 @@ with {{_fence}}, up as (
         audience_members  = case when excluded.audience_kind is null then d.audience_members
                                  else excluded.audience_members end,
         audience_accessible_by = coalesce(excluded.audience_accessible_by,
-                                          d.audience_accessible_by)
+                                          d.audience_accessible_by),
+        sections          = excluded.sections,
+        held_by           = null
     where (d.content_sha256, d.title, d.url, d.metadata, d.source_page_id, d.deleted_at is null,
            d.workspace_id, d.audience_kind, d.audience_members, d.audience_accessible_by)
           is distinct from
@@ -59,11 +63,13 @@ with {{_fence}}, up as (
            case when excluded.audience_kind is null then d.audience_members
                 else excluded.audience_members end,
            coalesce(excluded.audience_accessible_by, d.audience_accessible_by))
+       or (d.sections is null and excluded.sections is not null)
     returning (xmax = 0) as inserted
 ), touched as (
     update documents
        set synced_at = now(),
-           source_updated_at = coalesce(%(source_updated_at)s, source_updated_at)
+           source_updated_at = coalesce(%(source_updated_at)s, source_updated_at),
+           held_by = null
      where source_type = %(source_type)s and document_id = %(document_id)s
        and not exists (select 1 from up)
        and (select ok from allowed)
@@ -78,8 +84,11 @@ select case
 
 -- mark_deleted --
 -- Mark the named documents of a source deleted (idempotent: an already-deleted row keeps its
--- deleted_at). Fenced like upsert_document. Returns the ids of the rows marked now, and one
--- row with a NULL id when the fence refused the write.
+-- deleted_at), through the deletion guard (migration 027: held instead when the workspace's
+-- deletions look like a mistake; %(why)s what the source answered, %(max_count)s,
+-- %(max_share)s and %(window)s its limits). Fenced like upsert_document. Returns the ids of
+-- the rows marked or held now (held: whether held), and one row with a NULL id when the fence
+-- refused the write.
 with {{_fence}}, locked as (
     -- in id order, as every statement that locks several documents (docs/claim.md)
     select id from documents
@@ -90,19 +99,18 @@ with {{_fence}}, locked as (
      order by id
        for update
 ), marked as (
-update documents
-   set deleted_at = now(), synced_at = now(), updated_at = now()
- where id in (select id from locked)
-returning document_id
+select * from debounce_delete_documents(array(select id from locked), %(why)s,
+                                        %(max_count)s, %(max_share)s, %(window)s)
 )
-select document_id from marked
+select document_id, held from marked
 union all
-select null from allowed where not ok
+select null, false from allowed where not ok
 
 -- mark_page_deleted --
 -- Mark every document that came from one job key deleted (a trashed Notion page, a Slack
--- channel that is gone). Fenced like upsert_document. Returns the ids marked now, and one row
--- with a NULL id when the fence refused the write.
+-- channel that is gone), through the deletion guard like mark_deleted. Fenced like
+-- upsert_document. Returns the ids marked or held now (held: whether held), and one row with
+-- a NULL id when the fence refused the write.
 with {{_fence}}, locked as (
     -- in id order, as every statement that locks several documents (docs/claim.md)
     select id from documents
@@ -113,14 +121,12 @@ with {{_fence}}, locked as (
      order by id
        for update
 ), marked as (
-update documents
-   set deleted_at = now(), synced_at = now(), updated_at = now()
- where id in (select id from locked)
-returning document_id
+select * from debounce_delete_documents(array(select id from locked), %(why)s,
+                                        %(max_count)s, %(max_share)s, %(window)s)
 )
-select document_id from marked
+select document_id, held from marked
 union all
-select null from allowed where not ok
+select null, false from allowed where not ok
 
 -- get_document --
 -- One document by its key.

@@ -70,7 +70,7 @@ select f.pruned_xid::text as pruned_xid, f.pruned_seq, c.*
   from document_feed f
   left join lateral (
     select c.feed_xid::text as feed_xid, c.seq, c.source_type, c.workspace_id, c.document_id,
-           c.source_page_id, c.op, c.updated_at, c.content_sha256,
+           c.source_page_id, c.op, c.updated_at, c.content_sha256, c.sections,
            (%(source_type)s::text is null or c.source_type = %(source_type)s::text)
            and (%(workspace_id)s::bigint is null or c.workspace_id = %(workspace_id)s::bigint)
                as matches

@@ -3,9 +3,9 @@
 Screens: overview (the queue at a glance), sources, one workspace, jobs (filters, paging) and
 one job, documents (filter, title search) and one document (rendered and raw Markdown).
 Actions (POST, CSRF-checked, then a redirect back with a flash message): retry a failed job,
-re-sync a page, backfill a workspace. Sign-in, the session cookie and CSRF are
-:mod:`.auth`; templates, error pages and headers :mod:`.render`; the reads
-:mod:`.data` and :mod:`.workspaces`. docs/dashboard.md shows each screen.
+re-sync a page, backfill a workspace, apply or dismiss held deletions (:mod:`.holds`).
+Sign-in, the session cookie and CSRF are :mod:`.auth`; templates, error pages and headers
+:mod:`.render`; the reads :mod:`.data` and :mod:`.workspaces`. docs/dashboard.md shows each screen.
 The screens read ``WebState.read_db`` (the replica when ``DATABASE_REPLICA_URL`` is set: a page
 shown right after an action may lag it by the replica's lag); the actions write to the primary.
 
@@ -31,12 +31,12 @@ from starlette.routing import Mount, Route
 
 from debounce import queue, registry, workspaces
 from debounce.config import Settings
-from debounce.documents import audiences
+from debounce.documents import audiences, deletions
 from debounce.queue import backfills
 from debounce.queue.checks import check_text
 from debounce.types import JobStatus
 from debounce.web.admin_api import int_param
-from debounce.web.dashboard import data
+from debounce.web.dashboard import data, holds
 from debounce.web.dashboard import subscriptions as subscription_screens
 from debounce.web.dashboard import workspaces as ws_data
 from debounce.web.dashboard.auth import (
@@ -159,10 +159,13 @@ def _source_names(state: WebState) -> list[str]:
 
 async def overview(request: Request) -> Response:
     """``GET /admin/``: jobs by state and source, the oldest due age, what finished in the last
-    hour (completed, failed, end-to-end lag p50/p95/max)."""
+    hour (completed, failed, end-to-end lag p50/p95/max), and the deletions held for an
+    operator (:mod:`.holds`)."""
     state = signed_in(request)
     view = await data.overview(state.read_db, _source_names(state))
-    return page(request, "overview.html", {"nav": "overview", "o": view})
+    held = await deletions.list_holds(state.read_db)
+    return page(request, "overview.html", {"nav": "overview", "o": view, "holds": held,
+                                            "here": request.url.path})
 
 
 async def sources(request: Request) -> Response:
@@ -392,6 +395,7 @@ ROUTES = [
     Route("/subscriptions", subscription_screens.add, methods=["POST"]),
     Route("/subscriptions/{subscription_id}/{action}", subscription_screens.act,
           methods=["POST"]),
+    Route("/holds/{hold_id}/{action}", holds.resolve, methods=["POST"]),
 ]
 
 
