@@ -24,6 +24,7 @@ from bench import (
     common,
     deadlocks,
     feed,
+    files,
     freshness,
     growth,
     ingest,
@@ -43,6 +44,7 @@ BENCHMARKS = {
     "feed": feed.run,              # the change feed: write overhead, changes/s served (issue 23)
     "backfill": backfill.run,      # a Notion page sync's requests, before/after (issue 31)
     "deadlocks": deadlocks.run,    # a mixed load: pg_stat_database.deadlocks stays 0 (issue 29)
+    "files": files.run,            # files' extraction: the child process's cost (issue 39)
 }
 
 

@@ -27,6 +27,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from debounce.worker.extraction.limits import (
@@ -105,6 +106,16 @@ def _child(conn: Connection, path: str, fmt: str, limits: ExtractionLimits) -> N
     conn.close()
 
 
+def _reap(process: BaseProcess, grace: float = 5.0) -> None:
+    """Wait for a child that has answered (or was killed) to exit; kill it after ``grace``
+    seconds."""
+    process.join(grace)
+    if process.is_alive():
+        process.kill()
+        process.join()
+    process.close()
+
+
 def _died(exitcode: int | None) -> ExtractionFailed:
     if exitcode is not None and exitcode < 0:
         try:
@@ -153,11 +164,9 @@ def extract_file(path: str, media_type: str, limits: ExtractionLimits, *, name: 
             raise _died(process.exitcode) from None
     finally:
         receiver.close()
-        process.join(5)
-        if process.is_alive():
-            process.kill()
-            process.join()
-        process.close()
+        # The answer is in: the child's exit (unmapping its memory) is reaped off the caller's
+        # time, and killed if it lingers.
+        threading.Thread(target=_reap, args=(process,), daemon=True, name="extraction-reaper").start()
     seconds = time.monotonic() - started
     if message[0] == "failed":
         raise ExtractionFailed(message[1], message[2])
