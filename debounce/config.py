@@ -38,7 +38,7 @@ DEFAULT_FILE_MEDIA_TYPES: tuple[str, ...] = (
 )
 
 __all__ = [
-    "BACKOFF", "BOOLEAN", "DEFAULT_FILE_MEDIA_TYPES", "DEFAULT_WINDOW", "ENV", "INTEGER",
+    "BACKOFF", "BOOLEAN", "DEFAULT_FILE_MEDIA_TYPES", "DEFAULT_WINDOW", "ENV", "HOSTS", "INTEGER",
     "LOG_FORMAT", "LOG_LEVEL", "MEDIA_TYPES",
     "OPTIONAL_INTEGER", "POSITIVE_SECONDS", "SECONDS", "SECRET", "SECRET_KEY", "TEXT", "EnvVar",
     "Kind", "Settings", "SourceWindow", "number_text", "variable",
@@ -167,6 +167,16 @@ def _media_types(env: Mapping[str, str], name: str, default: Any) -> Any:
     return types
 
 
+def _hosts(env: Mapping[str, str], name: str, default: Any) -> Any:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    hosts = tuple(dict.fromkeys(h.strip().lower().rstrip(".") for h in raw.split(",") if h.strip()))
+    if any("/" in h or " " in h for h in hosts):
+        raise ValueError(f"{name} must list host names (`files.example.com`), comma-separated, got {raw!r}")
+    return hosts
+
+
 def _bool_text(value: Any) -> str:
     return "true" if value else "false"
 
@@ -191,6 +201,8 @@ LOG_FORMAT = Kind("`text` or `json`", _log_format)
 LOG_LEVEL = Kind("level name", _log_level)
 #: Media types, comma-separated (``application/pdf,text/csv``).
 MEDIA_TYPES = Kind("media types, comma-separated", _media_types, ",".join)
+#: Host names (``host`` or ``host:port``), comma-separated; unset: none.
+HOSTS = Kind("host names, comma-separated", _hosts, ",".join)
 #: A backoff schedule: seconds >= 0, comma-separated.
 BACKOFF = Kind("seconds, comma-separated", _backoff,
                lambda schedule: ",".join(number_text(s) for s in schedule))
@@ -346,6 +358,16 @@ class Settings:
         "DEBOUNCE_FILE_MEDIA_TYPES", MEDIA_TYPES,
         "media types whose text is extracted (others, and every image, audio and video file: "
         "metadata only)", DEFAULT_FILE_MEDIA_TYPES)
+    file_external_hosts: tuple[str, ...] = variable(
+        "DEBOUNCE_FILE_EXTERNAL_HOSTS", HOSTS,
+        "hosts (and their subdomains) whose external files are downloaded: Notion `external` "
+        "files, Slack remote files; never at a loopback, private or link-local address", (),
+        unset="none: external files keep their link and metadata only")
+    file_token_hosts: tuple[str, ...] = variable(
+        "DEBOUNCE_FILE_TOKEN_HOSTS", HOSTS,
+        "hosts besides https `slack.com`, `slack-gov.com` and their subdomains that a "
+        "workspace token may be sent to for a file (stand-ins on loopback: `127.0.0.1:8010`)",
+        (), unset="none")
 
     source_values: Mapping[str, Any] = field(default_factory=dict)
 
