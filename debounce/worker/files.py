@@ -53,7 +53,7 @@ from debounce.documents.store import DocumentStore
 from debounce.queue.backfills import BULK_PRIORITY
 from debounce.types import JobEvent
 from debounce.worker.extraction import Extracted, ExtractionFailed, ExtractionLimits, extract_file
-from debounce.worker.extraction.download import FetchPolicy, download
+from debounce.worker.extraction.download import Downloaded, FetchPolicy, download
 
 __all__ = ["FILE_DEBOUNCE_SECONDS", "FILE_MAX_WAIT_SECONDS", "FileJobs", "FileNotReady", "is_file_job"]
 
@@ -191,7 +191,7 @@ class FileJobs:
         return await self._write(job, writer, ref, parent, content, {**metadata, "extraction": extraction})
 
     async def _download(self, ref: FileRef, path: str, context: SyncContext,
-                        refresher: FileRefresher | None) -> Any:
+                        refresher: FileRefresher | None) -> Downloaded | ExtractionFailed:
         """The download, or the :class:`ExtractionFailed` that says why there is none; an
         expired URL (403) is refreshed once through the source."""
         assert ref.url is not None
