@@ -18,7 +18,7 @@ from debounce.contract.jobs import SyncJob
 from debounce.contract.metering import Checkpoint, Meter
 from debounce.contract.webhooks import WebhookResult
 
-__all__ = ["FileRefresher", "SyncContext", "SyncResult", "Syncer", "WebhookParser"]
+__all__ = ["FileRefresher", "FileTokenSource", "SyncContext", "SyncResult", "Syncer", "WebhookParser"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,17 @@ class Syncer(Protocol):
 
     async def aclose(self) -> None:
         """Release HTTP clients; called once when the worker stops."""
+        ...
+
+
+@runtime_checkable
+class FileTokenSource(Protocol):
+    """A syncer whose files are downloaded with a token it knows (Slack's ``url_private``
+    with the bot token), also when the job's workspace has no stored credentials."""
+
+    def file_token(self, context: SyncContext) -> str | None:
+        """The token to send with a :class:`~debounce.contract.files.FileRef` whose
+        ``with_token`` is set (only ever to the source's own hosts), ``None``: none."""
         ...
 
 

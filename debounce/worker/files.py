@@ -41,6 +41,7 @@ from debounce.contract import (
     DocumentWriter,
     FileRef,
     FileRefresher,
+    FileTokenSource,
     PermanentError,
     SyncContext,
     Syncer,
@@ -169,7 +170,11 @@ class FileJobs:
         fd, path = tempfile.mkstemp(prefix="debounce-file-")
         os.close(fd)
         try:
-            outcome = await self._download(ref, path, context, refresher)
+            token = None
+            if ref.with_token:
+                token = syncer.file_token(context) if isinstance(syncer, FileTokenSource) \
+                    else context.token(None)
+            outcome = await self._download(ref, path, context, refresher, token)
             if isinstance(outcome, ExtractionFailed):
                 content, extraction = self._failed(ref, outcome)
             else:
@@ -191,11 +196,11 @@ class FileJobs:
         return await self._write(job, writer, ref, parent, content, {**metadata, "extraction": extraction})
 
     async def _download(self, ref: FileRef, path: str, context: SyncContext,
-                        refresher: FileRefresher | None) -> Downloaded | ExtractionFailed:
+                        refresher: FileRefresher | None, token: str | None
+                        ) -> Downloaded | ExtractionFailed:
         """The download, or the :class:`ExtractionFailed` that says why there is none; an
         expired URL (403) is refreshed once through the source."""
         assert ref.url is not None
-        token = context.token(None) if ref.with_token else None
         for attempt in (1, 2):
             try:
                 return await download(ref.url, path, self.policy, token=token, external=ref.external,
