@@ -17,10 +17,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
 from debounce.config import Settings
+from debounce.contract import FileRef, SyncContext
 from debounce.documents import feed
 from debounce.documents.store import DocumentStore
 from debounce.types import JobEvent
 from debounce.worker import Worker
+from integrations.slack.files import document_of, file_ref, message_files
 from integrations.slack.settings import SlackSettings
 from integrations.slack.sync import SlackSyncer
 from standins.file_host import FileHost
@@ -155,3 +157,49 @@ async def _live(store: DocumentStore, document_id: str) -> dict[str, Any] | None
 async def _deleted(store: DocumentStore, document_id: str) -> bool:
     doc = await store.get("slack", document_id)
     return doc is not None and doc["deleted_at"] is not None
+
+
+def test_file_objects_as_file_refs() -> None:
+    hosted = {"id": "F1", "name": "a.pdf", "mimetype": PDF, "size": 10, "timestamp": 5, "updated": 7,
+              "url_private": "https://files.slack.com/files-pri/T1-F1/a.pdf",
+              "url_private_download": "https://files.slack.com/files-pri/T1-F1/download/a.pdf"}
+    ref = file_ref(hosted, "C1/1.000100")
+    assert ref == FileRef(file_id="F1", name="a.pdf", parent_document_id="C1/1.000100",
+                          url="https://files.slack.com/files-pri/T1-F1/download/a.pdf",
+                          media_type=PDF, with_token=True, edit_stamp="7", size=10, locator="F1")
+    remote = file_ref({"id": "F2", "title": "Spec", "is_external": True, "external_type": "gdrive",
+                       "url_private": "https://docs.example.com/d/1"}, "C1/1.000100")
+    assert remote is not None
+    assert (remote.name, remote.external, remote.with_token, remote.edit_stamp) == (
+        "Spec", True, False, None)
+    for none in ({"id": "F3", "mode": "tombstone"}, {"id": "F4", "mode": "hidden_by_limit"},
+                 {"id": "F5", "file_access": "check_file_info"}, {"name": "no id"}):
+        assert file_ref(none, "C1/1.000100") is None
+    shown = message_files([
+        {"ts": "1.000100", "files": [hosted, {"id": "F3", "mode": "tombstone"}]},
+        {"ts": "2.000100", "files": [hosted, {"id": "F5", "file_access": "check_file_info"}]},
+        {"ts": "3.000100", "subtype": "tombstone", "files": [{"id": "F6"}]}])
+    assert [f["id"] for f in shown] == ["F1", "F5"]
+    assert (document_of(hosted), document_of({"id": "F4", "mode": "hidden_by_limit"})) == ("file:F1", None)
+
+
+async def test_refresh_file_reads_files_info(
+        host: FileHost, slack: tuple[FakeSlack, str]) -> None:
+    fake, url = slack
+    obj = fake.share_file(host, "F0NEW", "new.txt", b"fresh", "text/plain", updated=1_763_600_100)
+    fake.connect_stub("F0DENIED", denied=True)
+    source = SlackSyncer(SlackSettings(slack_bot_token=TOKEN, slack_api_url=url))
+    try:
+        context = SyncContext()
+        fresh = await source.refresh_file(
+            FileRef(file_id="F0NEW", name="new.txt", parent_document_id="C1/1.000100", url=None),
+            context)
+        assert (fresh.url, fresh.edit_stamp, fresh.with_token) == (
+            obj["url_private_download"], "1763600100", True)
+        denied = await source.refresh_file(
+            FileRef(file_id="F0DENIED", name="x", parent_document_id="C1/1.000100", url="u"), context)
+        assert denied.url is None
+        assert source.file_token(context) == TOKEN
+        assert fake.calls["files.info"] == 2
+    finally:
+        await source.aclose()
