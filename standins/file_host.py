@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
@@ -25,8 +26,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["SIGN_IN_PAGE", "FileHost"]
+__all__ = ["AMZ_DATE", "SIGN_IN_PAGE", "FileHost"]
 
+#: The form of ``X-Amz-Date`` (ISO 8601 basic, UTC), as AWS signs it.
+AMZ_DATE = "%Y%m%dT%H%M%SZ"
 #: What Slack answers ``url_private`` without a token that has ``files:read``.
 SIGN_IN_PAGE = ("<!DOCTYPE html><html><head><title>Slack</title></head><body>"
                 "<h1>Sign in to your workspace</h1></body></html>")
@@ -49,8 +52,9 @@ class FileHost:
 
     def presign(self, key: str, *, expires_in: int = 3600, now: float | None = None) -> str:
         """A presigned GET URL of ``key``, valid ``expires_in`` seconds from ``now``."""
-        signed_at = int(self.now() if now is None else now)
-        return (f"{self.base_url}/s3/{key}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date={signed_at}"
+        signed_at = datetime.fromtimestamp(int(self.now() if now is None else now), UTC)
+        stamp = signed_at.strftime(AMZ_DATE)
+        return (f"{self.base_url}/s3/{key}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date={stamp}"
                 f"&X-Amz-Expires={expires_in}&X-Amz-Signature=standin")
 
     def _record(self, request: Request) -> None:
@@ -61,7 +65,11 @@ class FileHost:
         if request.method != "GET":
             return PlainTextResponse("SignatureDoesNotMatch", status_code=403)
         params = request.query_params
-        expires = int(params.get("X-Amz-Date", "0")) + int(params.get("X-Amz-Expires", "0"))
+        try:  # AWS's form, as Notion's URLs (and standins.notion_content.resign_files) carry it
+            signed = datetime.strptime(params.get("X-Amz-Date", ""), AMZ_DATE).replace(tzinfo=UTC)
+            expires = signed.timestamp() + int(params.get("X-Amz-Expires", "0"))
+        except ValueError:
+            return PlainTextResponse("AuthorizationQueryParametersError", status_code=400)
         if self.now() > expires:
             return PlainTextResponse("AccessDenied: Request has expired", status_code=403)
         return self._file(request.path_params["key"])

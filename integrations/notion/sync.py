@@ -20,11 +20,12 @@ from typing import Any
 from notion_client.errors import APIErrorCode, APIResponseError
 from notion_client.helpers import async_collect_paginated_api
 
-from debounce.contract import BackfillPage, Document, SyncContext, SyncJob, SyncResult, WriteOutcome
+from debounce.contract import BackfillPage, Document, FileRef, SyncContext, SyncJob, SyncResult, WriteOutcome
 from debounce.contract.markdown import enhanced_tags, might_have_enhanced_tags
 from integrations.notion.audience import audience_of_event
 from integrations.notion.backfill import NotionBackfill
 from integrations.notion.client import _WRONG_KIND_CODES, NotionCall, NotionClient, _code, api_error
+from integrations.notion.files import hosted_files, refresh_file
 from integrations.notion.markdown import page_markdown
 from integrations.notion.properties import (
     parent_summary,
@@ -213,14 +214,16 @@ class NotionSyncer:
         return SyncResult(deleted=len(marked))
 
     @staticmethod
-    async def _write(call: NotionCall, job: SyncJob, doc: Document) -> SyncResult:
+    async def _write(call: NotionCall, job: SyncJob, doc: Document,
+                     files: tuple[FileRef, ...] | None = None) -> SyncResult:
         """Write ``doc`` with its audience: the workspace, and the ``accessible_by`` of the
-        job's latest event (:mod:`integrations.notion.audience`)."""
+        job's latest event (:mod:`integrations.notion.audience`); ``files``: the files it
+        shows (``None``: not reported)."""
         doc = dataclasses.replace(doc, audience=audience_of_event(job.payload))
         outcome = await call.context.writer().upsert(doc)
         if outcome is WriteOutcome.UNCHANGED:
-            return SyncResult(unchanged=1)
-        return SyncResult(written=1)
+            return SyncResult(unchanged=1, files=files)
+        return SyncResult(written=1, files=files)
 
     async def _plan(self, call: NotionCall, job: SyncJob) -> _Plan:
         """What this page sync asks for (the class docstring; docs/notion.md)."""
@@ -258,7 +261,7 @@ class NotionSyncer:
         # Content only: the page object is the stored document's.
         assert plan.stored is not None
         try:
-            content = await self._content(call, job, job.source_page_id)
+            content, files = await self._content(call, job, job.source_page_id)
         except APIResponseError as exc:
             if _code(exc) == APIErrorCode.ObjectNotFound.value:
                 return await self._deleted(call, job)
@@ -272,15 +275,37 @@ class NotionSyncer:
             # the minute of the last edit, so this is never older); never back in time.
             source_updated_at=max(t for t in (edited, known) if t is not None)
             if edited or known else None)
-        return await self._write(call, job, doc)
+        return await self._write(call, job, doc, files)
 
-    async def _content(self, call: NotionCall, job: SyncJob, page_id: str) -> str:
-        """The page's body as stored Markdown: the markdown endpoint, else the block walk."""
+    async def _content(self, call: NotionCall, job: SyncJob, page_id: str
+                       ) -> tuple[str, tuple[FileRef, ...] | None]:
+        """The page's body as stored Markdown: the markdown endpoint, else the block walk;
+        and the Notion-hosted files the block walk found (:mod:`.files`; ``None``: the markdown
+        endpoint served, files are not reported)."""
         content = await page_markdown(call, page_id, self.refusals, job.workspace_id)
+        files: tuple[FileRef, ...] | None = None
         if content is None:  # the markdown endpoint does not serve: the block walk
-            content = render_blocks(await self._walk(call, page_id), page_id=page_id)
+            nodes = await self._walk(call, page_id)
+            content = render_blocks(nodes, page_id=page_id)
+            files = hosted_files(nodes, page_id)
         self._check_dialect(page_id, content)
-        return content
+        return content, files
+
+    async def refresh_file(self, ref: FileRef, context: SyncContext) -> FileRef:
+        """``ref`` with the fresh URL of its block (:func:`.files.refresh_file`: one
+        ``blocks.retrieve``), for a file job whose presigned URL expired
+        (:class:`~debounce.contract.FileRefresher`).
+
+        Raises:
+            As :meth:`sync`.
+        """
+        try:
+            return await refresh_file(self.client.bind(context), ref)
+        except APIResponseError as exc:
+            mapped = api_error(exc)
+            if mapped is not None:
+                raise mapped from exc
+            raise
 
     async def _sync_page(
         self, call: NotionCall, job: SyncJob, page: dict[str, Any] | None,
@@ -291,10 +316,11 @@ class NotionSyncer:
         if page.get("in_trash") or page.get("archived"):
             return await self._deleted(call, job)  # page is in the trash
         page_id = str(page.get("id") or job.source_page_id)
+        files: tuple[FileRef, ...] | None = None
         if plan is not None and not plan.fetch_content and plan.stored is not None:
             content = plan.stored.content  # properties only: the body is as stored
         else:
-            content = await self._content(call, job, page_id)
+            content, files = await self._content(call, job, page_id)
         raw_props = page.get("properties")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         created_by = user_id(page.get("created_by"))
@@ -322,7 +348,7 @@ class NotionSyncer:
             metadata=metadata,
             source_updated_at=parse_time(page.get("last_edited_time")),
         )
-        return await self._write(call, job, doc)
+        return await self._write(call, job, doc, files)
 
     async def _sync_database(
         self, call: NotionCall, job: SyncJob, db: dict[str, Any] | None
