@@ -22,13 +22,14 @@ replaced under the same id is extracted again, a URL that changed alone is not.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from debounce.contract import FileRef
 from debounce.contract.files import FILE_KEY_PREFIX
+from integrations.slack.client import SlackCall
 
-__all__ = ["NOT_FILES", "document_of", "file_ref", "is_stub", "message_files"]
+__all__ = ["NOT_FILES", "document_of", "file_ref", "files_shown", "is_stub", "message_files", "thread_files"]
 
 log = logging.getLogger("integrations.slack")
 
@@ -96,3 +97,44 @@ def message_files(messages: Iterable[Mapping[str, Any]]) -> list[Mapping[str, An
                 seen.add(file_id)
                 found.append(f)
     return found
+
+
+async def thread_files(call: SlackCall, document_id: str, messages: Sequence[Mapping[str, Any]],
+                       log_fields: Mapping[str, Any]) -> list[FileRef]:
+    """The files a thread's ``messages`` show (its document: ``document_id``); a Slack Connect
+    stub is read with ``files.info`` (one request through ``call``), skipped with a logged
+    reason when it cannot be.
+
+    Raises:
+        As :func:`~integrations.slack.client.call_api`.
+    """
+    refs: list[FileRef] = []
+    for f in message_files(messages):
+        if is_stub(f):
+            data = await call.call("files.info", file=str(f["id"]))
+            full = data.get("file") if data is not None else None
+            if not isinstance(full, dict):
+                log.info("Slack file %s in %s: files.info cannot read it (access_denied, "
+                         "file_not_found or no files:read scope): no file document",
+                         f["id"], document_id, extra=dict(log_fields))
+                continue
+            f = full
+        ref = file_ref(f, document_id)
+        if ref is not None:
+            refs.append(ref)
+    return refs
+
+
+def files_shown(by_thread: Mapping[str, Any]) -> tuple[FileRef, ...]:
+    """Every file of ``by_thread`` (thread ``ts`` -> its files as dicts of :class:`FileRef`'s
+    fields, as the conversation's ``sync_state`` keeps them), once each; a file shared in
+    several threads belongs to the oldest (the same parent every sync)."""
+    known = set(FileRef.__dataclass_fields__)
+    refs: dict[str, FileRef] = {}
+    for thread_ts in sorted(by_thread, key=lambda ts: [int(p or 0) for p in ts.partition(".")[::2]]):
+        entries = by_thread[thread_ts]
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("file_id"), str):
+                ref = FileRef(**{k: v for k, v in entry.items() if k in known})
+                refs.setdefault(ref.file_id, ref)
+    return tuple(refs.values())

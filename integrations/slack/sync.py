@@ -37,7 +37,7 @@ from debounce.contract import (
 from integrations.slack.audience import MEMBERS_KEY_PREFIX, AudienceKeeper
 from integrations.slack.backfill import SlackBackfill
 from integrations.slack.client import SlackCall, SlackClient, _ChannelGone
-from integrations.slack.files import file_ref, is_stub, message_files
+from integrations.slack.files import file_ref, files_shown, thread_files
 from integrations.slack.render import (
     NO_CONTENT_SUBTYPES,
     SOURCE_TYPE,
@@ -252,35 +252,8 @@ class _ChannelSync:
     # -- files -----------------------------------------------------------------------------
 
     def _shown_files(self) -> tuple[FileRef, ...]:
-        """Every file the conversation's thread documents show (as the state records them)."""
-        known = set(FileRef.__dataclass_fields__)
-        refs: dict[str, FileRef] = {}
-        for entries in self.state["files"].values():
-            for entry in entries if isinstance(entries, list) else []:
-                if isinstance(entry, dict) and isinstance(entry.get("file_id"), str):
-                    ref = FileRef(**{k: v for k, v in entry.items() if k in known})
-                    refs.setdefault(ref.file_id, ref)
-        return tuple(refs.values())
-
-    async def _thread_files(self, document_id: str, messages: Sequence[Mapping[str, Any]]
-                            ) -> list[FileRef]:
-        """The files a thread's messages show; a Slack Connect stub is read with
-        ``files.info`` (one request), skipped with a logged reason when it cannot be."""
-        refs: list[FileRef] = []
-        for f in message_files(messages):
-            if is_stub(f):
-                data = await self._call("files.info", file=str(f["id"]))
-                full = data.get("file") if data is not None else None
-                if not isinstance(full, dict):
-                    log.info("Slack file %s in %s: files.info cannot read it (access_denied, "
-                             "file_not_found or no files:read scope): no file document",
-                             f["id"], document_id, extra=self.job.log_fields())
-                    continue
-                f = full
-            ref = file_ref(f, document_id)
-            if ref is not None:
-                refs.append(ref)
-        return refs
+        """Every file the conversation's thread documents show (:func:`files_shown`)."""
+        return files_shown(self.state["files"])
 
     # -- Web API -------------------------------------------------------------------------
 
@@ -321,7 +294,7 @@ class _ChannelSync:
 
     async def _write(self, messages: Sequence[Mapping[str, Any]]) -> None:
         doc = dataclasses.replace(render_thread(self.channel, messages), audience=self.audience)
-        files = await self._thread_files(doc.document_id, messages)
+        files = await thread_files(self.call, doc.document_id, messages, self.job.log_fields())
         outcome = await self.store.upsert(doc)
         thread_ts = str(doc.metadata["thread_ts"])
         if files:
