@@ -8,6 +8,7 @@ the file document in the change feed."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -22,7 +23,7 @@ from debounce.documents import feed
 from debounce.documents.store import DocumentStore
 from debounce.types import JobEvent
 from debounce.worker import Worker
-from integrations.slack.files import document_of, file_ref, message_files
+from integrations.slack.files import document_of, file_ref, files_shown, message_files
 from integrations.slack.settings import SlackSettings
 from integrations.slack.sync import SlackSyncer
 from standins.file_host import FileHost
@@ -203,3 +204,13 @@ async def test_refresh_file_reads_files_info(
         assert fake.calls["files.info"] == 2
     finally:
         await source.aclose()
+
+
+def test_a_file_shared_in_two_threads_belongs_to_the_oldest() -> None:
+    def entry(parent: str) -> dict[str, Any]:
+        return dataclasses.asdict(FileRef(file_id="F1", name="a.pdf", parent_document_id=parent,
+                                          url="https://files.slack.com/x"))
+    # Keys as jsonb may return them: not in time order (numerically 3 < 20).
+    shown = files_shown({"20.000100": [entry("C1/20.000100")], "3.000100": [entry("C1/3.000100")],
+                         "5.000100": "not a list"})
+    assert [(f.file_id, f.parent_document_id) for f in shown] == [("F1", "C1/3.000100")]
