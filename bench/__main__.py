@@ -24,6 +24,7 @@ from bench import (
     common,
     deadlocks,
     feed,
+    files,
     freshness,
     growth,
     ingest,
@@ -45,6 +46,7 @@ BENCHMARKS = {
     "backfill": backfill.run,      # a Notion page sync's requests, before/after (issue 31)
     "deadlocks": deadlocks.run,    # a mixed load: pg_stat_database.deadlocks stays 0 (issue 29)
     "push": push.run,              # push delivery: keeps up with writes, lag, idle cost (issue 40)
+    "files": files.run,            # files' extraction: the child process's cost (issue 39)
 }
 
 

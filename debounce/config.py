@@ -28,10 +28,20 @@ from debounce.contract.source import DEFAULT_WINDOW
 from debounce.infra.retry import DEFAULT_BACKOFF_SECONDS
 from debounce.types import ApiBudget, SourceWindow
 
+#: The media types extracted by default (the formats debounce.worker.extraction reads).
+DEFAULT_FILE_MEDIA_TYPES: tuple[str, ...] = (
+    "application/pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "text/csv", "text/markdown", "text/x-markdown", "text/plain", "text/html",
+)
+
 __all__ = [
-    "BACKOFF", "BOOLEAN", "DEFAULT_WINDOW", "ENV", "INTEGER", "LOG_FORMAT", "LOG_LEVEL",
-    "OPTIONAL_INTEGER", "POSITIVE_SECONDS", "POSTGRES_URL", "SECONDS", "SECRET", "SECRET_KEY",
-    "TEXT", "EnvVar", "Kind", "Settings", "SourceWindow", "number_text", "variable",
+    "BACKOFF", "BOOLEAN", "DEFAULT_FILE_MEDIA_TYPES", "DEFAULT_WINDOW", "ENV", "HOSTS", "INTEGER",
+    "LOG_FORMAT", "LOG_LEVEL", "MEDIA_TYPES", "OPTIONAL_INTEGER", "POSITIVE_SECONDS", "POSTGRES_URL",
+    "SECONDS", "SECRET", "SECRET_KEY", "TEXT", "EnvVar", "Kind", "Settings", "SourceWindow",
+    "number_text", "variable",
 ]
 
 #: The key of a field's metadata that holds its :class:`EnvVar`.
@@ -161,6 +171,26 @@ def _backoff(env: Mapping[str, str], name: str, default: Any) -> Any:
     return backoff
 
 
+def _media_types(env: Mapping[str, str], name: str, default: Any) -> Any:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    types = tuple(dict.fromkeys(t.strip().lower() for t in raw.split(",") if t.strip()))
+    if any("/" not in t for t in types):
+        raise ValueError(f"{name} must list media types (`type/subtype`), comma-separated, got {raw!r}")
+    return types
+
+
+def _hosts(env: Mapping[str, str], name: str, default: Any) -> Any:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    hosts = tuple(dict.fromkeys(h.strip().lower().rstrip(".") for h in raw.split(",") if h.strip()))
+    if any("/" in h or " " in h for h in hosts):
+        raise ValueError(f"{name} must list host names (`files.example.com`), comma-separated, got {raw!r}")
+    return hosts
+
+
 def _bool_text(value: Any) -> str:
     return "true" if value else "false"
 
@@ -194,6 +224,10 @@ BOOLEAN = Kind("true or false", lambda env, name, default: env_bool(env, name, d
                _bool_text)
 LOG_FORMAT = Kind("`text` or `json`", _log_format)
 LOG_LEVEL = Kind("level name", _log_level)
+#: Media types, comma-separated (``application/pdf,text/csv``).
+MEDIA_TYPES = Kind("media types, comma-separated", _media_types, ",".join)
+#: Host names (``host`` or ``host:port``), comma-separated; unset: none.
+HOSTS = Kind("host names, comma-separated", _hosts, ",".join)
 #: A backoff schedule: seconds >= 0, comma-separated.
 BACKOFF = Kind("seconds, comma-separated", _backoff,
                lambda schedule: ",".join(number_text(s) for s in schedule))
@@ -376,6 +410,36 @@ class Settings:
     deletion_guard_window_seconds: float = variable(
         "DEBOUNCE_DELETION_GUARD_WINDOW_SECONDS", SECONDS,
         "the window over which the deletion guard counts a workspace's deletions", 600.0)
+
+    file_max_bytes: int = variable(
+        "DEBOUNCE_FILE_MAX_BYTES", INTEGER,
+        "largest file whose text is extracted (bytes, counted as they download); a larger "
+        "file's document keeps its metadata and says \"too large\"", 64_000_000)
+    file_max_characters: int = variable(
+        "DEBOUNCE_FILE_MAX_CHARACTERS", INTEGER,
+        "characters of Markdown kept of one file; past them its text ends with a "
+        "\"truncated\" mark", 1_000_000)
+    file_timeout_seconds: float = variable(
+        "DEBOUNCE_FILE_TIMEOUT_SECONDS", POSITIVE_SECONDS,
+        "wall-clock time one file's extraction may take before its child process is killed",
+        60.0)
+    file_memory_mb: int = variable(
+        "DEBOUNCE_FILE_MEMORY_MB", INTEGER,
+        "address space an extraction's child process may add (MiB; `RLIMIT_AS`, Linux)", 1024)
+    file_media_types: tuple[str, ...] = variable(
+        "DEBOUNCE_FILE_MEDIA_TYPES", MEDIA_TYPES,
+        "media types whose text is extracted (others, and every image, audio and video file: "
+        "metadata only)", DEFAULT_FILE_MEDIA_TYPES)
+    file_external_hosts: tuple[str, ...] = variable(
+        "DEBOUNCE_FILE_EXTERNAL_HOSTS", HOSTS,
+        "hosts (and their subdomains) whose external files are downloaded: Notion `external` "
+        "files, Slack remote files; never at a loopback, private or link-local address", (),
+        unset="none: external files keep their link and metadata only")
+    file_token_hosts: tuple[str, ...] = variable(
+        "DEBOUNCE_FILE_TOKEN_HOSTS", HOSTS,
+        "hosts besides https `slack.com`, `slack-gov.com` and their subdomains that a "
+        "workspace token may be sent to for a file (stand-ins on loopback: `127.0.0.1:8010`)",
+        (), unset="none")
 
     source_values: Mapping[str, Any] = field(default_factory=dict)
 

@@ -64,6 +64,7 @@ from standins.slack_demo import (
     seed_demo,
 )
 from standins.slack_faults import Fault, SlackFaults
+from standins.slack_files import SlackFiles
 from standins.slack_members import MEMBER_METHODS, SlackMembers
 from standins.slack_teams import SlackTeams, token_of
 
@@ -108,7 +109,7 @@ def _decode_cursor(cursor: str) -> str | None:
         return None
 
 
-class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, SlackTeams):
+class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, SlackTeams, SlackFiles):
     """In-memory Slack workspaces behind a Starlette app speaking the Web API.
 
     ``token``: the bot token of the default team (``None``: any token not of another team is
@@ -138,6 +139,7 @@ class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, Sla
         self._init_budgets(clock)
         self._init_conversations()
         self._init_members()
+        self._init_files()
 
     # ------------------------------------------------------------------ workspace mutation
 
@@ -452,6 +454,8 @@ class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, Sla
                 body = self._history(params)
             elif method == "conversations.replies":
                 body = self._replies(params)
+            elif method == "files.info":
+                body = self._files_info(params)
             elif method == "auth.test":
                 body = self._auth_test(team)
             else:

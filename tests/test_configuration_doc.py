@@ -44,6 +44,8 @@ SERVICE_SAMPLES: dict[config.Kind, tuple[str, Any]] = {
     config.BACKOFF: ("1, 2.5", (1.0, 2.5)),
     config.COUNT: ("0", 0),
     config.SHARE: ("0.25", 0.25),
+    config.MEDIA_TYPES: ("application/pdf, Text/CSV", ("application/pdf", "text/csv")),
+    config.HOSTS: ("Files.Example.com., 127.0.0.1:8010", ("files.example.com", "127.0.0.1:8010")),
 }
 #: A text each kind refuses (``None``: every text is a value).
 MALFORMED: dict[config.Kind, str | None] = {
@@ -51,6 +53,7 @@ MALFORMED: dict[config.Kind, str | None] = {
     config.INTEGER: "0", config.OPTIONAL_INTEGER: "seven", config.SECONDS: "-1",
     config.POSITIVE_SECONDS: "0", config.BOOLEAN: "maybe", config.LOG_FORMAT: "xml",
     config.LOG_LEVEL: "loud", config.BACKOFF: "1,x", config.COUNT: "-1", config.SHARE: "1.5",
+    config.MEDIA_TYPES: "pdf", config.HOSTS: "https://x.example/",
 }
 #: A non-default text of each kind of a source's variables, and the value it reads as.
 SOURCE_SAMPLES = {"str": ("https://example.test/x", "https://example.test/x"),

@@ -158,11 +158,12 @@ async def test_403_falls_back_to_the_block_walk_and_is_remembered(
 ) -> None:
     fake.deny_read_content(token=TOKEN)
     page = fake.add_page(title="Walked", blocks=[bulleted("a", bulleted("b"))])
-    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
+    # The block walk reports the page's hosted files (none here).
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1, files=())
     assert await content(store, page) == "- a\n  - b\n"  # the block walk's Markdown
     assert fake.calls["pages.markdown"] == 1 and fake.calls["blocks.children.list"] == 2
     fake.set_blocks(page, [paragraph("changed")])
-    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1, files=())
     assert fake.calls["pages.markdown"] == 1  # later syncs go straight to the walk
     assert await content(store, page) == "changed\n"
 
@@ -173,7 +174,7 @@ async def test_endpoint_missing_falls_back_each_time(
 ) -> None:
     page = fake.add_page(title="Old API", blocks=[paragraph("walked")])
     fake.fail("pages.markdown", status)
-    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1, files=())
     assert await content(store, page) == "walked\n"
     assert fake.calls["blocks.children.list"] == 1
 

@@ -320,7 +320,7 @@ async def test_unchanged_second_sync_is_not_rewritten(
     first = await store.get("notion", PAGE)
 
     again = await notion.sync(make_job(PAGE, event_id="evt-2"), context)
-    assert again == SyncResult(unchanged=1)
+    assert again == SyncResult(unchanged=1, files=())  # the block walk: no hosted file
     second = await store.get("notion", PAGE)
     assert first is not None and second is not None
     assert second["updated_at"] == first["updated_at"]
@@ -510,7 +510,10 @@ async def test_hosted_files_resigned_on_every_fetch_leave_the_document_unchanged
     assert before["content"].startswith(f"[Image: Chart]({link}{image_id.replace('-', '')})\n")
 
     again = await notion.sync(make_job(PAGE, event_id="evt-2"), context)
-    assert again == SyncResult(unchanged=1)
+    assert (again.written, again.unchanged, again.deleted) == (0, 1, 0)
+    # The hosted files are reported by the URL's path: the same files, though every URL changed.
+    assert again.files is not None
+    assert sorted(f.file_id for f in again.files) == ["/ws/f1/data.csv", "/ws/f1/deck.pdf"]
     after = await store.get("notion", PAGE)
     assert after is not None and after["updated_at"] == before["updated_at"]
 

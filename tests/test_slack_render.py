@@ -118,7 +118,8 @@ EXPECTED = {
     ),
     'file_share': (
         '_(file: [q3 \\[draft\\].pdf]'
-        '(https://debounce-demo.slack.com/files/U2147483697/F0AAA/q3_draft.pdf))_\n'
+        '(https://debounce-demo.slack.com/files/U2147483697/F0AAA/q3_draft.pdf)'
+        ' · document `file:F0AAA`)_\n'
     ),
     'file_deleted': (
         ''

@@ -603,7 +603,12 @@ async def test_block_kit_attachments_and_files_reach_the_document(
     )
     assert "> - **Severity**: critical\n" in rows[f"{C}/1763683300.000100"]["content"]
     assert rows[f"{C}/1763683300.000100"]["title"] == "Alert from Grafana"
-    assert rows[f"{C}/1763683400.000100"]["content"].endswith("_(file: plan.pdf)_\n")
+    assert rows[f"{C}/1763683400.000100"]["content"].endswith(
+        "_(file: plan.pdf · document `file:F1`)_\n")
+    # The shared file is reported (its document named above), the deleted one is not.
+    assert result.files is not None
+    assert [(f.file_id, f.name, f.parent_document_id) for f in result.files] == [
+        ("F1", "plan.pdf", f"{C}/1763683400.000100")]
 
 
 async def test_private_channels_and_the_demo_workspace(

@@ -48,16 +48,25 @@ from debounce.contract.errors import (
     SyncError,
     WebhookError,
 )
+from debounce.contract.files import FILE_KEY_PREFIX, FileRef
 from debounce.contract.http import count_api_request, parse_retry_after
 from debounce.contract.install import Identity, Installed, Installer
 from debounce.contract.jobs import ApiBudget, JobStatus, SourceWindow, SyncJob
 from debounce.contract.metering import Checkpoint, Meter, request_key
 from debounce.contract.settings import NoSettings, SourceSetting, setting
 from debounce.contract.source import DEFAULT_WINDOW, Factory, HasSourceValues, Source
-from debounce.contract.sync import SyncContext, Syncer, SyncResult, WebhookParser
+from debounce.contract.sync import (
+    FileRefresher,
+    FileTokenSource,
+    SyncContext,
+    Syncer,
+    SyncResult,
+    WebhookParser,
+)
 from debounce.contract.webhooks import PageEvent, WebhookResult, header
 
 __all__ = [
+    "FILE_KEY_PREFIX", "FileRef", "FileRefresher", "FileTokenSource",
     "AUDIENCE_KINDS",
     "CONVERSATION_KINDS",
     "DEFAULT_WINDOW",

@@ -13,20 +13,26 @@ from typing import Any, Protocol, runtime_checkable
 
 from debounce.contract.audience import AudienceCache
 from debounce.contract.documents import DocumentWriter
+from debounce.contract.files import FileRef
 from debounce.contract.jobs import SyncJob
 from debounce.contract.metering import Checkpoint, Meter
 from debounce.contract.webhooks import WebhookResult
 
-__all__ = ["SyncContext", "SyncResult", "Syncer", "WebhookParser"]
+__all__ = ["FileRefresher", "FileTokenSource", "SyncContext", "SyncResult", "Syncer", "WebhookParser"]
 
 
 @dataclass(frozen=True)
 class SyncResult:
-    """What one successful sync wrote: counts of documents by outcome, for logs and metrics."""
+    """What one successful sync wrote: counts of documents by outcome, for logs and metrics;
+    and the files its documents show (``files``: the complete set, each a
+    :class:`~debounce.contract.files.FileRef`, which the service syncs as file documents of
+    their own and tombstones when a later sync no longer shows them; ``None``: the sync does
+    not report files, and the files of earlier syncs are left as they are)."""
 
     written: int = 0
     unchanged: int = 0
     deleted: int = 0
+    files: tuple[FileRef, ...] | None = None
 
 
 @dataclass
@@ -136,3 +142,27 @@ class Syncer(Protocol):
         """Release HTTP clients; called once when the worker stops."""
         ...
 
+
+@runtime_checkable
+class FileTokenSource(Protocol):
+    """A syncer whose files are downloaded with a token it knows (Slack's ``url_private``
+    with the bot token), also when the job's workspace has no stored credentials."""
+
+    def file_token(self, context: SyncContext) -> str | None:
+        """The token to send with a :class:`~debounce.contract.files.FileRef` whose
+        ``with_token`` is set (only ever to the source's own hosts), ``None``: none."""
+        ...
+
+
+@runtime_checkable
+class FileRefresher(Protocol):
+    """A syncer that gives a fresh download URL for a file whose URL expired."""
+
+    async def refresh_file(self, ref: FileRef, context: SyncContext) -> FileRef:
+        """``ref`` with a fresh ``url`` (one request of the workspace's budget, charged through
+        ``context``); ``url`` ``None`` when the source no longer shows the file.
+
+        Raises:
+            RateLimited, BudgetExhausted, PermanentError: as :meth:`Syncer.sync`.
+        """
+        ...

@@ -37,6 +37,7 @@ from debounce.worker.backfiller import Backfiller
 from debounce.worker.decrypter import Decrypter
 from debounce.worker.env_workspaces import Learner
 from debounce.worker.errors import log_db_error
+from debounce.worker.files import FileJobs, is_file_job
 from debounce.worker.notifier import listen
 from debounce.worker.outcomes import Outcomes, claimed_text, written_text
 from debounce.worker.verdict import VerdictKind, verdict
@@ -85,6 +86,8 @@ class Worker:
         self.store = DocumentStore(pool, guard=DeletionGuard(
             settings.deletion_guard_count, settings.deletion_guard_share,
             settings.deletion_guard_window_seconds))
+        #: Files as documents of their own: enqueued after a sync, run as file jobs.
+        self.files = FileJobs(settings, pool, self.store)
         self.worker_id = worker_id or default_worker_id()
         if conninfo is None:
             if not isinstance(pool.conninfo, str):
@@ -328,7 +331,11 @@ class Worker:
             context = SyncContext(store=store, credentials=credentials,
                                   meter=meter, checkpoint=checkpoint,
                                   audiences=AudienceStore.fenced(self.store.db, job))
-            result = await syncer.sync(job, context)
+            if is_file_job(job):  # a file the source's documents show (debounce/worker/files.py)
+                result = await self.files.run(job, context, syncer)
+            else:
+                result = await syncer.sync(job, context)
+                await self.files.after_sync(job, result, context.writer())
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job
         except Exception as exc:

@@ -20,13 +20,14 @@ from typing import Any
 from notion_client.errors import APIErrorCode, APIResponseError
 from notion_client.helpers import async_collect_paginated_api
 
-from debounce.contract import BackfillPage, Document, SyncContext, SyncJob, SyncResult, WriteOutcome
+from debounce.contract import BackfillPage, Document, FileRef, SyncContext, SyncJob, SyncResult, WriteOutcome
 from debounce.contract.markdown import enhanced_tags, might_have_enhanced_tags
 from integrations.notion.audience import audience_of_event
 from integrations.notion.backfill import NotionBackfill
 from integrations.notion.client import _WRONG_KIND_CODES, NotionCall, NotionClient, _code, api_error
 from integrations.notion.comments import comments_markdown, list_comments, split_comments, with_comments
 from integrations.notion.datasource import sync_data_source
+from integrations.notion.files import hosted_files, refresh_file
 from integrations.notion.markdown import page_markdown
 from integrations.notion.properties import (
     page_properties,
@@ -223,14 +224,16 @@ class NotionSyncer:
         return SyncResult(deleted=len(marked))
 
     @staticmethod
-    async def _write(call: NotionCall, job: SyncJob, doc: Document) -> SyncResult:
+    async def _write(call: NotionCall, job: SyncJob, doc: Document,
+                     files: tuple[FileRef, ...] | None = None) -> SyncResult:
         """Write ``doc`` with its audience: the workspace, and the ``accessible_by`` of the
-        job's latest event (:mod:`integrations.notion.audience`)."""
+        job's latest event (:mod:`integrations.notion.audience`); ``files``: the files it
+        shows (``None``: not reported)."""
         doc = dataclasses.replace(doc, audience=audience_of_event(job.payload))
         outcome = await call.context.writer().upsert(doc)
         if outcome is WriteOutcome.UNCHANGED:
-            return SyncResult(unchanged=1)
-        return SyncResult(written=1)
+            return SyncResult(unchanged=1, files=files)
+        return SyncResult(written=1, files=files)
 
     async def _plan(self, call: NotionCall, job: SyncJob) -> _Plan:
         """What this page sync asks for (the class docstring; docs/notion.md)."""
@@ -294,8 +297,8 @@ class NotionSyncer:
         assert plan.stored is not None
         stored = plan.stored
         try:
-            body, section, counts = await self._body_and_comments(call, job, job.source_page_id,
-                                                                  plan)
+            body, section, counts, files = await self._body_and_comments(
+                call, job, job.source_page_id, plan)
         except APIResponseError as exc:
             if _code(exc) == APIErrorCode.ObjectNotFound.value:
                 return await self._deleted(call, job)
@@ -310,12 +313,14 @@ class NotionSyncer:
             # the last edit, so this is never older); never back in time.
             source_updated_at=max(t for t in (edited, known) if t is not None)
             if edited or known else None)
-        return await self._write(call, job, doc)
+        return await self._write(call, job, doc, files)
 
     async def _body_and_comments(self, call: NotionCall, job: SyncJob, page_id: str,
-                                 plan: _Plan | None) -> tuple[str, str, dict[str, int]]:
-        """The body, the comments section and ``{"discussions", "comments"}`` counts: each
-        fetched if the plan says so (no plan: both), else the stored document's."""
+                                 plan: _Plan | None
+                                 ) -> tuple[str, str, dict[str, int], tuple[FileRef, ...] | None]:
+        """The body, the comments section, ``{"discussions", "comments"}`` counts and the
+        body's files (as :meth:`_content` finds them; ``None`` when the body was not fetched):
+        each fetched if the plan says so (no plan: both), else the stored document's."""
         stored = plan.stored if plan is not None else None
         if plan is not None and not plan.fetch_comments and stored is None:
             # A sync of everything but the comments keeps the stored ones.
@@ -327,20 +332,43 @@ class NotionSyncer:
                   and isinstance(v, int)} if isinstance(kept, dict) else {}
         fetch_content = plan is None or plan.fetch_content or stored is None
         fetch_comments = plan is None or plan.fetch_comments
-        body = await self._content(call, job, page_id) if fetch_content else kept_body
+        body, files = (await self._content(call, job, page_id) if fetch_content
+                       else (kept_body, None))
         section = kept_section
         if fetch_comments:
             section, total = await self._comments(call, job, page_id)
             counts = {"discussions": section.count("\n### Discussion "), "comments": total}
-        return body, section, counts
+        return body, section, counts, files
 
-    async def _content(self, call: NotionCall, job: SyncJob, page_id: str) -> str:
-        """The page's body as stored Markdown: the markdown endpoint, else the block walk."""
+    async def _content(self, call: NotionCall, job: SyncJob, page_id: str
+                       ) -> tuple[str, tuple[FileRef, ...] | None]:
+        """The page's body as stored Markdown: the markdown endpoint, else the block walk;
+        and the Notion-hosted files the block walk found (:mod:`.files`; ``None``: the markdown
+        endpoint served, files are not reported)."""
         content = await page_markdown(call, page_id, self.refusals, job.workspace_id)
+        files: tuple[FileRef, ...] | None = None
         if content is None:  # the markdown endpoint does not serve: the block walk
-            content = render_blocks(await self._walk(call, page_id), page_id=page_id)
+            nodes = await self._walk(call, page_id)
+            content = render_blocks(nodes, page_id=page_id)
+            files = hosted_files(nodes, page_id)
         self._check_dialect(page_id, content)
-        return content
+        return content, files
+
+    async def refresh_file(self, ref: FileRef, context: SyncContext) -> FileRef:
+        """``ref`` with the fresh URL of its block (:func:`.files.refresh_file`: one
+        ``blocks.retrieve``), for a file job whose presigned URL expired
+        (:class:`~debounce.contract.FileRefresher`).
+
+        Raises:
+            As :meth:`sync`.
+        """
+        try:
+            return await refresh_file(self.client.bind(context), ref)
+        except APIResponseError as exc:
+            mapped = api_error(exc)
+            if mapped is not None:
+                raise mapped from exc
+            raise
 
     async def _sync_page(
         self, call: NotionCall, job: SyncJob, page: dict[str, Any] | None,
@@ -351,7 +379,7 @@ class NotionSyncer:
         if page.get("in_trash") or page.get("archived"):
             return await self._deleted(call, job, why="were in the trash")  # page is in the trash
         page_id = str(page.get("id") or job.source_page_id)
-        body, section, counts = await self._body_and_comments(call, job, page_id, plan)
+        body, section, counts, files = await self._body_and_comments(call, job, page_id, plan)
         content, chars = with_comments(body, section)
         raw_props = page.get("properties")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
@@ -377,7 +405,7 @@ class NotionSyncer:
             metadata=metadata,
             source_updated_at=parse_time(page.get("last_edited_time")),
         )
-        return await self._write(call, job, doc)
+        return await self._write(call, job, doc, files)
 
     async def _sync_database(
         self, call: NotionCall, job: SyncJob, db: dict[str, Any] | None

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from integrations.slack.files import NOT_FILES, document_of
 from integrations.slack.mrkdwn import (
     Names,
     Piece,
@@ -451,13 +452,17 @@ def attachment(att: Mapping[str, Any], names: Names) -> list[Piece]:
 
 
 def file_line(f: Mapping[str, Any]) -> list[Piece]:
-    """A shared file: ``_(file: [name](permalink))_``; nothing for a deleted file
-    (``mode: "tombstone"``) or one hidden by the plan's limits."""
-    if f.get("mode") == "tombstone" or f.get("hidden_by_limit"):
+    """A shared file: ``_(file: [name](permalink) · document `file:F1`)_``, naming the file
+    document of its text (:func:`~integrations.slack.files.document_of`), so a consumer can
+    follow it; nothing for a deleted file (``mode: "tombstone"``) or one hidden by the plan's
+    limits."""
+    if f.get("mode") in NOT_FILES or f.get("hidden_by_limit"):
         return []
     name = str(f.get("name") or f.get("title") or f.get("id") or "")
     if not name:
         return []
     url = f.get("permalink")
     shown = link(url, name) if isinstance(url, str) and url else literal(name)
-    return [Piece("_(file: ", ""), shown, Piece(")_", "")]
+    document = document_of(f)
+    named = Piece(f" · document `{document}`", "") if document else Piece("", "")
+    return [Piece("_(file: ", ""), shown, named, Piece(")_", "")]

@@ -94,6 +94,7 @@ METHODS: Mapping[str, str] = {
     "conversations.list": "conversations_list",
     "conversations.info": "conversations_info",
     "conversations.members": "conversations_members",
+    "files.info": "files_info",
 }
 #: The methods whose answers a sync keeps in its checkpoint (a resumed sync reads them
 #: again for free; a sync that yielded between a conversation's info and its member pages
@@ -103,6 +104,11 @@ CACHED_METHODS = frozenset({"conversations.history", "conversations.replies",
 
 #: A thread that no longer exists (``conversations.replies``).
 _THREAD_GONE = frozenset({"thread_not_found", "message_not_found"})
+#: A file this token cannot read (``files.info``: a Slack Connect file of another organisation,
+#: a deleted file, an app without ``files:read``): the file is skipped, the sync goes on
+#: (https://docs.slack.dev/reference/methods/files.info#errors).
+_FILE_UNREADABLE = frozenset({"access_denied", "file_not_found", "file_deleted", "missing_scope",
+                              "no_permission"})
 
 
 class SlackApiFailure(Exception):
@@ -149,9 +155,9 @@ async def call_api(client: AsyncWebClient, context: SyncContext, method: str, /,
                    **params: Any) -> dict[str, Any] | None:
     """One Web API call of ``method`` (one of :data:`METHODS`: ``conversations.history``,
     ``conversations.replies``, ``users.conversations``, ``conversations.list``,
-    ``conversations.info``, ``conversations.members``) with
+    ``conversations.info``, ``conversations.members``, ``files.info``) with
     ``params``; the response body, or ``None`` when the thread asked for (``replies``) is
-    gone.
+    gone or the file asked for (``files.info``) cannot be read (logged).
 
     Charged to ``context``'s budget per HTTP attempt by the session's :func:`charging_trace` (a
     client made by :meth:`SlackClient.web`). The answers of :data:`CACHED_METHODS` are kept in
@@ -221,6 +227,8 @@ def _failure(e: SlackApiError, method: str, channel: Any) -> Exception | None:
     if code == "channel_not_found" and channel:
         return _ChannelGone(method)
     if code in _THREAD_GONE and method == "conversations.replies":
+        return None
+    if code in _FILE_UNREADABLE and method == "files.info":
         return None
     if isinstance(code, str) and code in AUTH_ERRORS:
         return AuthRevoked(f"Slack {method}: {code} ({PERMANENT_ERRORS[code]})")

@@ -20,10 +20,11 @@ from integrations.slack.settings import SlackSettings
 
 __all__ = ["DEFAULT_SCOPES", "SlackInstaller", "WorkspaceInstallationStore", "installer"]
 
-#: Bot scopes the sync needs (history of public and private channels, DMs, group DMs, and the
-#: channel lists): https://docs.slack.dev/reference/scopes
+#: Bot scopes the sync needs (history of public and private channels, DMs, group DMs, the
+#: channel lists, and the files messages share: ``url_private`` and ``files.info``):
+#: https://docs.slack.dev/reference/scopes
 DEFAULT_SCOPES = ("channels:history", "groups:history", "im:history", "mpim:history",
-                  "channels:read", "groups:read", "im:read", "mpim:read")
+                  "channels:read", "groups:read", "im:read", "mpim:read", "files:read")
 
 
 class WorkspaceInstallationStore(AsyncInstallationStore):

@@ -10,7 +10,10 @@ text) changed are read with ``conversations.replies``
 The job's latest event payload is used as a hint for what the window cannot see: an edited
 or deleted reply, a reply to an old thread, a deleted root. The per-conversation state
 (``sync_state``) holds the watermark, an in-progress scan and a fingerprint per recent thread;
-it is written only after the documents it describes. See ``docs/slack.md`` for the choices.
+it is written only after the documents it describes. The state also keeps the files each
+thread document shows (:mod:`integrations.slack.files`), so every sync reports the
+conversation's complete set in :attr:`SyncResult.files` (the service makes each a file document
+and tombstones the ones no thread shows any more). See ``docs/slack.md`` for the choices.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from debounce.contract import (
     Audience,
     BackfillPage,
     DocumentWriter,
+    FileRef,
     PermanentError,
     SyncContext,
     SyncJob,
@@ -33,6 +37,7 @@ from debounce.contract import (
 from integrations.slack.audience import MEMBERS_KEY_PREFIX, AudienceKeeper
 from integrations.slack.backfill import SlackBackfill
 from integrations.slack.client import SlackCall, SlackClient, _ChannelGone
+from integrations.slack.files import file_ref, files_shown, thread_files
 from integrations.slack.render import (
     NO_CONTENT_SUBTYPES,
     SOURCE_TYPE,
@@ -104,6 +109,24 @@ class SlackSyncer:
     async def aclose(self) -> None:
         """Close the HTTP session of the Web API clients (if one was opened)."""
         await self.client.aclose()
+
+    def file_token(self, context: SyncContext) -> str | None:
+        """The token a file job sends to Slack's file hosts: the workspace's, else
+        ``SLACK_BOT_TOKEN`` (:class:`~debounce.contract.FileTokenSource`)."""
+        return self.client.token(context)
+
+    async def refresh_file(self, ref: FileRef, context: SyncContext) -> FileRef:
+        """``ref`` as ``files.info`` shows it now (one request; a fresh upload whose URL the
+        message did not carry yet, a URL that failed); ``url`` ``None`` when the token cannot
+        read the file any more (:class:`~debounce.contract.FileRefresher`).
+
+        Raises:
+            RateLimited, BudgetExhausted, PermanentError, SlackApiFailure: as :meth:`sync`.
+        """
+        data = await self.client.bind(context).call("files.info", file=ref.file_id)
+        fresh = data.get("file") if data is not None else None
+        now = file_ref(fresh, ref.parent_document_id) if isinstance(fresh, dict) else None
+        return ref.with_url(None) if now is None else now
 
     async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
         """Sync one conversation (``job.source_page_id``) into per-thread documents in
@@ -187,6 +210,7 @@ class _ChannelSync:
             "scan": raw.get("scan") if isinstance(raw.get("scan"), dict) else None,
             "threads": raw.get("threads") if isinstance(raw.get("threads"), dict) else {},
             "last_hint": _str(raw.get("last_hint")),
+            "files": raw.get("files") if isinstance(raw.get("files"), dict) else {},
         }
 
     async def _save(self) -> None:
@@ -223,7 +247,14 @@ class _ChannelSync:
             written=self.written,
             unchanged=self.unchanged,
             deleted=self.deleted,
+            files=self._shown_files(),
         )
+
+    # -- files -----------------------------------------------------------------------------
+
+    def _shown_files(self) -> tuple[FileRef, ...]:
+        """Every file the conversation's thread documents show (:func:`files_shown`)."""
+        return files_shown(self.state["files"])
 
     # -- Web API -------------------------------------------------------------------------
 
@@ -264,7 +295,13 @@ class _ChannelSync:
 
     async def _write(self, messages: Sequence[Mapping[str, Any]]) -> None:
         doc = dataclasses.replace(render_thread(self.channel, messages), audience=self.audience)
+        files = await thread_files(self.call, doc.document_id, messages, self.job.log_fields())
         outcome = await self.store.upsert(doc)
+        thread_ts = str(doc.metadata["thread_ts"])
+        if files:
+            self.state["files"][thread_ts] = [dataclasses.asdict(ref) for ref in files]
+        else:
+            self.state["files"].pop(thread_ts, None)
         if outcome is WriteOutcome.UNCHANGED:
             self.unchanged += 1
         else:
@@ -275,6 +312,7 @@ class _ChannelSync:
                                                why="were deleted in Slack")
         self.deleted += len(marked)
         self.threads.pop(thread_ts, None)
+        self.state["files"].pop(thread_ts, None)
         self.refreshed.add(thread_ts)
 
     async def _refresh_thread(self, thread_ts: str) -> None:
