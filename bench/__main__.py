@@ -35,18 +35,18 @@ from bench import (
 )
 
 BENCHMARKS = {
-    "ingest": ingest.run,          # 1 (+ web memory, 5)
-    "coalescing": coalesce.run,    # 2
-    "worker": throughput.run,      # 3 (+ worker memory, 5)
-    "wakeup": wakeup.run,          # 4
-    "growth": growth.run,          # 6
-    "freshness": freshness.run,    # API budgets: staleness, requests, 429s (issue 12, 13)
-    "scale": scale.run,            # the claim against 0 … 10 000 workspaces (issue 22)
-    "feed": feed.run,              # the change feed: write overhead, changes/s served (issue 23)
-    "backfill": backfill.run,      # a Notion page sync's requests, before/after (issue 31)
-    "deadlocks": deadlocks.run,    # a mixed load: pg_stat_database.deadlocks stays 0 (issue 29)
-    "push": push.run,              # push delivery: keeps up with writes, lag, idle cost (issue 40)
-    "files": files.run,            # files' extraction: the child process's cost (issue 39)
+    "ingest": ingest.run,  # 1 (+ web memory, 5)
+    "coalescing": coalesce.run,  # 2
+    "worker": throughput.run,  # 3 (+ worker memory, 5)
+    "wakeup": wakeup.run,  # 4
+    "growth": growth.run,  # 6
+    "freshness": freshness.run,  # API budgets: staleness, requests, 429s (issue 12, 13)
+    "scale": scale.run,  # the claim against 0 … 10 000 workspaces (issue 22)
+    "feed": feed.run,  # the change feed: write overhead, changes/s served (issue 23)
+    "backfill": backfill.run,  # a Notion page sync's requests, before/after (issue 31)
+    "deadlocks": deadlocks.run,  # a mixed load: pg_stat_database.deadlocks stays 0 (issue 29)
+    "push": push.run,  # push delivery: keeps up with writes, lag, idle cost (issue 40)
+    "files": files.run,  # files' extraction: the child process's cost (issue 39)
 }
 
 
@@ -60,10 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM ends the run through the normal exit path, so atexit kills every child.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.monotonic()
-    common.emit("run", mode="quick" if args.quick else "full",
-                date=datetime.now(UTC).isoformat(timespec="seconds"),
-                cpus=os.cpu_count(), python=platform.python_version(),
-                postgres=common.server_version(args.database_url))
+    common.emit(
+        "run",
+        mode="quick" if args.quick else "full",
+        date=datetime.now(UTC).isoformat(timespec="seconds"),
+        cpus=os.cpu_count(),
+        python=platform.python_version(),
+        postgres=common.server_version(args.database_url),
+    )
     failed = []
     for name in args.only or list(BENCHMARKS):
         t0 = time.monotonic()

@@ -102,14 +102,18 @@ async def _until(what: str, check: Any, timeout: float) -> None:
         await asyncio.sleep(0.05)
 
 
-def _usage(fake: FakeNotion, start: float, pages: int, *, since: dict[str, int],
-           since_429: int = 0) -> Phase:
+def _usage(fake: FakeNotion, start: float, pages: int, *, since: dict[str, int], since_429: int = 0) -> Phase:
     usage = fake.usage()
     by = {k: v - since.get(k, 0) for k, v in usage.by_endpoint.items() if v - since.get(k, 0)}
     search = by.get("search", 0)
-    return Phase(wall_seconds=round(time.monotonic() - start, 2), pages=pages,
-                 requests=sum(by.values()) - search, search_requests=search, by_endpoint=by,
-                 rate_limited=usage.rate_limited - since_429)
+    return Phase(
+        wall_seconds=round(time.monotonic() - start, 2),
+        pages=pages,
+        requests=sum(by.values()) - search,
+        search_requests=search,
+        by_endpoint=by,
+        rate_limited=usage.rate_limited - since_429,
+    )
 
 
 async def _world(url: str, pages: int, bursts: int, *, after: bool) -> tuple[Phase, Phase]:
@@ -117,13 +121,20 @@ async def _world(url: str, pages: int, bursts: int, *, after: bool) -> tuple[Pha
     ids = fake.add_pages(pages, blocks=3)
     fake.set_budget(per_second=STANDIN_RATE, burst=STANDIN_BURST)
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        url, min_size=2, max_size=16, open=False, kwargs={"autocommit": True}, timeout=30)
+        url, min_size=2, max_size=16, open=False, kwargs={"autocommit": True}, timeout=30
+    )
     await pool.open(wait=True)
     with BackgroundServer(fake.app()) as server:
-        settings = Settings(database_url=url, notion_token=TOKEN, notion_base_url=server.url,
-                            poll_interval_seconds=0.05, worker_concurrency=8,
-                            workspace_concurrency=8, budgets={"notion": BUDGET},
-                            windows={"notion": WINDOW})
+        settings = Settings(
+            database_url=url,
+            notion_token=TOKEN,
+            notion_base_url=server.url,
+            poll_interval_seconds=0.05,
+            worker_concurrency=8,
+            workspace_concurrency=8,
+            budgets={"notion": BUDGET},
+            windows={"notion": WINDOW},
+        )
         syncer = notion.SOURCE.build(settings)
         assert isinstance(syncer, NotionSyncer)
         syncer.ask_what_changed = after
@@ -133,12 +144,18 @@ async def _world(url: str, pages: int, bursts: int, *, after: bool) -> tuple[Pha
         start = time.monotonic()
         task = asyncio.create_task(worker.run())
         try:
-            await _until("the backfill", lambda: _scalar(
-                pool, "select (select count(*) from documents where deleted_at is null) = %s "
-                      "and not exists (select 1 from sync_jobs "
-                      "where status in ('pending', 'processing')) "
-                      "and exists (select 1 from backfills where status = 'done')",
-                pages), timeout=1800)
+            await _until(
+                "the backfill",
+                lambda: _scalar(
+                    pool,
+                    "select (select count(*) from documents where deleted_at is null) = %s "
+                    "and not exists (select 1 from sync_jobs "
+                    "where status in ('pending', 'processing')) "
+                    "and exists (select 1 from backfills where status = 'done')",
+                    pages,
+                ),
+                timeout=1800,
+            )
             backfill = _usage(fake, start, pages, since={})
             note(f"backfill ({'after' if after else 'before'}): {backfill}")
             live = await _live_mix(fake, pool, ids, bursts)
@@ -150,8 +167,7 @@ async def _world(url: str, pages: int, bursts: int, *, after: bool) -> tuple[Pha
     return backfill, live
 
 
-async def _live_mix(fake: FakeNotion, pool: AsyncConnectionPool[Any], ids: list[str],
-                    bursts: int) -> Phase:
+async def _live_mix(fake: FakeNotion, pool: AsyncConnectionPool[Any], ids: list[str], bursts: int) -> Phase:
     """Bursts of edits (:data:`MIX`), each page edited in the stand-in, then its events sent."""
     rng = random.Random(31)
     workspace = int(await _scalar(pool, "select id from workspaces where source_type = 'notion'"))
@@ -169,21 +185,43 @@ async def _live_mix(fake: FakeNotion, pool: AsyncConnectionPool[Any], ids: list[
         for _ in range(BURST):
             stamp = _stamp(fake.latest_edit())
             event_id = str(uuid.uuid4())
-            payload: dict[str, Any] = {"id": event_id, "type": kind, "timestamp": stamp,
-                                       "entity": {"id": page, "type": "page"}, "data": {}}
-            await queue.enqueue(pool, [JobEvent(
-                "notion", page, payload, event_id, WINDOW.debounce_seconds,
-                WINDOW.max_wait_seconds, workspace_id=workspace, kinds=EVENT_KINDS.get(kind, ()))])
+            payload: dict[str, Any] = {
+                "id": event_id,
+                "type": kind,
+                "timestamp": stamp,
+                "entity": {"id": page, "type": "page"},
+                "data": {},
+            }
+            await queue.enqueue(
+                pool,
+                [
+                    JobEvent(
+                        "notion",
+                        page,
+                        payload,
+                        event_id,
+                        WINDOW.debounce_seconds,
+                        WINDOW.max_wait_seconds,
+                        workspace_id=workspace,
+                        kinds=EVENT_KINDS.get(kind, ()),
+                    )
+                ],
+            )
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.1)
-    await _until("the live edits", lambda: _scalar(
-        pool, "select not exists (select 1 from sync_jobs "
-              "where status in ('pending', 'processing'))"), timeout=600)
+    await _until(
+        "the live edits",
+        lambda: _scalar(
+            pool, "select not exists (select 1 from sync_jobs where status in ('pending', 'processing'))"
+        ),
+        timeout=600,
+    )
     async with pool.connection() as conn:
         cur = await conn.execute(
             "select extract(epoch from finished_at - first_event_at)::float8 from sync_jobs "
             "where status = 'completed' and priority >= 0 and first_event_at >= %s",
-            (phase_start,))
+            (phase_start,),
+        )
         lags = [float(r[0]) for r in await cur.fetchall()]
     phase = _usage(fake, start, len(lags), since=since, since_429=since_429)
     spread = percentiles(lags, (50, 99)) if lags else {}
@@ -197,11 +235,20 @@ def _stamp(moment: datetime) -> str:
 
 
 def _figures(p: Phase) -> dict[str, Any]:
-    return {"wall_seconds": p.wall_seconds, "pages": p.pages, "requests": p.requests,
-            "requests_per_page": p.per_page, "search_requests": p.search_requests,
-            "by_endpoint": p.by_endpoint, "rate_limited": p.rate_limited,
-            **({"freshness_p50_seconds": p.lag_p50, "freshness_p99_seconds": p.lag_p99}
-               if p.lag_p50 is not None else {})}
+    return {
+        "wall_seconds": p.wall_seconds,
+        "pages": p.pages,
+        "requests": p.requests,
+        "requests_per_page": p.per_page,
+        "search_requests": p.search_requests,
+        "by_endpoint": p.by_endpoint,
+        "rate_limited": p.rate_limited,
+        **(
+            {"freshness_p50_seconds": p.lag_p50, "freshness_p99_seconds": p.lag_p99}
+            if p.lag_p50 is not None
+            else {}
+        ),
+    }
 
 
 def run(server_url: str, quick: bool = False) -> None:
@@ -209,26 +256,39 @@ def run(server_url: str, quick: bool = False) -> None:
     pages, bursts = (200, 40) if quick else (1000, 150)
     results: dict[str, tuple[Phase, Phase]] = {}
     for label, after in (("before", False), ("after", True)):
-        note(f"backfill: {label}, {pages} pages at {STANDIN_RATE:g} requests/s "
-             f"(Notion's ~3/s, time scaled down 10x)")
+        note(
+            f"backfill: {label}, {pages} pages at {STANDIN_RATE:g} requests/s "
+            f"(Notion's ~3/s, time scaled down 10x)"
+        )
         with scratch_database(server_url, f"backfill_{label}") as url:
             results[label] = asyncio.run(_world(url, pages, bursts, after=after))
     (b_fill, b_live), (a_fill, a_live) = results["before"], results["after"]
-    emit("backfill", pages=pages, standin_requests_per_second=STANDIN_RATE,
-         time_scale="10x faster than Notion's ~3 requests/s",
-         before=_figures(b_fill), after=_figures(a_fill),
-         wall_ratio=round(a_fill.wall_seconds / b_fill.wall_seconds, 3),
-         # Since issue 41 a backfilled page also reads its comments (markdown + comments:
-         # 2 requests; 1 from issue 31 until then): as many requests as before at the same
-         # rate, so the wall is the rate's; 1.3 leaves room for a loaded machine's noise
-         # (1.23 measured on 2 shared cores).
-         goal_requests_per_page=a_fill.per_page <= 2.02,
-         goal_wall=a_fill.wall_seconds <= 1.3 * b_fill.wall_seconds,
-         goal_no_429=b_fill.rate_limited == 0 and a_fill.rate_limited == 0)
-    emit("live_mix", bursts=bursts, events_per_burst=BURST,
-         mix={k: w for k, w in MIX}, debounce_seconds=WINDOW.debounce_seconds,
-         before=_figures(b_live), after=_figures(a_live),
-         goal_requests_per_page=a_live.per_page <= 1.3,
-         goal_freshness_p99=(a_live.lag_p99 or 0.0) <= 1.1 * (b_live.lag_p99 or 0.0),
-         goal_no_429=b_live.rate_limited == 0 and a_live.rate_limited == 0)
+    emit(
+        "backfill",
+        pages=pages,
+        standin_requests_per_second=STANDIN_RATE,
+        time_scale="10x faster than Notion's ~3 requests/s",
+        before=_figures(b_fill),
+        after=_figures(a_fill),
+        wall_ratio=round(a_fill.wall_seconds / b_fill.wall_seconds, 3),
+        # Since issue 41 a backfilled page also reads its comments (markdown + comments:
+        # 2 requests; 1 from issue 31 until then): as many requests as before at the same
+        # rate, so the wall is the rate's; 1.3 leaves room for a loaded machine's noise
+        # (1.23 measured on 2 shared cores).
+        goal_requests_per_page=a_fill.per_page <= 2.02,
+        goal_wall=a_fill.wall_seconds <= 1.3 * b_fill.wall_seconds,
+        goal_no_429=b_fill.rate_limited == 0 and a_fill.rate_limited == 0,
+    )
+    emit(
+        "live_mix",
+        bursts=bursts,
+        events_per_burst=BURST,
+        mix={k: w for k, w in MIX},
+        debounce_seconds=WINDOW.debounce_seconds,
+        before=_figures(b_live),
+        after=_figures(a_live),
+        goal_requests_per_page=a_live.per_page <= 1.3,
+        goal_freshness_p99=(a_live.lag_p99 or 0.0) <= 1.1 * (b_live.lag_p99 or 0.0),
+        goal_no_429=b_live.rate_limited == 0 and a_live.rate_limited == 0,
+    )
     tables.run(server_url, quick)  # issue 41: a data source's table and a page's comments

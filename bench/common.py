@@ -86,9 +86,10 @@ def line_up(conn: psycopg.Connection[Any]) -> int:
 
     changed, after = 0, 0
     while True:
-        row = conn.execute(queries("claim")["repair_lines"],
-                           {"after": after, "batch": 1000, "workspace_concurrency": 1_000_000}
-                           ).fetchone()
+        row = conn.execute(
+            queries("claim")["repair_lines"],
+            {"after": after, "batch": 1000, "workspace_concurrency": 1_000_000},
+        ).fetchone()
         if row is None or row[1] is None:
             return changed
         changed, after = changed + int(row[0] or 0), int(row[1])
@@ -104,8 +105,13 @@ def libpq_env(url: str) -> dict[str, str]:
     """PGHOST/PGPORT/PGUSER/PGDATABASE/PGPASSWORD for command-line tools (pgbench)."""
     d = conninfo_to_dict(url)
     env = {}
-    for key, var in (("host", "PGHOST"), ("port", "PGPORT"), ("user", "PGUSER"),
-                     ("dbname", "PGDATABASE"), ("password", "PGPASSWORD")):
+    for key, var in (
+        ("host", "PGHOST"),
+        ("port", "PGPORT"),
+        ("user", "PGUSER"),
+        ("dbname", "PGDATABASE"),
+        ("password", "PGPASSWORD"),
+    ):
         if d.get(key):
             env[var] = str(d[key])
     return env
@@ -124,18 +130,24 @@ def _kill_all() -> None:
 atexit.register(_kill_all)
 
 
-def spawn(args: Sequence[str], *, env: dict[str, str] | None = None, log: Path | None = None,
-          capture: bool = False) -> subprocess.Popen[Any]:
+def spawn(
+    args: Sequence[str], *, env: dict[str, str] | None = None, log: Path | None = None, capture: bool = False
+) -> subprocess.Popen[Any]:
     """Start a child in its own process group; it is killed at exit whatever happens.
     Its output goes to ``log`` (or nowhere); with ``capture`` its stdout is a pipe."""
     full_env = {**os.environ, **(env or {})}
-    full_env["PYTHONPATH"] = str(ROOT) + (os.pathsep + full_env["PYTHONPATH"]
-                                          if full_env.get("PYTHONPATH") else "")
+    full_env["PYTHONPATH"] = str(ROOT) + (
+        os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else ""
+    )
     sink: Any = open(log, "ab") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(list(args), env=full_env, cwd=ROOT,
-                            stdout=subprocess.PIPE if capture else sink,
-                            stderr=sink if capture else subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        list(args),
+        env=full_env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE if capture else sink,
+        stderr=sink if capture else subprocess.STDOUT,
+        start_new_session=True,
+    )
     _CHILDREN.append(proc)
     return proc
 
@@ -202,8 +214,7 @@ class RssSampler:
             for pid in list(self.pids):
                 try:
                     p = psutil.Process(pid)
-                    rss = p.memory_info().rss + sum(
-                        c.memory_info().rss for c in p.children(recursive=True))
+                    rss = p.memory_info().rss + sum(c.memory_info().rss for c in p.children(recursive=True))
                 except psutil.Error:
                     continue
                 self.peak[pid] = max(self.peak.get(pid, 0), rss)

@@ -69,8 +69,9 @@ def _scalar(url: str, query: str) -> Any:
         return row[0] if row else None
 
 
-async def _load(web: str, pages: list[str], seconds: float, rate: float,
-                answers: list[tuple[float, int, str]]) -> None:
+async def _load(
+    web: str, pages: list[str], seconds: float, rate: float, answers: list[tuple[float, int, str]]
+) -> None:
     """Post signed ``page.content_updated`` webhooks at ``rate`` per second for ``seconds``;
     each answer as (monotonic time, status (0: no answer), page)."""
     rng = random.Random(32)
@@ -84,8 +85,11 @@ async def _load(web: str, pages: list[str], seconds: float, rate: float,
             body["entity"]["id"] = rng.choice(pages)
             raw = json.dumps(body).encode()
             try:
-                resp = await client.post("/webhooks/notion", content=raw, headers={
-                    **sign_request("notion", raw, SECRET), "content-type": "application/json"})
+                resp = await client.post(
+                    "/webhooks/notion",
+                    content=raw,
+                    headers={**sign_request("notion", raw, SECRET), "content-type": "application/json"},
+                )
                 answers.append((time.monotonic(), resp.status_code, body["entity"]["id"]))
             except httpx.HTTPError:
                 answers.append((time.monotonic(), 0, body["entity"]["id"]))
@@ -107,18 +111,32 @@ def drill(seconds: float, n_pages: int) -> bool:
     logs = work / "logs"
     logs.mkdir()
     with BackgroundServer(api.app()) as notion:
-        env = {"DATABASE_URL": url, "NOTION_TOKEN": TOKEN, "NOTION_BASE_URL": notion.url,
-               "NOTION_WEBHOOK_SECRET": SECRET, "NOTION_DEBOUNCE_SECONDS": "1",
-               "NOTION_MAX_WAIT_SECONDS": "5", "DEBOUNCE_LEASE_SECONDS": "3",
-               "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.5", "DEBOUNCE_BACKFILL_ON_CONNECT": "false",
-               "DEBOUNCE_RECONCILE_INTERVAL_SECONDS": "0", "NOTION_BUDGET_PER_MINUTE": "6000",
-               "NOTION_BUDGET_BURST": "50", "PORT": str(port)}
+        env = {
+            "DATABASE_URL": url,
+            "NOTION_TOKEN": TOKEN,
+            "NOTION_BASE_URL": notion.url,
+            "NOTION_WEBHOOK_SECRET": SECRET,
+            "NOTION_DEBOUNCE_SECONDS": "1",
+            "NOTION_MAX_WAIT_SECONDS": "5",
+            "DEBOUNCE_LEASE_SECONDS": "3",
+            "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.5",
+            "DEBOUNCE_BACKFILL_ON_CONNECT": "false",
+            "DEBOUNCE_RECONCILE_INTERVAL_SECONDS": "0",
+            "NOTION_BUDGET_PER_MINUTE": "6000",
+            "NOTION_BUDGET_BURST": "50",
+            "PORT": str(port),
+        }
         for name in ("SLACK_BOT_TOKEN", "DEBOUNCE_SECRET_KEY"):
             os.environ.pop(name, None)
-        web = spawn([sys.executable, "-m", "uvicorn", "debounce.web:app", "--port", str(port),
-                     "--no-access-log"], env=env, log=logs / "web.log")
-        workers = [spawn([sys.executable, "-m", "debounce", "worker"], env=env,
-                         log=logs / f"worker-{i}.log") for i in range(3)]
+        web = spawn(
+            [sys.executable, "-m", "uvicorn", "debounce.web:app", "--port", str(port), "--no-access-log"],
+            env=env,
+            log=logs / "web.log",
+        )
+        workers = [
+            spawn([sys.executable, "-m", "debounce", "worker"], env=env, log=logs / f"worker-{i}.log")
+            for i in range(3)
+        ]
         wait_http(f"http://127.0.0.1:{port}/healthz")
         answers: list[tuple[float, int, str]] = []
         kills = 0
@@ -134,37 +152,40 @@ def drill(seconds: float, n_pages: int) -> bool:
                 victim = rng.randrange(len(workers))
                 workers[victim].kill()  # SIGKILL: its leases are left behind
                 kills += 1
-                workers[victim] = spawn([sys.executable, "-m", "debounce", "worker"], env=env,
-                                        log=logs / f"worker-{len(workers) + kills}.log")
+                workers[victim] = spawn(
+                    [sys.executable, "-m", "debounce", "worker"],
+                    env=env,
+                    log=logs / f"worker-{len(workers) + kills}.log",
+                )
                 if not restarted and time.monotonic() - started > seconds / 2:
                     restarted = True
                     down = time.monotonic()
                     # restart: stop in immediate mode (a crash), start with the same options
                     # (postmaster.opts: pgserver's socket directory, no TCP)
-                    await asyncio.to_thread(_pg_ctl, data, "restart", "-m", "immediate", "-w",
-                                            "-l", str(data / "restart.log"))
+                    await asyncio.to_thread(
+                        _pg_ctl, data, "restart", "-m", "immediate", "-w", "-l", str(data / "restart.log")
+                    )
                     restart = (down, time.monotonic() + RESTART_SLACK)
                     note(f"crash: Postgres restarted in {time.monotonic() - down:.1f} s")
 
         async def both() -> None:
-            await asyncio.gather(_load(f"http://127.0.0.1:{port}", pages, seconds, 40.0,
-                                       answers), faults())
+            await asyncio.gather(_load(f"http://127.0.0.1:{port}", pages, seconds, 40.0, answers), faults())
 
         asyncio.run(both())
         deadline = time.monotonic() + 60
-        while _scalar(url, "select count(*) from sync_jobs "
-                           "where status in ('pending', 'processing')"):
+        while _scalar(url, "select count(*) from sync_jobs where status in ('pending', 'processing')"):
             if time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         drained_in = round(time.monotonic() - (deadline - 60), 1)
-        left = _scalar(url, "select count(*) from sync_jobs "
-                            "where status in ('pending', 'processing')")
+        left = _scalar(url, "select count(*) from sync_jobs where status in ('pending', 'processing')")
         failed = _scalar(url, "select count(*) from sync_jobs where status = 'failed'")
         accepted = sorted({page for _, status, page in answers if 200 <= status < 300})
         with psycopg.connect(url, autocommit=True) as conn:
-            counted = conn.execute("select count(*) from documents where deleted_at is null "
-                                   "and document_id = any(%s)", (accepted,)).fetchone()
+            counted = conn.execute(
+                "select count(*) from documents where deleted_at is null and document_id = any(%s)",
+                (accepted,),
+            ).fetchone()
             assert counted is not None  # count(*) answers one row
             documents = counted[0]
         at_limit = _scalar(url, "select count(*) from workspaces where at_concurrency_limit")
@@ -173,29 +194,45 @@ def drill(seconds: float, n_pages: int) -> bool:
     server5xx = [(t, s) for t, s, _ in answers if s >= 500 or s == 0]
     outside = [s for t, s in server5xx if not restart[0] <= t <= restart[1]]
     ok2xx = sum(1 for _, s, _ in answers if 200 <= s < 300)
-    goals = {"goal_everything_due_synced": left == 0 and failed == 0,
-             "goal_every_edited_page_has_its_document": documents == len(accepted),
-             "goal_no_workspace_left_at_its_limit": at_limit == 0,
-             "goal_no_5xx_outside_the_restart": not outside}
-    emit("crash", webhooks=len(answers), answered_2xx=ok2xx,
-         answered_5xx_or_none_during_restart=len(server5xx) - len(outside),
-         answered_5xx_or_none_outside_restart=len(outside), workers_killed=kills,
-         postgres_restart_seconds=round(restart[1] - RESTART_SLACK - restart[0], 1),
-         drained_within_seconds=drained_in, left_due_or_running=left, failed=failed,
-         documents=documents, pages_edited=len(accepted), **goals)
+    goals = {
+        "goal_everything_due_synced": left == 0 and failed == 0,
+        "goal_every_edited_page_has_its_document": documents == len(accepted),
+        "goal_no_workspace_left_at_its_limit": at_limit == 0,
+        "goal_no_5xx_outside_the_restart": not outside,
+    }
+    emit(
+        "crash",
+        webhooks=len(answers),
+        answered_2xx=ok2xx,
+        answered_5xx_or_none_during_restart=len(server5xx) - len(outside),
+        answered_5xx_or_none_outside_restart=len(outside),
+        workers_killed=kills,
+        postgres_restart_seconds=round(restart[1] - RESTART_SLACK - restart[0], 1),
+        drained_within_seconds=drained_in,
+        left_due_or_running=left,
+        failed=failed,
+        documents=documents,
+        pages_edited=len(accepted),
+        **goals,
+    )
     _pg_ctl(data, "stop", "-m", "fast", "-w")
     with_errors = sorted(p.name for p in logs.iterdir() if "Traceback" in p.read_text())
     if with_errors or not all(goals.values()):
-        note(f"crash: logs kept in {logs}" + (f"; tracebacks in {', '.join(with_errors)}"
-                                               if with_errors else ""))
+        note(
+            f"crash: logs kept in {logs}"
+            + (f"; tracebacks in {', '.join(with_errors)}" if with_errors else "")
+        )
     else:
         shutil.rmtree(work, ignore_errors=True)
     return all(goals.values())
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.crash", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.crash",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--seconds", type=float, default=40.0, help="length of the load (default 40)")
     p.add_argument("--pages", type=int, default=300, help="pages edited (default 300)")
     args = p.parse_args(argv)

@@ -52,21 +52,31 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
     def count(kind: str, n: int = 1) -> None:
         counts[kind] = counts.get(kind, 0) + n
 
-    async with AsyncConnectionPool(url, min_size=10, max_size=12, open=False,
-                                   kwargs={"autocommit": True}, timeout=30) as pool:
+    async with AsyncConnectionPool(
+        url, min_size=10, max_size=12, open=False, kwargs={"autocommit": True}, timeout=30
+    ) as pool:
         ids: list[int] = []
         external: dict[int, str] = {}
         for i in range(WORKSPACES):
-            row = await workspaces.save(pool, keys, source_type="notion", external_id=f"D{i}",
-                                        name=f"D{i}", credentials={"access_token": f"t{i}"})
+            row = await workspaces.save(
+                pool,
+                keys,
+                source_type="notion",
+                external_id=f"D{i}",
+                name=f"D{i}",
+                credentials={"access_token": f"t{i}"},
+            )
             ids.append(int(row["id"]))
             external[int(row["id"])] = f"D{i}"
-            for k in range(5):      # documents its syncs wrote, for the purges
-                await DocumentStore(pool).upsert(Document("notion", f"doc-{i}-{k}", f"doc-{i}-{k}",
-                                                          "d", "# d"))
+            for k in range(5):  # documents its syncs wrote, for the purges
+                await DocumentStore(pool).upsert(
+                    Document("notion", f"doc-{i}-{k}", f"doc-{i}-{k}", "d", "# d")
+                )
             async with pool.connection() as conn:
-                await conn.execute("update documents set workspace_id = %s "
-                                   "where source_page_id like %s", (row["id"], f"doc-{i}-%"))
+                await conn.execute(
+                    "update documents set workspace_id = %s where source_page_id like %s",
+                    (row["id"], f"doc-{i}-%"),
+                )
         stop = time.monotonic() + seconds
         rng = random.Random(29)
 
@@ -87,24 +97,38 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
 
             async def one() -> None:
                 nonlocal n
-                batch = [JobEvent("notion", f"page-{rng.randrange(PAGES)}", {"n": n},
-                                  event_id=f"w{k}-{n}-{i}",
-                                  debounce_seconds=0.0 if i % 2 else 0.05,
-                                  max_wait_seconds=1.0, workspace_id=rng.choice(ids))
-                         for i in range(6)]
+                batch = [
+                    JobEvent(
+                        "notion",
+                        f"page-{rng.randrange(PAGES)}",
+                        {"n": n},
+                        event_id=f"w{k}-{n}-{i}",
+                        debounce_seconds=0.0 if i % 2 else 0.05,
+                        max_wait_seconds=1.0,
+                        workspace_id=rng.choice(ids),
+                    )
+                    for i in range(6)
+                ]
                 n += 1
                 briefs = await queue.enqueue(pool, batch)
                 count("webhook_batches")
-                count("webhook_events_of_removed_workspaces",
-                      sum(b.outcome is EnqueueOutcome.WORKSPACE_REMOVED for b in briefs))
+                count(
+                    "webhook_events_of_removed_workspaces",
+                    sum(b.outcome is EnqueueOutcome.WORKSPACE_REMOVED for b in briefs),
+                )
 
             await guarded("webhooks", one)
 
         async def claimer(k: int) -> None:
             async def one() -> None:
                 got = await queue.claim(
-                    pool, f"c{k}", limit=8, lease_seconds=0.5, source_slots={"notion": 8},
-                    workspace_concurrency=4)
+                    pool,
+                    f"c{k}",
+                    limit=8,
+                    lease_seconds=0.5,
+                    source_slots={"notion": 8},
+                    workspace_concurrency=4,
+                )
                 count("claims")
                 if not got:
                     await asyncio.sleep(0.002)
@@ -115,10 +139,11 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
                 await queue.complete_many(pool, jobs[third:])
                 count("completions")
                 if len(jobs) > 1:
-                    await queue.fail_many(pool, [Failure(j, "bench", backoff_seconds=0.01)
-                                                 for j in jobs[:third // 2 or 1]])
+                    await queue.fail_many(
+                        pool, [Failure(j, "bench", backoff_seconds=0.01) for j in jobs[: third // 2 or 1]]
+                    )
                     count("failures")
-                    rest = jobs[third // 2 or 1:third]
+                    rest = jobs[third // 2 or 1 : third]
                     if rest:
                         await queue.release(pool, rest)
                         count("releases")
@@ -133,8 +158,9 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
                 if leased is None:
                     return
                 items = [BackfillItem(f"page-{rng.randrange(PAGES)}", None) for _ in range(20)]
-                await backfills.record_page(pool, leased["id"], "enum", items, "next",
-                                               lease_seconds=30.0, max_attempts=5)
+                await backfills.record_page(
+                    pool, leased["id"], "enum", items, "next", lease_seconds=30.0, max_attempts=5
+                )
                 await backfills.finish(pool, leased["id"], "enum", max_attempts=5)
                 count("backfill_pages")
 
@@ -160,9 +186,14 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
                 if purge:
                     count("removal_documents_deleted", await purge_removed(pool, workspace_id=ws))
                 await asyncio.sleep(0.1)
-                row = await workspaces.save(pool, keys, source_type="notion",
-                                            external_id=external[ws], name="again",
-                                            credentials={"access_token": "again"})
+                row = await workspaces.save(
+                    pool,
+                    keys,
+                    source_type="notion",
+                    external_id=external[ws],
+                    name="again",
+                    credentials={"access_token": "again"},
+                )
                 if int(row["id"]) != ws:
                     errors.append(f"remover: {external[ws]} came back as {row['id']}, not {ws}")
                 ids.append(ws)
@@ -180,8 +211,15 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
 
             await guarded("pruner", one)
 
-        await asyncio.gather(webhooks(0), webhooks(1), *(claimer(k) for k in range(4)),
-                             backfiller(), reaper(), remover(), pruner())
+        await asyncio.gather(
+            webhooks(0),
+            webhooks(1),
+            *(claimer(k) for k in range(4)),
+            backfiller(),
+            reaper(),
+            remover(),
+            pruner(),
+        )
     return {"counts": counts, "errors": errors[:3]}
 
 
@@ -191,12 +229,16 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
         before = asyncio.run(_deadlocks(url))
         note(f"deadlocks: mixed load for {seconds:.0f} s")
         outcome = asyncio.run(_load(url, seconds))
-        time.sleep(1.0)              # backends report their counters about once a second
+        time.sleep(1.0)  # backends report their counters about once a second
         after = asyncio.run(_deadlocks(url))
-    violations = sum(n for k, n in outcome["counts"].items()
-                     if k.endswith("_foreign_key_violations"))
-    return emit("deadlocks", seconds=seconds, deadlocks=after - before,
-                foreign_key_violations=violations,
-                statements=outcome["counts"], errors=outcome["errors"],
-                goal_no_deadlocks=after - before == 0,
-                goal_no_foreign_key_violations=violations == 0)
+    violations = sum(n for k, n in outcome["counts"].items() if k.endswith("_foreign_key_violations"))
+    return emit(
+        "deadlocks",
+        seconds=seconds,
+        deadlocks=after - before,
+        foreign_key_violations=violations,
+        statements=outcome["counts"],
+        errors=outcome["errors"],
+        goal_no_deadlocks=after - before == 0,
+        goal_no_foreign_key_violations=violations == 0,
+    )

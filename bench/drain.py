@@ -41,8 +41,9 @@ XACTS = "select xact_commit from pg_stat_database where datname = current_databa
 DONE = "select count(*) from sync_jobs where status = 'completed'"
 
 
-def drain(url: str, jobs: int, processes: int, workspaces: bool, code: Path,
-          timeout: float = 300.0) -> dict[str, Any]:
+def drain(
+    url: str, jobs: int, processes: int, workspaces: bool, code: Path, timeout: float = 300.0
+) -> dict[str, Any]:
     """Fill ``url`` with ``jobs`` due no-op jobs and time their drain (see the module)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(INSERT_JOBS, {"n": jobs})
@@ -53,18 +54,30 @@ def drain(url: str, jobs: int, processes: int, workspaces: bool, code: Path,
             line_up(conn)
             conn.execute("analyze workspaces")
         conn.execute("vacuum analyze sync_jobs")
-    env = {**os.environ, "DATABASE_URL": url, "DEBOUNCE_SECRET_KEY": SECRET_KEY,
-           "PYTHONPATH": str(code)}
-    procs = [subprocess.Popen([sys.executable, "-m", "bench.worker_proc"], env=env, cwd=code,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True) for _ in range(processes)]
+    env = {**os.environ, "DATABASE_URL": url, "DEBOUNCE_SECRET_KEY": SECRET_KEY, "PYTHONPATH": str(code)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bench.worker_proc"],
+            env=env,
+            cwd=code,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        for _ in range(processes)
+    ]
     watched = [psutil.Process(p.pid) for p in procs]
 
     def cpu() -> float:
         return sum(t.user + t.system for t in (w.cpu_times() for w in watched))
 
-    out: dict[str, Any] = {"bench": "drain", "code": str(code), "jobs": jobs,
-                           "processes": processes, "workspaces": WORKSPACES if workspaces else 0}
+    out: dict[str, Any] = {
+        "bench": "drain",
+        "code": str(code),
+        "jobs": jobs,
+        "processes": processes,
+        "workspaces": WORKSPACES if workspaces else 0,
+    }
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             first: tuple[float, int, float, int] | None = None
@@ -82,8 +95,7 @@ def drain(url: str, jobs: int, processes: int, workspaces: bool, code: Path,
                     out["completed"] = done
                     out["completed_per_s"] = round(n / (now - first[0]), 1)
                     out["cpu_ms_per_job"] = round((cpu() - first[2]) * 1000 / n, 3)
-                    out["transactions_per_job"] = round(((int(x[0]) if x else 0) - first[3]) / n,
-                                                        3)
+                    out["transactions_per_job"] = round(((int(x[0]) if x else 0) - first[3]) / n, 3)
                     break
                 time.sleep(0.02)
             else:
@@ -100,14 +112,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--workspaces", action="store_true", help="spread the jobs over workspaces")
     p.add_argument("--code", type=Path, default=ROOT, help="the checkout whose worker runs")
-    p.add_argument("--database-url", default=os.environ.get("DATABASE_URL") or DEFAULT_URL,
-                   help="a server this script may create scratch databases on (as python -m bench)")
+    p.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL") or DEFAULT_URL,
+        help="a server this script may create scratch databases on (as python -m bench)",
+    )
     args = p.parse_args(argv)
     if not (args.code / "bench" / "worker_proc.py").is_file():
         p.error(f"--code {args.code}: no bench/worker_proc.py there")
     with scratch_database(args.database_url, "drain") as url:
-        print(json.dumps(drain(url, args.jobs, args.processes, args.workspaces,
-                               args.code.resolve())), flush=True)
+        print(
+            json.dumps(drain(url, args.jobs, args.processes, args.workspaces, args.code.resolve())),
+            flush=True,
+        )
     return 0
 
 

@@ -47,18 +47,26 @@ from debounce.web import create_app
 from standins.server import BackgroundServer
 
 TOKEN = "bench-read-token"
-async def _writes(pool: AsyncConnectionPool[Any], docs: int, writes: int, writers: int,
-                  tag: str) -> float:
+
+
+async def _writes(pool: AsyncConnectionPool[Any], docs: int, writes: int, writers: int, tag: str) -> float:
     """Upserts per second: ``writes`` changes of ``docs`` documents by ``writers`` tasks."""
     store = DocumentStore(pool)
     body = "lorem ipsum dolor sit amet " * 80
 
     async def writer(w: int) -> None:
         for i in range(w, writes, writers):
-            await store.upsert(Document(
-                source_type="notion", document_id=f"doc-{i % docs}", source_page_id=f"p{i % docs}",
-                title=f"Document {i % docs}", url=None, content=f"{tag} {i}\n{body}",
-                metadata={"n": i}))
+            await store.upsert(
+                Document(
+                    source_type="notion",
+                    document_id=f"doc-{i % docs}",
+                    source_page_id=f"p{i % docs}",
+                    title=f"Document {i % docs}",
+                    url=None,
+                    content=f"{tag} {i}\n{body}",
+                    metadata={"n": i},
+                )
+            )
 
     t0 = time.perf_counter()
     await asyncio.gather(*(writer(w) for w in range(writers)))
@@ -84,7 +92,7 @@ def _position_trigger_017() -> str:
     migration 020 skipped the row copy and compare for a write with a new content hash)."""
     text = (sql_dir() / "migrations" / "017_feed_positions.sql").read_text(encoding="utf-8")
     start = text.index("create or replace function document_feed_position()")
-    return text[start:text.index("end $$;", start) + len("end $$;")]
+    return text[start : text.index("end $$;", start) + len("end $$;")]
 
 
 async def _variant(pool: AsyncConnectionPool[Any], name: str, current: str) -> None:
@@ -104,9 +112,12 @@ async def _variant(pool: AsyncConnectionPool[Any], name: str, current: str) -> N
 async def _backends(pool: AsyncConnectionPool[Any]) -> list[int]:
     """The pids of the client backends connected to the pool's database."""
     async with pool.connection() as conn:
-        rows = await (await conn.execute(
-            "select pid from pg_stat_activity where datname = current_database() "
-            "and backend_type = 'client backend'")).fetchall()
+        rows = await (
+            await conn.execute(
+                "select pid from pg_stat_activity where datname = current_database() "
+                "and backend_type = 'client backend'"
+            )
+        ).fetchall()
     return [int(r[0]) for r in rows]
 
 
@@ -122,8 +133,9 @@ def _cpu_of(pids: list[int]) -> float:
     return total
 
 
-async def _follower(pool: AsyncConnectionPool[Any], stop: asyncio.Event,
-                    got: list[int] | None = None) -> None:
+async def _follower(
+    pool: AsyncConnectionPool[Any], stop: asyncio.Event, got: list[int] | None = None
+) -> None:
     """One consumer long-polling the feed from its head until ``stop`` (changes counted in
     ``got``)."""
     signal = ChangeSignal(pool)
@@ -140,24 +152,34 @@ async def _follower(pool: AsyncConnectionPool[Any], stop: asyncio.Event,
 
 async def _write_cost(url: str, quick: bool) -> None:
     docs, writes, writers, rounds = (200, 1500, 4, 3) if quick else (1000, 6000, 4, 5)
-    pool = AsyncConnectionPool(url, min_size=writers, max_size=writers + 1, open=False,
-                               kwargs={"autocommit": True})
-    reader = AsyncConnectionPool(url, min_size=1, max_size=2, open=False,
-                                 kwargs={"autocommit": True})
+    pool = AsyncConnectionPool(
+        url, min_size=writers, max_size=writers + 1, open=False, kwargs={"autocommit": True}
+    )
+    reader = AsyncConnectionPool(url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True})
     await pool.open(wait=True)
     await reader.open(wait=True)
     try:
         async with pool.connection() as conn:
             await conn.execute(_OLD_NOTIFY)
-            row = await (await conn.execute(
-                "select pg_get_functiondef('document_feed_position'::regproc)")).fetchone()
+            row = await (
+                await conn.execute("select pg_get_functiondef('document_feed_position'::regproc)")
+            ).fetchone()
             assert row is not None
             current = str(row[0])
         await _writes(pool, docs, docs, writers, "warm")  # the rows exist: every write an update
-        best: dict[str, float] = {"off": 0.0, "log": 0.0, "log_017": 0.0, "log_follower": 0.0,
-                                  "log_notify_before": 0.0}
-        ratios: dict[str, list[float]] = {"log": [], "log_017": [], "log_follower": [],
-                                          "log_notify_before": []}
+        best: dict[str, float] = {
+            "off": 0.0,
+            "log": 0.0,
+            "log_017": 0.0,
+            "log_follower": 0.0,
+            "log_notify_before": 0.0,
+        }
+        ratios: dict[str, list[float]] = {
+            "log": [],
+            "log_017": [],
+            "log_follower": [],
+            "log_notify_before": [],
+        }
         cpu: dict[str, list[float]] = {name: [] for name in best}
         for r in range(rounds):
             this: dict[str, float] = {}
@@ -165,14 +187,17 @@ async def _write_cost(url: str, quick: bool) -> None:
             # a later turn of a round faced more dead rows (a server may run without
             # autovacuum) and a drifting machine load, and always the same variant paid it.
             names = list(best)
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 async with pool.connection() as conn:
                     await conn.execute("vacuum documents")
                 await _variant(pool, name, current)
                 stop = asyncio.Event()
-                following = (asyncio.create_task(_follower(reader, stop))
-                             if name in ("log_follower", "log_notify_before") else None)
-                if name == "log_notify_before":   # a listener, as the web's was
+                following = (
+                    asyncio.create_task(_follower(reader, stop))
+                    if name in ("log_follower", "log_notify_before")
+                    else None
+                )
+                if name == "log_notify_before":  # a listener, as the web's was
                     listener = await psycopg.AsyncConnection.connect(url, autocommit=True)
                     await listener.execute("listen debounce_documents")
                 pids = await _backends(pool)
@@ -186,8 +211,10 @@ async def _write_cost(url: str, quick: bool) -> None:
                     await following
                 best[name] = max(best[name], rate)
                 this[name] = rate
-                note(f"feed_write round {r} {name}: {rate:.0f} upserts/s, "
-                     f"{cpu[name][-1]:.0f} µs of server CPU each")
+                note(
+                    f"feed_write round {r} {name}: {rate:.0f} upserts/s, "
+                    f"{cpu[name][-1]:.0f} µs of server CPU each"
+                )
             ratios["log"].append(this["log"] / this["off"])
             ratios["log_017"].append(this["log_017"] / this["off"])
             ratios["log_follower"].append(this["log_follower"] / this["log"])
@@ -195,42 +222,47 @@ async def _write_cost(url: str, quick: bool) -> None:
         await _variant(pool, "log", current)
         overhead = 1 - best["log"] / best["off"]
         with_follower = best["log_follower"] / best["log"]
-        emit("feed_write", writers=writers, documents=docs, upserts_per_round=writes,
-             rounds=rounds, content_bytes=2200,
-             upserts_per_s_without_log=round(best["off"]),
-             upserts_per_s_with_log=round(best["log"]),
-             upserts_per_s_with_log_and_follower=round(best["log_follower"]),
-             upserts_per_s_with_log_and_follower_before=round(best["log_notify_before"]),
-             upserts_per_s_with_log_017=round(best["log_017"]),
-             log_overhead_pct=round(100 * overhead, 1),
-             log_overhead_pct_017=round(100 * (1 - best["log_017"] / best["off"]), 1),
-             follower_ratio=round(with_follower, 3),
-             follower_ratio_before=round(best["log_notify_before"] / best["log"], 3),
-             # the same ratios within each round (the load of a shared machine drifts between
-             # rounds): their medians
-             median_round_log_ratio=round(statistics.median(ratios["log"]), 3),
-             median_round_log_ratio_017=round(statistics.median(ratios["log_017"]), 3),
-             median_round_follower_ratio=round(statistics.median(ratios["log_follower"]), 3),
-             median_round_follower_ratio_before=round(
-                 statistics.median(ratios["log_notify_before"]), 3),
-             # CPU of the database's backends per upsert (median of rounds): what the log
-             # costs the server, less sensitive than the rates to a shared machine's load
-             server_cpu_us_per_upsert={name: round(statistics.median(v)) for name, v in cpu.items()},
-             goal_log_overhead_le_20pct=overhead <= 0.20,
-             goal_follower_ge_0_9x=with_follower >= 0.9)
+        emit(
+            "feed_write",
+            writers=writers,
+            documents=docs,
+            upserts_per_round=writes,
+            rounds=rounds,
+            content_bytes=2200,
+            upserts_per_s_without_log=round(best["off"]),
+            upserts_per_s_with_log=round(best["log"]),
+            upserts_per_s_with_log_and_follower=round(best["log_follower"]),
+            upserts_per_s_with_log_and_follower_before=round(best["log_notify_before"]),
+            upserts_per_s_with_log_017=round(best["log_017"]),
+            log_overhead_pct=round(100 * overhead, 1),
+            log_overhead_pct_017=round(100 * (1 - best["log_017"] / best["off"]), 1),
+            follower_ratio=round(with_follower, 3),
+            follower_ratio_before=round(best["log_notify_before"] / best["log"], 3),
+            # the same ratios within each round (the load of a shared machine drifts between
+            # rounds): their medians
+            median_round_log_ratio=round(statistics.median(ratios["log"]), 3),
+            median_round_log_ratio_017=round(statistics.median(ratios["log_017"]), 3),
+            median_round_follower_ratio=round(statistics.median(ratios["log_follower"]), 3),
+            median_round_follower_ratio_before=round(statistics.median(ratios["log_notify_before"]), 3),
+            # CPU of the database's backends per upsert (median of rounds): what the log
+            # costs the server, less sensitive than the rates to a shared machine's load
+            server_cpu_us_per_upsert={name: round(statistics.median(v)) for name, v in cpu.items()},
+            goal_log_overhead_le_20pct=overhead <= 0.20,
+            goal_follower_ge_0_9x=with_follower >= 0.9,
+        )
     finally:
         await reader.close()
         await pool.close()
 
 
-async def _latency(write_url: str, read_url: str, samples: int,
-                   replay_lsn: bool) -> tuple[list[float], list[float]]:
+async def _latency(
+    write_url: str, read_url: str, samples: int, replay_lsn: bool
+) -> tuple[list[float], list[float]]:
     """Milliseconds from a commit on ``write_url`` to a follower long-polling ``read_url``
     having it; with ``replay_lsn``, also to ``read_url`` (a standby) having replayed it."""
     writer = await psycopg.AsyncConnection.connect(write_url, autocommit=True)
     watcher = await psycopg.AsyncConnection.connect(read_url, autocommit=True)
-    reader = AsyncConnectionPool(read_url, min_size=1, max_size=2, open=False,
-                                 kwargs={"autocommit": True})
+    reader = AsyncConnectionPool(read_url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True})
     await reader.open(wait=True)
     signal = ChangeSignal(reader)
     store = DocumentStore(writer)
@@ -253,21 +285,31 @@ async def _latency(write_url: str, read_url: str, samples: int,
     try:
         for i in range(samples):
             doc_id = f"lat-{i}"
-            await store.upsert(Document(source_type="notion", document_id=doc_id,
-                                        source_page_id=doc_id, title="t", url=None,
-                                        content=f"x{i}"))
+            await store.upsert(
+                Document(
+                    source_type="notion",
+                    document_id=doc_id,
+                    source_page_id=doc_id,
+                    title="t",
+                    url=None,
+                    content=f"x{i}",
+                )
+            )
             committed = time.perf_counter()
             if replay_lsn:
                 lsn = await (await writer.execute("select pg_current_wal_lsn()::text")).fetchone()
                 assert lsn is not None
-                while (await (await watcher.execute(
-                        "select pg_last_wal_replay_lsn() >= %s::pg_lsn", lsn)).fetchone()) != (True,):
+                while (
+                    await (
+                        await watcher.execute("select pg_last_wal_replay_lsn() >= %s::pg_lsn", lsn)
+                    ).fetchone()
+                ) != (True,):
                     pass
                 replay_ms.append(1000 * (time.perf_counter() - committed))
             while doc_id not in seen:
                 await asyncio.sleep(0.001)
             follower_ms.append(1000 * (seen[doc_id] - committed))
-            await asyncio.sleep(0.03)   # a quiet server: one change at a time
+            await asyncio.sleep(0.03)  # a quiet server: one change at a time
     finally:
         stop.set()
         await following
@@ -292,8 +334,13 @@ def _server_cpu(pid: int) -> float:
     return total
 
 
-async def _consumers(pool: AsyncConnectionPool[Any], primary: AsyncConnectionPool[Any] | None,
-                     n: int, stop: asyncio.Event, reads: list[int]) -> None:
+async def _consumers(
+    pool: AsyncConnectionPool[Any],
+    primary: AsyncConnectionPool[Any] | None,
+    n: int,
+    stop: asyncio.Event,
+    reads: list[int],
+) -> None:
     """``n`` consumers on ``pool``: each follows the feed and reads every changed document."""
     signal = ChangeSignal(pool)
     store = DocumentStore(pool)
@@ -314,13 +361,14 @@ async def _consumers(pool: AsyncConnectionPool[Any], primary: AsyncConnectionPoo
         await signal.close()
 
 
-async def _standby_load(cluster: PrimaryAndStandby, url: str, standby_url: str,
-                        quick: bool) -> None:
+async def _standby_load(cluster: PrimaryAndStandby, url: str, standby_url: str, quick: bool) -> None:
     writes, writers, followers = (1500, 4, 8) if quick else (6000, 4, 8)
-    primary = AsyncConnectionPool(url, min_size=writers, max_size=writers + 4, open=False,
-                                  kwargs={"autocommit": True})
-    standby = AsyncConnectionPool(standby_url, min_size=2, max_size=8, open=False,
-                                  kwargs={"autocommit": True})
+    primary = AsyncConnectionPool(
+        url, min_size=writers, max_size=writers + 4, open=False, kwargs={"autocommit": True}
+    )
+    standby = AsyncConnectionPool(
+        standby_url, min_size=2, max_size=8, open=False, kwargs={"autocommit": True}
+    )
     await primary.open(wait=True)
     await standby.open(wait=True)
     try:
@@ -330,8 +378,9 @@ async def _standby_load(cluster: PrimaryAndStandby, url: str, standby_url: str,
             stop = asyncio.Event()
             reads = [0, 0]
             on = standby if where == "standby" else primary
-            task = asyncio.create_task(_consumers(
-                on, primary if where == "standby" else None, followers, stop, reads))
+            task = asyncio.create_task(
+                _consumers(on, primary if where == "standby" else None, followers, stop, reads)
+            )
             await asyncio.sleep(0.5)
             cpu0, t0 = _server_cpu(cluster.primary_pid()), time.perf_counter()
             rate = await _writes(primary, 200, writes, writers, where)
@@ -339,28 +388,46 @@ async def _standby_load(cluster: PrimaryAndStandby, url: str, standby_url: str,
             cpu = _server_cpu(cluster.primary_pid()) - cpu0
             stop.set()
             await task
-            figures[where] = {"upserts_per_s": round(rate), "feed_reads_per_s": round(reads[0] / seconds),
-                              "document_reads_per_s": round(reads[1] / seconds),
-                              "primary_cpu_ms_per_write": round(1000 * cpu / writes, 3)}
+            figures[where] = {
+                "upserts_per_s": round(rate),
+                "feed_reads_per_s": round(reads[0] / seconds),
+                "document_reads_per_s": round(reads[1] / seconds),
+                "primary_cpu_ms_per_write": round(1000 * cpu / writes, 3),
+            }
             note(f"feed_standby followers on the {where}: {figures[where]}")
         capacity = await _read_capacity(primary, standby, writes, writers)
         note(f"feed_standby read capacity of the standby: {capacity}")
-        emit("feed_standby", writers=writers, followers=followers, writes=writes,
-             standby_read_capacity=capacity,
-             followers_on_primary=figures["primary"], followers_on_standby=figures["standby"],
-             standby_feed_reads_per_s=capacity["feed_reads_per_s"],
-             primary_cpu_saved_pct=round(100 * (1 - figures["standby"]["primary_cpu_ms_per_write"]
-                                                / figures["primary"]["primary_cpu_ms_per_write"]), 1),
-             goal_standby_takes_read_load_off_primary=(
-                 figures["standby"]["primary_cpu_ms_per_write"]
-                 < figures["primary"]["primary_cpu_ms_per_write"]))
+        emit(
+            "feed_standby",
+            writers=writers,
+            followers=followers,
+            writes=writes,
+            standby_read_capacity=capacity,
+            followers_on_primary=figures["primary"],
+            followers_on_standby=figures["standby"],
+            standby_feed_reads_per_s=capacity["feed_reads_per_s"],
+            primary_cpu_saved_pct=round(
+                100
+                * (
+                    1
+                    - figures["standby"]["primary_cpu_ms_per_write"]
+                    / figures["primary"]["primary_cpu_ms_per_write"]
+                ),
+                1,
+            ),
+            goal_standby_takes_read_load_off_primary=(
+                figures["standby"]["primary_cpu_ms_per_write"]
+                < figures["primary"]["primary_cpu_ms_per_write"]
+            ),
+        )
     finally:
         await standby.close()
         await primary.close()
 
 
-async def _read_capacity(primary: AsyncConnectionPool[Any], standby: AsyncConnectionPool[Any],
-                         writes: int, writers: int) -> dict[str, Any]:
+async def _read_capacity(
+    primary: AsyncConnectionPool[Any], standby: AsyncConnectionPool[Any], writes: int, writers: int
+) -> dict[str, Any]:
     """Feed reads per second the standby serves (8 readers, ``limit=100``, each walking the
     feed from its start to its head and again, no waiting) while the primary takes ``writes``
     document writes."""
@@ -381,16 +448,26 @@ async def _read_capacity(primary: AsyncConnectionPool[Any], standby: AsyncConnec
     seconds = time.perf_counter() - t0
     stop.set()
     await asyncio.gather(*readers)
-    return {"readers": 8, "feed_reads_per_s": round(counts[0] / seconds),
-            "changes_per_s": round(counts[1] / seconds), "primary_upserts_per_s": round(rate)}
+    return {
+        "readers": 8,
+        "feed_reads_per_s": round(counts[0] / seconds),
+        "changes_per_s": round(counts[1] / seconds),
+        "primary_upserts_per_s": round(rate),
+    }
 
 
 async def _latencies(url: str, quick: bool) -> None:
     samples = 60 if quick else 300
     follower_ms, _ = await _latency(url, url, samples, replay_lsn=False)
     p = percentiles(follower_ms)
-    emit("feed_latency", server="primary", samples=samples, poll_ms=1000 * POLL_SECONDS,
-         commit_to_follower_ms=p, goal_p99_le_50ms=p["p99"] <= 50)
+    emit(
+        "feed_latency",
+        server="primary",
+        samples=samples,
+        poll_ms=1000 * POLL_SECONDS,
+        commit_to_follower_ms=p,
+        goal_p99_le_50ms=p["p99"] <= 50,
+    )
 
 
 async def _on_standby(quick: bool) -> None:
@@ -398,12 +475,19 @@ async def _on_standby(quick: bool) -> None:
     with PrimaryAndStandby() as cluster:
         await migrate(cluster.primary_url)
         await asyncio.to_thread(cluster.wait_replayed)
-        follower_ms, replay_ms = await _latency(cluster.primary_url, cluster.standby_url,
-                                                samples, replay_lsn=True)
+        follower_ms, replay_ms = await _latency(
+            cluster.primary_url, cluster.standby_url, samples, replay_lsn=True
+        )
         p, r = percentiles(follower_ms), percentiles(replay_ms)
-        emit("feed_latency", server="standby", samples=samples, poll_ms=1000 * POLL_SECONDS,
-             commit_to_follower_ms=p, commit_to_replayed_ms=r,
-             goal_p99_le_replay_p99_plus_100ms=p["p99"] <= r["p99"] + 100)
+        emit(
+            "feed_latency",
+            server="standby",
+            samples=samples,
+            poll_ms=1000 * POLL_SECONDS,
+            commit_to_follower_ms=p,
+            commit_to_replayed_ms=r,
+            goal_p99_le_replay_p99_plus_100ms=p["p99"] <= r["p99"] + 100,
+        )
         await _standby_load(cluster, cluster.primary_url, cluster.standby_url, quick)
 
 
@@ -416,7 +500,8 @@ async def _fill(pool: AsyncConnectionPool[Any], changes: int) -> None:
                 "insert into documents (source_type, document_id, source_page_id, content, "
                 "content_sha256) select case when g %% 10 = 0 then 'slack' else 'notion' end, "
                 "'d' || g, 'p' || g, 'x', md5(g::text) from generate_series(%s::int, %s::int) g",
-                (start, start + n - 1))
+                (start, start + n - 1),
+            )
 
 
 def _read_all(base: str, params: dict[str, Any]) -> tuple[int, int, float]:
@@ -424,8 +509,7 @@ def _read_all(base: str, params: dict[str, Any]) -> tuple[int, int, float]:
     served = requests = 0
     after = None
     t0 = time.perf_counter()
-    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"},
-                      timeout=60) as client:
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as client:
         while True:
             query = {**params, "limit": 1000, **({"after": after} if after else {})}
             body = client.get("/documents/changes", params=query).raise_for_status().json()
@@ -447,13 +531,18 @@ async def _serve(url: str, quick: bool) -> None:
             for label, params in (("all", {}), ("source_filter", {"source": "slack"})):
                 served, requests, seconds = await asyncio.to_thread(_read_all, server.url, params)
                 rate = served / seconds
-                emit("feed_serve", filter=label, changes_in_log=changes, served=served,
-                     requests=requests, seconds=round(seconds, 2),
-                     changes_per_s=round(rate),
-                     examined_per_s=round(changes / seconds),
-                     goal_every_change_served=served == (changes if label == "all"
-                                                         else changes // 10),
-                     goal_ge_5000_changes_per_s=(changes / seconds) >= 5000)
+                emit(
+                    "feed_serve",
+                    filter=label,
+                    changes_in_log=changes,
+                    served=served,
+                    requests=requests,
+                    seconds=round(seconds, 2),
+                    changes_per_s=round(rate),
+                    examined_per_s=round(changes / seconds),
+                    goal_every_change_served=served == (changes if label == "all" else changes // 10),
+                    goal_ge_5000_changes_per_s=(changes / seconds) >= 5000,
+                )
     finally:
         await pool.close()
 

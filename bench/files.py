@@ -48,8 +48,12 @@ def _bare(path: str) -> int:
 
 
 def _pdf(pages: int) -> bytes:
-    return text_pdf([[f"Page {p} line {n}: the quick brown fox jumps over the lazy dog 0123456789"
-                      for n in range(40)] for p in range(1, pages + 1)])
+    return text_pdf(
+        [
+            [f"Page {p} line {n}: the quick brown fox jumps over the lazy dog 0123456789" for n in range(40)]
+            for p in range(1, pages + 1)
+        ]
+    )
 
 
 def run(database_url: str, quick: bool) -> None:
@@ -88,14 +92,24 @@ def run(database_url: str, quick: bool) -> None:
             goals[f"overhead_{pages}"] = overhead
             if pages == 1:
                 goals["one_page_p50_ms"] = isolated_s * 1000
-            emit("files", pages=pages, bytes=len(data), repeats=repeats[pages],
-                 bare_ms=round(bare_s * 1000, 2), isolated_ms=round(isolated_s * 1000, 2),
-                 bare_pages_per_s=round(pages / bare_s, 1),
-                 isolated_pages_per_s=round(pages / isolated_s, 1),
-                 bare_mb_per_s=round(mb / bare_s, 2), isolated_mb_per_s=round(mb / isolated_s, 2),
-                 overhead=round(overhead, 3), child_peak_mb=round(peak / 1e6, 1))
-    emit("files_goals",
-         overhead_100_pages=round(goals["overhead_100"], 3),
-         one_page_p50_ms=round(goals["one_page_p50_ms"], 1),
-         goal_isolation_overhead_100_pages_le_20pct=goals["overhead_100"] <= 0.20,
-         goal_one_page_extraction_p50_le_150ms=goals["one_page_p50_ms"] <= 150)
+            emit(
+                "files",
+                pages=pages,
+                bytes=len(data),
+                repeats=repeats[pages],
+                bare_ms=round(bare_s * 1000, 2),
+                isolated_ms=round(isolated_s * 1000, 2),
+                bare_pages_per_s=round(pages / bare_s, 1),
+                isolated_pages_per_s=round(pages / isolated_s, 1),
+                bare_mb_per_s=round(mb / bare_s, 2),
+                isolated_mb_per_s=round(mb / isolated_s, 2),
+                overhead=round(overhead, 3),
+                child_peak_mb=round(peak / 1e6, 1),
+            )
+    emit(
+        "files_goals",
+        overhead_100_pages=round(goals["overhead_100"], 3),
+        one_page_p50_ms=round(goals["one_page_p50_ms"], 1),
+        goal_isolation_overhead_100_pages_le_20pct=goals["overhead_100"] <= 0.20,
+        goal_one_page_extraction_p50_le_150ms=goals["one_page_p50_ms"] <= 150,
+    )

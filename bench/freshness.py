@@ -117,7 +117,7 @@ select workspace_id, sum((select count(*) from jsonb_object_keys(checkpoint -> '
 
 @dataclass(frozen=True)
 class Scale:
-    pages: int            # per workspace of the five
+    pages: int  # per workspace of the five
     edit_seconds: float
     drain_seconds: float
     flood_jobs: int
@@ -125,14 +125,20 @@ class Scale:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "workspaces": 5, "pages": self.pages * 5, "edit_seconds": self.edit_seconds,
-            "drain_seconds_max": self.drain_seconds, "flood_jobs": self.flood_jobs,
-            "backfill_pages": self.backfill_pages, "blocks_per_notion_page": sorted(set(SIZES)),
+            "workspaces": 5,
+            "pages": self.pages * 5,
+            "edit_seconds": self.edit_seconds,
+            "drain_seconds_max": self.drain_seconds,
+            "flood_jobs": self.flood_jobs,
+            "backfill_pages": self.backfill_pages,
+            "blocks_per_notion_page": sorted(set(SIZES)),
             "window_s": {s: {"debounce": w[0], "max_wait": w[1]} for s, w in WINDOW.items()},
-            "standin_budget": {s: {"per_minute": round(b.per_second * 60), "burst": b.burst}
-                               for s, b in STANDIN.items()},
-            "debounce_budget": {s: {"per_minute": b.per_minute, "burst": b.burst}
-                                for s, b in METERED.items()},
+            "standin_budget": {
+                s: {"per_minute": round(b.per_second * 60), "burst": b.burst} for s, b in STANDIN.items()
+            },
+            "debounce_budget": {
+                s: {"per_minute": b.per_minute, "burst": b.burst} for s, b in METERED.items()
+            },
             "worker_concurrency": 8,
             "edits_per_second": {k: round(p.edits_per_second(), 2) for k, p in LOAD.items()},
         }
@@ -154,11 +160,22 @@ class RunSpec:
 
 
 def specs() -> list[RunSpec]:
-    live = {**{k: MOD_NOTION for k in ("n1", "n2", "n3")}, "s1": MOD_SLACK, "s2": MOD_SLACK,
-            "backfill": Plan(steady=5, period=6.0, start=2.0)}
+    live = {
+        **{k: MOD_NOTION for k in ("n1", "n2", "n3")},
+        "s1": MOD_SLACK,
+        "s2": MOD_SLACK,
+        "backfill": Plan(steady=5, period=6.0, start=2.0),
+    }
     return [
-        RunSpec("baseline", 1, UNMETERED, True, LOAD, ("n1", "n2", "s1"),
-                env={"DEBOUNCE_WORKSPACE_CONCURRENCY": "1000"}),
+        RunSpec(
+            "baseline",
+            1,
+            UNMETERED,
+            True,
+            LOAD,
+            ("n1", "n2", "s1"),
+            env={"DEBOUNCE_WORKSPACE_CONCURRENCY": "1000"},
+        ),
         RunSpec("budgets_1_worker", 1, METERED, False, LOAD, ("n1", "n2", "s1")),
         RunSpec("budgets_4_workers", 4, METERED, False, LOAD, ("n1", "n2", "s1")),
         RunSpec("flood", 4, METERED, False, {"n3": QUIET}, ("flood",), ("n3",), flood=True),
@@ -197,28 +214,52 @@ class Bench:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
             for space in self.world.spaces.values():
                 row = await workspaces.save(
-                    conn, keyring, source_type=space.source, external_id=space.external_id,
-                    name=space.name, credentials={"access_token": space.token},
-                    bot_user_id=f"UB{space.key.upper()}" if space.source == "slack" else None)
+                    conn,
+                    keyring,
+                    source_type=space.source,
+                    external_id=space.external_id,
+                    name=space.name,
+                    credentials={"access_token": space.token},
+                    bot_user_id=f"UB{space.key.upper()}" if space.source == "slack" else None,
+                )
                 space.db_id = int(row["id"])
 
     def env(self) -> dict[str, str]:
-        return {"DATABASE_URL": self.url, "DEBOUNCE_SECRET_KEY": self.key,
-                "NOTION_WEBHOOK_SECRET": NOTION_SECRET, "SLACK_SIGNING_SECRET": SLACK_SECRET,
-                "NOTION_DEBOUNCE_SECONDS": str(WINDOW["notion"][0]),
-                "NOTION_MAX_WAIT_SECONDS": str(WINDOW["notion"][1]),
-                "SLACK_DEBOUNCE_SECONDS": str(WINDOW["slack"][0]),
-                "SLACK_MAX_WAIT_SECONDS": str(WINDOW["slack"][1]),
-                "NOTION_BASE_URL": self.world.notion_url, "SLACK_API_URL": self.world.slack_url,
-                "DEBOUNCE_ADMIN_TOKEN": ADMIN_TOKEN, "DEBOUNCE_BACKFILL_ON_CONNECT": "0",
-                "DEBOUNCE_RECONCILE_INTERVAL_SECONDS": "0", "DEBOUNCE_PRUNE_INTERVAL_SECONDS": "0",
-                "DEBOUNCE_SHUTDOWN_GRACE_SECONDS": "2"}
+        return {
+            "DATABASE_URL": self.url,
+            "DEBOUNCE_SECRET_KEY": self.key,
+            "NOTION_WEBHOOK_SECRET": NOTION_SECRET,
+            "SLACK_SIGNING_SECRET": SLACK_SECRET,
+            "NOTION_DEBOUNCE_SECONDS": str(WINDOW["notion"][0]),
+            "NOTION_MAX_WAIT_SECONDS": str(WINDOW["notion"][1]),
+            "SLACK_DEBOUNCE_SECONDS": str(WINDOW["slack"][0]),
+            "SLACK_MAX_WAIT_SECONDS": str(WINDOW["slack"][1]),
+            "NOTION_BASE_URL": self.world.notion_url,
+            "SLACK_API_URL": self.world.slack_url,
+            "DEBOUNCE_ADMIN_TOKEN": ADMIN_TOKEN,
+            "DEBOUNCE_BACKFILL_ON_CONNECT": "0",
+            "DEBOUNCE_RECONCILE_INTERVAL_SECONDS": "0",
+            "DEBOUNCE_PRUNE_INTERVAL_SECONDS": "0",
+            "DEBOUNCE_SHUTDOWN_GRACE_SECONDS": "2",
+        }
 
     def start_web(self) -> Any:
         port = free_port()
-        web = spawn([sys.executable, "-m", "uvicorn", "debounce.web:app", "--host", "127.0.0.1",
-                     "--port", str(port), "--no-access-log"], env=self.env(),
-                    log=self.logdir / "web.log")
+        web = spawn(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "debounce.web:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-access-log",
+            ],
+            env=self.env(),
+            log=self.logdir / "web.log",
+        )
         self.web_url = f"http://127.0.0.1:{port}"
         wait_http(self.web_url + "/healthz")
         return web
@@ -234,8 +275,14 @@ class Bench:
         for source, budget in spec.budgets.items():
             env[f"{source.upper()}_BUDGET_PER_MINUTE"] = f"{budget.per_minute:g}"
             env[f"{source.upper()}_BUDGET_BURST"] = f"{budget.burst:g}"
-        workers = [spawn([sys.executable, "-m", "debounce", "worker"], env=env,
-                         log=self.logdir / f"worker-{spec.name}.log") for _ in range(spec.workers)]
+        workers = [
+            spawn(
+                [sys.executable, "-m", "debounce", "worker"],
+                env=env,
+                log=self.logdir / f"worker-{spec.name}.log",
+            )
+            for _ in range(spec.workers)
+        ]
         try:
             self._wait_listening(spec.workers)
             edits, since, end, mono_to_epoch, statuses = asyncio.run(self._drive(spec))
@@ -245,21 +292,34 @@ class Bench:
             for w in workers:
                 stop(w)
         with psycopg.connect(self.url, autocommit=True) as conn:
-            writes = [Write(p, int(r), float(a)) for p, r, a in
-                      conn.execute("select source_page_id, rev, at from bench_writes").fetchall()]
-            outcomes = [(p, w, o, float(a)) for p, w, o, a in conn.execute(
-                "select source_page_id, workspace_id, outcome, at from bench_outcomes "
-                "where outcome <> 'released'").fetchall()]
+            writes = [
+                Write(p, int(r), float(a))
+                for p, r, a in conn.execute("select source_page_id, rev, at from bench_writes").fetchall()
+            ]
+            outcomes = [
+                (p, w, o, float(a))
+                for p, w, o, a in conn.execute(
+                    "select source_page_id, workspace_id, outcome, at from bench_outcomes "
+                    "where outcome <> 'released'"
+                ).fetchall()
+            ]
             unfinished = {int(w): int(n) for w, n in conn.execute(UNFINISHED).fetchall()}
             # A page to backfill has work due from when its first job was created (bulk jobs
             # have no window).
-            bulk = [Edit(p, 0, float(at), bulk=True) for p, at in conn.execute(
-                "select source_page_id, extract(epoch from min(created_at)) from sync_jobs "
-                "where workspace_id = %s group by 1", (self.world.spaces["backfill"].db_id,)
-            ).fetchall()] if spec.backfill else []
+            bulk = (
+                [
+                    Edit(p, 0, float(at), bulk=True)
+                    for p, at in conn.execute(
+                        "select source_page_id, extract(epoch from min(created_at)) from sync_jobs "
+                        "where workspace_id = %s group by 1",
+                        (self.world.spaces["backfill"].db_id,),
+                    ).fetchall()
+                ]
+                if spec.backfill
+                else []
+            )
         usage = {k: self.world.usage(sp) for k, sp in self.world.spaces.items()}
-        log = RunLog(edits + bulk, writes, outcomes, usage, since, end, mono_to_epoch, statuses,
-                     unfinished)
+        log = RunLog(edits + bulk, writes, outcomes, usage, since, end, mono_to_epoch, statuses, unfinished)
         figures = summary(list(self.world.spaces.values()), log, STANDIN, spec.budgets, WINDOW)
         if spec.backfill:
             figures["backfill"] = self._backfill_progress(log)
@@ -272,27 +332,43 @@ class Bench:
         bulk sync rate against its budget."""
         space = self.world.spaces["backfill"]
         with psycopg.connect(self.url, autocommit=True) as conn:
-            docs = conn.execute("select count(*) from documents where workspace_id = %s",
-                                (space.db_id,)).fetchone()
-            enum = conn.execute("select status, listing_pages, discovered, enqueued, current, active "
-                                "from backfills where workspace_id = %s order by id desc limit 1",
-                                (space.db_id,)).fetchone()
+            docs = conn.execute(
+                "select count(*) from documents where workspace_id = %s", (space.db_id,)
+            ).fetchone()
+            enum = conn.execute(
+                "select status, listing_pages, discovered, enqueued, current, active "
+                "from backfills where workspace_id = %s order by id desc limit 1",
+                (space.db_id,),
+            ).fetchone()
         seconds = log.end_mono - log.since_mono
         pages = int(docs[0]) if docs else 0
         first_job = min((e.at for e in log.edits if e.bulk), default=None)
-        return {"pages": len(space.pages), "pages_with_document": pages,
-                "pages_per_min": round(pages / seconds * 60, 1),
-                "first_bulk_job_after_request_s": round(first_job - self._backfill_requested, 2)
-                if first_job else None,
-                "enumeration": dict(zip(("status", "listing_pages", "discovered", "enqueued",
-                                         "current", "active"), enum, strict=True)) if enum else None}
+        return {
+            "pages": len(space.pages),
+            "pages_with_document": pages,
+            "pages_per_min": round(pages / seconds * 60, 1),
+            "first_bulk_job_after_request_s": round(first_job - self._backfill_requested, 2)
+            if first_job
+            else None,
+            "enumeration": dict(
+                zip(
+                    ("status", "listing_pages", "discovered", "enqueued", "current", "active"),
+                    enum,
+                    strict=True,
+                )
+            )
+            if enum
+            else None,
+        }
 
     def _wait_listening(self, n: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         with psycopg.connect(self.url, autocommit=True) as conn:
             while time.monotonic() < deadline:
-                row = conn.execute("select count(*) from pg_stat_activity where datname = "
-                                   "current_database() and query ilike 'listen %'").fetchone()
+                row = conn.execute(
+                    "select count(*) from pg_stat_activity where datname = "
+                    "current_database() and query ilike 'listen %'"
+                ).fetchone()
                 if row and row[0] >= n:
                     return
                 time.sleep(0.1)
@@ -304,8 +380,10 @@ class Bench:
         database clock and the webhooks' answers."""
         s = self.scale
         plan = schedule(spec.plans, self.world.spaces, s.edit_seconds)
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn, \
-                Poster(self.world, self.web_url) as poster:
+        async with (
+            await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn,
+            Poster(self.world, self.web_url) as poster,
+        ):
             row = await (await conn.execute("select extract(epoch from clock_timestamp())")).fetchone()
             assert row is not None
             mono_to_epoch = float(row[0]) - time.monotonic()
@@ -337,27 +415,33 @@ class Bench:
 
     async def _request_backfill(self) -> None:
         space = self.world.spaces["backfill"]
-        async with aiohttp.ClientSession() as session, session.post(
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
                 f"{self.web_url}/workspaces/{space.db_id}/backfill",
-                headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as resp:
+                headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            ) as resp,
+        ):
             if resp.status >= 300:
                 raise RuntimeError(f"backfill request answered {resp.status}: {await resp.text()}")
         self._backfill_requested = time.time()
 
 
 QUICK = Scale(pages=40, edit_seconds=4.0, drain_seconds=8.0, flood_jobs=2000, backfill_pages=40)
-FULL = Scale(pages=400, edit_seconds=40.0, drain_seconds=20.0, flood_jobs=10000,
-             backfill_pages=300)
+FULL = Scale(pages=400, edit_seconds=40.0, drain_seconds=20.0, flood_jobs=10000, backfill_pages=300)
 
 
-def run(server_url: str, quick: bool, *, scale: Scale | None = None,
-        only: tuple[str, ...] = ()) -> dict[str, Any]:
+def run(
+    server_url: str, quick: bool, *, scale: Scale | None = None, only: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Every run (``only``: those named) at ``scale`` (default: quick or full)."""
     scale = scale or (QUICK if quick else FULL)
     emit("freshness_scale", **scale.to_json())
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-freshness-") as tmp, \
-            scratch_database(server_url, "freshness") as url:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-freshness-") as tmp,
+        scratch_database(server_url, "freshness") as url,
+    ):
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(SCHEMA)
         bench = Bench(url, scale, Path(tmp))
@@ -372,13 +456,15 @@ def run(server_url: str, quick: bool, *, scale: Scale | None = None,
                 note(f"freshness: {spec.name} ({spec.workers} worker(s), {scale.edit_seconds:g} s of edits)")
                 results[spec.name] = figures = bench.run_one(spec)
                 one = results.get("budgets_1_worker") if spec.name == "budgets_4_workers" else None
-                emit("freshness", run=spec.name, workers=spec.workers,
-                     **goals(figures, spec.saturated, spec.live, spec.budgets, windows, one), **figures)
+                emit(
+                    "freshness",
+                    run=spec.name,
+                    workers=spec.workers,
+                    **goals(figures, spec.saturated, spec.live, spec.budgets, windows, one),
+                    **figures,
+                )
         finally:
             stop(web)
             bench.world.stop()
             gc.unfreeze()
     return results
-
-
-

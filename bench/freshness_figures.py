@@ -71,8 +71,9 @@ def _syncs(writes: Sequence[Write], done: Sequence[float]) -> list[tuple[float, 
     return [groups[k] for k in sorted(groups)]
 
 
-def staleness(edits: Iterable[Edit], writes: Iterable[Write], completions: Iterable[tuple[str, float]],
-              end: float) -> Staleness:
+def staleness(
+    edits: Iterable[Edit], writes: Iterable[Write], completions: Iterable[tuple[str, float]], end: float
+) -> Staleness:
     """See the module docstring. ``completions``: ``(page, time)`` of every finished sync;
     ``end``: when the run stopped looking (ages of unsynced edits)."""
     by_page: dict[str, list[Edit]] = defaultdict(list)
@@ -115,8 +116,7 @@ def pct(values: Sequence[float]) -> dict[str, float]:
     if not values:
         return {"n": 0}
     p = percentiles(values, (50, 99))
-    return {"p50": round(p["p50"], 2), "p99": round(p["p99"], 2), "max": round(p["max"], 2),
-            "n": len(values)}
+    return {"p50": round(p["p50"], 2), "p99": round(p["p99"], 2), "max": round(p["max"], 2), "n": len(values)}
 
 
 def merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -130,8 +130,9 @@ def merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]
     return out
 
 
-def _page_due(edits: list[Edit], syncs: list[tuple[float, int]], window: float, max_wait: float,
-              end: float) -> list[tuple[float, float]]:
+def _page_due(
+    edits: list[Edit], syncs: list[tuple[float, int]], window: float, max_wait: float, end: float
+) -> list[tuple[float, float]]:
     """When one page had work due (module docstring); ``edits`` sorted by time."""
     # Each edit is pending from its acceptance until the first sync that reflects it (at once
     # if a sync had fetched it before its webhook was accepted).
@@ -146,8 +147,14 @@ def _page_due(edits: list[Edit], syncs: list[tuple[float, int]], window: float, 
     return merge((a, min(b, end)) for a, b in out)
 
 
-def due_windows(edits: Iterable[Edit], writes: Iterable[Write], completions: Iterable[tuple[str, float]],
-                window: float, max_wait: float, end: float) -> list[tuple[float, float]]:
+def due_windows(
+    edits: Iterable[Edit],
+    writes: Iterable[Write],
+    completions: Iterable[tuple[str, float]],
+    window: float,
+    max_wait: float,
+    end: float,
+) -> list[tuple[float, float]]:
     """The windows in which any of the pages of ``edits`` had work due (module docstring)."""
     by_page: dict[str, list[Edit]] = defaultdict(list)
     for e in edits:
@@ -166,8 +173,13 @@ def due_windows(edits: Iterable[Edit], writes: Iterable[Write], completions: Ite
     return merge(out)
 
 
-def used_in_windows(windows: Sequence[tuple[float, float]], accepted_at: Sequence[float],
-                    rate: float, burst: float, since: float) -> dict[str, Any]:
+def used_in_windows(
+    windows: Sequence[tuple[float, float]],
+    accepted_at: Sequence[float],
+    rate: float,
+    burst: float,
+    since: float,
+) -> dict[str, Any]:
     """Requests accepted inside ``windows`` against what a bucket of ``rate``/s and ``burst``
     (full at ``since``) allowed there (module docstring)."""
     times = sorted(accepted_at)
@@ -181,6 +193,9 @@ def used_in_windows(windows: Sequence[tuple[float, float]], accepted_at: Sequenc
         allowed += rate * (b - a) + refill
         seconds += b - a
         previous_end = b
-    return {"due_seconds": round(seconds, 1), "requests_while_due": used,
-            "allowed_while_due": round(allowed, 1),
-            "budget_used_while_due": round(used / allowed, 3) if allowed else None}
+    return {
+        "due_seconds": round(seconds, 1),
+        "requests_while_due": used,
+        "allowed_while_due": round(allowed, 1),
+        "budget_used_while_due": round(used / allowed, 3) if allowed else None,
+    }

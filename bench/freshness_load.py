@@ -43,14 +43,15 @@ class Plan:
         return self.steady / self.period + (1 / self.burst_every if self.burst_every else 0.0)
 
 
-def schedule(plans: dict[str, Plan], spaces: dict[str, Space], seconds: float,
-             seed: int = 12) -> list[tuple[float, str]]:
+def schedule(
+    plans: dict[str, Plan], spaces: dict[str, Space], seconds: float, seed: int = 12
+) -> list[tuple[float, str]]:
     """``(offset seconds, page)`` of every edit, in time order."""
     rng = random.Random(seed)
     out: list[tuple[float, str]] = []
     for key, plan in plans.items():
         pages = spaces[key].pages
-        steady, others = pages[:plan.steady], pages[plan.steady:] or pages
+        steady, others = pages[: plan.steady], pages[plan.steady :] or pages
         for i, page in enumerate(steady):
             t = plan.start + plan.period * i / max(1, len(steady))
             while t < seconds:
@@ -60,8 +61,11 @@ def schedule(plans: dict[str, Plan], spaces: dict[str, Space], seconds: float,
             t = plan.start + rng.uniform(0, plan.burst_every)
             while t < seconds:
                 page = rng.choice(others)
-                out += [(t + k * plan.burst_gap, page) for k in range(plan.burst_edits)
-                        if t + k * plan.burst_gap < seconds]
+                out += [
+                    (t + k * plan.burst_gap, page)
+                    for k in range(plan.burst_edits)
+                    if t + k * plan.burst_gap < seconds
+                ]
                 t += plan.burst_every
     out.sort()
     return out
@@ -82,7 +86,8 @@ class Poster:
 
     async def __aenter__(self) -> Poster:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=64), timeout=aiohttp.ClientTimeout(total=10))
+            connector=aiohttp.TCPConnector(limit=64), timeout=aiohttp.ClientTimeout(total=10)
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -102,8 +107,9 @@ class Poster:
         headers = sign_request(source, body, secret)
         async with self._sem:
             try:
-                async with self._session.post(f"{self.web_url}/webhooks/{source}", data=body,
-                                              headers=headers) as resp:
+                async with self._session.post(
+                    f"{self.web_url}/webhooks/{source}", data=body, headers=headers
+                ) as resp:
                     await resp.read()
                     status = resp.status
             except (aiohttp.ClientError, TimeoutError) as exc:

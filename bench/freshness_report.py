@@ -62,8 +62,9 @@ class RunLog:
     unfinished: dict[int, int] = field(default_factory=dict)
 
 
-def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Budget,
-                  window: tuple[float, float]) -> dict[str, Any]:
+def space_figures(
+    space: Space, log: RunLog, standin: StandinBudget, budget: Budget, window: tuple[float, float]
+) -> dict[str, Any]:
     """The figures of one workspace in one run (``window``: its debounce window and max wait)."""
     pages = set(space.pages)
     end_epoch = log.end_mono + log.mono_to_epoch
@@ -78,8 +79,13 @@ def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Bud
     sent = usage.requests + usage.rate_limited
     unfinished = log.unfinished.get(space.db_id or -1, 0)
     windows = due_windows(edits, writes, synced, *window, end_epoch)
-    used = used_in_windows(windows, [t + log.mono_to_epoch for t in usage.accepted_at],
-                           standin.per_second, standin.burst, log.since_mono + log.mono_to_epoch)
+    used = used_in_windows(
+        windows,
+        [t + log.mono_to_epoch for t in usage.accepted_at],
+        standin.per_second,
+        standin.burst,
+        log.since_mono + log.mono_to_epoch,
+    )
     minutes = (log.end_mono - log.since_mono) / 60
     ideal = IDEAL_REQUESTS[space.source]
     return {
@@ -92,8 +98,9 @@ def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Bud
         "unsynced_oldest_s": st.unsynced_oldest_s,
         "requests": usage.requests,
         "rate_limited": usage.rate_limited,
-        "first_429_s": (round(usage.rate_limited_at[0] - log.since_mono, 1)
-                        if usage.rate_limited_at else None),
+        "first_429_s": (
+            round(usage.rate_limited_at[0] - log.since_mono, 1) if usage.rate_limited_at else None
+        ),
         "by_endpoint": dict(sorted(usage.by_endpoint.items())),
         "requests_per_sync": round((sent - listing - unfinished) / len(synced), 2) if synced else None,
         "listing_requests": listing,
@@ -105,7 +112,8 @@ def space_figures(space: Space, log: RunLog, standin: StandinBudget, budget: Bud
         "budget_allows_syncs_per_min": round(standin.per_second * 60 / ideal, 1),
         "max_in_window": {f"{w:g}s": usage.max_in_window(w) for w in WINDOWS},
         "budget_bound": {f"{w:g}s": round(budget.bound(w), 1) for w in WINDOWS}
-        if budget.per_minute else None,
+        if budget.per_minute
+        else None,
     }
 
 
@@ -113,29 +121,43 @@ def _pool(figs: Sequence[dict[str, Any]], log: RunLog, spaces: Sequence[Space]) 
     pages = {p for s in spaces for p in s.pages}
     end_epoch = log.end_mono + log.mono_to_epoch
     synced = [(p, at) for p, _, o, at in log.outcomes if p in pages and o == "synced"]
-    st = staleness([e for e in log.edits if e.page in pages], [w for w in log.writes if w.page in pages],
-                   synced, end_epoch)
+    st = staleness(
+        [e for e in log.edits if e.page in pages],
+        [w for w in log.writes if w.page in pages],
+        synced,
+        end_epoch,
+    )
     syncs = sum(f["syncs"] for f in figs)
-    sent = sum(f["requests"] + f["rate_limited"] - f["listing_requests"] - f["requests_in_unfinished_syncs"]
-               for f in figs)
+    sent = sum(
+        f["requests"] + f["rate_limited"] - f["listing_requests"] - f["requests_in_unfinished_syncs"]
+        for f in figs
+    )
     endpoints: Counter[str] = Counter()
     for f in figs:
         endpoints.update(f["by_endpoint"])
-    return {"staleness_s": pct(st.last_edit), "edit_wait_s": pct(st.per_edit),
-            "unsynced_edits": st.unsynced, "syncs": syncs,
-            "requests": sum(f["requests"] for f in figs),
-            "requests_per_synced_page": round(sent / syncs, 2) if syncs else None,
-            "rate_limited": sum(f["rate_limited"] for f in figs),
-            "by_endpoint": dict(sorted(endpoints.items()))}
+    return {
+        "staleness_s": pct(st.last_edit),
+        "edit_wait_s": pct(st.per_edit),
+        "unsynced_edits": st.unsynced,
+        "syncs": syncs,
+        "requests": sum(f["requests"] for f in figs),
+        "requests_per_synced_page": round(sent / syncs, 2) if syncs else None,
+        "rate_limited": sum(f["rate_limited"] for f in figs),
+        "by_endpoint": dict(sorted(endpoints.items())),
+    }
 
 
-def summary(spaces: Sequence[Space], log: RunLog, standins: dict[str, StandinBudget],
-            budgets: dict[str, Budget], windows: dict[str, tuple[float, float]]) -> dict[str, Any]:
+def summary(
+    spaces: Sequence[Space],
+    log: RunLog,
+    standins: dict[str, StandinBudget],
+    budgets: dict[str, Budget],
+    windows: dict[str, tuple[float, float]],
+) -> dict[str, Any]:
     """Per workspace (those edited or synced in the run) and per source."""
     per_space: dict[str, dict[str, Any]] = {}
     for space in spaces:
-        figs = space_figures(space, log, standins[space.source], budgets[space.source],
-                             windows[space.source])
+        figs = space_figures(space, log, standins[space.source], budgets[space.source], windows[space.source])
         if figs["edits"] or figs["syncs"] or figs["requests"] or figs["rate_limited"]:
             per_space[space.key] = figs
     by_source: dict[str, list[Space]] = defaultdict(list)
@@ -146,9 +168,14 @@ def summary(spaces: Sequence[Space], log: RunLog, standins: dict[str, StandinBud
     return {"sources": sources, "workspaces": per_space}
 
 
-def goals(figures: dict[str, Any], saturated: Sequence[str], live: Sequence[str],
-          budgets: dict[str, Budget], windows: dict[str, float],
-          one_worker: dict[str, Any] | None = None) -> dict[str, Any]:
+def goals(
+    figures: dict[str, Any],
+    saturated: Sequence[str],
+    live: Sequence[str],
+    budgets: dict[str, Budget],
+    windows: dict[str, float],
+    one_worker: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The goals that apply to a run (``goal_*`` booleans) and the figures they read.
 
     - ``goal_zero_429_after_first``: no workspace got more than one 429;
@@ -165,14 +192,17 @@ def goals(figures: dict[str, Any], saturated: Sequence[str], live: Sequence[str]
     out["goal_zero_429_after_first"] = all(w["rate_limited"] <= 1 for w in ws.values())
     used = {k: ws[k]["budget_used_while_due"] for k in saturated if k in ws}
     out["budget_used_while_due"] = used
-    out["goal_budget_used_ge_90pct"] = bool(used) and all(u is not None and u >= 0.9
-                                                         for u in used.values())
+    out["goal_budget_used_ge_90pct"] = bool(used) and all(u is not None and u >= 0.9 for u in used.values())
     notion = figures["sources"].get("notion", {}).get("requests_per_synced_page")
     out["goal_le_2_requests_per_notion_page"] = notion is not None and notion <= 2.0
     if one_worker is not None:
+
         def within(run: dict[str, Any]) -> bool:
-            return all(w["max_in_window"][k] <= budgets[w["source"]].bound(float(k[:-1]))
-                       for w in run["workspaces"].values() for k in w["max_in_window"])
+            return all(
+                w["max_in_window"][k] <= budgets[w["source"]].bound(float(k[:-1]))
+                for w in run["workspaces"].values()
+                for k in w["max_in_window"]
+            )
 
         out["goal_4_workers_within_1_worker_budget"] = within(one_worker) and within(figures)
     if live:
@@ -180,5 +210,6 @@ def goals(figures: dict[str, Any], saturated: Sequence[str], live: Sequence[str]
         out["live_p99_s"] = {k: w["staleness_s"].get("p99") for k, w in measured.items()}
         out["goal_live_p99_within_window_plus_10s"] = len(measured) == len(live) and all(
             w["unsynced_edits"] == 0 and w["staleness_s"].get("p99", 1e9) <= windows[w["source"]] + 10
-            for w in measured.values())
+            for w in measured.values()
+        )
     return out

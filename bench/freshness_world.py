@@ -98,8 +98,9 @@ class World:
             blocks = [paragraph(f"{MARKER}0 of page {i}")]
             for j in range(1, n):
                 line = f"Line {j} of page {i} in {key}: lorem ipsum dolor sit amet, consectetur."
-                blocks.append(heading(2, line) if j % 25 == 0 else
-                              bulleted(line) if j % 4 == 1 else paragraph(line))
+                blocks.append(
+                    heading(2, line) if j % 25 == 0 else bulleted(line) if j % 4 == 1 else paragraph(line)
+                )
             pid = self.notion.add_page(title=f"{key} page {i}", blocks=blocks, workspace_id=wid)
             self._first_block[pid] = self.notion.children[pid][0]
             self._add_page(space, pid, n)
@@ -144,11 +145,9 @@ class World:
         """Give every workspace a full bucket of its source's budget; forget the counts."""
         for space in self.spaces.values():
             if space.source == "notion":
-                self.notion.set_budget(space.external_id, per_second=notion.per_second,
-                                       burst=notion.burst)
+                self.notion.set_budget(space.external_id, per_second=notion.per_second, burst=notion.burst)
             else:
-                self.slack.set_budget(space.external_id, per_minute=slack.per_second * 60,
-                                      burst=slack.burst)
+                self.slack.set_budget(space.external_id, per_minute=slack.per_second * 60, burst=slack.burst)
         self.notion.reset_usage()
         self.slack.reset_usage()
 
@@ -175,8 +174,11 @@ class World:
             old = self.notion.blocks[bid]
             # Whole values replaced, never mutated in place: the server thread may be
             # serialising the old ones.
-            self.notion.blocks[bid] = {**old, "paragraph": paragraph(f"{MARKER}{rev} edited")["paragraph"],
-                                       "last_edited_time": _iso(now)}
+            self.notion.blocks[bid] = {
+                **old,
+                "paragraph": paragraph(f"{MARKER}{rev} edited")["paragraph"],
+                "last_edited_time": _iso(now),
+            }
             self.notion.pages[page] = {**self.notion.pages[page], "last_edited_time": _iso(now)}
         else:
             self._last_ts[page] = self.slack.post(page, f"{MARKER}{rev} posted in {page}", user=_AUTHOR)
@@ -187,25 +189,46 @@ class World:
         space = self.space_of[page]
         if space.source == "notion":
             body: dict[str, Any] = {
-                "id": str(uuid.uuid4()), "timestamp": _iso(time.time()),
-                "workspace_id": space.external_id, "workspace_name": space.name,
-                "subscription_id": "bench", "integration_id": "bench",
-                "authors": [{"id": _AUTHOR, "type": "person"}], "attempt_number": 1,
-                "type": "page.content_updated", "entity": {"id": page, "type": "page"},
+                "id": str(uuid.uuid4()),
+                "timestamp": _iso(time.time()),
+                "workspace_id": space.external_id,
+                "workspace_name": space.name,
+                "subscription_id": "bench",
+                "integration_id": "bench",
+                "authors": [{"id": _AUTHOR, "type": "person"}],
+                "attempt_number": 1,
+                "type": "page.content_updated",
+                "entity": {"id": page, "type": "page"},
                 "data": {"parent": {"id": space.external_id, "type": "space"}},
             }
             return "notion", json.dumps(body).encode()
         ts = self._last_ts[page]
         body = {
-            "token": "bench", "team_id": space.external_id, "api_app_id": "ABENCH",
+            "token": "bench",
+            "team_id": space.external_id,
+            "api_app_id": "ABENCH",
             "type": "event_callback",
-            "authorizations": [{"enterprise_id": None, "team_id": space.external_id,
-                                "user_id": f"UB{space.key.upper()}", "is_bot": True,
-                                "is_enterprise_install": False}],
-            "event": {"type": "message", "channel": page, "user": _AUTHOR,
-                      "text": f"{MARKER}{self.revs[page]}", "ts": ts, "event_ts": ts,
-                      "channel_type": "channel", "client_msg_id": str(uuid.uuid4()),
-                      "team": space.external_id},
-            "event_id": "Ev" + uuid.uuid4().hex[:16].upper(), "event_time": int(time.time()),
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": space.external_id,
+                    "user_id": f"UB{space.key.upper()}",
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "event": {
+                "type": "message",
+                "channel": page,
+                "user": _AUTHOR,
+                "text": f"{MARKER}{self.revs[page]}",
+                "ts": ts,
+                "event_ts": ts,
+                "channel_type": "channel",
+                "client_msg_id": str(uuid.uuid4()),
+                "team": space.external_id,
+            },
+            "event_id": "Ev" + uuid.uuid4().hex[:16].upper(),
+            "event_time": int(time.time()),
         }
         return "slack", json.dumps(body).encode()

@@ -38,18 +38,34 @@ select case when g %% 2 = 0 then 'notion' else 'slack' end, 'old-' || g, 'comple
 
 
 def _enqueue_params(page: str) -> dict[str, Any]:
-    return {"now": None, "source_types": ["notion"], "source_page_ids": [page],
-            "payloads": [Jsonb({"type": "page.content_updated", "entity": {"id": page}})],
-            "event_ids": [uuid.uuid4().hex], "debounce_seconds": [0.0],
-            "max_wait_seconds": [3600.0], "priorities": [0], "max_attempts": [5],
-            "workspace_ids": [None], "change_kinds": ["content"], "notify_within": 0.0}
+    return {
+        "now": None,
+        "source_types": ["notion"],
+        "source_page_ids": [page],
+        "payloads": [Jsonb({"type": "page.content_updated", "entity": {"id": page}})],
+        "event_ids": [uuid.uuid4().hex],
+        "debounce_seconds": [0.0],
+        "max_wait_seconds": [3600.0],
+        "priorities": [0],
+        "max_attempts": [5],
+        "workspace_ids": [None],
+        "change_kinds": ["content"],
+        "notify_within": 0.0,
+    }
 
 
 def _claim_params() -> dict[str, Any]:
     # The worker's claim: one source with one slot.
-    return {"now": None, "worker_id": "bench", "limit": 1, "lease_seconds": 60.0,
-            "sources": ["notion"], "source_slots": [1], **budget_params(None, None),
-            "workspace_concurrency": UNLIMITED}
+    return {
+        "now": None,
+        "worker_id": "bench",
+        "limit": 1,
+        "lease_seconds": 60.0,
+        "sources": ["notion"],
+        "source_slots": [1],
+        **budget_params(None, None),
+        "workspace_concurrency": UNLIMITED,
+    }
 
 
 def _plan_summary(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -75,8 +91,11 @@ def _plan_summary(conn: psycopg.Connection[Any], query: str, params: dict[str, A
             walk(child)
 
     walk(plan[0]["Plan"])
-    return {"execution_ms": round(plan[0]["Execution Time"], 3), "sync_jobs_nodes": sorted(set(nodes)),
-            "seq_scan_of_sync_jobs": any(n.startswith("Seq Scan on sync_jobs") for n in nodes)}
+    return {
+        "execution_ms": round(plan[0]["Execution Time"], 3),
+        "sync_jobs_nodes": sorted(set(nodes)),
+        "seq_scan_of_sync_jobs": any(n.startswith("Seq Scan on sync_jobs") for n in nodes),
+    }
 
 
 def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
@@ -97,22 +116,31 @@ def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
         if not rows:
             break
         t0 = time.perf_counter()
-        conn.execute(Q["complete_many"],
-                     {"ids": [rows[0]["id"]], "lease_tokens": [rows[0]["lease_token"]],
-                      "now": None}).fetchall()
+        conn.execute(
+            Q["complete_many"],
+            {"ids": [rows[0]["id"]], "lease_tokens": [rows[0]["lease_token"]], "now": None},
+        ).fetchall()
         complete.append((time.perf_counter() - t0) * 1000)
     # plans, with one due job present for the claim
     conn.execute(Q["enqueue"], _enqueue_params(f"plan-{size}")).fetchall()
     plan_enqueue = _plan_summary(conn, Q["enqueue"], _enqueue_params(f"plan2-{size}"))
     plan_claim = _plan_summary(conn, Q["claim"], _claim_params())
-    conn.execute("update sync_jobs set status = 'completed', finished_at = now() "
-                 "where source_page_id = %s", (f"plan-{size}",))
+    conn.execute(
+        "update sync_jobs set status = 'completed', finished_at = now() where source_page_id = %s",
+        (f"plan-{size}",),
+    )
 
     def ms(v: list[float]) -> dict[str, float]:
         return {"mean": round(statistics.fmean(v), 3), "p50": round(statistics.median(v), 3)} if v else {}
 
-    return {"enqueue_ms": ms(enq), "claim_ms": ms(claim), "complete_ms": ms(complete),
-            "claims_done": len(claim), "plan_enqueue": plan_enqueue, "plan_claim": plan_claim}
+    return {
+        "enqueue_ms": ms(enq),
+        "claim_ms": ms(claim),
+        "complete_ms": ms(complete),
+        "claims_done": len(claim),
+        "plan_enqueue": plan_enqueue,
+        "plan_claim": plan_claim,
+    }
 
 
 def run(server_url: str, quick: bool) -> dict[int, dict[str, Any]]:
@@ -130,13 +158,23 @@ def run(server_url: str, quick: bool) -> dict[int, dict[str, Any]]:
             load_s = time.perf_counter() - t0
             r = _measure(conn, size)
             out[size] = r
-            emit("growth", finished_jobs=size, load_seconds=round(load_s, 1),
-                 enqueue_ms=r["enqueue_ms"], claim_ms=r["claim_ms"], complete_ms=r["complete_ms"],
-                 enqueue_plan=r["plan_enqueue"], claim_plan=r["plan_claim"])
+            emit(
+                "growth",
+                finished_jobs=size,
+                load_seconds=round(load_s, 1),
+                enqueue_ms=r["enqueue_ms"],
+                claim_ms=r["claim_ms"],
+                complete_ms=r["complete_ms"],
+                enqueue_plan=r["plan_enqueue"],
+                claim_plan=r["plan_claim"],
+            )
     first, last = out[sizes[0]], out[sizes[-1]]
-    flat = (last["claim_ms"]["p50"] <= 2 * first["claim_ms"]["p50"] + 0.5
-            and last["enqueue_ms"]["p50"] <= 2 * first["enqueue_ms"]["p50"] + 0.5)
-    no_seq = not any(out[s][k]["seq_scan_of_sync_jobs"]
-                     for s in sizes for k in ("plan_enqueue", "plan_claim"))
+    flat = (
+        last["claim_ms"]["p50"] <= 2 * first["claim_ms"]["p50"] + 0.5
+        and last["enqueue_ms"]["p50"] <= 2 * first["enqueue_ms"]["p50"] + 0.5
+    )
+    no_seq = not any(
+        out[s][k]["seq_scan_of_sync_jobs"] for s in sizes for k in ("plan_enqueue", "plan_claim")
+    )
     emit("growth_summary", sizes=sizes, flat_within_2x=flat, no_seq_scan_of_sync_jobs=no_seq)
     return out

@@ -58,8 +58,9 @@ def clients() -> list[str]:
 # --- the web process under load -----------------------------------------------------------------
 
 
-def run_web(url: str, events: int, logdir: Path, load_generators: list[str]
-            ) -> tuple[dict[tuple[str, str], dict[str, Any]], float | None]:
+def run_web(
+    url: str, events: int, logdir: Path, load_generators: list[str]
+) -> tuple[dict[tuple[str, str], dict[str, Any]], float | None]:
     """The load generators' figures by (client, phase), and the web process's peak RSS (MiB)."""
     port = free_port()
     env = {
@@ -68,22 +69,48 @@ def run_web(url: str, events: int, logdir: Path, load_generators: list[str]
         "SLACK_SIGNING_SECRET": loadgen.SLACK_SECRET,
         "PORT": str(port),
     }
-    web = spawn([sys.executable, "-m", "uvicorn", "debounce.web:app", "--host", "127.0.0.1",
-                 "--port", str(port), "--no-access-log"], env=env, log=logdir / "web.log")
+    web = spawn(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "debounce.web:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+        ],
+        env=env,
+        log=logdir / "web.log",
+    )
     sampler = RssSampler().start()
     sampler.watch(web.pid)
     proc = psutil.Process(web.pid)
     out: dict[tuple[str, str], dict[str, Any]] = {}
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
-        for client, phase in ((c, p) for c in load_generators
-                              for p in ("spread", "hot", "trivial")):
+        for client, phase in ((c, p) for c in load_generators for p in ("spread", "hot", "trivial")):
             warmup = 200 if phase == "spread" else 0
-            args = ([sys.executable, "-m", "bench.wrkload"] if client == "wrk"
-                    else [sys.executable, "-m", "bench.loadgen", "--client", client])
-            args += ["--url", f"http://127.0.0.1:{port}", "--events", str(events), "--pages",
-                     str(PAGES), "--concurrency", str(CONCURRENCY), "--deadline", "120",
-                     "--warmup", str(warmup)]
+            args = (
+                [sys.executable, "-m", "bench.wrkload"]
+                if client == "wrk"
+                else [sys.executable, "-m", "bench.loadgen", "--client", client]
+            )
+            args += [
+                "--url",
+                f"http://127.0.0.1:{port}",
+                "--events",
+                str(events),
+                "--pages",
+                str(PAGES),
+                "--concurrency",
+                str(CONCURRENCY),
+                "--deadline",
+                "120",
+                "--warmup",
+                str(warmup),
+            ]
             if phase == "hot":
                 args += ["--hot"]
             if phase == "trivial":
@@ -101,8 +128,7 @@ def run_web(url: str, events: int, logdir: Path, load_generators: list[str]
             figures = json.loads(lines[-1])
             # The web process's CPU (user + system) over the load generator's whole run, per
             # request answered 2xx (the warm-up's requests included: they were served too).
-            answered = warmup + sum(n for code, n in figures["statuses"].items()
-                                    if code.startswith("2"))
+            answered = warmup + sum(n for code, n in figures["statuses"].items() if code.startswith("2"))
             cpu = (after.user - before.user) + (after.system - before.system)
             figures["web_cpu_seconds"] = round(cpu, 3)
             figures["web_cpu_ms_per_request"] = round(cpu * 1000 / answered, 4) if answered else None
@@ -118,8 +144,9 @@ def run_web(url: str, events: int, logdir: Path, load_generators: list[str]
 
 async def raw_limit(url: str, events: int, hot: bool) -> dict[str, Any]:
     bodies = loadgen.Bodies()
-    pool = AsyncConnectionPool(url, min_size=CONCURRENCY, max_size=CONCURRENCY, open=False,
-                               kwargs={"autocommit": True}, timeout=10)
+    pool = AsyncConnectionPool(
+        url, min_size=CONCURRENCY, max_size=CONCURRENCY, open=False, kwargs={"autocommit": True}, timeout=10
+    )
     await pool.open(wait=True, timeout=30)
     latencies: list[float] = []
 
@@ -127,11 +154,18 @@ async def raw_limit(url: str, events: int, hot: bool) -> dict[str, Any]:
         page = loadgen.notion_page_id(0 if hot else (i % PAGES))
         _, body = bodies.notion_event(page)
         payload = json.loads(body)
-        return JobEvent(source_type="notion", source_page_id=page, payload=payload,
-                        event_id=payload["id"], debounce_seconds=300.0, max_wait_seconds=3600.0)
+        return JobEvent(
+            source_type="notion",
+            source_page_id=page,
+            payload=payload,
+            event_id=payload["id"],
+            debounce_seconds=300.0,
+            max_wait_seconds=3600.0,
+        )
 
     todo = iter([event(i) for i in range(events)])
     try:
+
         async def one() -> None:
             for ev in todo:
                 t0 = time.perf_counter()
@@ -146,9 +180,13 @@ async def raw_limit(url: str, events: int, hot: bool) -> dict[str, Any]:
     finally:
         await pool.close()
     lat = sorted(latencies)
-    return {"events": len(lat), "seconds": round(elapsed, 3),
-            "statements_per_s": round(len(lat) / elapsed, 1),
-            "p50_ms": round(lat[len(lat) // 2], 2), "p99_ms": round(lat[int(len(lat) * 0.99)], 2)}
+    return {
+        "events": len(lat),
+        "seconds": round(elapsed, 3),
+        "statements_per_s": round(len(lat) / elapsed, 1),
+        "p50_ms": round(lat[len(lat) // 2], 2),
+        "p99_ms": round(lat[int(len(lat) * 0.99)], 2),
+    }
 
 
 # --- pgbench: the one-statement limit ------------------------------------------------------------
@@ -187,19 +225,36 @@ def run_pgbench(url: str, seconds: int, hot: bool, workdir: Path) -> dict[str, A
     env = {**libpq_env(url)}
     import os
 
-    cmd = ["pgbench", "-n", "-M", "prepared", "-c", str(PGBENCH_CLIENTS), "-j", "2",
-           "-T", str(seconds), "-f", str(script)]
-    proc = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True,
-                          timeout=seconds + 60)
+    cmd = [
+        "pgbench",
+        "-n",
+        "-M",
+        "prepared",
+        "-c",
+        str(PGBENCH_CLIENTS),
+        "-j",
+        "2",
+        "-T",
+        str(seconds),
+        "-f",
+        str(script),
+    ]
+    proc = subprocess.run(
+        cmd, env={**os.environ, **env}, capture_output=True, text=True, timeout=seconds + 60
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"pgbench failed: {proc.stderr.strip()[-2000:]}")
     tps = re.search(r"tps = ([\d.]+) \(without initial connection time\)", proc.stdout)
     lat = re.search(r"latency average = ([\d.]+) ms", proc.stdout)
     failed = re.search(r"number of failed transactions: (\d+)", proc.stdout)
-    return {"tps": float(tps.group(1)) if tps else None,
-            "latency_avg_ms": float(lat.group(1)) if lat else None,
-            "failed": int(failed.group(1)) if failed else None,
-            "clients": PGBENCH_CLIENTS, "seconds": seconds, "mode": "prepared"}
+    return {
+        "tps": float(tps.group(1)) if tps else None,
+        "latency_avg_ms": float(lat.group(1)) if lat else None,
+        "failed": int(failed.group(1)) if failed else None,
+        "clients": PGBENCH_CLIENTS,
+        "seconds": seconds,
+        "mode": "prepared",
+    }
 
 
 def run(server_url: str, quick: bool) -> dict[str, Any]:
@@ -225,47 +280,70 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
             pgb_spread = run_pgbench(url, pgbench_seconds, False, workdir)
             pgb_hot = run_pgbench(url, pgbench_seconds, True, workdir)
     res: dict[tuple[str, str], dict[str, Any]] = {}
-    for client, phase, raw, pgb in ((c, p, r, g) for c in load_generators
-                                    for p, r, g in (("spread", raw_spread, pgb_spread),
-                                                    ("hot", raw_hot, pgb_hot))):
+    for client, phase, raw, pgb in (
+        (c, p, r, g)
+        for c in load_generators
+        for p, r, g in (("spread", raw_spread, pgb_spread), ("hot", raw_hot, pgb_hot))
+    ):
         w = web[(client, phase)]
         trivial = web[(client, "trivial")]
         rps = w["requests_per_s"]
         rec = emit(
-            "ingest", client=client, phase=phase, pages=1 if phase == "hot" else PAGES, events=w["requests"],
-            concurrency=CONCURRENCY, requests_per_s=rps, p50_ms=w["p50_ms"], p95_ms=w["p95_ms"],
-            p99_ms=w["p99_ms"], max_ms=w["max_ms"], non_2xx=w["non_2xx"],
+            "ingest",
+            client=client,
+            phase=phase,
+            pages=1 if phase == "hot" else PAGES,
+            events=w["requests"],
+            concurrency=CONCURRENCY,
+            requests_per_s=rps,
+            p50_ms=w["p50_ms"],
+            p95_ms=w["p95_ms"],
+            p99_ms=w["p99_ms"],
+            max_ms=w["max_ms"],
+            non_2xx=w["non_2xx"],
             client_errors=w["client_errors"],
-            raw_statements_per_s=raw["statements_per_s"], raw_p99_ms=raw["p99_ms"],
+            raw_statements_per_s=raw["statements_per_s"],
+            raw_p99_ms=raw["p99_ms"],
             ratio_ingest_to_raw=round(rps / raw["statements_per_s"], 2),
-            pgbench_tps=pgb["tps"], pgbench_latency_avg_ms=pgb["latency_avg_ms"],
+            pgbench_tps=pgb["tps"],
+            pgbench_latency_avg_ms=pgb["latency_avg_ms"],
             pgbench_failed=pgb["failed"],
             ratio_ingest_to_pgbench=round(rps / pgb["tps"], 2) if pgb["tps"] else None,
             web_cpu_ms_per_webhook=w["web_cpu_ms_per_request"],
-            trivial_route=TRIVIAL_ROUTE, trivial_requests_per_s=trivial["requests_per_s"],
+            trivial_route=TRIVIAL_ROUTE,
+            trivial_requests_per_s=trivial["requests_per_s"],
             trivial_web_cpu_ms_per_request=trivial["web_cpu_ms_per_request"],
-            ratio_ingest_to_trivial=(round(rps / trivial["requests_per_s"], 2)
-                                     if trivial["requests_per_s"] else None),
+            ratio_ingest_to_trivial=(
+                round(rps / trivial["requests_per_s"], 2) if trivial["requests_per_s"] else None
+            ),
         )
         res[(client, phase)] = rec
     for client in load_generators:
         _goals(client, res[(client, "spread")], res[(client, "hot")])
-    emit("memory", process="web", during="ingest", peak_rss_mib=web_peak_rss_mib,
-         goal_le_100_mib=bool(web_peak_rss_mib and web_peak_rss_mib <= 100))
+    emit(
+        "memory",
+        process="web",
+        during="ingest",
+        peak_rss_mib=web_peak_rss_mib,
+        goal_le_100_mib=bool(web_peak_rss_mib and web_peak_rss_mib <= 100),
+    )
     return {f"{k[0]}_{k[1]}": v for k, v in res.items()}
 
 
 def _goals(client: str, s: dict[str, Any], h: dict[str, Any]) -> None:
     goal_spread = bool(s["ratio_ingest_to_pgbench"] and s["ratio_ingest_to_pgbench"] >= 1.0)
     cpu = s["web_cpu_ms_per_webhook"]
-    emit("ingest_goals", client=client,
-         spread_ge_1x_pgbench=goal_spread,
-         spread_ge_0_8x_pgbench=bool(s["ratio_ingest_to_pgbench"]
-                                     and s["ratio_ingest_to_pgbench"] >= 0.8),
-         web_cpu_le_0_25_ms_per_webhook=bool(cpu is not None and cpu <= 0.25),
-         hot_ge_1_5x_pgbench_hot=bool(h["ratio_ingest_to_pgbench"]
-                                      and h["ratio_ingest_to_pgbench"] >= 1.5),
-         spread_p99_le_20ms=s["p99_ms"] <= 20, hot_p99_le_20ms=h["p99_ms"] <= 20,
-         zero_non_2xx=(s["non_2xx"] == 0 and h["non_2xx"] == 0
-                       and not s["client_errors"] and not h["client_errors"]),
-         hot_ge_2x_pgbench_hot=bool(h["ratio_ingest_to_pgbench"] and h["ratio_ingest_to_pgbench"] >= 2.0))
+    emit(
+        "ingest_goals",
+        client=client,
+        spread_ge_1x_pgbench=goal_spread,
+        spread_ge_0_8x_pgbench=bool(s["ratio_ingest_to_pgbench"] and s["ratio_ingest_to_pgbench"] >= 0.8),
+        web_cpu_le_0_25_ms_per_webhook=bool(cpu is not None and cpu <= 0.25),
+        hot_ge_1_5x_pgbench_hot=bool(h["ratio_ingest_to_pgbench"] and h["ratio_ingest_to_pgbench"] >= 1.5),
+        spread_p99_le_20ms=s["p99_ms"] <= 20,
+        hot_p99_le_20ms=h["p99_ms"] <= 20,
+        zero_non_2xx=(
+            s["non_2xx"] == 0 and h["non_2xx"] == 0 and not s["client_errors"] and not h["client_errors"]
+        ),
+        hot_ge_2x_pgbench_hot=bool(h["ratio_ingest_to_pgbench"] and h["ratio_ingest_to_pgbench"] >= 2.0),
+    )

@@ -56,8 +56,11 @@ class Bodies:
             source, body = self.notion_event(notion_page_id(0))
         else:
             page = i % pages
-            source, body = (self.notion_event(notion_page_id(page)) if page % 2 == 0
-                            else self.slack_event(slack_channel(page)))
+            source, body = (
+                self.notion_event(notion_page_id(page))
+                if page % 2 == 0
+                else self.slack_event(slack_channel(page))
+            )
         secret = NOTION_SECRET if source == "notion" else SLACK_SECRET
         return source, body, sign_request(source, body, secret)
 
@@ -70,8 +73,8 @@ class _AiohttpClient:
 
         self.base_url = base_url
         self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=concurrency),
-            timeout=aiohttp.ClientTimeout(total=10))
+            connector=aiohttp.TCPConnector(limit=concurrency), timeout=aiohttp.ClientTimeout(total=10)
+        )
 
     async def post(self, path: str, content: bytes, headers: dict[str, str]) -> Any:
         async with self.session.post(self.base_url + path, data=content, headers=headers) as resp:
@@ -90,9 +93,17 @@ class _AiohttpClient:
         await self.session.close()
 
 
-async def run(url: str, events: int, pages: int, concurrency: int, hot: bool, warmup: int,
-              deadline: float, client_kind: str = "httpx",
-              trivial: str | None = None) -> dict[str, Any]:
+async def run(
+    url: str,
+    events: int,
+    pages: int,
+    concurrency: int,
+    hot: bool,
+    warmup: int,
+    deadline: float,
+    client_kind: str = "httpx",
+    trivial: str | None = None,
+) -> dict[str, Any]:
     bodies = Bodies()
     warm = [bodies.make(i, pages, False) for i in range(warmup)]
     work = [bodies.make(i, pages, hot) for i in range(events)]
@@ -102,12 +113,14 @@ async def run(url: str, events: int, pages: int, concurrency: int, hot: bool, wa
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     import aiohttp
 
-    client_cm: Any = (httpx.AsyncClient(base_url=url, limits=limits, timeout=10.0)
-                      if client_kind == "httpx" else _AiohttpClient(url, concurrency))
+    client_cm: Any = (
+        httpx.AsyncClient(base_url=url, limits=limits, timeout=10.0)
+        if client_kind == "httpx"
+        else _AiohttpClient(url, concurrency)
+    )
     async with client_cm as client:
 
-        async def drain(items: list[tuple[str, bytes, dict[str, str]]], record: bool,
-                        stop_at: float) -> None:
+        async def drain(items: list[tuple[str, bytes, dict[str, str]]], record: bool, stop_at: float) -> None:
             it = iter(items)
 
             async def one_client() -> None:
@@ -119,8 +132,7 @@ async def run(url: str, events: int, pages: int, concurrency: int, hot: bool, wa
                         if trivial is not None:  # the same client's cost on a route doing nothing
                             resp = await client.get(trivial)
                         else:
-                            resp = await client.post(f"/webhooks/{source}", content=body,
-                                                     headers=headers)
+                            resp = await client.post(f"/webhooks/{source}", content=body, headers=headers)
                         code = resp.status_code
                     except (httpx.HTTPError, aiohttp.ClientError, TimeoutError) as exc:
                         errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
@@ -145,7 +157,9 @@ async def run(url: str, events: int, pages: int, concurrency: int, hot: bool, wa
         "requests": sent,
         "seconds": round(elapsed, 3),
         "requests_per_s": round(sent / elapsed, 1) if elapsed else 0.0,
-        "p50_ms": pct(50), "p95_ms": pct(95), "p99_ms": pct(99),
+        "p50_ms": pct(50),
+        "p95_ms": pct(95),
+        "p99_ms": pct(99),
         "max_ms": round(lat[-1], 2) if lat else float("nan"),
         "non_2xx": sum(n for code, n in statuses.items() if not 200 <= code < 300),
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
@@ -164,22 +178,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hot", action="store_true")
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--deadline", type=float, default=120.0)
-    p.add_argument("--trivial", metavar="PATH",
-                   help="GET PATH instead of posting webhooks (a route that does nothing: the "
-                        "server's and the client's own cost per request)")
+    p.add_argument(
+        "--trivial",
+        metavar="PATH",
+        help="GET PATH instead of posting webhooks (a route that does nothing: the "
+        "server's and the client's own cost per request)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.loadgen")
     add_arguments(p)
-    p.add_argument("--client", choices=["httpx", "aiohttp"], default="httpx",
-                   help="HTTP client (httpx: the reference; aiohttp: cheaper per request, to see "
-                        "past the client's own CPU cost on a small machine)")
+    p.add_argument(
+        "--client",
+        choices=["httpx", "aiohttp"],
+        default="httpx",
+        help="HTTP client (httpx: the reference; aiohttp: cheaper per request, to see "
+        "past the client's own CPU cost on a small machine)",
+    )
     a = p.parse_args(argv)
     if not a.url.startswith(("http://127.0.0.1", "http://localhost")):
         raise SystemExit("loopback only")
-    result = asyncio.run(run(a.url, a.events, a.pages, a.concurrency, a.hot, a.warmup, a.deadline,
-                             a.client, a.trivial))
+    result = asyncio.run(
+        run(a.url, a.events, a.pages, a.concurrency, a.hot, a.warmup, a.deadline, a.client, a.trivial)
+    )
     print(json.dumps(result), flush=True)
     return 0
 

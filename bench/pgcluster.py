@@ -69,32 +69,57 @@ class PrimaryAndStandby:
 
     def _run(self, name: str, *args: str) -> None:
         kwargs: dict[str, Any] = {"user": self.user} if self.user else {}
-        done = subprocess.run([str(bin_dir() / name), *args], capture_output=True, text=True,
-                              cwd=self.root, check=False, **kwargs)
+        done = subprocess.run(
+            [str(bin_dir() / name), *args],
+            capture_output=True,
+            text=True,
+            cwd=self.root,
+            check=False,
+            **kwargs,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"{name} {' '.join(args)}: {done.stderr.strip()[-2000:]}")
 
     def _conf(self, data: Path, port: int) -> None:
-        lines = {"port": str(port), "listen_addresses": "'127.0.0.1'",
-                 "unix_socket_directories": f"'{self.root}'", "wal_level": "replica",
-                 "max_wal_senders": "5", "hot_standby": "on", "fsync": "off",
-                 "synchronous_commit": "on", "full_page_writes": "off",
-                 "wal_receiver_status_interval": "1s", **self.settings}
+        lines = {
+            "port": str(port),
+            "listen_addresses": "'127.0.0.1'",
+            "unix_socket_directories": f"'{self.root}'",
+            "wal_level": "replica",
+            "max_wal_senders": "5",
+            "hot_standby": "on",
+            "fsync": "off",
+            "synchronous_commit": "on",
+            "full_page_writes": "off",
+            "wal_receiver_status_interval": "1s",
+            **self.settings,
+        }
         with open(data / "postgresql.conf", "a") as f:
             f.writelines(f"{k} = {v}\n" for k, v in lines.items())
 
     def start(self) -> PrimaryAndStandby:
         primary, standby = self.root / "primary", self.root / "standby"
-        self._run("initdb", "-D", str(primary), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                  "--no-sync")
+        self._run("initdb", "-D", str(primary), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
         self._conf(primary, self.primary_port)
-        self._run("pg_ctl", "-D", str(primary), "-l", str(self.root / "primary.log"), "-w",
-                  "start")
-        self._run("pg_basebackup", "-D", str(standby), "-R", "-X", "stream", "-c", "fast",
-                  "-h", "127.0.0.1", "-p", str(self.primary_port), "-U", "postgres")
+        self._run("pg_ctl", "-D", str(primary), "-l", str(self.root / "primary.log"), "-w", "start")
+        self._run(
+            "pg_basebackup",
+            "-D",
+            str(standby),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.primary_port),
+            "-U",
+            "postgres",
+        )
         self._conf(standby, self.standby_port)
-        self._run("pg_ctl", "-D", str(standby), "-l", str(self.root / "standby.log"), "-w",
-                  "start")
+        self._run("pg_ctl", "-D", str(standby), "-l", str(self.root / "standby.log"), "-w", "start")
         self.wait_replayed()
         return self
 
@@ -111,8 +136,9 @@ class PrimaryAndStandby:
         deadline = time.monotonic() + timeout
         with psycopg.connect(self.standby_url, autocommit=True) as s:
             while True:
-                done = s.execute("select pg_is_in_recovery() and pg_last_wal_replay_lsn() >= "
-                                 "%s::pg_lsn", (row[0],)).fetchone()
+                done = s.execute(
+                    "select pg_is_in_recovery() and pg_last_wal_replay_lsn() >= %s::pg_lsn", (row[0],)
+                ).fetchone()
                 if done == (True,):
                     return
                 if time.monotonic() > deadline:
@@ -131,8 +157,7 @@ class PrimaryAndStandby:
         for name in ("standby", "primary"):
             if (self.root / name / "postmaster.pid").exists():
                 try:
-                    self._run("pg_ctl", "-D", str(self.root / name), "-m", "immediate", "-w",
-                              "stop")
+                    self._run("pg_ctl", "-D", str(self.root / name), "-m", "immediate", "-w", "stop")
                 except RuntimeError:
                     pass
         shutil.rmtree(self.root, ignore_errors=True)
@@ -144,6 +169,7 @@ class PrimaryAndStandby:
             self.stop()
             raise
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

@@ -33,8 +33,10 @@ def asyncpg_dsn(conninfo: str) -> str:
     auth = quote(str(d.get("user", "postgres")))
     if d.get("password"):
         auth += ":" + quote(str(d["password"]))
-    return (f"postgresql://{auth}@{d.get('host', '127.0.0.1')}:{d.get('port', 5432)}"
-            f"/{quote(str(d.get('dbname', 'postgres')))}")
+    return (
+        f"postgresql://{auth}@{d.get('host', '127.0.0.1')}:{d.get('port', 5432)}"
+        f"/{quote(str(d.get('dbname', 'postgres')))}"
+    )
 
 
 PGQ_CONSUMERS = 5
@@ -115,8 +117,12 @@ async def procrastinate_setup(url: str, n: int) -> None:
 async def procrastinate_work(url: str) -> None:
     app = _procrastinate_app(url)
     async with app.open_async():
-        await app.run_worker_async(concurrency=PROCRASTINATE_CONCURRENCY, wait=False,
-                                   listen_notify=True, install_signal_handlers=False)
+        await app.run_worker_async(
+            concurrency=PROCRASTINATE_CONCURRENCY,
+            wait=False,
+            listen_notify=True,
+            install_signal_handlers=False,
+        )
 
 
 def main(argv: list[str]) -> int:

@@ -82,19 +82,30 @@ class Mode:
         self.workspace_concurrency = Settings.from_env({}).workspace_concurrency
 
 
-async def _claimer(url: str, mode: Mode, until: float, lat: list[float],
-                   counts: dict[str, int], ident: str) -> None:
+async def _claimer(
+    url: str, mode: Mode, until: float, lat: list[float], counts: dict[str, int], ident: str
+) -> None:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         while time.perf_counter() < until:
             t0 = time.perf_counter()
-            jobs = [c.job for c in await queue.claim(
-                conn, ident, limit=LIMIT, lease_seconds=60, source_slots={SOURCE: LIMIT},
-                budgets=mode.budgets, workspace_concurrency=mode.workspace_concurrency, costs=mode.costs)]
+            jobs = [
+                c.job
+                for c in await queue.claim(
+                    conn,
+                    ident,
+                    limit=LIMIT,
+                    lease_seconds=60,
+                    source_slots={SOURCE: LIMIT},
+                    budgets=mode.budgets,
+                    workspace_concurrency=mode.workspace_concurrency,
+                    costs=mode.costs,
+                )
+            ]
             lat.append((time.perf_counter() - t0) * 1000)
             if not jobs:
                 counts["empty"] += 1
                 if await queue.seconds_until_due(conn, [SOURCE]) is None:
-                    return                                   # drained
+                    return  # drained
                 await asyncio.sleep(0.002)
                 continue
             await queue.complete_many(conn, jobs)
@@ -105,12 +116,16 @@ async def _drain(url: str, mode: Mode, loops: int, seconds: float) -> dict[str, 
     lat: list[float] = []
     counts = {"jobs": 0, "empty": 0}
     start = time.perf_counter()
-    await asyncio.gather(*(_claimer(url, mode, start + seconds, lat, counts, f"c{i}")
-                           for i in range(loops)))
+    await asyncio.gather(*(_claimer(url, mode, start + seconds, lat, counts, f"c{i}") for i in range(loops)))
     elapsed = time.perf_counter() - start
-    return {"jobs_per_s": round(counts["jobs"] / elapsed, 1), "jobs": counts["jobs"],
-            "empty_claims": counts["empty"], "claims": len(lat), "seconds": round(elapsed, 2),
-            "claim_ms": percentiles(lat)}
+    return {
+        "jobs_per_s": round(counts["jobs"] / elapsed, 1),
+        "jobs": counts["jobs"],
+        "empty_claims": counts["empty"],
+        "claims": len(lat),
+        "seconds": round(elapsed, 2),
+        "claim_ms": percentiles(lat),
+    }
 
 
 async def _until_due(url: str, n: int) -> dict[str, float]:
@@ -125,9 +140,16 @@ async def _until_due(url: str, n: int) -> dict[str, float]:
 
 def claim_params(mode: Mode) -> dict[str, Any]:
     """The parameters ``queue.claim`` binds for the worker's form of the claim (EXPLAIN)."""
-    return {"now": None, "worker_id": "explain", "limit": LIMIT, "lease_seconds": 60.0,
-            "sources": [SOURCE], "source_slots": [LIMIT], "workspace_concurrency": mode.workspace_concurrency,
-            **budget_params(mode.budgets, mode.costs)}
+    return {
+        "now": None,
+        "worker_id": "explain",
+        "limit": LIMIT,
+        "lease_seconds": 60.0,
+        "sources": [SOURCE],
+        "source_slots": [LIMIT],
+        "workspace_concurrency": mode.workspace_concurrency,
+        **budget_params(mode.budgets, mode.costs),
+    }
 
 
 def _explain(url: str, mode: Mode) -> dict[str, list[str]]:
@@ -135,10 +157,11 @@ def _explain(url: str, mode: Mode) -> dict[str, list[str]]:
     claim = claim_params(mode)
     out: dict[str, list[str]] = {}
     with psycopg.connect(url, autocommit=True) as conn:
-        for name, query, params in (("claim", q["claim"], claim),
-                                    ("seconds_until_due", q["seconds_until_due"],
-                                     {"source_types": [SOURCE]})):
-            with conn.transaction(force_rollback=True):     # warm: plans, trigger compiled
+        for name, query, params in (
+            ("claim", q["claim"], claim),
+            ("seconds_until_due", q["seconds_until_due"], {"source_types": [SOURCE]}),
+        ):
+            with conn.transaction(force_rollback=True):  # warm: plans, trigger compiled
                 conn.execute(query, params).fetchall()
             with conn.transaction(force_rollback=True):
                 # the line's upkeep runs at commit: make it run (and show) in the plan
@@ -148,23 +171,33 @@ def _explain(url: str, mode: Mode) -> dict[str, list[str]]:
     return out
 
 
-async def _case(url: str, workspaces: int, jobs: int, mode: Mode, seconds: float,
-                explain: bool) -> dict[str, Any]:
+async def _case(
+    url: str, workspaces: int, jobs: int, mode: Mode, seconds: float, explain: bool
+) -> dict[str, Any]:
     load_s = _load(url, workspaces, jobs)
     per_job = _bytes_per_job(url)
     until = await _until_due(url, 30)
     one = await _drain(url, mode, 1, seconds)
     _load(url, workspaces, jobs)
     four = await _drain(url, mode, LOOPS, seconds)
-    record = {"workspaces": workspaces, "jobs": jobs, "budgets": mode.name,
-              "load_seconds": round(load_s, 1), "bytes_per_pending_job": per_job,
-              "claim_ms_1_loop": one["claim_ms"], "claim_ms_4_loops": four["claim_ms"],
-              "seconds_until_due_ms": until,
-              "drain_jobs_per_s_1": one["jobs_per_s"], "drain_jobs_per_s_4": four["jobs_per_s"],
-              "empty_claims_1": one["empty_claims"], "empty_claims_4": four["empty_claims"],
-              "drained_jobs_1": one["jobs"], "drained_jobs_4": four["jobs"]}
+    record = {
+        "workspaces": workspaces,
+        "jobs": jobs,
+        "budgets": mode.name,
+        "load_seconds": round(load_s, 1),
+        "bytes_per_pending_job": per_job,
+        "claim_ms_1_loop": one["claim_ms"],
+        "claim_ms_4_loops": four["claim_ms"],
+        "seconds_until_due_ms": until,
+        "drain_jobs_per_s_1": one["jobs_per_s"],
+        "drain_jobs_per_s_4": four["jobs_per_s"],
+        "empty_claims_1": one["empty_claims"],
+        "empty_claims_4": four["empty_claims"],
+        "drained_jobs_1": one["jobs"],
+        "drained_jobs_4": four["jobs"],
+    }
     emit("scale", **record)
-    if explain:                     # on what the drains left (most of the jobs)
+    if explain:  # on what the drains left (most of the jobs)
         emit("scale_plan", workspaces=workspaces, budgets=mode.name, **_explain(url, mode))
     return record
 
@@ -177,8 +210,9 @@ async def _taker(url: str, ws: int, budget: ApiBudget, until: float, lat: list[f
             lat.append((time.perf_counter() - t0) * 1000)
 
 
-async def _hotspot(url: str, seconds: float, jobs: int, budget: ApiBudget,
-                   label: str, spread: bool = False) -> dict[str, Any]:
+async def _hotspot(
+    url: str, seconds: float, jobs: int, budget: ApiBudget, label: str, spread: bool = False
+) -> dict[str, Any]:
     """32 takers on one workspace row (4 workers × 8 slots) while 4 claim loops claim from it
     and 999 other workspaces; ``spread``: each taker on a workspace of its own (the same load
     without a shared row, for comparison)."""
@@ -193,15 +227,22 @@ async def _hotspot(url: str, seconds: float, jobs: int, budget: ApiBudget,
     claim_lat: list[float] = []
     start = time.perf_counter()
     until = start + seconds
-    await asyncio.gather(*(_taker(url, ws + (i if spread else 0), budget, until, lat)
-                           for i in range(32)),
-                         *(_claimer(url, mode, until, claim_lat, counts, f"h{i}")
-                           for i in range(LOOPS)))
+    await asyncio.gather(
+        *(_taker(url, ws + (i if spread else 0), budget, until, lat) for i in range(32)),
+        *(_claimer(url, mode, until, claim_lat, counts, f"h{i}") for i in range(LOOPS)),
+    )
     elapsed = time.perf_counter() - start
-    record = {"budget": label, "rows": 32 if spread else 1, "takers": 32, "claim_loops": LOOPS,
-              "charges_per_s": round(len(lat) / elapsed, 1),
-              "take_ms": percentiles(lat), "claim_ms": percentiles(claim_lat),
-              "claimed_jobs": counts["jobs"], "seconds": round(elapsed, 2)}
+    record = {
+        "budget": label,
+        "rows": 32 if spread else 1,
+        "takers": 32,
+        "claim_loops": LOOPS,
+        "charges_per_s": round(len(lat) / elapsed, 1),
+        "take_ms": percentiles(lat),
+        "claim_ms": percentiles(claim_lat),
+        "claimed_jobs": counts["jobs"],
+        "seconds": round(elapsed, 2),
+    }
     emit("scale_hotspot", **record)
     return record
 
@@ -218,11 +259,18 @@ async def _enqueue_cost(url: str, workspaces: int, reps: int) -> dict[str, Any]:
         for size in (1, 32):
             lat: list[float] = []
             for r in range(reps):
-                batch = [JobEvent(SOURCE, f"enq-{size}-{r}-{i}", {"i": i}, f"e-{size}-{r}-{i}",
-                                  300.0, 3600.0,
-                                  workspace_id=None if first is None
-                                  else first + (r * size + i) % workspaces)
-                         for i in range(size)]
+                batch = [
+                    JobEvent(
+                        SOURCE,
+                        f"enq-{size}-{r}-{i}",
+                        {"i": i},
+                        f"e-{size}-{r}-{i}",
+                        300.0,
+                        3600.0,
+                        workspace_id=None if first is None else first + (r * size + i) % workspaces,
+                    )
+                    for i in range(size)
+                ]
                 t0 = time.perf_counter()
                 await queue.enqueue(conn, batch)
                 lat.append((time.perf_counter() - t0) * 1000)
@@ -233,8 +281,9 @@ async def _enqueue_cost(url: str, workspaces: int, reps: int) -> dict[str, Any]:
 
 def _bytes_per_job(url: str) -> float:
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("select pg_total_relation_size('sync_jobs')::float8 "
-                           "/ greatest(count(*), 1) from sync_jobs").fetchone()
+        row = conn.execute(
+            "select pg_total_relation_size('sync_jobs')::float8 / greatest(count(*), 1) from sync_jobs"
+        ).fetchone()
     return round(float(row[0]), 1) if row else 0.0
 
 
@@ -248,48 +297,53 @@ async def _run(url: str, quick: bool) -> dict[str, Any]:
     from debounce.registry import get
 
     notion = get(SOURCE)
-    modes = [Mode("unmetered", None, None),
-             Mode("default", notion.budget, notion.requests_per_page)]
+    modes = [Mode("unmetered", None, None), Mode("default", notion.budget, notion.requests_per_page)]
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for mode in modes:
         for w in WORKSPACES:
             note(f"scale: {w} workspaces, {jobs} jobs, budgets {mode.name}")
             results.setdefault(mode.name, {})[w] = await _case(
-                url, w, jobs, mode, seconds, explain=(w == 10_000))
+                url, w, jobs, mode, seconds, explain=(w == 10_000)
+            )
     # a metered workspace whose budget never runs dry (every take writes the row), and an
     # unmetered one
     if not quick:
         # 1 M due jobs over 10 000 workspaces: the capacity plan's anchor (docs/scaling.md)
         note("scale: 10000 workspaces, 1000000 jobs, budgets unmetered")
-        results["unmetered_1m"] = {10_000: await _case(url, 10_000, 1_000_000, modes[0],
-                                                        seconds, explain=True)}
+        results["unmetered_1m"] = {
+            10_000: await _case(url, 10_000, 1_000_000, modes[0], seconds, explain=True)
+        }
     for w in (0, 10_000):
         await _enqueue_cost(url, w, 100 if quick else 300)
-    hot = await _hotspot(url, seconds, jobs, ApiBudget(per_minute=60_000_000.0,
-                                                       burst=1_000_000.0), "large")
-    await _hotspot(url, seconds, jobs, ApiBudget(per_minute=60_000_000.0, burst=1_000_000.0),
-                   "large", spread=True)
+    hot = await _hotspot(url, seconds, jobs, ApiBudget(per_minute=60_000_000.0, burst=1_000_000.0), "large")
+    await _hotspot(
+        url, seconds, jobs, ApiBudget(per_minute=60_000_000.0, burst=1_000_000.0), "large", spread=True
+    )
     await _hotspot(url, seconds, jobs, ApiBudget(per_minute=0.0, burst=1.0), "unmetered")
     u = results["unmetered"]
     none, big, mid = u[0], u[10_000], u[1_000]
     goals = {
-        "goal_claim_p50_10000_le_2x_none":
-            _p50(big, "claim_ms_4_loops") <= 2 * _p50(none, "claim_ms_4_loops"),
-        "goal_drain_10000_ge_0_8x_none":
-            big["drain_jobs_per_s_4"] >= 0.8 * none["drain_jobs_per_s_4"],
+        "goal_claim_p50_10000_le_2x_none": _p50(big, "claim_ms_4_loops")
+        <= 2 * _p50(none, "claim_ms_4_loops"),
+        "goal_drain_10000_ge_0_8x_none": big["drain_jobs_per_s_4"] >= 0.8 * none["drain_jobs_per_s_4"],
         "goal_seconds_until_due_10000_le_20ms": _p50(big, "seconds_until_due_ms") <= 20.0,
-        "goal_4_claimers_ge_2x_1_at_1000":
-            mid["drain_jobs_per_s_4"] >= 2 * mid["drain_jobs_per_s_1"],
+        "goal_4_claimers_ge_2x_1_at_1000": mid["drain_jobs_per_s_4"] >= 2 * mid["drain_jobs_per_s_1"],
     }
-    emit("scale_summary", jobs=jobs, drain_seconds=seconds,
-         drain_ratio_10000_to_none=round(big["drain_jobs_per_s_4"]
-                                         / max(none["drain_jobs_per_s_4"], 0.001), 2),
-         claim_p50_ratio_10000_to_none=round(_p50(big, "claim_ms_4_loops")
-                                             / max(_p50(none, "claim_ms_4_loops"), 0.001), 2),
-         speedup_4_loops_at_1000=round(mid["drain_jobs_per_s_4"]
-                                       / max(mid["drain_jobs_per_s_1"], 0.001), 2),
-         take_p99_ms=hot["take_ms"].get("p99"), charges_per_s=hot["charges_per_s"],
-         **goals)
+    emit(
+        "scale_summary",
+        jobs=jobs,
+        drain_seconds=seconds,
+        drain_ratio_10000_to_none=round(
+            big["drain_jobs_per_s_4"] / max(none["drain_jobs_per_s_4"], 0.001), 2
+        ),
+        claim_p50_ratio_10000_to_none=round(
+            _p50(big, "claim_ms_4_loops") / max(_p50(none, "claim_ms_4_loops"), 0.001), 2
+        ),
+        speedup_4_loops_at_1000=round(mid["drain_jobs_per_s_4"] / max(mid["drain_jobs_per_s_1"], 0.001), 2),
+        take_p99_ms=hot["take_ms"].get("p99"),
+        charges_per_s=hot["charges_per_s"],
+        **goals,
+    )
     return {"results": results, "hotspot": hot, "goals": goals}
 
 

@@ -53,13 +53,12 @@ update sync_jobs j set workspace_id = w.id
 
 COUNTS = {
     "debounce": "select count(*) filter (where status = 'completed'), "
-                "count(*) filter (where status in ('processing', 'completed')) from sync_jobs "
-                "where source_type = 'noop'",
-    "pgqueuer": "select %(n)s - count(*), %(n)s - count(*) filter (where status = 'queued') "
-                "from pgqueuer",
+    "count(*) filter (where status in ('processing', 'completed')) from sync_jobs "
+    "where source_type = 'noop'",
+    "pgqueuer": "select %(n)s - count(*), %(n)s - count(*) filter (where status = 'queued') from pgqueuer",
     "procrastinate": "select count(*) filter (where status = 'succeeded'), "
-                     "count(*) filter (where status in ('doing', 'succeeded')) "
-                     "from procrastinate_jobs",
+    "count(*) filter (where status in ('doing', 'succeeded')) "
+    "from procrastinate_jobs",
 }
 
 
@@ -116,8 +115,10 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
     n = 2000 if quick else 20000
     timeout = 120.0 if quick else 300.0
     results: dict[tuple[str, int], dict[str, Any]] = {}  # (variant or rival, workers)
-    with tempfile.TemporaryDirectory(prefix="bench-worker-") as tmp, \
-            scratch_database(server_url, "worker") as url:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-worker-") as tmp,
+        scratch_database(server_url, "worker") as url,
+    ):
         logdir = Path(tmp)
         for workers in (1, 4):
             # debounce: jobs of no workspace, then the same jobs spread over workspaces
@@ -134,10 +135,14 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
                         conn.execute("analyze workspaces")
                     conn.execute("vacuum analyze sync_jobs")
                 note(f"worker throughput: {variant}, {workers} process(es), {n} jobs")
-                procs = [spawn([sys.executable, "-m", "bench.worker_proc"],
-                               env={"DATABASE_URL": url, "DEBOUNCE_SECRET_KEY": SECRET_KEY},
-                               log=logdir / "worker.log")
-                         for _ in range(workers)]
+                procs = [
+                    spawn(
+                        [sys.executable, "-m", "bench.worker_proc"],
+                        env={"DATABASE_URL": url, "DEBOUNCE_SECRET_KEY": SECRET_KEY},
+                        log=logdir / "worker.log",
+                    )
+                    for _ in range(workers)
+                ]
                 try:
                     r = _drain(url, "debounce", procs, n, timeout)
                 finally:
@@ -147,16 +152,21 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
             # rivals, same database
             for lib in ("pgqueuer", "procrastinate"):
                 note(f"worker throughput: {lib}, {workers} process(es), {n} jobs")
-                setup = spawn([sys.executable, "-m", "bench.rivals", lib, "setup", url, str(n)],
-                              log=logdir / f"{lib}.log")
+                setup = spawn(
+                    [sys.executable, "-m", "bench.rivals", lib, "setup", url, str(n)],
+                    log=logdir / f"{lib}.log",
+                )
                 try:
                     if setup.wait(timeout=180) != 0:
-                        raise RuntimeError(f"{lib} setup failed: "
-                                           + (logdir / f"{lib}.log").read_text()[-2000:])
+                        raise RuntimeError(
+                            f"{lib} setup failed: " + (logdir / f"{lib}.log").read_text()[-2000:]
+                        )
                 finally:
                     stop(setup)
-                procs = [spawn([sys.executable, "-m", "bench.rivals", lib, "work", url],
-                               log=logdir / f"{lib}.log") for _ in range(workers)]
+                procs = [
+                    spawn([sys.executable, "-m", "bench.rivals", lib, "work", url], log=logdir / f"{lib}.log")
+                    for _ in range(workers)
+                ]
                 try:
                     r = _drain(url, lib, procs, n, timeout)
                 finally:
@@ -177,26 +187,44 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
         r_ws = round(rate_ws / rate, 2) if rate and rate_ws else None
         r_pq = round(rate / pq["completed_per_s"], 2) if rate and pq.get("completed_per_s") else None
         r_pc = round(rate / pc["completed_per_s"], 2) if rate and pc.get("completed_per_s") else None
-        emit("worker_throughput", processes=workers, jobs=n,
-             claimed_per_s=d.get("claimed_per_s"), completed_per_s=rate,
-             timed_out=d["timed_out"], cpu_ms_per_job=d.get("cpu_ms_per_job"),
-             workspaces=WORKSPACES, workspaces_completed_per_s=rate_ws,
-             workspaces_cpu_ms_per_job=dw.get("cpu_ms_per_job"),
-             ratio_workspaces_to_none=r_ws,
-             goal_workspaces_within_20pct=bool(r_ws and r_ws >= 0.8),
-             goal_ge_first_release=bool(rate and rate >= FIRST_RELEASE[workers]),
-             goal_ge_0_5x_pgqueuer=bool(r_pq and r_pq >= 0.5),
-             pgqueuer_completed_per_s=pq.get("completed_per_s"),
-             procrastinate_completed_per_s=pc.get("completed_per_s"),
-             ratio_to_pgqueuer=r_pq, ratio_to_procrastinate=r_pc,
-             goal_ge_2x_pgqueuer=bool(r_pq and r_pq >= 2.0),
-             goal_ge_10x_procrastinate=bool(r_pc and r_pc >= 10.0),
-             rival_peak_rss_mib={"pgqueuer": pq["peak_rss_mib_per_process"],
-                                 "procrastinate": pc["peak_rss_mib_per_process"]})
+        emit(
+            "worker_throughput",
+            processes=workers,
+            jobs=n,
+            claimed_per_s=d.get("claimed_per_s"),
+            completed_per_s=rate,
+            timed_out=d["timed_out"],
+            cpu_ms_per_job=d.get("cpu_ms_per_job"),
+            workspaces=WORKSPACES,
+            workspaces_completed_per_s=rate_ws,
+            workspaces_cpu_ms_per_job=dw.get("cpu_ms_per_job"),
+            ratio_workspaces_to_none=r_ws,
+            goal_workspaces_within_20pct=bool(r_ws and r_ws >= 0.8),
+            goal_ge_first_release=bool(rate and rate >= FIRST_RELEASE[workers]),
+            goal_ge_0_5x_pgqueuer=bool(r_pq and r_pq >= 0.5),
+            pgqueuer_completed_per_s=pq.get("completed_per_s"),
+            procrastinate_completed_per_s=pc.get("completed_per_s"),
+            ratio_to_pgqueuer=r_pq,
+            ratio_to_procrastinate=r_pc,
+            goal_ge_2x_pgqueuer=bool(r_pq and r_pq >= 2.0),
+            goal_ge_10x_procrastinate=bool(r_pc and r_pc >= 10.0),
+            rival_peak_rss_mib={
+                "pgqueuer": pq["peak_rss_mib_per_process"],
+                "procrastinate": pc["peak_rss_mib_per_process"],
+            },
+        )
         if d["timed_out"] or dw["timed_out"]:
             note("worker log tail:\n" + log_tail)
-    peak = max((results[(v, w)]["peak_rss_mib_per_process"] or 0)
-               for v in ("debounce", "debounce_workspaces") for w in (1, 4))
-    emit("memory", process="worker", during="worker_throughput", peak_rss_mib=peak,
-         goal_le_100_mib=bool(peak and peak <= 100))
+    peak = max(
+        (results[(v, w)]["peak_rss_mib_per_process"] or 0)
+        for v in ("debounce", "debounce_workspaces")
+        for w in (1, 4)
+    )
+    emit(
+        "memory",
+        process="worker",
+        during="worker_throughput",
+        peak_rss_mib=peak,
+        goal_le_100_mib=bool(peak and peak <= 100),
+    )
     return {f"{k[0]}_{k[1]}": v for k, v in results.items()}

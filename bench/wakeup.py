@@ -33,7 +33,9 @@ async def _latencies(pool: AsyncConnectionPool, prefix: str) -> list[float]:
     async with pool.connection() as conn:
         cur = await conn.execute(
             "select extract(epoch from started_at - scheduled_at) * 1000 from bench_syncs "
-            "where source_page_id like %s", (prefix + "%",))
+            "where source_page_id like %s",
+            (prefix + "%",),
+        )
         return [float(r[0]) for r in await cur.fetchall()]
 
 
@@ -41,8 +43,9 @@ async def _wait_synced(pool: AsyncConnectionPool, prefix: str, n: int, timeout: 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         async with pool.connection() as conn:
-            cur = await conn.execute("select count(*) from bench_syncs where source_page_id like %s",
-                                     (prefix + "%",))
+            cur = await conn.execute(
+                "select count(*) from bench_syncs where source_page_id like %s", (prefix + "%",)
+            )
             if (await cur.fetchone())[0] >= n:  # type: ignore[index]
                 return
         await asyncio.sleep(0.1)
@@ -56,10 +59,20 @@ async def _scenario(url: str, n: int) -> dict[str, list[float]]:
         await asyncio.sleep(3.0)  # let the worker settle into its idle loop
         for label, window, gap in (("timer", 3.0, 0.1), ("short_window", 0.5, 0.25)):
             for i in range(n):
-                await queue.enqueue(pool, [JobEvent(
-                    source_type="noop", source_page_id=f"{label}-{i}", payload={},
-                    event_id=uuid.uuid4().hex, debounce_seconds=window, max_wait_seconds=60.0)],
-                    notify_within=2.0)  # as the web does: the worker's poll interval
+                await queue.enqueue(
+                    pool,
+                    [
+                        JobEvent(
+                            source_type="noop",
+                            source_page_id=f"{label}-{i}",
+                            payload={},
+                            event_id=uuid.uuid4().hex,
+                            debounce_seconds=window,
+                            max_wait_seconds=60.0,
+                        )
+                    ],
+                    notify_within=2.0,
+                )  # as the web does: the worker's poll interval
                 await asyncio.sleep(gap)
             await _wait_synced(pool, f"{label}-", n, 30)
             out[label] = await _latencies(pool, f"{label}-")
@@ -76,21 +89,29 @@ async def _scenario(url: str, n: int) -> dict[str, list[float]]:
 
 def run(server_url: str, quick: bool) -> dict[str, Any]:
     n = 30 if quick else 100
-    with tempfile.TemporaryDirectory(prefix="bench-wakeup-") as tmp, \
-            scratch_database(server_url, "wakeup") as url:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-wakeup-") as tmp,
+        scratch_database(server_url, "wakeup") as url,
+    ):
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(CREATE_LOG_TABLE)
         note(f"wake-up latency: {n} jobs per case, idle worker")
-        worker = spawn([sys.executable, "-m", "bench.worker_proc"],
-                       env={"DATABASE_URL": url, "BENCH_LOG_SYNCS": "1"},
-                       log=Path(tmp) / "worker.log")
+        worker = spawn(
+            [sys.executable, "-m", "bench.worker_proc"],
+            env={"DATABASE_URL": url, "BENCH_LOG_SYNCS": "1"},
+            log=Path(tmp) / "worker.log",
+        )
         try:
             res = asyncio.run(_scenario(url, n))
         finally:
             stop(worker)
     for case, values in res.items():
         p = percentiles(values)
-        emit("wakeup_latency", case=case, jobs=len(values),
-             **{f"{k}_ms": v for k, v in p.items()},
-             goal_p99_le_100ms=p.get("p99", 1e9) <= 100)
+        emit(
+            "wakeup_latency",
+            case=case,
+            jobs=len(values),
+            **{f"{k}_ms": v for k, v in p.items()},
+            goal_p99_le_100ms=p.get("p99", 1e9) <= 100,
+        )
     return res

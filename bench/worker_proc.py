@@ -37,17 +37,22 @@ async def record(store: DocumentStore, job: SyncJob) -> int:
         store.db,
         "insert into bench_syncs values (%(id)s, %(page)s, %(due)s, clock_timestamp(), "
         "%(n)s, %(rev)s, %(crev)s, %(att)s, %(pid)s)",
-        {"id": job.id, "page": job.source_page_id, "due": job.scheduled_at,
-         "n": job.event_count, "rev": job.revision, "crev": job.claimed_revision,
-         "att": job.attempts, "pid": os.getpid()},
+        {
+            "id": job.id,
+            "page": job.source_page_id,
+            "due": job.scheduled_at,
+            "n": job.event_count,
+            "rev": job.revision,
+            "crev": job.claimed_revision,
+            "att": job.attempts,
+            "pid": os.getpid(),
+        },
     )
     return 0
 
 
 def main() -> int:
-    registry.register(
-        "noop", lambda settings: NoopSyncer(record=record if LOG_SYNCS else None)
-    )
+    registry.register("noop", lambda settings: NoopSyncer(record=record if LOG_SYNCS else None))
     settings = Settings.from_env()
     configure(settings.log_format, settings.log_level)
     return eventloop.run(run_worker(settings))

@@ -55,8 +55,9 @@ def write_requests(file: Path, events: int, pages: int, hot: bool, trivial: str 
                 out.write(_line(trivial, {}, b"") + "\n")
                 continue
             source, body, headers = bodies.make(i, pages, hot)
-            out.write(_line(f"/webhooks/{source}",
-                            {"Content-Type": "application/json", **headers}, body) + "\n")
+            out.write(
+                _line(f"/webhooks/{source}", {"Content-Type": "application/json", **headers}, body) + "\n"
+            )
 
 
 def run_wrk(url: str, file: Path, concurrency: int, deadline: float) -> dict[str, Any]:
@@ -69,9 +70,24 @@ def run_wrk(url: str, file: Path, concurrency: int, deadline: float) -> dict[str
     if exe is None:
         raise RuntimeError("wrk is not installed (apt-get install wrk)")
     with tempfile.TemporaryDirectory(prefix="bench-wrk-") as markers:
-        cmd = [exe, "-t", str(THREADS), "-c", str(max(concurrency, THREADS)),
-               "-d", f"{int(deadline)}s", "--timeout", "10s", "-s", str(SCRIPT), url, "--",
-               str(file), str(THREADS), markers]
+        cmd = [
+            exe,
+            "-t",
+            str(THREADS),
+            "-c",
+            str(max(concurrency, THREADS)),
+            "-d",
+            f"{int(deadline)}s",
+            "--timeout",
+            "10s",
+            "-s",
+            str(SCRIPT),
+            url,
+            "--",
+            str(file),
+            str(THREADS),
+            markers,
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             stop_at = time.monotonic() + deadline + 5
@@ -92,8 +108,16 @@ def run_wrk(url: str, file: Path, concurrency: int, deadline: float) -> dict[str
     return result
 
 
-def run(url: str, events: int, pages: int, concurrency: int, hot: bool, warmup: int,
-        deadline: float, trivial: str | None = None) -> dict[str, Any]:
+def run(
+    url: str,
+    events: int,
+    pages: int,
+    concurrency: int,
+    hot: bool,
+    warmup: int,
+    deadline: float,
+    trivial: str | None = None,
+) -> dict[str, Any]:
     """``bench.loadgen.run``'s figures, sent by wrk."""
     with tempfile.TemporaryDirectory(prefix="bench-wrkload-") as tmp:
         if warmup:
@@ -110,8 +134,10 @@ def run(url: str, events: int, pages: int, concurrency: int, hot: bool, warmup: 
         "requests": answered,
         "seconds": round(elapsed, 3),
         "requests_per_s": round(answered / elapsed, 1) if elapsed else 0.0,
-        "p50_ms": round(w["p50_us"] / 1000, 2), "p95_ms": round(w["p95_us"] / 1000, 2),
-        "p99_ms": round(w["p99_us"] / 1000, 2), "max_ms": round(w["max_us"] / 1000, 2),
+        "p50_ms": round(w["p50_us"] / 1000, 2),
+        "p95_ms": round(w["p95_us"] / 1000, 2),
+        "p99_ms": round(w["p99_us"] / 1000, 2),
+        "max_ms": round(w["max_us"] / 1000, 2),
         "non_2xx": int(w["non_2xx"]),
         "statuses": {"2xx": answered - int(w["non_2xx"]), "other": int(w["non_2xx"])},
         "client_errors": errors,
@@ -129,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("loopback only")
     if not available():
         raise SystemExit("wrk is not installed (apt-get install wrk)")
-    print(json.dumps(run(a.url, a.events, a.pages, a.concurrency, a.hot, a.warmup, a.deadline,
-                         a.trivial)), flush=True)
+    print(
+        json.dumps(run(a.url, a.events, a.pages, a.concurrency, a.hot, a.warmup, a.deadline, a.trivial)),
+        flush=True,
+    )
     return 0
 
 

@@ -34,14 +34,37 @@ DEFAULT_FILE_MEDIA_TYPES: tuple[str, ...] = (
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    "text/csv", "text/markdown", "text/x-markdown", "text/plain", "text/html",
+    "text/csv",
+    "text/markdown",
+    "text/x-markdown",
+    "text/plain",
+    "text/html",
 )
 
 __all__ = [
-    "BACKOFF", "BOOLEAN", "DEFAULT_FILE_MEDIA_TYPES", "DEFAULT_WINDOW", "ENV", "HOSTS", "INTEGER",
-    "LOG_FORMAT", "LOG_LEVEL", "MEDIA_TYPES", "OPTIONAL_INTEGER", "POSITIVE_SECONDS", "POSTGRES_URL",
-    "SECONDS", "SECRET", "SECRET_KEY", "TEXT", "EnvVar", "Kind", "Settings", "SourceWindow",
-    "number_text", "variable",
+    "BACKOFF",
+    "BOOLEAN",
+    "DEFAULT_FILE_MEDIA_TYPES",
+    "DEFAULT_WINDOW",
+    "ENV",
+    "HOSTS",
+    "INTEGER",
+    "LOG_FORMAT",
+    "LOG_LEVEL",
+    "MEDIA_TYPES",
+    "OPTIONAL_INTEGER",
+    "POSITIVE_SECONDS",
+    "POSTGRES_URL",
+    "SECONDS",
+    "SECRET",
+    "SECRET_KEY",
+    "TEXT",
+    "EnvVar",
+    "Kind",
+    "Settings",
+    "SourceWindow",
+    "number_text",
+    "variable",
 ]
 
 #: The key of a field's metadata that holds its :class:`EnvVar`.
@@ -120,8 +143,10 @@ def _postgres_url(env: Mapping[str, str], name: str, default: Any) -> Any:
     try:
         conninfo_to_dict(raw)
     except Exception as exc:  # psycopg.ProgrammingError, libpq's words after the colon
-        raise ValueError(f"{name} is not a Postgres URL (postgresql://user:password@host:5432/"
-                         f"database): {str(exc).strip().splitlines()[0]}") from None
+        raise ValueError(
+            f"{name} is not a Postgres URL (postgresql://user:password@host:5432/"
+            f"database): {str(exc).strip().splitlines()[0]}"
+        ) from None
     return raw
 
 
@@ -215,13 +240,11 @@ INTEGER = Kind("integer ≥ 1", lambda env, name, default: env_int(env, name, de
 #: An integer >= 1, or unset (``None``).
 OPTIONAL_INTEGER = Kind("integer ≥ 1", _optional_int)
 #: A number of seconds >= 0 (> 0 for ``POSITIVE_SECONDS``).
-SECONDS = Kind("seconds ≥ 0", lambda env, name, default: env_seconds(env, name, default),
-               number_text)
+SECONDS = Kind("seconds ≥ 0", lambda env, name, default: env_seconds(env, name, default), number_text)
 POSITIVE_SECONDS = Kind("seconds > 0", _positive, number_text)
 SHARE = Kind("share 0..1", _share, number_text)
 COUNT = Kind("integer ≥ 0", lambda env, name, default: env_int(env, name, default, minimum=0))
-BOOLEAN = Kind("true or false", lambda env, name, default: env_bool(env, name, default),
-               _bool_text)
+BOOLEAN = Kind("true or false", lambda env, name, default: env_bool(env, name, default), _bool_text)
 LOG_FORMAT = Kind("`text` or `json`", _log_format)
 LOG_LEVEL = Kind("level name", _log_level)
 #: Media types, comma-separated (``application/pdf,text/csv``).
@@ -229,8 +252,9 @@ MEDIA_TYPES = Kind("media types, comma-separated", _media_types, ",".join)
 #: Host names (``host`` or ``host:port``), comma-separated; unset: none.
 HOSTS = Kind("host names, comma-separated", _hosts, ",".join)
 #: A backoff schedule: seconds >= 0, comma-separated.
-BACKOFF = Kind("seconds, comma-separated", _backoff,
-               lambda schedule: ",".join(number_text(s) for s in schedule))
+BACKOFF = Kind(
+    "seconds, comma-separated", _backoff, lambda schedule: ",".join(number_text(s) for s in schedule)
+)
 
 
 @dataclass(frozen=True, init=False)
@@ -251,195 +275,307 @@ class Settings:
     """
 
     database_url: str | None = variable(
-        "DATABASE_URL", POSTGRES_URL, "Postgres URL",
+        "DATABASE_URL",
+        POSTGRES_URL,
+        "Postgres URL",
         unset="`debounce serve` starts an embedded Postgres under `DEBOUNCE_DATA_DIR`, which "
-              "the commands run by hand then use; `migrate`, `worker`, `web` refuse to start")
+        "the commands run by hand then use; `migrate`, `worker`, `web` refuse to start",
+    )
     database_replica_url: str | None = variable(
-        "DATABASE_REPLICA_URL", POSTGRES_URL,
+        "DATABASE_REPLICA_URL",
+        POSTGRES_URL,
         "Postgres URL of a hot standby of `DATABASE_URL` (a Heroku follower): the read-only "
         "routes (`GET /documents`, `GET /documents/{source}/{id}`, `GET /documents/changes`), "
         "the dashboard's pages and the read-only commands (`documents changes`) read there; "
-        "everything that writes stays on `DATABASE_URL` (docs/scaling.md, \"Read replicas\")",
-        unset="every read goes to `DATABASE_URL`")
-    port: int = variable("PORT", INTEGER,
-                         "web port (`web`, `serve`; where `debounce send` posts by default)", 8000)
+        'everything that writes stays on `DATABASE_URL` (docs/scaling.md, "Read replicas")',
+        unset="every read goes to `DATABASE_URL`",
+    )
+    port: int = variable(
+        "PORT", INTEGER, "web port (`web`, `serve`; where `debounce send` posts by default)", 8000
+    )
     data_dir: str = variable(
-        "DEBOUNCE_DATA_DIR", TEXT,
-        "directory of the embedded Postgres (and of the demo's secret key)", ".debounce")
+        "DEBOUNCE_DATA_DIR",
+        TEXT,
+        "directory of the embedded Postgres (and of the demo's secret key)",
+        ".debounce",
+    )
 
     windows: Mapping[str, SourceWindow] = field(default_factory=dict)
     budgets: Mapping[str, ApiBudget] = field(default_factory=dict)
 
     admin_token: str | None = variable(
-        "DEBOUNCE_ADMIN_TOKEN", SECRET,
+        "DEBOUNCE_ADMIN_TOKEN",
+        SECRET,
         "bearer token of the admin routes, and the sign-in of the dashboard at `/admin/`",
-        unset="the admin routes and the dashboard answer 503")
+        unset="the admin routes and the dashboard answer 503",
+    )
     read_token: str | None = variable(
-        "DEBOUNCE_READ_TOKEN", SECRET,
+        "DEBOUNCE_READ_TOKEN",
+        SECRET,
         "bearer token of the read API (`/documents`, the change feed); the admin token reads "
         "too, this one opens nothing else",
-        unset="only the admin token reads; neither set: the read API answers 503")
+        unset="only the admin token reads; neither set: the read API answers 503",
+    )
     change_retention_seconds: float = variable(
-        "DEBOUNCE_CHANGE_RETENTION_SECONDS", SECONDS,
-        "how long the change feed keeps a change (pruned with finished jobs; an older cursor "
-        "answers 410)", 7 * 86400.0)
+        "DEBOUNCE_CHANGE_RETENTION_SECONDS",
+        SECONDS,
+        "how long the change feed keeps a change (pruned with finished jobs; an older cursor answers 410)",
+        7 * 86400.0,
+    )
     dashboard_secure_cookie: bool = variable(
-        "DEBOUNCE_DASHBOARD_SECURE_COOKIE", BOOLEAN,
+        "DEBOUNCE_DASHBOARD_SECURE_COOKIE",
+        BOOLEAN,
         "mark the dashboard's session cookie `Secure` even on plain-HTTP requests (a TLS proxy "
-        "that does not forward the scheme; see docs/dashboard.md)", False,
-        unset="`Secure` over HTTPS only")
+        "that does not forward the scheme; see docs/dashboard.md)",
+        False,
+        unset="`Secure` over HTTPS only",
+    )
     worker_concurrency: int = variable(
-        "DEBOUNCE_WORKER_CONCURRENCY", INTEGER, "syncs in flight per worker process", 8)
+        "DEBOUNCE_WORKER_CONCURRENCY", INTEGER, "syncs in flight per worker process", 8
+    )
     worker_source_concurrency: int | None = variable(
-        "DEBOUNCE_WORKER_SOURCE_CONCURRENCY", OPTIONAL_INTEGER,
+        "DEBOUNCE_WORKER_SOURCE_CONCURRENCY",
+        OPTIONAL_INTEGER,
         "of which one source may take at most (so one source cannot starve another)",
-        unset="¾ of `DEBOUNCE_WORKER_CONCURRENCY`, rounded up")
+        unset="¾ of `DEBOUNCE_WORKER_CONCURRENCY`, rounded up",
+    )
     workspace_concurrency: int = variable(
-        "DEBOUNCE_WORKSPACE_CONCURRENCY", INTEGER,
-        "syncs of one workspace in flight, across every worker process (the fair claim)", 4)
+        "DEBOUNCE_WORKSPACE_CONCURRENCY",
+        INTEGER,
+        "syncs of one workspace in flight, across every worker process (the fair claim)",
+        4,
+    )
     lease_seconds: float = variable(
-        "DEBOUNCE_LEASE_SECONDS", POSITIVE_SECONDS, "claim lease, extended while a sync runs",
-        60.0)
-    max_attempts: int = variable(
-        "DEBOUNCE_MAX_ATTEMPTS", INTEGER, "attempts before a job is `failed`", 5)
+        "DEBOUNCE_LEASE_SECONDS", POSITIVE_SECONDS, "claim lease, extended while a sync runs", 60.0
+    )
+    max_attempts: int = variable("DEBOUNCE_MAX_ATTEMPTS", INTEGER, "attempts before a job is `failed`", 5)
     backoff_seconds: tuple[float, ...] = variable(
-        "DEBOUNCE_BACKOFF_SECONDS", BACKOFF,
+        "DEBOUNCE_BACKOFF_SECONDS",
+        BACKOFF,
         "backoff after a transient failure, by attempt (the last value repeats)",
-        DEFAULT_BACKOFF_SECONDS)
+        DEFAULT_BACKOFF_SECONDS,
+    )
     max_body_bytes: int = variable(
-        "DEBOUNCE_MAX_BODY_BYTES", INTEGER, "largest webhook body accepted (larger: 413)",
-        1_048_576)
-    log_format: str = variable("DEBOUNCE_LOG_FORMAT", LOG_FORMAT, "format of the log lines",
-                               "text")
+        "DEBOUNCE_MAX_BODY_BYTES", INTEGER, "largest webhook body accepted (larger: 413)", 1_048_576
+    )
+    log_format: str = variable("DEBOUNCE_LOG_FORMAT", LOG_FORMAT, "format of the log lines", "text")
     log_level: str = variable(
-        "DEBOUNCE_LOG_LEVEL", LOG_LEVEL,
-        "least level logged (CRITICAL, ERROR, WARNING or WARN, INFO, DEBUG)", "INFO")
+        "DEBOUNCE_LOG_LEVEL",
+        LOG_LEVEL,
+        "least level logged (CRITICAL, ERROR, WARNING or WARN, INFO, DEBUG)",
+        "INFO",
+    )
     shutdown_grace_seconds: float = variable(
-        "DEBOUNCE_SHUTDOWN_GRACE_SECONDS", SECONDS,
-        "time running syncs get to finish after SIGTERM before the worker releases them", 25.0)
+        "DEBOUNCE_SHUTDOWN_GRACE_SECONDS",
+        SECONDS,
+        "time running syncs get to finish after SIGTERM before the worker releases them",
+        25.0,
+    )
     poll_interval_seconds: float = variable(
-        "DEBOUNCE_POLL_INTERVAL_SECONDS", POSITIVE_SECONDS,
-        "longest sleep of an idle worker between checks for due jobs", 2.0)
+        "DEBOUNCE_POLL_INTERVAL_SECONDS",
+        POSITIVE_SECONDS,
+        "longest sleep of an idle worker between checks for due jobs",
+        2.0,
+    )
     pool_timeout_seconds: float = variable(
-        "DEBOUNCE_POOL_TIMEOUT_SECONDS", POSITIVE_SECONDS,
-        "how long a request waits for a database connection before answering 503", 3.0)
+        "DEBOUNCE_POOL_TIMEOUT_SECONDS",
+        POSITIVE_SECONDS,
+        "how long a request waits for a database connection before answering 503",
+        3.0,
+    )
     webhook_deadline_seconds: float = variable(
-        "DEBOUNCE_WEBHOOK_DEADLINE_SECONDS", POSITIVE_SECONDS,
+        "DEBOUNCE_WEBHOOK_DEADLINE_SECONDS",
+        POSITIVE_SECONDS,
         "longest wait for a webhook's events to commit before answering 503 (well under the "
-        "senders' 3 s delivery timeout); also the web's statement timeout", 2.0)
+        "senders' 3 s delivery timeout); also the web's statement timeout",
+        2.0,
+    )
     pool_max_size: int = variable(
-        "DEBOUNCE_POOL_MAX_SIZE", INTEGER,
+        "DEBOUNCE_POOL_MAX_SIZE",
+        INTEGER,
         "database connections of a web process's pool (`debounce serve`: this + 4, its worker "
         "sharing it; a replica pool of the same size on `DATABASE_REPLICA_URL`); the whole "
-        "deployment's count: docs/deploying.md, \"Connections\"", 10)
+        'deployment\'s count: docs/deploying.md, "Connections"',
+        10,
+    )
     worker_pool_max_size: int | None = variable(
-        "DEBOUNCE_WORKER_POOL_MAX_SIZE", OPTIONAL_INTEGER,
+        "DEBOUNCE_WORKER_POOL_MAX_SIZE",
+        OPTIONAL_INTEGER,
         "database connections of a worker process's pool (plus one for its `LISTEN`): one a "
         "running sync, and its helpers' (reaper, heartbeat, leases, backfill, pruner)",
-        unset="`DEBOUNCE_WORKER_CONCURRENCY` + 4")
+        unset="`DEBOUNCE_WORKER_CONCURRENCY` + 4",
+    )
     forwarded_allow_ips: str = variable(
-        "FORWARDED_ALLOW_IPS", TEXT,
+        "FORWARDED_ALLOW_IPS",
+        TEXT,
         "the addresses whose `X-Forwarded-Proto` / `X-Forwarded-For` the web trusts (comma-"
         "separated IPs or networks, `*`: any): the platform's router, so that HTTPS is seen as "
         "such (the dashboard's `Secure` cookie and `https` redirects) and the log names the "
-        "client (uvicorn's own variable; docs/deploying.md, \"Behind a router\")", "127.0.0.1",
-        unset="`127.0.0.1`; the `Procfile`'s and the Dockerfile's web: `*` (the router is the "
-              "only way in)")
+        'client (uvicorn\'s own variable; docs/deploying.md, "Behind a router")',
+        "127.0.0.1",
+        unset="`127.0.0.1`; the `Procfile`'s and the Dockerfile's web: `*` (the router is the only way in)",
+    )
     feed_max_wait_seconds: float = variable(
-        "DEBOUNCE_FEED_MAX_WAIT_SECONDS", POSITIVE_SECONDS,
+        "DEBOUNCE_FEED_MAX_WAIT_SECONDS",
+        POSITIVE_SECONDS,
         "longest a long-poll of the change feed is held (a larger `wait` is answered after "
         "this, with no changes): under the idle limit of the platform's router (Heroku ends a "
-        "request silent for 30 s)", 25.0)
+        "request silent for 30 s)",
+        25.0,
+    )
     event_retention_seconds: float = variable(
-        "DEBOUNCE_EVENT_RETENTION_SECONDS", SECONDS,
-        "how long event ids are remembered (idempotency)", 3 * 86400.0)
+        "DEBOUNCE_EVENT_RETENTION_SECONDS",
+        SECONDS,
+        "how long event ids are remembered (idempotency)",
+        3 * 86400.0,
+    )
     job_retention_seconds: float = variable(
-        "DEBOUNCE_JOB_RETENTION_SECONDS", SECONDS,
+        "DEBOUNCE_JOB_RETENTION_SECONDS",
+        SECONDS,
         "how long finished (completed, failed) jobs are kept; also the window of the "
-        "dashboard's \"completed\" column", 7 * 86400.0)
+        'dashboard\'s "completed" column',
+        7 * 86400.0,
+    )
     prune_interval_seconds: float = variable(
-        "DEBOUNCE_PRUNE_INTERVAL_SECONDS", SECONDS,
+        "DEBOUNCE_PRUNE_INTERVAL_SECONDS",
+        SECONDS,
         "how often a worker prunes finished jobs, event ids and feed changes past retention "
-        "(one worker at a time; 0: never, `debounce prune` still works)", 3600.0)
+        "(one worker at a time; 0: never, `debounce prune` still works)",
+        3600.0,
+    )
     backfill_on_connect: bool = variable(
-        "DEBOUNCE_BACKFILL_ON_CONNECT", BOOLEAN,
-        "backfill a workspace when it is connected (environment, install flow, CLI)", True)
+        "DEBOUNCE_BACKFILL_ON_CONNECT",
+        BOOLEAN,
+        "backfill a workspace when it is connected (environment, install flow, CLI)",
+        True,
+    )
     reconcile_interval_seconds: float = variable(
-        "DEBOUNCE_RECONCILE_INTERVAL_SECONDS", SECONDS,
+        "DEBOUNCE_RECONCILE_INTERVAL_SECONDS",
+        SECONDS,
         "how often workspaces with reconciliation on are reconciled, for lost webhooks (a "
-        "backfill of the newest edits, down to the last reconciliation's; 0: never)", 600.0)
+        "backfill of the newest edits, down to the last reconciliation's; 0: never)",
+        600.0,
+    )
     reconcile_full_interval_seconds: float = variable(
-        "DEBOUNCE_RECONCILE_FULL_INTERVAL_SECONDS", POSITIVE_SECONDS,
-        "how often a reconciliation lists everything instead (a full reconciliation: finds "
-        "deletions)", 86400.0)
+        "DEBOUNCE_RECONCILE_FULL_INTERVAL_SECONDS",
+        POSITIVE_SECONDS,
+        "how often a reconciliation lists everything instead (a full reconciliation: finds deletions)",
+        86400.0,
+    )
     metrics_port: int | None = variable(
-        "DEBOUNCE_METRICS_PORT", OPTIONAL_INTEGER,
-        "port of the worker's Prometheus endpoint (`/metrics`)", unset="no endpoint")
+        "DEBOUNCE_METRICS_PORT",
+        OPTIONAL_INTEGER,
+        "port of the worker's Prometheus endpoint (`/metrics`)",
+        unset="no endpoint",
+    )
     secret_key: str | None = variable(
-        "DEBOUNCE_SECRET_KEY", SECRET_KEY,
+        "DEBOUNCE_SECRET_KEY",
+        SECRET_KEY,
         "key(s) that encrypt workspace credentials at rest (the first encrypts, all decrypt; "
         "`debounce workspaces new-key` makes one)",
-        unset="no credentials can be stored (install flows answer 503)")
+        unset="no credentials can be stored (install flows answer 503)",
+    )
     public_url: str | None = variable(
-        "DEBOUNCE_PUBLIC_URL", TEXT,
+        "DEBOUNCE_PUBLIC_URL",
+        TEXT,
         "the service's public base URL (`https://debounce.example.com`), for the install "
-        "flows' redirect URIs", unset="the URL each request came in on")
+        "flows' redirect URIs",
+        unset="the URL each request came in on",
+    )
     delivery_concurrency: int = variable(
-        "DEBOUNCE_DELIVERY_CONCURRENCY", INTEGER,
+        "DEBOUNCE_DELIVERY_CONCURRENCY",
+        INTEGER,
         "subscriptions a worker process delivers to at once (push delivery: its own "
-        "connections, apart from the syncs')", 4)
+        "connections, apart from the syncs')",
+        4,
+    )
     delivery_timeout_seconds: float = variable(
-        "DEBOUNCE_DELIVERY_TIMEOUT_SECONDS", POSITIVE_SECONDS,
+        "DEBOUNCE_DELIVERY_TIMEOUT_SECONDS",
+        POSITIVE_SECONDS,
         "how long a subscription's endpoint has to answer one delivery (then it is retried)",
-        15.0)
+        15.0,
+    )
     delivery_lease_seconds: float = variable(
-        "DEBOUNCE_DELIVERY_LEASE_SECONDS", POSITIVE_SECONDS,
+        "DEBOUNCE_DELIVERY_LEASE_SECONDS",
+        POSITIVE_SECONDS,
         "how long a worker holds a subscription without renewing (at least twice the "
-        "delivery timeout; a crashed worker's subscriptions move after it)", 60.0)
+        "delivery timeout; a crashed worker's subscriptions move after it)",
+        60.0,
+    )
     delivery_disable_after_seconds: float = variable(
-        "DEBOUNCE_DELIVERY_DISABLE_AFTER_SECONDS", POSITIVE_SECONDS,
-        "how long a subscription's endpoint may keep failing before it is disabled", 5 * 86400.0)
+        "DEBOUNCE_DELIVERY_DISABLE_AFTER_SECONDS",
+        POSITIVE_SECONDS,
+        "how long a subscription's endpoint may keep failing before it is disabled",
+        5 * 86400.0,
+    )
     deletion_guard_count: int = variable(
-        "DEBOUNCE_DELETION_GUARD_COUNT", COUNT,
+        "DEBOUNCE_DELETION_GUARD_COUNT",
+        COUNT,
         "deletions of a workspace within the guard's window above which they are held for an "
-        "operator (when they also exceed the share; docs/consumers.md, \"Deletions held\")", 10)
+        'operator (when they also exceed the share; docs/consumers.md, "Deletions held")',
+        10,
+    )
     deletion_guard_share: float = variable(
-        "DEBOUNCE_DELETION_GUARD_SHARE", SHARE,
+        "DEBOUNCE_DELETION_GUARD_SHARE",
+        SHARE,
         "share of a workspace's documents that deletions within the window must also exceed to "
-        "be held (0.1: 10 %)", 0.1)
+        "be held (0.1: 10 %)",
+        0.1,
+    )
     deletion_guard_window_seconds: float = variable(
-        "DEBOUNCE_DELETION_GUARD_WINDOW_SECONDS", SECONDS,
-        "the window over which the deletion guard counts a workspace's deletions", 600.0)
+        "DEBOUNCE_DELETION_GUARD_WINDOW_SECONDS",
+        SECONDS,
+        "the window over which the deletion guard counts a workspace's deletions",
+        600.0,
+    )
 
     file_max_bytes: int = variable(
-        "DEBOUNCE_FILE_MAX_BYTES", INTEGER,
+        "DEBOUNCE_FILE_MAX_BYTES",
+        INTEGER,
         "largest file whose text is extracted (bytes, counted as they download); a larger "
-        "file's document keeps its metadata and says \"too large\"", 64_000_000)
+        'file\'s document keeps its metadata and says "too large"',
+        64_000_000,
+    )
     file_max_characters: int = variable(
-        "DEBOUNCE_FILE_MAX_CHARACTERS", INTEGER,
-        "characters of Markdown kept of one file; past them its text ends with a "
-        "\"truncated\" mark", 1_000_000)
+        "DEBOUNCE_FILE_MAX_CHARACTERS",
+        INTEGER,
+        'characters of Markdown kept of one file; past them its text ends with a "truncated" mark',
+        1_000_000,
+    )
     file_timeout_seconds: float = variable(
-        "DEBOUNCE_FILE_TIMEOUT_SECONDS", POSITIVE_SECONDS,
+        "DEBOUNCE_FILE_TIMEOUT_SECONDS",
+        POSITIVE_SECONDS,
         "wall-clock time one file's extraction may take before its child process is killed",
-        60.0)
+        60.0,
+    )
     file_memory_mb: int = variable(
-        "DEBOUNCE_FILE_MEMORY_MB", INTEGER,
-        "address space an extraction's child process may add (MiB; `RLIMIT_AS`, Linux)", 1024)
+        "DEBOUNCE_FILE_MEMORY_MB",
+        INTEGER,
+        "address space an extraction's child process may add (MiB; `RLIMIT_AS`, Linux)",
+        1024,
+    )
     file_media_types: tuple[str, ...] = variable(
-        "DEBOUNCE_FILE_MEDIA_TYPES", MEDIA_TYPES,
-        "media types whose text is extracted (others, and every image, audio and video file: "
-        "metadata only)", DEFAULT_FILE_MEDIA_TYPES)
+        "DEBOUNCE_FILE_MEDIA_TYPES",
+        MEDIA_TYPES,
+        "media types whose text is extracted (others, and every image, audio and video file: metadata only)",
+        DEFAULT_FILE_MEDIA_TYPES,
+    )
     file_external_hosts: tuple[str, ...] = variable(
-        "DEBOUNCE_FILE_EXTERNAL_HOSTS", HOSTS,
+        "DEBOUNCE_FILE_EXTERNAL_HOSTS",
+        HOSTS,
         "hosts (and their subdomains) whose external files are downloaded: Notion `external` "
-        "files, Slack remote files; never at a loopback, private or link-local address", (),
-        unset="none: external files keep their link and metadata only")
+        "files, Slack remote files; never at a loopback, private or link-local address",
+        (),
+        unset="none: external files keep their link and metadata only",
+    )
     file_token_hosts: tuple[str, ...] = variable(
-        "DEBOUNCE_FILE_TOKEN_HOSTS", HOSTS,
+        "DEBOUNCE_FILE_TOKEN_HOSTS",
+        HOSTS,
         "hosts besides https `slack.com`, `slack-gov.com` and their subdomains that a "
         "workspace token may be sent to for a file (stand-ins on loopback: `127.0.0.1:8010`)",
-        (), unset="none")
+        (),
+        unset="none",
+    )
 
     source_values: Mapping[str, Any] = field(default_factory=dict)
 
@@ -483,12 +619,13 @@ class Settings:
         if process == "web":
             return self.pool_max_size, f"DEBOUNCE_POOL_MAX_SIZE {self.pool_max_size}"
         if process == "worker":
-            return (self.worker_pool_size() + 1,
-                    f"a pool of {self.worker_pool_size()} (DEBOUNCE_WORKER_POOL_MAX_SIZE, else "
-                    f"DEBOUNCE_WORKER_CONCURRENCY {self.worker_concurrency} + 4) + 1 LISTEN")
+            return (
+                self.worker_pool_size() + 1,
+                f"a pool of {self.worker_pool_size()} (DEBOUNCE_WORKER_POOL_MAX_SIZE, else "
+                f"DEBOUNCE_WORKER_CONCURRENCY {self.worker_concurrency} + 4) + 1 LISTEN",
+            )
         if process == "serve":
-            return (self.pool_max_size + 5,
-                    f"DEBOUNCE_POOL_MAX_SIZE {self.pool_max_size} + 4 + 1 LISTEN")
+            return (self.pool_max_size + 5, f"DEBOUNCE_POOL_MAX_SIZE {self.pool_max_size} + 4 + 1 LISTEN")
         raise ValueError(f"unknown process {process!r}")
 
     def window(self, source_type: str) -> SourceWindow:
@@ -524,8 +661,7 @@ class Settings:
             ValueError: a variable is present but malformed (names the variable).
         """
         env = os.environ if env is None else env
-        values = {f.name: f.metadata[ENV].read(env, f.default)
-                  for f in fields(cls) if ENV in f.metadata}
+        values = {f.name: f.metadata[ENV].read(env, f.default) for f in fields(cls) if ENV in f.metadata}
         source_values: dict[str, Any] = {}
         windows: dict[str, SourceWindow] = {}
         budgets: dict[str, ApiBudget] = {}
@@ -533,9 +669,11 @@ class Settings:
             for setting in source.settings:
                 source_values[setting.name] = setting.parse(env.get(setting.env))
             debounce, max_wait = source.window_settings()
-            windows[source.source_type] = SourceWindow(debounce.parse(env.get(debounce.env)),
-                                                       max_wait.parse(env.get(max_wait.env)))
+            windows[source.source_type] = SourceWindow(
+                debounce.parse(env.get(debounce.env)), max_wait.parse(env.get(max_wait.env))
+            )
             per_minute, burst = source.budget_settings()
-            budgets[source.source_type] = ApiBudget(per_minute.parse(env.get(per_minute.env)),
-                                                    max(1.0, burst.parse(env.get(burst.env))))
+            budgets[source.source_type] = ApiBudget(
+                per_minute.parse(env.get(per_minute.env)), max(1.0, burst.parse(env.get(burst.env)))
+            )
         return cls(**values, windows=windows, budgets=budgets, source_values=source_values)

@@ -63,8 +63,10 @@ class SchemaStatus:
         """One line for the operator (empty when :attr:`ok`)."""
         if self.ok:
             return ""
-        return (f"database schema is at version {self.current}, this release needs "
-                f"{self.required}: run `debounce migrate` (the Procfile's release phase)")
+        return (
+            f"database schema is at version {self.current}, this release needs "
+            f"{self.required}: run `debounce migrate` (the Procfile's release phase)"
+        )
 
 
 async def schema_status(conn: psycopg.AsyncConnection[Any]) -> SchemaStatus:

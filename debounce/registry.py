@@ -67,16 +67,20 @@ def _load(point: EntryPoint) -> Source | None:
         log.error("cannot load source %s from %s: %s", point.name, point.value, exc)
         return None
     if not isinstance(source, Source):
-        log.error("entry point %s (%s) is not a debounce.contract.Source", point.name,
-                  point.value)
+        log.error("entry point %s (%s) is not a debounce.contract.Source", point.name, point.value)
         return None
     return source
 
 
 def _points(*, builtin: bool) -> list[EntryPoint]:
-    return sorted((p for p in entry_points(group=ENTRY_POINT_GROUP)
-                   if (p.dist is not None and p.dist.name == DISTRIBUTION) == builtin),
-                  key=lambda p: p.name)
+    return sorted(
+        (
+            p
+            for p in entry_points(group=ENTRY_POINT_GROUP)
+            if (p.dist is not None and p.dist.name == DISTRIBUTION) == builtin
+        ),
+        key=lambda p: p.name,
+    )
 
 
 def builtin_sources() -> dict[str, Source]:
@@ -89,8 +93,10 @@ def builtin_sources() -> dict[str, Source]:
     """
     found = {s.source_type: s for p in _points(builtin=True) if (s := _load(p)) is not None}
     if not found:
-        raise RuntimeError("no built-in source is registered: install debounce "
-                           "(pip install -e .) so that its entry points exist")
+        raise RuntimeError(
+            "no built-in source is registered: install debounce "
+            "(pip install -e .) so that its entry points exist"
+        )
     return found
 
 
@@ -130,8 +136,9 @@ def register(source_type: str, factory: Factory | Source) -> None:
     """Register (or replace) a source at run time, for tests and embedders: a full
     :class:`Source`, or just the factory of its syncer (which then receives
     :class:`~debounce.contract.NoSettings`)."""
-    _extra[source_type] = (factory if isinstance(factory, Source)
-                           else Source(source_type=source_type, create=factory))
+    _extra[source_type] = (
+        factory if isinstance(factory, Source) else Source(source_type=source_type, create=factory)
+    )
 
 
 def normalize_page_id(source_type: str, page_id: str) -> str:

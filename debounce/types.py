@@ -92,10 +92,14 @@ class ClaimedWorkspace:
         if row["workspace_id"] is None or row["ws_origin"] is None:
             return None
         stored = row["ws_credentials"]
-        return cls(id=int(row["workspace_id"]), status=row["ws_status"],
-                   origin=row["ws_origin"], external_id=row["ws_external_id"],
-                   bot_user_id=row["ws_bot_user_id"],
-                   credentials=None if stored is None else bytes(stored))
+        return cls(
+            id=int(row["workspace_id"]),
+            status=row["ws_status"],
+            origin=row["ws_origin"],
+            external_id=row["ws_external_id"],
+            bot_user_id=row["ws_bot_user_id"],
+            credentials=None if stored is None else bytes(stored),
+        )
 
     @property
     def unlearned(self) -> bool:

@@ -16,11 +16,15 @@ def say(line: str) -> None:
 
 def open_index(path: str) -> sqlite3.Connection:
     db = sqlite3.connect(path)
-    db.execute("create table if not exists docs (source text, document_id text, sha text, "
-               "title text, content text, primary key (source, document_id))")
+    db.execute(
+        "create table if not exists docs (source text, document_id text, sha text, "
+        "title text, content text, primary key (source, document_id))"
+    )
     db.execute("create table if not exists feed (one integer primary key, cursor text)")
-    db.execute("create table if not exists sections (source text, document_id text, id text, "
-               "sha text, embedding text, primary key (source, document_id, id))")
+    db.execute(
+        "create table if not exists sections (source text, document_id text, id text, "
+        "sha text, embedding text, primary key (source, document_id, id))"
+    )
     return db
 
 
@@ -36,20 +40,22 @@ def save(db: sqlite3.Connection, doc: dict, named: set[str] | None = None) -> in
         db.execute("delete from docs where source = ? and document_id = ?", key)
         db.execute("delete from sections where source = ? and document_id = ?", key)
         return 0
-    db.execute("insert or replace into docs values (?, ?, ?, ?, ?)", (*key,
-               doc["content_sha256"], doc["title"], doc["content"]))
-    stored = dict(db.execute("select id, sha from sections where source = ? and document_id = ?",
-                             key))
+    db.execute(
+        "insert or replace into docs values (?, ?, ?, ?, ?)",
+        (*key, doc["content_sha256"], doc["title"], doc["content"]),
+    )
+    stored = dict(db.execute("select id, sha from sections where source = ? and document_id = ?", key))
     embedded = 0
     for section in doc["sections"]:
         if (named is None or section["id"] in named) and stored.get(section["id"]) != section["sha256"]:
-            text = doc["content"][section["start"]:section["end"]]
-            db.execute("insert or replace into sections values (?, ?, ?, ?, ?)",
-                       (*key, section["id"], section["sha256"], embed(text)))
+            text = doc["content"][section["start"] : section["end"]]
+            db.execute(
+                "insert or replace into sections values (?, ?, ?, ?, ?)",
+                (*key, section["id"], section["sha256"], embed(text)),
+            )
             embedded += 1
     for gone in set(stored) - {s["id"] for s in doc["sections"]}:
-        db.execute("delete from sections where source = ? and document_id = ? and id = ?",
-                   (*key, gone))
+        db.execute("delete from sections where source = ? and document_id = ? and id = ?", (*key, gone))
     return embedded
 
 
@@ -113,8 +119,7 @@ if __name__ == "__main__":
         sys.exit("usage: python examples/consumer.py URL TOKEN index.db")
     url, token, path = sys.argv[1:4]
     try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"},
-                          timeout=60) as api:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as api:
             follow(api, open_index(path))
     except KeyboardInterrupt:  # Ctrl-C: what was applied is committed with its cursor
         say(f"stopped; {path} keeps the index and where to go on from")

@@ -35,8 +35,11 @@ class Receiver:
                 return 200  # a redelivery: applied already
             for change in payload["data"]["changes"]:
                 self.changes.append(change)  # here: re-read or delete the document, re-embed
-                print(f"{change['op']} {change['source']}/{change['document_id']} "
-                      f"{change['content_sha256'][:12]}", flush=True)
+                print(
+                    f"{change['op']} {change['source']}/{change['document_id']} "
+                    f"{change['content_sha256'][:12]}",
+                    flush=True,
+                )
             self.applied.add(msg_id)
             self.cursor = payload["data"]["cursor"]
         return 200

@@ -185,9 +185,7 @@ class BudgetBook:
         with self._lock:
             now = self.clock()
             buckets = [
-                b
-                for key in ((scope, None), (scope, endpoint))
-                if (b := self._buckets.get(key)) is not None
+                b for key in ((scope, None), (scope, endpoint)) if (b := self._buckets.get(key)) is not None
             ]
             wait = max((b.wait(now) for b in buckets), default=0.0)
             tally = self._tallies.setdefault(scope, _Tally())

@@ -78,23 +78,35 @@ def notion_demo() -> DemoSetup:
     server = BackgroundServer(with_edits(fake.app(), NotionDemoEdits(fake).apply))
     server.start()
     second = DemoWorkspace(
-        external_id=DEMO_SECOND_WORKSPACE_ID, name=DEMO_SECOND_WORKSPACE_NAME,
+        external_id=DEMO_SECOND_WORKSPACE_ID,
+        name=DEMO_SECOND_WORKSPACE_NAME,
         token=DEMO_SECOND_TOKEN,
-        event={"id": "demo-second-workspace-1", "timestamp": "2026-11-20T10:00:00.000Z",
-               "workspace_id": DEMO_SECOND_WORKSPACE_ID,
-               "workspace_name": DEMO_SECOND_WORKSPACE_NAME, "subscription_id": "demo",
-               "integration_id": "demo", "type": "page.content_updated",
-               "authors": [{"id": "demo-user", "type": "person"}], "attempt_number": 1,
-               "entity": {"id": DEMO_SECOND_PAGE_ID, "type": "page"},
-               "data": {"parent": {"id": DEMO_SECOND_WORKSPACE_ID, "type": "space"}}})
-    return DemoSetup(settings={"notion_base_url": server.url, "notion_token": fake.token},
-                     window=SourceWindow(3.0, 20.0),
-                     # comment.created: the demo page's discussions; data_source.content_updated
-                     # (an edit: a row renamed): the Launch tasks table, updated.
-                     examples=("page.*.json", "comment.*.json", "data_source.*.json"),
-                     url=server.url, stop=server.stop, workspaces=(second,),
-                     edits=("page.content_updated.json", "data_source.content_updated.json"),
-                     edit_url=server.url + EDIT_PATH)
+        event={
+            "id": "demo-second-workspace-1",
+            "timestamp": "2026-11-20T10:00:00.000Z",
+            "workspace_id": DEMO_SECOND_WORKSPACE_ID,
+            "workspace_name": DEMO_SECOND_WORKSPACE_NAME,
+            "subscription_id": "demo",
+            "integration_id": "demo",
+            "type": "page.content_updated",
+            "authors": [{"id": "demo-user", "type": "person"}],
+            "attempt_number": 1,
+            "entity": {"id": DEMO_SECOND_PAGE_ID, "type": "page"},
+            "data": {"parent": {"id": DEMO_SECOND_WORKSPACE_ID, "type": "space"}},
+        },
+    )
+    return DemoSetup(
+        settings={"notion_base_url": server.url, "notion_token": fake.token},
+        window=SourceWindow(3.0, 20.0),
+        # comment.created: the demo page's discussions; data_source.content_updated
+        # (an edit: a row renamed): the Launch tasks table, updated.
+        examples=("page.*.json", "comment.*.json", "data_source.*.json"),
+        url=server.url,
+        stop=server.stop,
+        workspaces=(second,),
+        edits=("page.content_updated.json", "data_source.content_updated.json"),
+        edit_url=server.url + EDIT_PATH,
+    )
 
 
 def slack_demo() -> DemoSetup:
@@ -104,16 +116,36 @@ def slack_demo() -> DemoSetup:
     server = BackgroundServer(with_edits(fake.app(), SlackDemoEdits(fake).apply))
     server.start()
     second = DemoWorkspace(
-        external_id=DEMO_SECOND_TEAM_ID, name=DEMO_SECOND_TEAM_NAME, token=SECOND_TOKEN,
-        event={"token": "demo", "team_id": DEMO_SECOND_TEAM_ID, "api_app_id": "A0DEBOUNCE1",
-               "type": "event_callback", "event_id": "EvDemoSecondTeam1", "event_time": 1763690000,
-               "event": {"type": "message", "channel": DEMO_SECOND_CHANNEL, "user": "U07LABS01",
-                         "text": "demo", "ts": "1763690000.000100", "channel_type": "channel"}})
-    return DemoSetup(settings={"slack_api_url": server.url + "/api/", "slack_bot_token": fake.token},
-                     window=SourceWindow(2.0, 20.0),
-                     examples=("message.json", "thread_reply.json", "message_changed.json"),
-                     url=server.url + "/api/", stop=server.stop, workspaces=(second,),
-                     edits=("message_changed.json",), edit_url=server.url + EDIT_PATH)
+        external_id=DEMO_SECOND_TEAM_ID,
+        name=DEMO_SECOND_TEAM_NAME,
+        token=SECOND_TOKEN,
+        event={
+            "token": "demo",
+            "team_id": DEMO_SECOND_TEAM_ID,
+            "api_app_id": "A0DEBOUNCE1",
+            "type": "event_callback",
+            "event_id": "EvDemoSecondTeam1",
+            "event_time": 1763690000,
+            "event": {
+                "type": "message",
+                "channel": DEMO_SECOND_CHANNEL,
+                "user": "U07LABS01",
+                "text": "demo",
+                "ts": "1763690000.000100",
+                "channel_type": "channel",
+            },
+        },
+    )
+    return DemoSetup(
+        settings={"slack_api_url": server.url + "/api/", "slack_bot_token": fake.token},
+        window=SourceWindow(2.0, 20.0),
+        examples=("message.json", "thread_reply.json", "message_changed.json"),
+        url=server.url + "/api/",
+        stop=server.stop,
+        workspaces=(second,),
+        edits=("message_changed.json",),
+        edit_url=server.url + EDIT_PATH,
+    )
 
 
 #: The demo of each source that has one, by source type.

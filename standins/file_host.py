@@ -31,8 +31,10 @@ __all__ = ["AMZ_DATE", "SIGN_IN_PAGE", "FileHost"]
 #: The form of ``X-Amz-Date`` (ISO 8601 basic, UTC), as AWS signs it.
 AMZ_DATE = "%Y%m%dT%H%M%SZ"
 #: What Slack answers ``url_private`` without a token that has ``files:read``.
-SIGN_IN_PAGE = ("<!DOCTYPE html><html><head><title>Slack</title></head><body>"
-                "<h1>Sign in to your workspace</h1></body></html>")
+SIGN_IN_PAGE = (
+    "<!DOCTYPE html><html><head><title>Slack</title></head><body>"
+    "<h1>Sign in to your workspace</h1></body></html>"
+)
 
 
 @dataclass
@@ -54,8 +56,10 @@ class FileHost:
         """A presigned GET URL of ``key``, valid ``expires_in`` seconds from ``now``."""
         signed_at = datetime.fromtimestamp(int(self.now() if now is None else now), UTC)
         stamp = signed_at.strftime(AMZ_DATE)
-        return (f"{self.base_url}/s3/{key}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date={stamp}"
-                f"&X-Amz-Expires={expires_in}&X-Amz-Signature=standin")
+        return (
+            f"{self.base_url}/s3/{key}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date={stamp}"
+            f"&X-Amz-Expires={expires_in}&X-Amz-Signature=standin"
+        )
 
     def _record(self, request: Request) -> None:
         self.requests.append((request.method, request.url.path, dict(request.headers)))
@@ -97,7 +101,7 @@ class FileHost:
 
         async def chunks() -> AsyncIterator[bytes]:
             for start in range(0, len(data), 65536):
-                yield data[start:start + 65536]
+                yield data[start : start + 65536]
 
         return StreamingResponse(chunks(), media_type=media_type)
 
@@ -107,10 +111,12 @@ class FileHost:
 
     def app(self) -> Any:
         """The ASGI app."""
-        return Starlette(routes=[
-            Route("/s3/{key:path}", self._s3, methods=["GET", "HEAD"]),
-            Route("/files-pri/{file}/{name}", self._private),
-            Route("/remote/{key:path}", self._remote),
-            Route("/chunked/{key:path}", self._chunked),
-            Route("/redirect", self._redirect),
-        ])
+        return Starlette(
+            routes=[
+                Route("/s3/{key:path}", self._s3, methods=["GET", "HEAD"]),
+                Route("/files-pri/{file}/{name}", self._private),
+                Route("/remote/{key:path}", self._remote),
+                Route("/chunked/{key:path}", self._chunked),
+                Route("/redirect", self._redirect),
+            ]
+        )

@@ -187,8 +187,7 @@ def _slug(title: str) -> str:
     return "-".join(words)
 
 
-class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, NotionRows,
-                 NotionWorkspaces):
+class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, NotionRows, NotionWorkspaces):
     """State of fake Notion workspaces plus the Starlette app that serves them.
 
     ``token`` is the token of the default workspace (:attr:`workspace_id`), which holds every
@@ -210,7 +209,10 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
     """
 
     def __init__(
-        self, token: str = "secret_fake_notion_token", *, page_size_cap: int = 100,
+        self,
+        token: str = "secret_fake_notion_token",
+        *,
+        page_size_cap: int = 100,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 1 <= page_size_cap <= 100:
@@ -279,7 +281,7 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
             "cover": None,
             "icon": {"type": "emoji", "emoji": icon} if icon else None,
             "parent": dict(parent) if parent else {"type": "workspace", "workspace": True},
-            "in_trash": in_trash,   # 2026-03-11: `archived` is gone (renamed in_trash)
+            "in_trash": in_trash,  # 2026-03-11: `archived` is gone (renamed in_trash)
             "is_locked": False,
             "properties": props,
             "url": f"https://www.notion.so/{_slug(plain)}-{compact(pid)}".replace("/-", "/"),
@@ -374,9 +376,7 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
         """
         if endpoint != "*" and endpoint not in ENDPOINTS:
             raise ValueError(f"unknown endpoint {endpoint!r}; one of {ENDPOINTS} or '*'")
-        fault = Fault.build(
-            endpoint, status, times, code, message, retry_after, norm_id(object_id or "")
-        )
+        fault = Fault.build(endpoint, status, times, code, message, retry_after, norm_id(object_id or ""))
         with self._lock:
             self.faults.append(fault)
         return fault
@@ -390,9 +390,7 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
     _error = staticmethod(error_response)
     _not_found = staticmethod(not_found)
 
-    def _admit(
-        self, request: Request, endpoint: str, raw_id: str | None
-    ) -> Response | tuple[Grant, str]:
+    def _admit(self, request: Request, endpoint: str, raw_id: str | None) -> Response | tuple[Grant, str]:
         """Count, authenticate, charge the workspace's budget, validate the id (``None``:
         none), apply faults; returns the token's grant and the id, or an answer."""
         with self._lock:
@@ -442,8 +440,7 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
             return self._error(
                 400,
                 "validation_error",
-                f"Provided ID {got} is a database, not a page. Use the retrieve database API "
-                "instead.",
+                f"Provided ID {got} is a database, not a page. Use the retrieve database API instead.",
             )
         page = self.pages.get(got)
         return self._json(page) if page is not None else self._not_found(got)
@@ -470,8 +467,7 @@ class FakeNotion(NotionSearch, NotionBudgets, NotionDatabases, NotionMarkdown, N
             return self._error(
                 400,
                 "validation_error",
-                f"body failed validation: page_size should be between 1 and 100, "
-                f"instead was `{raw_size}`.",
+                f"body failed validation: page_size should be between 1 and 100, instead was `{raw_size}`.",
             )
         ids = self.children.get(got, [])
         start = 0

@@ -94,9 +94,7 @@ def rich_text(value: str | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 RichTextInput = str | Sequence[dict[str, Any]]
 
 
-def block(
-    block_type: str, data: Mapping[str, Any], children: Iterable[BlockSpec] = ()
-) -> BlockSpec:
+def block(block_type: str, data: Mapping[str, Any], children: Iterable[BlockSpec] = ()) -> BlockSpec:
     """A block spec of any ``block_type`` with body ``data`` (use it for types without a
     helper, or for unknown types to test placeholders)."""
     spec: BlockSpec = {"type": block_type, block_type: dict(data)}
@@ -179,8 +177,7 @@ def table(
     """A ``table`` block whose children are ``table_row`` blocks, one per row of cells."""
     width = max((len(r) for r in rows), default=0)
     row_specs = [
-        block("table_row", {"cells": [rich_text(c) for c in row] + [[]] * (width - len(row))})
-        for row in rows
+        block("table_row", {"cells": [rich_text(c) for c in row] + [[]] * (width - len(row))}) for row in rows
     ]
     return block(
         "table",
@@ -204,9 +201,7 @@ def image(url: str, caption: RichTextInput = "", *, hosted: bool = False) -> Blo
     return block("image", _file_body(url, caption, hosted=hosted))
 
 
-def file(
-    url: str, name: str = "", caption: RichTextInput = "", *, hosted: bool = True
-) -> BlockSpec:
+def file(url: str, name: str = "", caption: RichTextInput = "", *, hosted: bool = True) -> BlockSpec:
     """A ``file`` block (an attachment) with an optional file ``name``."""
     body = _file_body(url, caption, hosted=hosted)
     if name:

@@ -273,13 +273,20 @@ def every_block_type() -> list[BlockSpec]:
         # transcript are child blocks its ``children`` object names.
         block(
             "meeting_notes",
-            {"title": rich_text("Weekly sync"), "status": "notes_ready",
-             "children": {"summary_block_id": ids["meeting_summary"],
-                          "notes_block_id": ids["meeting_notes"],
-                          "transcript_block_id": ids["meeting_transcript"]}},
-            [_with_id(paragraph("Summary of the meeting."), "meeting_summary"),
-             _with_id(paragraph("Notes taken during it."), "meeting_notes"),
-             _with_id(paragraph("Transcript: good morning, everyone."), "meeting_transcript")],
+            {
+                "title": rich_text("Weekly sync"),
+                "status": "notes_ready",
+                "children": {
+                    "summary_block_id": ids["meeting_summary"],
+                    "notes_block_id": ids["meeting_notes"],
+                    "transcript_block_id": ids["meeting_transcript"],
+                },
+            },
+            [
+                _with_id(paragraph("Summary of the meeting."), "meeting_summary"),
+                _with_id(paragraph("Notes taken during it."), "meeting_notes"),
+                _with_id(paragraph("Transcript: good morning, everyone."), "meeting_transcript"),
+            ],
         ),
         block("unsupported", {"block_type": "form"}),
         block("ai_block", {"rich_text": rich_text("Text of a future type")}, [paragraph("Its child.")]),

@@ -33,9 +33,7 @@ class NotionDatabases:
     if TYPE_CHECKING:
 
         def _new_id(self, hint: str) -> str: ...
-        def _workspace_for(
-            self, workspace_id: str | None, parent: Mapping[str, Any] | None
-        ) -> str: ...
+        def _workspace_for(self, workspace_id: str | None, parent: Mapping[str, Any] | None) -> str: ...
 
     def add_database(
         self,
@@ -91,8 +89,7 @@ class NotionDatabases:
             config: dict[str, Any] = {}
             if ptype in ("select", "multi_select", "status"):
                 config["options"] = [
-                    {"id": f"opt-{o}", "name": o, "color": "default"}
-                    for o in (options or {}).get(name, ())
+                    {"id": f"opt-{o}", "name": o, "color": "default"} for o in (options or {}).get(name, ())
                 ]
             prop_id = "title" if ptype == "title" else f"p{n}"
             props[name] = {"id": prop_id, "name": name, "type": ptype, ptype: config}

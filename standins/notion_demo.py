@@ -68,8 +68,12 @@ DEMO_DATABASE_ID = "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e1f"
 #: Its data source (``examples/notion/data_source.content_updated.json``) and its rows; the
 #: first row is the one that example's edit changes.
 DEMO_DATA_SOURCE_ID = "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e20"
-DEMO_ROW_IDS = ("7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e5f", "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e60",
-                "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e61", "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e62")
+DEMO_ROW_IDS = (
+    "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e5f",
+    "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e60",
+    "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e61",
+    "7d3e1f40-5a6b-4c7d-8e9f-0a1b2c3d4e62",
+)
 #: The token of the default workspace of :meth:`~standins.notion_api.FakeNotion.demo` (set
 #: ``NOTION_TOKEN`` to it).
 DEMO_TOKEN = "secret_debounce_demo_token"
@@ -125,23 +129,39 @@ def _seed_default(fake: FakeNotion) -> None:
             "Due": date_property("2026-12-01"),
         },
         blocks=[paragraph("One sync per page per burst of edits.")],
-        created_time="2026-11-18T09:00:00.000Z", last_edited_time="2026-11-20T23:50:00.000Z",
+        created_time="2026-11-18T09:00:00.000Z",
+        last_edited_time="2026-11-20T23:50:00.000Z",
     )
-    for n, (title, state, due, area) in enumerate((
+    for n, (title, state, due, area) in enumerate(
+        (
             ("Write the launch post", "Not started", "2026-12-03", "Docs"),
             ("Load-test the worker", "Done", "2026-11-25", "Ops"),
-            ("Publish the consumer guide", "In progress", "2026-12-02", "Docs"))):
+            ("Publish the consumer guide", "In progress", "2026-12-02", "Docs"),
+        )
+    ):
         fake.add_page(
-            DEMO_ROW_IDS[n + 1], title=title, title_name="Name",
-            parent={"type": "data_source_id", "data_source_id": DEMO_DATA_SOURCE_ID,
-                    "database_id": DEMO_DATABASE_ID},
-            properties={"Status": status_property(state), "Owner": people_property(DEFAULT_USER),
-                        "Due": date_property(due),
-                        "Area": {"id": "are", "type": "multi_select",
-                                 "multi_select": [{"id": f"opt-{area}", "name": area}]}},
+            DEMO_ROW_IDS[n + 1],
+            title=title,
+            title_name="Name",
+            parent={
+                "type": "data_source_id",
+                "data_source_id": DEMO_DATA_SOURCE_ID,
+                "database_id": DEMO_DATABASE_ID,
+            },
+            properties={
+                "Status": status_property(state),
+                "Owner": people_property(DEFAULT_USER),
+                "Due": date_property(due),
+                "Area": {
+                    "id": "are",
+                    "type": "multi_select",
+                    "multi_select": [{"id": f"opt-{area}", "name": area}],
+                },
+            },
             blocks=[paragraph(f"Notes on: {title}.")],
             created_time=f"2026-11-18T1{n}:00:00.000Z",
-            last_edited_time=f"2026-11-20T23:5{n + 1}:00.000Z")
+            last_edited_time=f"2026-11-20T23:5{n + 1}:00.000Z",
+        )
     fake.add_page(
         DEMO_PAGE_ID,
         title="Launch plan",
@@ -194,15 +214,25 @@ def _seed_default(fake: FakeNotion) -> None:
         ],
     )
     # Two open discussions and a resolved one (not listed, as Notion's API lists none).
-    _, thread = fake.add_comment(DEMO_PAGE_ID, "Should the limits table say **per workspace**?",
-                                 name="Ada Lovelace", created_time="2026-11-20T21:04:00.000Z")
-    fake.add_comment(DEMO_PAGE_ID, "Yes: each workspace has its own budget.",
-                     discussion_id=thread, name="Grace Hopper",
-                     created_time="2026-11-20T21:30:00.000Z")
-    fake.add_comment(DEMO_PAGE_ID, "Ship it on Monday.", name="Grace Hopper",
-                     created_time="2026-11-20T22:15:00.000Z")
-    _, done = fake.add_comment(DEMO_PAGE_ID, "Typo in the title.", name="Ada Lovelace",
-                               created_time="2026-11-19T08:00:00.000Z")
+    _, thread = fake.add_comment(
+        DEMO_PAGE_ID,
+        "Should the limits table say **per workspace**?",
+        name="Ada Lovelace",
+        created_time="2026-11-20T21:04:00.000Z",
+    )
+    fake.add_comment(
+        DEMO_PAGE_ID,
+        "Yes: each workspace has its own budget.",
+        discussion_id=thread,
+        name="Grace Hopper",
+        created_time="2026-11-20T21:30:00.000Z",
+    )
+    fake.add_comment(
+        DEMO_PAGE_ID, "Ship it on Monday.", name="Grace Hopper", created_time="2026-11-20T22:15:00.000Z"
+    )
+    _, done = fake.add_comment(
+        DEMO_PAGE_ID, "Typo in the title.", name="Ada Lovelace", created_time="2026-11-19T08:00:00.000Z"
+    )
     fake.resolve(done)
 
 
@@ -256,8 +286,7 @@ class NotionDemoEdits:
         data = event.get("data")
         named = data.get("updated_blocks") if isinstance(data, dict) else None
         ids = [norm_id(str(b.get("id", ""))) for b in named or [] if isinstance(b, dict)]
-        block_id = next((i for i in ids if i is not None and self._paragraph_of(page_id, i)),
-                        None)
+        block_id = next((i for i in ids if i is not None and self._paragraph_of(page_id, i)), None)
         if block_id is None:
             raise LookupError(f"page {page_id} has no paragraph named in data.updated_blocks")
         paragraph_body = self.fake.blocks[block_id]["paragraph"]
@@ -269,12 +298,17 @@ class NotionDemoEdits:
         self.fake.touch(page_id, stamp)
         webhook = copy.deepcopy(dict(event))
         webhook.update(id=str(uuid.uuid4()), timestamp=stamp, attempt_number=1)
-        webhook["data"] = {**(data if isinstance(data, dict) else {}),
-                           "updated_blocks": [{"id": block_id, "type": "block"}]}
-        title = "".join(str(i.get("plain_text", "")) for prop in page["properties"].values()
-                        if prop.get("type") == "title" for i in prop["title"])
-        return DemoEdit(f"edited page {title!r} ({page_id}): {before!r} → {after!r}", after,
-                        webhook)
+        webhook["data"] = {
+            **(data if isinstance(data, dict) else {}),
+            "updated_blocks": [{"id": block_id, "type": "block"}],
+        }
+        title = "".join(
+            str(i.get("plain_text", ""))
+            for prop in page["properties"].values()
+            if prop.get("type") == "title"
+            for i in prop["title"]
+        )
+        return DemoEdit(f"edited page {title!r} ({page_id}): {before!r} → {after!r}", after, webhook)
 
     def _edit_row(self, event: Mapping[str, Any]) -> DemoEdit:
         """A ``data_source.content_updated`` example: the first row its ``updated_blocks``
@@ -292,8 +326,15 @@ class NotionDemoEdits:
         data = event.get("data")
         named = data.get("updated_blocks") if isinstance(data, dict) else None
         ids = [norm_id(str(b.get("id", ""))) for b in named or [] if isinstance(b, dict)]
-        row_id = next((i for i in ids if i is not None and (self.fake.pages.get(i, {})
-                       .get("parent") or {}).get("data_source_id") == ds_id), None)
+        row_id = next(
+            (
+                i
+                for i in ids
+                if i is not None
+                and (self.fake.pages.get(i, {}).get("parent") or {}).get("data_source_id") == ds_id
+            ),
+            None,
+        )
         if row_id is None:
             raise LookupError(f"data source {ds_id} has no row named in data.updated_blocks")
         row = self.fake.pages[row_id]
@@ -305,10 +346,12 @@ class NotionDemoEdits:
         self.fake.touch(row_id, stamp)
         webhook = copy.deepcopy(dict(event))
         webhook.update(id=str(uuid.uuid4()), timestamp=stamp, attempt_number=1)
-        return DemoEdit(f"renamed row {before!r} → {after!r} of data source {ds_id}", after,
-                        webhook)
+        return DemoEdit(f"renamed row {before!r} → {after!r} of data source {ds_id}", after, webhook)
 
     def _paragraph_of(self, page_id: str, block_id: str) -> bool:
         found = self.fake.blocks.get(block_id)
-        return (found is not None and found.get("type") == "paragraph"
-                and found.get("parent") == {"type": "page_id", "page_id": page_id})
+        return (
+            found is not None
+            and found.get("type") == "paragraph"
+            and found.get("parent") == {"type": "page_id", "page_id": page_id}
+        )

@@ -50,8 +50,7 @@ DEFAULT_MESSAGES: dict[str, str] = {
     "unauthorized": "API token is invalid.",
     "restricted_resource": "Insufficient permissions for this endpoint.",
     "object_not_found": (
-        "Could not find object. Make sure the relevant pages and databases are shared with "
-        "your integration."
+        "Could not find object. Make sure the relevant pages and databases are shared with your integration."
     ),
     "conflict_error": "Conflict occurred while saving. Please try again.",
     "rate_limited": "You have been rate limited. Please try again in a few minutes.",
@@ -95,9 +94,7 @@ class Fault:
         resolved = code or DEFAULT_CODES.get(status, "internal_server_error")
         headers: dict[str, str] = {}
         if retry_after is not None:
-            headers["Retry-After"] = (
-                retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
-            )
+            headers["Retry-After"] = retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
         return cls(
             endpoint=endpoint,
             status=status,

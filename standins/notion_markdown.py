@@ -95,7 +95,7 @@ def render_rich_text_enhanced(items: Any) -> str:
         else:
             core = plain.strip()
             lead = plain[: len(plain) - len(plain.lstrip())]
-            trail = plain[len(plain.rstrip()):] if core else ""
+            trail = plain[len(plain.rstrip()) :] if core else ""
             piece = _escape(core).replace("\n", "<br>")
             if core and notes.get("bold"):
                 piece = f"**{piece}**"
@@ -187,14 +187,19 @@ class NotionMarkdown:
             return self._not_found(object_id)
         version = request.query_params.get("markdown_version")
         if version not in (None, "v1", "v2"):
-            return self._error(400, "validation_error",
-                               f"markdown_version should be `v1` or `v2`, instead was `{version}`.")
+            return self._error(
+                400, "validation_error", f"markdown_version should be `v1` or `v2`, instead was `{version}`."
+            )
         if "markdown_versions" not in self.__dict__:
             self.markdown_versions = Counter()
         self.markdown_versions[version or "default"] += 1
-        state: dict[str, Any] = {"left": self.markdown_block_limit, "unknown": [], "page": page_id,
-                                 "transcripts": request.query_params.get("include_transcript")
-                                 in ("true", "True", "1"), "v2": version == "v2"}
+        state: dict[str, Any] = {
+            "left": self.markdown_block_limit,
+            "unknown": [],
+            "page": page_id,
+            "transcripts": request.query_params.get("include_transcript") in ("true", "True", "1"),
+            "v2": version == "v2",
+        }
         parts = ["\n".join(self._render(bid, 0, state)) for bid in roots]
         return JSONResponse(
             {
@@ -249,8 +254,11 @@ class NotionMarkdown:
                 return shaped
         # Block colours as the format's attribute list (``{color="…"}`` after the text); v2
         # puts them on the block's tag and writes an attribute list as text.
-        attrs = (f' {{color="{_attr(color.replace("_background", "_bg"))}"}}'
-                 if color != "default" and not state.get("v2") else "")
+        attrs = (
+            f' {{color="{_attr(color.replace("_background", "_bg"))}"}}'
+            if color != "default" and not state.get("v2")
+            else ""
+        )
         if btype == "paragraph":
             return [tab + (text + attrs if text else "<empty-block/>"), *children()]
         if btype.startswith("heading_"):
@@ -262,12 +270,10 @@ class NotionMarkdown:
         if btype == "to_do":
             return [f"{tab}- [{'x' if body.get('checked') else ' '}] {text}{attrs}", *children()]
         if btype == "toggle":
-            return [f"{tab}<details>", f"{tab}<summary>{text}</summary>", *children(),
-                    f"{tab}</details>"]
+            return [f"{tab}<details>", f"{tab}<summary>{text}</summary>", *children(), f"{tab}</details>"]
         if btype == "callout":
             icon = (body.get("icon") or {}).get("emoji", "")
-            return [f'{tab}<callout icon="{_attr(icon)}">', f"{tab}\t{text}", *children(),
-                    f"{tab}</callout>"]
+            return [f'{tab}<callout icon="{_attr(icon)}">', f"{tab}\t{text}", *children(), f"{tab}</callout>"]
         if btype == "code":
             source = "".join(str(i.get("plain_text", "")) for i in body.get("rich_text") or [])
             lang = str(body.get("language", ""))
@@ -285,8 +291,7 @@ class NotionMarkdown:
                 cells = (self.blocks.get(rid, {}).get("table_row") or {}).get("cells") or []
                 tds = "".join(f"<td>{render_rich_text_enhanced(c)}</td>" for c in cells)
                 rows.append(f"{tab}\t<tr>{tds}</tr>")
-            return [f'{tab}<table header-row="{head}" header-column="{side}">', *rows,
-                    f"{tab}</table>"]
+            return [f'{tab}<table header-row="{head}" header-column="{side}">', *rows, f"{tab}</table>"]
         if btype == "image":
             return [f"{tab}![{_caption(body)}]({_file_url(body)})"]
         if btype in _FILE_TAGS:
@@ -325,8 +330,12 @@ class NotionMarkdown:
             transcript = refs.get("transcript_block_id") if isinstance(refs, dict) else None
             if transcript and not state.get("transcripts"):
                 kids = [k for k in kids if k != transcript]
-            return [f"{tab}<meeting-notes>", *([f"{tab}\t{title}"] if title else []), *children(),
-                    f"{tab}</meeting-notes>"]
+            return [
+                f"{tab}<meeting-notes>",
+                *([f"{tab}\t{title}"] if title else []),
+                *children(),
+                f"{tab}</meeting-notes>",
+            ]
         if btype == "template":
             return [*([tab + text] if text else []), *children(0)]
         if btype in ("table_of_contents", "breadcrumb"):
@@ -339,8 +348,9 @@ class NotionMarkdown:
         url = f"https://www.notion.so/{compact(state['page'])}#{compact(block_id)}"
         return [tab + (words or f'<unknown url="{url}" alt="{_attr(kind)}"/>'), *children()]
 
-    def _render_v2(self, btype: str, text: str, color: str, kids: list[str], depth: int,
-                   state: dict[str, Any]) -> list[str] | None:
+    def _render_v2(
+        self, btype: str, text: str, color: str, kids: list[str], depth: int, state: dict[str, Any]
+    ) -> list[str] | None:
         """Notion-flavored Markdown (v2) of a paragraph, toggle or quote; ``None``: another
         type, rendered as in v1. From the migration guide: one newline is a line break
         inside a block, and "a block that has children uses its tag form, such as <p>,

@@ -40,8 +40,10 @@ if TYPE_CHECKING:
 __all__ = ["NotionRows"]
 
 _OPERATORS: dict[str, Callable[[datetime, datetime], bool]] = {
-    "on_or_after": lambda a, b: a >= b, "after": lambda a, b: a > b,
-    "on_or_before": lambda a, b: a <= b, "before": lambda a, b: a < b,
+    "on_or_after": lambda a, b: a >= b,
+    "after": lambda a, b: a > b,
+    "on_or_before": lambda a, b: a <= b,
+    "before": lambda a, b: a < b,
     "equals": lambda a, b: a == b,
 }
 
@@ -54,8 +56,7 @@ def _sort_value(page: dict[str, Any], prop: str) -> str:
     value = (page.get("properties") or {}).get(prop) or {}
     inner = value.get(value.get("type", ""))
     if isinstance(inner, list):
-        return "".join(str(i.get("plain_text") or i.get("name") or "") for i in inner
-                       if isinstance(i, dict))
+        return "".join(str(i.get("plain_text") or i.get("name") or "") for i in inner if isinstance(i, dict))
     if isinstance(inner, dict):
         return str(inner.get("name") or inner.get("start") or "")
     return "" if inner is None else f"{inner:>20}" if isinstance(inner, (int, float)) else str(inner)
@@ -85,9 +86,16 @@ class NotionRows:
 
     # -- comments --------------------------------------------------------------------------
 
-    def add_comment(self, parent_id: str, text: RichTextInput, *, discussion_id: str | None = None,
-                    author: str = DEFAULT_USER, name: str | None = None,
-                    created_time: str = DEFAULT_TIME) -> tuple[str, str]:
+    def add_comment(
+        self,
+        parent_id: str,
+        text: RichTextInput,
+        *,
+        discussion_id: str | None = None,
+        author: str = DEFAULT_USER,
+        name: str | None = None,
+        created_time: str = DEFAULT_TIME,
+    ) -> tuple[str, str]:
         """Add a comment on page or block ``parent_id`` (a reply when ``discussion_id`` names
         an existing discussion, else a new one); returns ``(comment id, discussion id)``.
         ``name``: the author's ``display_name.resolved_name``."""
@@ -96,9 +104,14 @@ class NotionRows:
         did = discussion_id or self._new_id("discussion")
         kind = "page_id" if pid in self.pages else "block_id"
         comment: dict[str, Any] = {
-            "object": "comment", "id": cid, "parent": {"type": kind, kind: pid},
-            "discussion_id": did, "created_time": created_time, "last_edited_time": created_time,
-            "created_by": {"object": "user", "id": author}, "rich_text": rich_text(text),
+            "object": "comment",
+            "id": cid,
+            "parent": {"type": kind, kind: pid},
+            "discussion_id": did,
+            "created_time": created_time,
+            "last_edited_time": created_time,
+            "created_by": {"object": "user", "id": author},
+            "rich_text": rich_text(text),
             "attachments": [],
         }
         if name:
@@ -117,40 +130,61 @@ class NotionRows:
         raw = request.query_params.get("block_id")
         if not raw:
             got = self._admit(request, "comments.list", None)
-            return got if isinstance(got, Response) else self._error(
-                400, "validation_error", "body failed validation: block_id should be defined.")
+            return (
+                got
+                if isinstance(got, Response)
+                else self._error(
+                    400, "validation_error", "body failed validation: block_id should be defined."
+                )
+            )
         guarded = self._guard(request, "comments.list", raw)
         if isinstance(guarded, Response):
             return guarded
-        found = [c for c in self.comments if not c.get("resolved")
-                 and guarded in (c["parent"].get("page_id"), c["parent"].get("block_id"))]
+        found = [
+            c
+            for c in self.comments
+            if not c.get("resolved") and guarded in (c["parent"].get("page_id"), c["parent"].get("block_id"))
+        ]
         found.sort(key=lambda c: (c["created_time"], c["id"]))
-        return self._paged(request.query_params.get("start_cursor"),
-                           request.query_params.get("page_size", "100"), found, "comment")
+        return self._paged(
+            request.query_params.get("start_cursor"),
+            request.query_params.get("page_size", "100"),
+            found,
+            "comment",
+        )
 
     # -- data source queries ---------------------------------------------------------------
 
-    def _paged(self, cursor: str | None, raw_size: Any, items: list[dict[str, Any]],
-               kind: str) -> Response:
+    def _paged(self, cursor: str | None, raw_size: Any, items: list[dict[str, Any]], kind: str) -> Response:
         try:
             size = int(raw_size)
         except (TypeError, ValueError):
             size = 0
         if not 1 <= size <= 100:
-            return self._error(400, "validation_error",
-                               f"body failed validation: page_size should be between 1 and 100, "
-                               f"instead was `{raw_size}`.")
+            return self._error(
+                400,
+                "validation_error",
+                f"body failed validation: page_size should be between 1 and 100, instead was `{raw_size}`.",
+            )
         ids = [i["id"] for i in items]
         start = 0
         if cursor:
             if cursor not in ids:
                 return self._error(400, "validation_error", f"Invalid start_cursor: {cursor}")
             start = ids.index(cursor)
-        chunk = items[start:start + size]
+        chunk = items[start : start + size]
         more = start + size < len(items)
-        return self._json({"object": "list", "results": chunk,
-                           "next_cursor": ids[start + size] if more else None, "has_more": more,
-                           "type": kind, kind: {}, "request_id": str(uuid.uuid4())})
+        return self._json(
+            {
+                "object": "list",
+                "results": chunk,
+                "next_cursor": ids[start + size] if more else None,
+                "has_more": more,
+                "type": kind,
+                kind: {},
+                "request_id": str(uuid.uuid4()),
+            }
+        )
 
     @staticmethod
     def _matches(page: dict[str, Any], rule: Any) -> bool | str:
@@ -163,9 +197,11 @@ class NotionRows:
             return bad if bad is not None else all(results)
         stamp = rule.get("timestamp")
         if stamp not in ("created_time", "last_edited_time") or not isinstance(rule.get(stamp), dict):
-            return ("the stand-in supports timestamp filters (created_time, last_edited_time) "
-                    "and their `and` only")
-        (op, value), = rule[stamp].items() if len(rule[stamp]) == 1 else ((None, None),)
+            return (
+                "the stand-in supports timestamp filters (created_time, last_edited_time) "
+                "and their `and` only"
+            )
+        ((op, value),) = rule[stamp].items() if len(rule[stamp]) == 1 else ((None, None),)
         if op not in _OPERATORS:
             return f"unsupported timestamp condition {sorted(rule[stamp])}"
         return _OPERATORS[op](_time(page[stamp]), _time(value))
@@ -180,9 +216,13 @@ class NotionRows:
             body = await request.json() if await request.body() else {}
         except ValueError:
             return self._error(400, "invalid_json", "Error parsing JSON body.")
-        rows = [p for p in self.pages.values() if not p.get("in_trash")
-                and (p.get("parent") or {}).get("data_source_id") == guarded
-                and self._owners.get(p["id"]) == self._owners.get(guarded)]
+        rows = [
+            p
+            for p in self.pages.values()
+            if not p.get("in_trash")
+            and (p.get("parent") or {}).get("data_source_id") == guarded
+            and self._owners.get(p["id"]) == self._owners.get(guarded)
+        ]
         if body.get("filter") is not None:
             kept = []
             for page in rows:
@@ -202,12 +242,17 @@ class NotionRows:
                 rows.sort(key=lambda p: _sort_value(p, str(prop)), reverse=reverse)
             else:
                 return self._error(400, "validation_error", f"invalid sort {sort!r}")
-        return self._paged(body.get("start_cursor"), body.get("page_size", 100), rows,
-                           "page_or_data_source")
+        return self._paged(body.get("start_cursor"), body.get("page_size", 100), rows, "page_or_data_source")
 
-    def add_rows(self, data_source_id: str, count: int, *, properties: Callable[[int], dict[str, Any]]
-                 | None = None, title_name: str = "Name", created: Callable[[int], str] | None = None,
-                 ) -> list[str]:
+    def add_rows(
+        self,
+        data_source_id: str,
+        count: int,
+        *,
+        properties: Callable[[int], dict[str, Any]] | None = None,
+        title_name: str = "Name",
+        created: Callable[[int], str] | None = None,
+    ) -> list[str]:
         """Add ``count`` row pages to a data source (fast: no blocks); ``properties(n)`` the
         non-title property values of row ``n``, ``created(n)`` its ``created_time`` (and first
         ``last_edited_time``). Returns their ids in order."""
@@ -217,17 +262,26 @@ class NotionRows:
         ids = []
         for n in range(count):
             stamp = created(n) if created else DEFAULT_TIME
-            ids.append(add_page(title=f"Row {n + 1}", title_name=title_name,
-                                parent={"type": "data_source_id", "data_source_id": dsid,
-                                        "database_id": ds["parent"].get("database_id")},
-                                properties=properties(n) if properties else None,
-                                created_time=stamp, last_edited_time=stamp))
+            ids.append(
+                add_page(
+                    title=f"Row {n + 1}",
+                    title_name=title_name,
+                    parent={
+                        "type": "data_source_id",
+                        "data_source_id": dsid,
+                        "database_id": ds["parent"].get("database_id"),
+                    },
+                    properties=properties(n) if properties else None,
+                    created_time=stamp,
+                    last_edited_time=stamp,
+                )
+            )
         return ids
 
     def _routes_rows(self) -> list[Any]:
         from starlette.routing import Route
 
-        return [Route("/v1/data_sources/{data_source_id}/query", self._data_sources_query,
-                      methods=["POST"]),
-                Route("/v1/comments", self._comments_list, methods=["GET"])]
-
+        return [
+            Route("/v1/data_sources/{data_source_id}/query", self._data_sources_query, methods=["POST"]),
+            Route("/v1/comments", self._comments_list, methods=["GET"]),
+        ]

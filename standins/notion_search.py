@@ -86,8 +86,14 @@ def _plain_title(obj: Mapping[str, Any]) -> str:
     if obj.get("object") == "data_source":
         items = obj.get("title") or []
     else:
-        items = next((p.get("title") or [] for p in (obj.get("properties") or {}).values()
-                      if isinstance(p, dict) and p.get("type") == "title"), [])
+        items = next(
+            (
+                p.get("title") or []
+                for p in (obj.get("properties") or {}).values()
+                if isinstance(p, dict) and p.get("type") == "title"
+            ),
+            [],
+        )
     return "".join(str(i.get("plain_text", "")) for i in items if isinstance(i, dict))
 
 
@@ -104,8 +110,7 @@ def _decode(cursor: Any) -> tuple[str, str] | None:
         value = json.loads(raw)
     except (binascii.Error, ValueError):
         return None
-    if (isinstance(value, list) and len(value) == 2
-            and all(isinstance(v, str) for v in value)):
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
         return value[0], value[1]
     return None
 
@@ -127,9 +132,7 @@ class NotionSearch:
     if TYPE_CHECKING:
 
         def _new_id(self, hint: str) -> str: ...
-        def _workspace_for(
-            self, workspace_id: str | None, parent: Mapping[str, Any] | None
-        ) -> str: ...
+        def _workspace_for(self, workspace_id: str | None, parent: Mapping[str, Any] | None) -> str: ...
         def _admit(
             self, request: Request, endpoint: str, raw_id: str | None
         ) -> Response | tuple[Grant, str]: ...
@@ -138,9 +141,14 @@ class NotionSearch:
         ) -> Response: ...
         def _json(self, body: dict[str, Any]) -> Response: ...
         def add_page(
-            self, page_id: str | None = None, *, title: RichTextInput = "Untitled",
-            parent: Mapping[str, Any] | None = None, created_time: str = DEFAULT_TIME,
-            last_edited_time: str = DEFAULT_TIME, workspace_id: str | None = None,
+            self,
+            page_id: str | None = None,
+            *,
+            title: RichTextInput = "Untitled",
+            parent: Mapping[str, Any] | None = None,
+            created_time: str = DEFAULT_TIME,
+            last_edited_time: str = DEFAULT_TIME,
+            workspace_id: str | None = None,
         ) -> str: ...
 
     # -- fixtures --------------------------------------------------------------------------
@@ -165,8 +173,13 @@ class NotionSearch:
         ids: list[str] = []
         for i in range(n):
             stamp = format_time(start + timedelta(seconds=i))
-            pid = self.add_page(title=f"{title} {i}", created_time=stamp,
-                                last_edited_time=stamp, parent=parent, workspace_id=workspace_id)
+            pid = self.add_page(
+                title=f"{title} {i}",
+                created_time=stamp,
+                last_edited_time=stamp,
+                parent=parent,
+                workspace_id=workspace_id,
+            )
             self._paragraphs(pid, [f"{title} {i}, paragraph {j + 1}." for j in range(blocks)])
             ids.append(pid)
         return ids
@@ -183,11 +196,15 @@ class NotionSearch:
             bid = str(uuid.uuid4())
             self._owners[bid] = owner
             self.blocks[bid] = {
-                "object": "block", "id": bid, "parent": parent,
-                "created_time": DEFAULT_TIME, "last_edited_time": DEFAULT_TIME,
+                "object": "block",
+                "id": bid,
+                "parent": parent,
+                "created_time": DEFAULT_TIME,
+                "last_edited_time": DEFAULT_TIME,
                 "created_by": {"object": "user", "id": DEFAULT_USER},
                 "last_edited_by": {"object": "user", "id": DEFAULT_USER},
-                "has_children": False, "in_trash": False,
+                "has_children": False,
+                "in_trash": False,
                 "type": "paragraph",
                 "paragraph": {"rich_text": rich_text(line), "color": "default"},
             }
@@ -196,8 +213,10 @@ class NotionSearch:
 
     def latest_edit(self) -> datetime:
         """The newest ``last_edited_time`` of any page or data source (UTC)."""
-        times = [_parse_time(o.get("last_edited_time"))
-                 for o in (*self.pages.values(), *self.data_sources.values())]
+        times = [
+            _parse_time(o.get("last_edited_time"))
+            for o in (*self.pages.values(), *self.data_sources.values())
+        ]
         return max(times, default=_parse_time(DEFAULT_TIME))
 
     def edit_page(
@@ -218,12 +237,19 @@ class NotionSearch:
         """
         pid = norm_id(page_id) or page_id
         page = self.pages[pid]
-        moment = (_parse_time(edited_at) if edited_at is not None
-                  else self.latest_edit() + timedelta(seconds=1))
+        moment = (
+            _parse_time(edited_at) if edited_at is not None else self.latest_edit() + timedelta(seconds=1)
+        )
         stamp = format_time(moment)
         if title is not None:
-            name = next((k for k, v in page["properties"].items()
-                         if isinstance(v, dict) and v.get("type") == "title"), "title")
+            name = next(
+                (
+                    k
+                    for k, v in page["properties"].items()
+                    if isinstance(v, dict) and v.get("type") == "title"
+                ),
+                "title",
+            )
             page["properties"][name] = title_property(title)
         self._paragraphs(pid, [text if text is not None else f"Edited at {stamp}."])
         page["last_edited_time"] = stamp
@@ -267,32 +293,46 @@ class NotionSearch:
         flt = body.get("filter")
         if flt is not None:
             value = flt.get("value") if isinstance(flt, dict) else None
-            if not isinstance(flt, dict) or flt.get("property") != "object" \
-                    or value not in _FILTER_VALUES:
-                return self._invalid('body.filter.value should be "page" or "data_source", '
-                                     f"instead was `{json.dumps(value)}`.")
+            if not isinstance(flt, dict) or flt.get("property") != "object" or value not in _FILTER_VALUES:
+                return self._invalid(
+                    f'body.filter.value should be "page" or "data_source", instead was `{json.dumps(value)}`.'
+                )
             kinds = (str(value),)
         sort = body.get("sort")
         direction: str | None = None
         if sort is not None:
-            if not isinstance(sort, dict) or sort.get("timestamp") != "last_edited_time" \
-                    or sort.get("direction", "descending") not in _DIRECTIONS:
-                return self._invalid('body.sort should be {"timestamp": "last_edited_time", '
-                                     '"direction": "ascending" | "descending"}.')
+            if (
+                not isinstance(sort, dict)
+                or sort.get("timestamp") != "last_edited_time"
+                or sort.get("direction", "descending") not in _DIRECTIONS
+            ):
+                return self._invalid(
+                    'body.sort should be {"timestamp": "last_edited_time", '
+                    '"direction": "ascending" | "descending"}.'
+                )
             direction = str(sort.get("direction", "descending"))
         size = body.get("page_size", MAX_PAGE_SIZE)
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE_SIZE:
-            return self._invalid(f"body.page_size should be a number between 1 and 100, "
-                                 f"instead was `{json.dumps(size)}`.")
+            return self._invalid(
+                f"body.page_size should be a number between 1 and 100, instead was `{json.dumps(size)}`."
+            )
         start = body.get("start_cursor")
         after = _decode(start) if start is not None else None
         if start is not None and after is None:
-            return self._invalid(f"body.start_cursor should be a valid cursor, instead was "
-                                 f"`{json.dumps(start)}`.")
+            return self._invalid(
+                f"body.start_cursor should be a valid cursor, instead was `{json.dumps(start)}`."
+            )
         return self._json(self._listing(grant, query or "", kinds, direction, after, size))
 
-    def _listing(self, grant: Grant, query: str, kinds: tuple[str, ...], direction: str | None,
-                 after: tuple[str, str] | None, size: int) -> dict[str, Any]:
+    def _listing(
+        self,
+        grant: Grant,
+        query: str,
+        kinds: tuple[str, ...],
+        direction: str | None,
+        after: tuple[str, str] | None,
+        size: int,
+    ) -> dict[str, Any]:
         """One answer of search (the validated request)."""
         needle = query.casefold()
         with self._lock:
@@ -301,8 +341,12 @@ class NotionSearch:
         pools = [(k, self.pages if k == "page" else self.data_sources) for k in kinds]
         for _, pool in pools:
             for oid, obj in list(pool.items()):
-                if (self._owners.get(oid) != grant.workspace_id or oid in unshared
-                        or obj.get("in_trash") or obj.get("archived")):
+                if (
+                    self._owners.get(oid) != grant.workspace_id
+                    or oid in unshared
+                    or obj.get("in_trash")
+                    or obj.get("archived")
+                ):
                     continue
                 if needle and needle not in _plain_title(obj).casefold():
                     continue

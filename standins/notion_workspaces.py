@@ -112,8 +112,6 @@ def _oauth_error(status: int, error: str, description: str) -> Response:
     return JSONResponse(body, status_code=status)
 
 
-
-
 class NotionWorkspaces:
     """Workspaces, tokens, OAuth and ``users/me`` of :class:`~standins.notion_api.FakeNotion`.
 
@@ -146,9 +144,7 @@ class NotionWorkspaces:
 
     # -- setting up ------------------------------------------------------------------------
 
-    def add_workspace(
-        self, workspace_id: str, name: str, token: str, *, icon: str | None = None
-    ) -> None:
+    def add_workspace(self, workspace_id: str, name: str, token: str, *, icon: str | None = None) -> None:
         """Add a workspace ``workspace_id`` (a UUID, dashed or not) named ``name`` whose
         internal integration token is ``token``.
 
@@ -260,9 +256,7 @@ class NotionWorkspaces:
                 "owner": {"type": "workspace", "workspace": True},
                 "workspace_name": workspace.name,
                 "workspace_id": workspace.id,
-                "workspace_limits": {
-                    "max_file_upload_size_in_bytes": self.max_file_upload_size_in_bytes
-                },
+                "workspace_limits": {"max_file_upload_size_in_bytes": self.max_file_upload_size_in_bytes},
             },
             "request_id": str(uuid.uuid4()),
         }

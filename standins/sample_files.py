@@ -22,10 +22,14 @@ def text_pdf(pages: list[list[str]], *, title: str = "") -> bytes:
     text layer, as a word processor writes one)."""
     writer = PdfWriter()
     for lines in pages:
-        font = DictionaryObject({
-            NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-            NameObject("/BaseFont"): NameObject("/Helvetica"),
-            NameObject("/Encoding"): NameObject("/WinAnsiEncoding")})
+        font = DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+                NameObject("/Encoding"): NameObject("/WinAnsiEncoding"),
+            }
+        )
         page = writer.add_blank_page(612, 792)
         ops = ["BT", "/F1 11 Tf", "14 TL", "56 740 Td"]
         ops += [f"({_escape(line)}) '" for line in lines]
@@ -33,7 +37,8 @@ def text_pdf(pages: list[list[str]], *, title: str = "") -> bytes:
         stream = DecodedStreamObject()
         stream.set_data("\n".join(ops).encode("cp1252", errors="replace"))
         page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+        )
         page.replace_contents(ContentStream(stream, writer))
     if title:
         writer.add_metadata({"/Title": title})

@@ -83,8 +83,14 @@ __all__ = [
 TOMBSTONE_TEXT = "This message was deleted."
 
 #: Methods this fake answers (others: ``unknown_method``, as Slack does).
-METHODS = ("conversations.history", "conversations.replies", "auth.test", "oauth.v2.access",
-           *LISTING_METHODS, *MEMBER_METHODS)
+METHODS = (
+    "conversations.history",
+    "conversations.replies",
+    "auth.test",
+    "oauth.v2.access",
+    *LISTING_METHODS,
+    *MEMBER_METHODS,
+)
 
 
 def ts_key(ts: str) -> tuple[int, int]:
@@ -123,7 +129,10 @@ class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, Sla
     """
 
     def __init__(
-        self, token: str | None = "xoxb-test-token", *, start_ts: int = 1_763_600_000,
+        self,
+        token: str | None = "xoxb-test-token",
+        *,
+        start_ts: int = 1_763_600_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.token = token
@@ -240,9 +249,7 @@ class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, Sla
             msgs[ts] = msg
             return ts
 
-    def edit(
-        self, channel: str, ts: str, text: str, *, edited_ts: str | None = None
-    ) -> None:
+    def edit(self, channel: str, ts: str, text: str, *, edited_ts: str | None = None) -> None:
         """Edit a message's text; it gains ``edited: {"user", "ts"}`` as Slack shows it."""
         with self._lock:
             msg = self._channel(channel)[ts]
@@ -287,11 +294,7 @@ class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, Sla
 
     @staticmethod
     def _replies_of(msgs: dict[str, dict[str, Any]], thread_ts: str) -> list[dict[str, Any]]:
-        out = [
-            m
-            for ts, m in msgs.items()
-            if ts != thread_ts and m.get("thread_ts") == thread_ts
-        ]
+        out = [m for ts, m in msgs.items() if ts != thread_ts and m.get("thread_ts") == thread_ts]
         out.sort(key=lambda m: ts_key(m["ts"]))
         return out
 

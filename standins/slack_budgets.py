@@ -91,9 +91,7 @@ class SlackBudgets:
         """
         if method == _FREE:
             raise ValueError(f"{_FREE} is not charged to a team's budget")
-        self._budgets.set(
-            self._budget_scope(team_id), per_second=per_minute / 60, burst=burst, method=method
-        )
+        self._budgets.set(self._budget_scope(team_id), per_second=per_minute / 60, burst=burst, method=method)
 
     def clear_budget(self, team_id: str | None = None, *, method: str | None = None) -> None:
         """Lift the budget of team ``team_id`` (``None``: the default team) for ``method``
@@ -115,9 +113,7 @@ class SlackBudgets:
         ``calls`` and ``requests`` are not touched)."""
         self._budgets.reset_usage()
 
-    def _spend(
-        self, method: str, params: Mapping[str, str], authorization: str | None
-    ) -> Response | None:
+    def _spend(self, method: str, params: Mapping[str, str], authorization: str | None) -> Response | None:
         """Charge one call of ``method`` to the team of its token: ``None`` if it may go on
         (or is not charged), else the 429 to answer. Called with the lock held."""
         token = token_of(params, authorization)

@@ -119,8 +119,15 @@ class SlackConversations:
             self._claim(channel, team_id)
             self._channels.setdefault(channel, {})
             info = self._info.setdefault(channel, {"created": self._clock})
-            given = {"kind": kind, "name": name, "user": user, "archived": archived,
-                     "created": created, "topic": topic, "purpose": purpose}
+            given = {
+                "kind": kind,
+                "name": name,
+                "user": user,
+                "archived": archived,
+                "created": created,
+                "topic": topic,
+                "purpose": purpose,
+            }
             info.update({k: v for k, v in given.items() if v is not None})
 
     def set_member(self, channel: str, member: bool = True, *, team_id: str | None = None) -> None:
@@ -159,17 +166,25 @@ class SlackConversations:
                     channel = f"{prefix}0BULK{self._seq:06d}"
                     if channel not in self._channels:
                         break
-                self.describe_channel(channel, kind=kind, team_id=team_id,
-                                      name=None if kind == "im" else f"{name}-{i}",
-                                      user=f"U0PEER{i:05d}" if kind == "im" else None)
+                self.describe_channel(
+                    channel,
+                    kind=kind,
+                    team_id=team_id,
+                    name=None if kind == "im" else f"{name}-{i}",
+                    user=f"U0PEER{i:05d}" if kind == "im" else None,
+                )
                 if not member:
                     self.set_member(channel, False, team_id=team_id)
                 msgs = self._channels[channel]
                 for j in range(messages):
                     self._clock += 1
                     ts = f"{self._clock}.000100"
-                    msgs[ts] = {"type": "message", "ts": ts, "user": "U2147483697",
-                                "text": f"{name}-{i} message {j + 1}"}
+                    msgs[ts] = {
+                        "type": "message",
+                        "ts": ts,
+                        "user": "U2147483697",
+                        "text": f"{name}-{i} message {j + 1}",
+                    }
                 ids.append(channel)
         return ids
 
@@ -182,13 +197,17 @@ class SlackConversations:
     def _is_member(self, team_id: str, channel: str) -> bool:
         return team_id not in self._outside.get(channel, set())
 
-    def _membership_error(self, method: str, team_id: str, params: Mapping[str, str]) -> (
-            dict[str, Any] | None):
+    def _membership_error(
+        self, method: str, team_id: str, params: Mapping[str, str]
+    ) -> dict[str, Any] | None:
         """The error of ``conversations.history``/``replies`` on a conversation the team's
         bot is not in (module docstring), else ``None``. Called with the lock held."""
         channel = params.get("channel", "")
-        if method not in ("conversations.history", "conversations.replies") \
-                or channel not in self._channels or self._is_member(team_id, channel):
+        if (
+            method not in ("conversations.history", "conversations.replies")
+            or channel not in self._channels
+            or self._is_member(team_id, channel)
+        ):
             return None
         public = self._kind(channel) == "public_channel"
         return {"ok": False, "error": "not_in_channel" if public else "channel_not_found"}
@@ -199,27 +218,56 @@ class SlackConversations:
         created = int(info.get("created") or self._created(channel))
         member = self._is_member(team_id, channel)
         shared = len(self._channel_teams.get(channel, ())) > 1
-        out: dict[str, Any] = {"id": channel, "created": created, "updated": created * 1000,
-                               "is_archived": bool(info.get("archived")),
-                               "context_team_id": team_id}
+        out: dict[str, Any] = {
+            "id": channel,
+            "created": created,
+            "updated": created * 1000,
+            "is_archived": bool(info.get("archived")),
+            "context_team_id": team_id,
+        }
         if kind == "im":
-            out.update({"is_im": True, "is_org_shared": False, "priority": 0,
-                        "user": info.get("user") or "U0PEER00000", "is_user_deleted": False})
+            out.update(
+                {
+                    "is_im": True,
+                    "is_org_shared": False,
+                    "priority": 0,
+                    "user": info.get("user") or "U0PEER00000",
+                    "is_user_deleted": False,
+                }
+            )
         else:
             name = str(info.get("name") or channel.lower())
             if kind == "mpim" and not info.get("name"):
                 name = f"mpdm-{channel.lower()}-1"
             text = {"topic": str(info.get("topic") or ""), "purpose": str(info.get("purpose") or "")}
-            out.update({
-                "name": name, "name_normalized": name,
-                "is_channel": kind == "public_channel", "is_group": kind == "private_channel",
-                "is_im": False, "is_mpim": kind == "mpim", "is_private": kind != "public_channel",
-                "is_general": False, "unlinked": 0, "is_shared": shared, "is_ext_shared": shared,
-                "is_org_shared": False, "is_pending_ext_shared": False, "pending_shared": [],
-                "creator": "U2147483697", "previous_names": [],
-                **{k: {"value": v, "creator": "U2147483697" if v else "", "last_set": created
-                       if v else 0} for k, v in text.items()},
-            })
+            out.update(
+                {
+                    "name": name,
+                    "name_normalized": name,
+                    "is_channel": kind == "public_channel",
+                    "is_group": kind == "private_channel",
+                    "is_im": False,
+                    "is_mpim": kind == "mpim",
+                    "is_private": kind != "public_channel",
+                    "is_general": False,
+                    "unlinked": 0,
+                    "is_shared": shared,
+                    "is_ext_shared": shared,
+                    "is_org_shared": False,
+                    "is_pending_ext_shared": False,
+                    "pending_shared": [],
+                    "creator": "U2147483697",
+                    "previous_names": [],
+                    **{
+                        k: {
+                            "value": v,
+                            "creator": "U2147483697" if v else "",
+                            "last_set": created if v else 0,
+                        }
+                        for k, v in text.items()
+                    },
+                }
+            )
         if with_member:
             out["is_member"] = member
         return out
@@ -228,12 +276,10 @@ class SlackConversations:
         stamps = [int(ts.split(".", 1)[0]) for ts in self._channels.get(channel, {})]
         return min(stamps, default=self._clock)
 
-    def _list_conversations(self, method: str, team_id: str, params: Mapping[str, str]) -> (
-            dict[str, Any]):
+    def _list_conversations(self, method: str, team_id: str, params: Mapping[str, str]) -> dict[str, Any]:
         """``users.conversations`` or ``conversations.list`` for ``team_id`` (module
         docstring). Called with the lock held."""
-        types = [t.strip() for t in (params.get("types") or "public_channel").split(",")
-                 if t.strip()]
+        types = [t.strip() for t in (params.get("types") or "public_channel").split(",") if t.strip()]
         if not types or any(t not in TYPES for t in types):
             return {"ok": False, "error": "invalid_types"}
         try:

@@ -58,14 +58,16 @@ def seed_demo(fake: FakeSlack) -> None:
     c = "C2147483705"
     fake.post(
         c,
-        "Standup notes for Thursday:\n• API latency back to normal\n• <@U2147483698> owns "
-        "the migration",
+        "Standup notes for Thursday:\n• API latency back to normal\n• <@U2147483698> owns the migration",
         user="U2147483699",
         ts="1763682000.000100",
     )
     fake.post(c, "Hello world", user="U2147483697", ts="1763682934.000200")
     fake.reply(
-        c, "1763682934.000200", "Replying in the thread", user="U2147483698",
+        c,
+        "1763682934.000200",
+        "Replying in the thread",
+        user="U2147483698",
         ts="1763683000.000300",
     )
     fake.reply(
@@ -84,29 +86,37 @@ def seed_demo(fake: FakeSlack) -> None:
         username="deploybot",
         ts="1763683300.000600",
     )
-    fake.post(c, "Release 2.4 is cut, QA starts tomorrow", user="U2147483699",
-              ts="1763683350.000650")
-    fake.reply(c, "1763683350.000650", "I'll take the Android pass", user="U2147483698",
-               ts="1763683360.000660")
+    fake.post(c, "Release 2.4 is cut, QA starts tomorrow", user="U2147483699", ts="1763683350.000650")
+    fake.reply(
+        c, "1763683350.000650", "I'll take the Android pass", user="U2147483698", ts="1763683360.000660"
+    )
     g = DEMO_PRIVATE
     fake.post(g, "In a private channel", user="U2147483697", ts="1763683400.000700")
     fake.post(g, "Budget review moved to Friday", user="U2147483698", ts="1763683450.000750")
     fake.set_members(g, list(DEMO_PRIVATE_MEMBERS))
     fake.describe_channel(DEMO_DM, kind="im", user=DEMO_DM_USER)
-    fake.post(DEMO_DM, "Can you send me the Q3 numbers?", user=DEMO_DM_USER,
-              ts="1763683500.000800")
+    fake.post(DEMO_DM, "Can you send me the Q3 numbers?", user=DEMO_DM_USER, ts="1763683500.000800")
     _seed_second(fake)
     fake._clock = 1_763_684_000
 
 
 def _seed_second(fake: FakeSlack) -> None:
-    fake.add_team(DEMO_SECOND_TEAM_ID, DEMO_SECOND_TEAM_NAME, DEMO_SECOND_TOKEN,
-                  DEMO_SECOND_BOT_USER_ID)
+    fake.add_team(DEMO_SECOND_TEAM_ID, DEMO_SECOND_TEAM_NAME, DEMO_SECOND_TOKEN, DEMO_SECOND_BOT_USER_ID)
     c = DEMO_SECOND_CHANNEL
-    fake.post(c, "Lab notebook: the second team's channel", user="U07LABS0A1",
-              ts="1763682500.000150", team_id=DEMO_SECOND_TEAM_ID)
-    fake.reply(c, "1763682500.000150", "Only this team's token can read it", user="U07LABS0A2",
-               ts="1763682600.000160")
+    fake.post(
+        c,
+        "Lab notebook: the second team's channel",
+        user="U07LABS0A1",
+        ts="1763682500.000150",
+        team_id=DEMO_SECOND_TEAM_ID,
+    )
+    fake.reply(
+        c,
+        "1763682500.000150",
+        "Only this team's token can read it",
+        user="U07LABS0A2",
+        ts="1763682600.000160",
+    )
 
 
 class SlackDemoEdits:
@@ -149,14 +159,20 @@ class SlackDemoEdits:
         (message,) = [m for m in self.fake.messages(channel) if m["ts"] == ts]
         edited_ts = str(message["edited"]["ts"])
         webhook = copy.deepcopy(dict(envelope))
-        webhook.update(event_id="Ev" + secrets.token_hex(5).upper(),
-                       event_time=int(edited_ts.partition(".")[0]))
-        webhook["event"] = {**event, "ts": edited_ts, "event_ts": edited_ts,
-                            "message": {k: message[k] for k in
-                                        ("type", "user", "text", "ts", "edited", "thread_ts")
-                                        if k in message},
-                            "previous_message": {k: before[k] for k in
-                                                 ("type", "user", "text", "ts", "thread_ts")
-                                                 if k in before}}
-        return DemoEdit(f"edited message {ts} in {channel}: {before.get('text')!r} → {after!r}",
-                        after, webhook)
+        webhook.update(
+            event_id="Ev" + secrets.token_hex(5).upper(), event_time=int(edited_ts.partition(".")[0])
+        )
+        webhook["event"] = {
+            **event,
+            "ts": edited_ts,
+            "event_ts": edited_ts,
+            "message": {
+                k: message[k] for k in ("type", "user", "text", "ts", "edited", "thread_ts") if k in message
+            },
+            "previous_message": {
+                k: before[k] for k in ("type", "user", "text", "ts", "thread_ts") if k in before
+            },
+        }
+        return DemoEdit(
+            f"edited message {ts} in {channel}: {before.get('text')!r} → {after!r}", after, webhook
+        )

@@ -48,9 +48,7 @@ class SlackFaults:
             for _ in range(times - 1):
                 q.append(Fault(fault.status, fault.error, fault.retry_after))
 
-    def rate_limit(
-        self, method: str, retry_after: int = 20, *, times: int = 1, after: int = 0
-    ) -> None:
+    def rate_limit(self, method: str, retry_after: int = 20, *, times: int = 1, after: int = 0) -> None:
         """``times`` calls of ``method`` answer 429 ``ratelimited`` with
         ``Retry-After: <retry_after>`` (seconds), after ``after`` normal calls."""
         self._queue(method, Fault(429, "ratelimited", retry_after, after), times)
@@ -60,9 +58,7 @@ class SlackFaults:
         ``{"ok": false, "error": error}`` (e.g. ``invalid_auth``, ``channel_not_found``)."""
         self._queue(method, Fault(200, error, None, after), times)
 
-    def server_error(
-        self, method: str, status: int = 500, *, times: int = 1, after: int = 0
-    ) -> None:
+    def server_error(self, method: str, status: int = 500, *, times: int = 1, after: int = 0) -> None:
         """``times`` calls of ``method`` (after ``after`` normal ones) answer ``status``
         with an HTML body, as Slack's edge does on an outage."""
         self._queue(method, Fault(status, None, None, after), times)

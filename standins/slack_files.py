@@ -31,18 +31,38 @@ class SlackFiles:
         #: file ids ``files.info`` refuses with ``access_denied``.
         self._denied_files: set[str] = set()
 
-    def share_file(self, host: FileHost, file_id: str, name: str, data: bytes, media_type: str, *,
-                   updated: int = 1_763_600_000, team_id: str = DEFAULT_TEAM_ID) -> dict[str, Any]:
+    def share_file(
+        self,
+        host: FileHost,
+        file_id: str,
+        name: str,
+        data: bytes,
+        media_type: str,
+        *,
+        updated: int = 1_763_600_000,
+        team_id: str = DEFAULT_TEAM_ID,
+    ) -> dict[str, Any]:
         """Serve ``data`` from ``host`` as Slack's private URL of file ``file_id`` and return
         its file object, to put in a message's ``files`` (:meth:`FakeSlack.post`)."""
         key = f"{team_id}-{file_id}"
         host.add(key, data, media_type)
         private = f"{host.base_url}/files-pri/{key}/{name}"
         obj: dict[str, Any] = {
-            "id": file_id, "created": updated, "timestamp": updated, "updated": updated,
-            "name": name, "title": name, "mimetype": media_type, "filetype": name.rsplit(".", 1)[-1],
-            "user": "U2147483697", "user_team": team_id, "mode": "hosted", "is_external": False,
-            "is_public": True, "size": len(data), "url_private": private,
+            "id": file_id,
+            "created": updated,
+            "timestamp": updated,
+            "updated": updated,
+            "name": name,
+            "title": name,
+            "mimetype": media_type,
+            "filetype": name.rsplit(".", 1)[-1],
+            "user": "U2147483697",
+            "user_team": team_id,
+            "mode": "hosted",
+            "is_external": False,
+            "is_public": True,
+            "size": len(data),
+            "url_private": private,
             "url_private_download": private + "?download=1",
             "permalink": f"https://debounce-demo.slack.com/files/U2147483697/{file_id}/{name}",
         }
@@ -67,9 +87,12 @@ class SlackFiles:
                 for msg in msgs.values():
                     files = msg.get("files")
                     if isinstance(files, list):
-                        msg["files"] = [{"id": file_id, "mode": "tombstone"}
-                                        if isinstance(f, dict) and f.get("id") == file_id else f
-                                        for f in files]
+                        msg["files"] = [
+                            {"id": file_id, "mode": "tombstone"}
+                            if isinstance(f, dict) and f.get("id") == file_id
+                            else f
+                            for f in files
+                        ]
 
     def _files_info(self, params: dict[str, str]) -> dict[str, Any]:
         file_id = params.get("file", "")
@@ -78,5 +101,9 @@ class SlackFiles:
         obj = self._files.get(file_id)
         if obj is None:
             return {"ok": False, "error": "file_not_found"}
-        return {"ok": True, "file": copy.deepcopy(obj), "comments": [],
-                "response_metadata": {"next_cursor": ""}}
+        return {
+            "ok": True,
+            "file": copy.deepcopy(obj),
+            "comments": [],
+            "response_metadata": {"next_cursor": ""},
+        }

@@ -57,8 +57,7 @@ class SlackMembers:
 
         def _is_member(self, team_id: str, channel: str) -> bool: ...
 
-        def _conversation(self, channel: str, team_id: str, *, with_member: bool) -> (
-            dict[str, Any]): ...
+        def _conversation(self, channel: str, team_id: str, *, with_member: bool) -> dict[str, Any]: ...
 
     def _init_members(self) -> None:
         #: Per conversation: its member user ids, in the order added.
@@ -124,8 +123,7 @@ class SlackMembers:
             return True
         return self._kind(channel) != "public_channel" and not self._is_member(team_id, channel)
 
-    def _member_method(self, method: str, team_id: str, params: Mapping[str, str]) -> (
-            dict[str, Any]):
+    def _member_method(self, method: str, team_id: str, params: Mapping[str, str]) -> dict[str, Any]:
         """``conversations.members`` or ``conversations.info`` (module docstring). Called
         with the lock held."""
         channel = params.get("channel", "")
@@ -147,7 +145,12 @@ class SlackMembers:
             if raw is None or not raw.isdigit() or int(raw) > len(members):
                 return {"ok": False, "error": "invalid_cursor"}
             start = int(raw)
-        page = members[start:start + limit]
+        page = members[start : start + limit]
         rest = start + limit < len(members)
-        return {"ok": True, "members": page, "response_metadata": {
-            "next_cursor": encode_cursor("user_index", str(start + limit)) if rest else ""}}
+        return {
+            "ok": True,
+            "members": page,
+            "response_metadata": {
+                "next_cursor": encode_cursor("user_index", str(start + limit)) if rest else ""
+            },
+        }

@@ -93,8 +93,6 @@ def token_of(params: Mapping[str, str], authorization: str | None) -> str | None
     return params.get("token") or None
 
 
-
-
 class SlackTeams:
     """Teams, tokens, shared channels, ``auth.test`` and ``oauth.v2.access`` of
     :class:`~standins.slack_api.FakeSlack`.
@@ -123,7 +121,11 @@ class SlackTeams:
         self._clients: dict[str, str] = {}
         self._codes: dict[str, _Code] = {}
         self.teams[DEFAULT_TEAM_ID] = SlackTeam(
-            DEFAULT_TEAM_ID, DEFAULT_TEAM_NAME, token, DEFAULT_BOT_USER_ID, DEFAULT_BOT_ID,
+            DEFAULT_TEAM_ID,
+            DEFAULT_TEAM_NAME,
+            token,
+            DEFAULT_BOT_USER_ID,
+            DEFAULT_BOT_ID,
             _domain(DEFAULT_TEAM_NAME),
         )
         if token is not None:
@@ -155,8 +157,14 @@ class SlackTeams:
             if token in self._grants:
                 raise ValueError("that token already belongs to a team")
             self.teams[team_id] = SlackTeam(
-                team_id, name, token, bot_user_id, bot_id or f"B{team_id[1:]}", _domain(name),
-                enterprise_id, enterprise_name or (enterprise_id and f"Org {enterprise_id}"),
+                team_id,
+                name,
+                token,
+                bot_user_id,
+                bot_id or f"B{team_id[1:]}",
+                _domain(name),
+                enterprise_id,
+                enterprise_name or (enterprise_id and f"Org {enterprise_id}"),
             )
             self._grants[token] = team_id
 
@@ -262,7 +270,8 @@ class SlackTeams:
 
     def _oauth_v2_access(self, params: dict[str, str], authorization: str | None) -> dict[str, Any]:
         creds = basic_credentials(authorization) or (
-            params.get("client_id", ""), params.get("client_secret", "")
+            params.get("client_id", ""),
+            params.get("client_secret", ""),
         )
         secret = self._clients.get(creds[0])
         if secret is None:
@@ -280,16 +289,12 @@ class SlackTeams:
         team = self.teams[issued.team_id]
         token = issued.access_token or team.token
         if token is None or (token in self._revoked and not issued.access_token):
-            token = f"xoxb-{secrets.randbelow(10**11)}-{secrets.randbelow(10**11)}-" + (
-                secrets.token_hex(12)
-            )
+            token = f"xoxb-{secrets.randbelow(10**11)}-{secrets.randbelow(10**11)}-" + (secrets.token_hex(12))
             if team.token is not None:  # a reinstall after revocation: the team's new token
                 team.token = token
         self._grants[token] = team.id
         self._revoked.discard(token)
-        enterprise = (
-            {"id": team.enterprise_id, "name": team.enterprise_name} if team.enterprise_id else None
-        )
+        enterprise = {"id": team.enterprise_id, "name": team.enterprise_name} if team.enterprise_id else None
         return {
             "ok": True,
             "app_id": self.app_id,

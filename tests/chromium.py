@@ -23,5 +23,7 @@ def missing_line() -> str | None:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if not missing:
         return None
-    return (f"the dashboard's browser tests (pytest -m browser) need {' and '.join(missing)}: "
-            f"install Debian's browser with `{INSTALL}`")
+    return (
+        f"the dashboard's browser tests (pytest -m browser) need {' and '.join(missing)}: "
+        f"install Debian's browser with `{INSTALL}`"
+    )

@@ -70,8 +70,7 @@ def server_url_for_tests(env: Mapping[str, str]) -> str | None:
 def _no_production_database() -> Iterator[None]:
     """Subprocesses started by tests inherit the environment: drop ``DATABASE_URL`` so a test
     that forgets to pass its own cannot reach a database that was not given for tests."""
-    saved = {name: os.environ.pop(name, None)
-             for name in ("DATABASE_URL", "DATABASE_REPLICA_URL")}
+    saved = {name: os.environ.pop(name, None) for name in ("DATABASE_URL", "DATABASE_REPLICA_URL")}
     try:
         yield
     finally:

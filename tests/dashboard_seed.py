@@ -67,10 +67,25 @@ def _example(source: str, name: str) -> dict[str, Any]:
     return data
 
 
-async def _event(db: Db, source: str, page: str, event_id: str, payload: dict[str, Any],
-                 at: datetime, debounce: float = 30.0) -> int:
-    result = await one_job.enqueue(db, source, page, payload=payload, event_id=event_id,
-                                 debounce_seconds=debounce, max_wait_seconds=300, now=at)
+async def _event(
+    db: Db,
+    source: str,
+    page: str,
+    event_id: str,
+    payload: dict[str, Any],
+    at: datetime,
+    debounce: float = 30.0,
+) -> int:
+    result = await one_job.enqueue(
+        db,
+        source,
+        page,
+        payload=payload,
+        event_id=event_id,
+        debounce_seconds=debounce,
+        max_wait_seconds=300,
+        now=at,
+    )
     assert result.job is not None
     return result.job.id
 
@@ -85,73 +100,155 @@ async def seed(db: Db) -> Seeded:
 
     # A synced page: first event 40 s ago, claimed 8 s ago, done 5 s ago (lag 35 s).
     synced = await _event(db, "notion", SYNCED_PAGE, "n-1", notion_event, now - timedelta(seconds=40))
-    [job] = [c.job for c in await queue.claim(
-        db, "worker-1", limit=1, lease_seconds=60, source_slots={"notion": 1},
-        now=now - timedelta(seconds=8))]
+    [job] = [
+        c.job
+        for c in await queue.claim(
+            db,
+            "worker-1",
+            limit=1,
+            lease_seconds=60,
+            source_slots={"notion": 1},
+            now=now - timedelta(seconds=8),
+        )
+    ]
     await one_job.complete(db, job, now=now - timedelta(seconds=5))
     # A Slack channel synced twice in the last hour (lags 12 s and 20 s).
     for i, (ago, lag) in enumerate(((1800, 12), (600, 20))):
-        await _event(db, "slack", SLACK_CHANNEL, f"s-{i}", slack_event,
-                     now - timedelta(seconds=ago + lag), debounce=5)
-        [job] = [c.job for c in await queue.claim(
-            db, "worker-1", limit=1, lease_seconds=60, source_slots={"slack": 1},
-            now=now - timedelta(seconds=ago + 1))]
+        await _event(
+            db, "slack", SLACK_CHANNEL, f"s-{i}", slack_event, now - timedelta(seconds=ago + lag), debounce=5
+        )
+        [job] = [
+            c.job
+            for c in await queue.claim(
+                db,
+                "worker-1",
+                limit=1,
+                lease_seconds=60,
+                source_slots={"slack": 1},
+                now=now - timedelta(seconds=ago + 1),
+            )
+        ]
         await one_job.complete(db, job, now=now - timedelta(seconds=ago))
     # A failed page: no access, failed for good.
     failed = await _event(db, "notion", FAILED_PAGE, "n-2", notion_event, now - timedelta(minutes=20))
-    [job] = [c.job for c in await queue.claim(
-        db, "worker-1", limit=1, lease_seconds=60, source_slots={"notion": 1},
-        now=now - timedelta(minutes=19))]
-    await one_job.fail(db, job, "403 restricted_resource: the integration has no access to this "
-                     "page <b>(share it with the integration)</b>", permanent=True,
-                     now=now - timedelta(minutes=19))
+    [job] = [
+        c.job
+        for c in await queue.claim(
+            db,
+            "worker-1",
+            limit=1,
+            lease_seconds=60,
+            source_slots={"notion": 1},
+            now=now - timedelta(minutes=19),
+        )
+    ]
+    await one_job.fail(
+        db,
+        job,
+        "403 restricted_resource: the integration has no access to this "
+        "page <b>(share it with the integration)</b>",
+        permanent=True,
+        now=now - timedelta(minutes=19),
+    )
     # A Slack channel waiting out a retry after a timeout.
-    retrying = await _event(db, "slack", RETRYING_CHANNEL, "s-9", slack_event,
-                            now - timedelta(minutes=3), debounce=5)
-    [job] = [c.job for c in await queue.claim(
-        db, "worker-2", limit=1, lease_seconds=60, source_slots={"slack": 1}, now=now - timedelta(minutes=2))]
-    await one_job.fail(db, job, "ReadTimeout: conversations.history did not answer within 10 s",
-                     jitter=0, now=now - timedelta(minutes=2))
+    retrying = await _event(
+        db, "slack", RETRYING_CHANNEL, "s-9", slack_event, now - timedelta(minutes=3), debounce=5
+    )
+    [job] = [
+        c.job
+        for c in await queue.claim(
+            db,
+            "worker-2",
+            limit=1,
+            lease_seconds=60,
+            source_slots={"slack": 1},
+            now=now - timedelta(minutes=2),
+        )
+    ]
+    await one_job.fail(
+        db,
+        job,
+        "ReadTimeout: conversations.history did not answer within 10 s",
+        jitter=0,
+        now=now - timedelta(minutes=2),
+    )
     # A page being synced right now.
-    running = await _event(db, "notion", RUNNING_PAGE, "n-3", notion_event,
-                           now - timedelta(seconds=45))
-    [c.job for c in await queue.claim(
-        db, "worker-2", limit=1, lease_seconds=60, now=now - timedelta(seconds=2),
-        source_slots={"notion": 1})]
+    running = await _event(db, "notion", RUNNING_PAGE, "n-3", notion_event, now - timedelta(seconds=45))
+    [
+        c.job
+        for c in await queue.claim(
+            db,
+            "worker-2",
+            limit=1,
+            lease_seconds=60,
+            now=now - timedelta(seconds=2),
+            source_slots={"notion": 1},
+        )
+    ]
     # A page with three edits in its window, due in the future.
     pending = 0
     for i in range(3):
-        pending = await _event(db, "notion", PENDING_PAGE, f"n-p{i}", {**notion_event, "n": i},
-                               now - timedelta(seconds=10 - i), debounce=300)
+        pending = await _event(
+            db,
+            "notion",
+            PENDING_PAGE,
+            f"n-p{i}",
+            {**notion_event, "n": i},
+            now - timedelta(seconds=10 - i),
+            debounce=300,
+        )
     store = DocumentStore(db)
-    await store.upsert(Document(
-        source_type="notion", document_id=SYNCED_PAGE, source_page_id=SYNCED_PAGE,
-        title="Launch plan", content=HOSTILE_MARKDOWN,
-        url=f"https://www.notion.so/{SYNCED_PAGE.replace('-', '')}",
-        metadata={"created_by": "c7c11cca", "last_edited_time": "2026-11-20T23:55:34Z"},
-        audience=Audience("workspace", None, ("556a1abf-4f08-40c6-878a-75890d2a88ba",
-                                              "1edc05f6-2702-81b5-8408-00279347f034")),
-    ))
-    await store.upsert(Document(
-        source_type="slack", document_id=f"{SLACK_CHANNEL}/1763682934.000200",
-        source_page_id=SLACK_CHANNEL, title="#general: Hello world",
-        content="**U2147483697** (2026-11-20 23:55): Hello world\n",
-        audience=Audience("public_channel"),
-    ))
-    row = await fetch_one(db, "select id from documents where document_id = %(d)s",  # test-only
-                          {"d": SYNCED_PAGE})
+    await store.upsert(
+        Document(
+            source_type="notion",
+            document_id=SYNCED_PAGE,
+            source_page_id=SYNCED_PAGE,
+            title="Launch plan",
+            content=HOSTILE_MARKDOWN,
+            url=f"https://www.notion.so/{SYNCED_PAGE.replace('-', '')}",
+            metadata={"created_by": "c7c11cca", "last_edited_time": "2026-11-20T23:55:34Z"},
+            audience=Audience(
+                "workspace",
+                None,
+                ("556a1abf-4f08-40c6-878a-75890d2a88ba", "1edc05f6-2702-81b5-8408-00279347f034"),
+            ),
+        )
+    )
+    await store.upsert(
+        Document(
+            source_type="slack",
+            document_id=f"{SLACK_CHANNEL}/1763682934.000200",
+            source_page_id=SLACK_CHANNEL,
+            title="#general: Hello world",
+            content="**U2147483697** (2026-11-20 23:55): Hello world\n",
+            audience=Audience("public_channel"),
+        )
+    )
+    row = await fetch_one(
+        db,
+        "select id from documents where document_id = %(d)s",  # test-only
+        {"d": SYNCED_PAGE},
+    )
     assert row is not None
-    return Seeded(failed_job=failed, pending_job=pending, running_job=running, synced_job=synced,
-                  retrying_job=retrying, document=int(row["id"]))
+    return Seeded(
+        failed_job=failed,
+        pending_job=pending,
+        running_job=running,
+        synced_job=synced,
+        retrying_job=retrying,
+        document=int(row["id"]),
+    )
 
 
 #: A Slack error as long as real ones get (a JSON body quoted in the message).
-LONG_ERROR = ("SlackApiError: The request to the Slack API failed. (url: "
-              "https://slack.com/api/conversations.history) The server responded with: "
-              "{'ok': False, 'error': 'ratelimited', 'warning': 'superfluous_charset', "
-              "'response_metadata': {'warnings': ['superfluous_charset'], 'messages': "
-              "['[WARN] A Content-Type header was sent with a charset, which is not needed']}} "
-              "after 3 tries over 94 s; the channel C0LONGERR1 will be retried")
+LONG_ERROR = (
+    "SlackApiError: The request to the Slack API failed. (url: "
+    "https://slack.com/api/conversations.history) The server responded with: "
+    "{'ok': False, 'error': 'ratelimited', 'warning': 'superfluous_charset', "
+    "'response_metadata': {'warnings': ['superfluous_charset'], 'messages': "
+    "['[WARN] A Content-Type header was sent with a charset, which is not needed']}} "
+    "after 3 tries over 94 s; the channel C0LONGERR1 will be retried"
+)
 
 
 @dataclass(frozen=True)
@@ -168,24 +265,51 @@ class SeededWorkspaces:
     failed_job: int
 
 
-async def _synced(db: Db, source: str, page: str, workspace_id: int, finished: datetime,
-                  document: str | None = None) -> None:
+async def _synced(
+    db: Db, source: str, page: str, workspace_id: int, finished: datetime, document: str | None = None
+) -> None:
     """One job of ``workspace_id`` enqueued, claimed and completed at ``finished``; its sync
     writes the page's document (``document`` "live"), or writes it and marks it deleted
     ("deleted"), through the claim's fenced store as a sync does (so the document is the
     workspace's), or writes none (``None``)."""
-    await queue.enqueue(db, [JobEvent(
-        source_type=source, source_page_id=page, payload={"page": page}, event_id=None,
-        debounce_seconds=0, max_wait_seconds=0, workspace_id=workspace_id)],
-        now=finished - timedelta(seconds=20))
-    [job] = [c.job for c in await queue.claim(
-        db, "worker-1", limit=1, lease_seconds=60, source_slots={source: 1},
-        now=finished - timedelta(seconds=10))]
+    await queue.enqueue(
+        db,
+        [
+            JobEvent(
+                source_type=source,
+                source_page_id=page,
+                payload={"page": page},
+                event_id=None,
+                debounce_seconds=0,
+                max_wait_seconds=0,
+                workspace_id=workspace_id,
+            )
+        ],
+        now=finished - timedelta(seconds=20),
+    )
+    [job] = [
+        c.job
+        for c in await queue.claim(
+            db,
+            "worker-1",
+            limit=1,
+            lease_seconds=60,
+            source_slots={source: 1},
+            now=finished - timedelta(seconds=10),
+        )
+    ]
     assert job.source_page_id == page
     if document is not None:
         store = DocumentStore(db).fenced(job)
-        await store.upsert(Document(source_type=source, document_id=page, source_page_id=page,
-                                    title=f"Page {page}", content=f"# Page {page}\n"))
+        await store.upsert(
+            Document(
+                source_type=source,
+                document_id=page,
+                source_page_id=page,
+                title=f"Page {page}",
+                content=f"# Page {page}\n",
+            )
+        )
         if document == "deleted":
             await store.mark_page_deleted(source, page)
     await one_job.complete(db, job, now=finished)
@@ -200,34 +324,92 @@ async def seed_workspaces(db: Db) -> SeededWorkspaces:
     auth error kept), none completed, no documents."""
     now = datetime.now(UTC)
     keyring = Keyring(new_key())
-    notion = await workspaces.save(db, keyring, source_type="notion",
-                                   external_id="e3c1a0d2-5b7f-4c1e-9a8d-2f6b0c4e7a19",
-                                   name="Quantify Labs", credentials={"access_token": "ntn_q"})
-    slack = await workspaces.save(db, keyring, source_type="slack", external_id="T07LABS42",
-                                  name="Acme", credentials={"access_token": "xoxb-acme"})
-    revoked = await workspaces.save(db, keyring, source_type="slack", external_id="T0BETA999",
-                                    name="Beta", credentials={"access_token": "xoxb-beta"})
-    await workspaces.set_status(db, revoked["id"], "revoked",
-                                "invalid_auth from conversations.history")
-    await _synced(db, "notion", "0a6e0f7e-0bad-4000-8000-000000000000", notion["id"],
-                  now - timedelta(days=8), document="live")
+    notion = await workspaces.save(
+        db,
+        keyring,
+        source_type="notion",
+        external_id="e3c1a0d2-5b7f-4c1e-9a8d-2f6b0c4e7a19",
+        name="Quantify Labs",
+        credentials={"access_token": "ntn_q"},
+    )
+    slack = await workspaces.save(
+        db,
+        keyring,
+        source_type="slack",
+        external_id="T07LABS42",
+        name="Acme",
+        credentials={"access_token": "xoxb-acme"},
+    )
+    revoked = await workspaces.save(
+        db,
+        keyring,
+        source_type="slack",
+        external_id="T0BETA999",
+        name="Beta",
+        credentials={"access_token": "xoxb-beta"},
+    )
+    await workspaces.set_status(db, revoked["id"], "revoked", "invalid_auth from conversations.history")
+    await _synced(
+        db,
+        "notion",
+        "0a6e0f7e-0bad-4000-8000-000000000000",
+        notion["id"],
+        now - timedelta(days=8),
+        document="live",
+    )
     for i, document in enumerate(("live", "deleted", None)):
-        await _synced(db, "notion", f"0a6e0f7e-{i:04d}-4000-8000-000000000000", notion["id"],
-                      now - timedelta(hours=20 - i), document=document)
+        await _synced(
+            db,
+            "notion",
+            f"0a6e0f7e-{i:04d}-4000-8000-000000000000",
+            notion["id"],
+            now - timedelta(hours=20 - i),
+            document=document,
+        )
     for i in range(5):
-        await _synced(db, "slack", f"C0ACME{i:04d}", slack["id"], now - timedelta(minutes=50 - i),
-                      document="live" if i < 4 else None)
-    await queue.enqueue(db, [JobEvent(
-        source_type="slack", source_page_id="C0LONGERR1", payload={}, event_id=None,
-        debounce_seconds=0, max_wait_seconds=0, workspace_id=slack["id"])],
-        now=now - timedelta(minutes=6))
-    [job] = [c.job for c in await queue.claim(
-        db, "worker-1", limit=1, lease_seconds=60, source_slots={"slack": 1}, now=now - timedelta(minutes=5))]
+        await _synced(
+            db,
+            "slack",
+            f"C0ACME{i:04d}",
+            slack["id"],
+            now - timedelta(minutes=50 - i),
+            document="live" if i < 4 else None,
+        )
+    await queue.enqueue(
+        db,
+        [
+            JobEvent(
+                source_type="slack",
+                source_page_id="C0LONGERR1",
+                payload={},
+                event_id=None,
+                debounce_seconds=0,
+                max_wait_seconds=0,
+                workspace_id=slack["id"],
+            )
+        ],
+        now=now - timedelta(minutes=6),
+    )
+    [job] = [
+        c.job
+        for c in await queue.claim(
+            db,
+            "worker-1",
+            limit=1,
+            lease_seconds=60,
+            source_slots={"slack": 1},
+            now=now - timedelta(minutes=5),
+        )
+    ]
     await one_job.fail(db, job, LONG_ERROR, permanent=True, now=now - timedelta(minutes=5))
     # Last: a workspace with a credentials error is parked (the claim skips it).
     await workspaces.set_credentials_error(db, notion["id"], workspaces.WRONG_KEY)
     return SeededWorkspaces(
-        notion=int(notion["id"]), notion_external=str(notion["external_id"]),
-        slack=int(slack["id"]), slack_external=str(slack["external_id"]),
-        revoked=int(revoked["id"]), revoked_external=str(revoked["external_id"]),
-        failed_job=job.id)
+        notion=int(notion["id"]),
+        notion_external=str(notion["external_id"]),
+        slack=int(slack["id"]),
+        slack_external=str(slack["external_id"]),
+        revoked=int(revoked["id"]),
+        revoked_external=str(revoked["external_id"]),
+        failed_job=job.id,
+    )

@@ -18,14 +18,16 @@ async def scalar(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> Any:
         return row[0] if row else None
 
 
-async def waiting_on_a_lock(watcher: psycopg.AsyncConnection[Any], pid: int,
-                            task: asyncio.Task[Any] | None = None) -> None:
+async def waiting_on_a_lock(
+    watcher: psycopg.AsyncConnection[Any], pid: int, task: asyncio.Task[Any] | None = None
+) -> None:
     """Until backend ``pid`` waits on a lock; ``task``, the statement expected to wait, must
     not finish first (AssertionError: it did not wait)."""
     while True:
         assert task is None or not task.done(), "it did not wait"
         cur = await watcher.execute(  # test-only SQL
-            "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,))
+            "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,)
+        )
         row = await cur.fetchone()
         if row and row[0]:
             return

@@ -29,20 +29,28 @@ class EnqueueResult:
     job: SyncJob | None
 
 
-async def enqueue_events(db: Db, events: Sequence[JobEvent], *, now: datetime | None = None,
-                         notify_within: float = 0.0) -> list[EnqueueResult]:
+async def enqueue_events(
+    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0
+) -> list[EnqueueResult]:
     """``queue.enqueue`` (the web's statement), then each answer's job row read with
     ``queue.get``: one result per event, in order."""
     briefs = await queue.enqueue(db, events, now=now, notify_within=notify_within)
     rows = {i: await queue.get(db, i) for i in {b.job_id for b in briefs if b.job_id is not None}}
-    return [EnqueueResult(b.outcome, rows[b.job_id] if b.job_id is not None else None)
-            for b in briefs]
+    return [EnqueueResult(b.outcome, rows[b.job_id] if b.job_id is not None else None) for b in briefs]
 
 
 async def enqueue(
-    db: Db, source_type: str, source_page_id: str, *, payload: Mapping[str, Any],
-    event_id: str | None, debounce_seconds: float, max_wait_seconds: float, priority: int = 0,
-    max_attempts: int = 5, now: datetime | None = None,
+    db: Db,
+    source_type: str,
+    source_page_id: str,
+    *,
+    payload: Mapping[str, Any],
+    event_id: str | None,
+    debounce_seconds: float,
+    max_wait_seconds: float,
+    priority: int = 0,
+    max_attempts: int = 5,
+    now: datetime | None = None,
 ) -> EnqueueResult:
     """:func:`enqueue_events` with one event."""
     event = JobEvent(
@@ -65,15 +73,21 @@ async def complete(db: Db, job: SyncJob, *, now: datetime | None = None) -> Sync
 
 
 async def fail(
-    db: Db, job: SyncJob, error: str, *, retry_after: float | None = None,
-    permanent: bool = False, backoff_seconds: Sequence[float] = DEFAULT_BACKOFF_SECONDS,
-    jitter: float = 0.2, rng: random.Random | None = None, now: datetime | None = None,
+    db: Db,
+    job: SyncJob,
+    error: str,
+    *,
+    retry_after: float | None = None,
+    permanent: bool = False,
+    backoff_seconds: Sequence[float] = DEFAULT_BACKOFF_SECONDS,
+    jitter: float = 0.2,
+    rng: random.Random | None = None,
+    now: datetime | None = None,
 ) -> SyncJob | None:
     """``queue.fail_many`` with one failure, its backoff from ``backoff_seconds`` (the
     schedule, jittered) as the worker decides it."""
     delay = backoff_delay(job.attempts, backoff_seconds, jitter=jitter, rng=rng)
-    failure = queue.Failure(job, error, retry_after=retry_after, permanent=permanent,
-                            backoff_seconds=delay)
+    failure = queue.Failure(job, error, retry_after=retry_after, permanent=permanent, backoff_seconds=delay)
     return (await queue.fail_many(db, [failure], now=now)).get(job.id)
 
 
@@ -84,11 +98,11 @@ async def active_for_page(db: Db, source_type: str, source_page_id: str) -> Sync
     return active[0] if active else None
 
 
-async def page_documents(store: DocumentStore, source_type: str,
-                         source_page_id: str) -> list[dict[str, Any]]:
+async def page_documents(store: DocumentStore, source_type: str, source_page_id: str) -> list[dict[str, Any]]:
     """Every document of one job key (deleted ones too), by ``document_id``."""
     rows = await fetch_all(
         store.db,  # test-only SQL: the product reads documents one by one or by listing
-        "select * from documents where source_type = %(s)s and source_page_id = %(p)s "
-        "order by document_id", {"s": source_type, "p": source_page_id})
+        "select * from documents where source_type = %(s)s and source_page_id = %(p)s order by document_id",
+        {"s": source_type, "p": source_page_id},
+    )
     return [dict(r) for r in rows]

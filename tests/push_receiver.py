@@ -38,8 +38,7 @@ class Receiver:
         self.script: list[Answer] = []
         self.arrived = threading.Event()
         self._lock = threading.Lock()
-        self.server = BackgroundServer(Starlette(routes=[Route("/hook", self._hook,
-                                                               methods=["POST"])]))
+        self.server = BackgroundServer(Starlette(routes=[Route("/hook", self._hook, methods=["POST"])]))
 
     async def _hook(self, request: Request) -> Response:
         body = (await request.body()).decode()

@@ -51,10 +51,18 @@ def apis() -> Iterator[tuple[FakeNotion, FakeSlack, str, str]]:
 
 def settings_for(database_url: str, notion_url: str, slack_url: str, **extra: Any) -> Settings:
     values: dict[str, Any] = dict(
-        database_url=database_url, notion_token=DEMO_TOKEN, notion_base_url=notion_url,
-        slack_bot_token=SLACK_TOKEN, slack_api_url=slack_url, slack_bot_user_id="U0BOT",
-        poll_interval_seconds=0.1, worker_concurrency=8, workspace_concurrency=8,
-        budgets=FAST, windows={"notion": SourceWindow(1, 5), "slack": SourceWindow(1, 5)})
+        database_url=database_url,
+        notion_token=DEMO_TOKEN,
+        notion_base_url=notion_url,
+        slack_bot_token=SLACK_TOKEN,
+        slack_api_url=slack_url,
+        slack_bot_user_id="U0BOT",
+        poll_interval_seconds=0.1,
+        worker_concurrency=8,
+        workspace_concurrency=8,
+        budgets=FAST,
+        windows={"notion": SourceWindow(1, 5), "slack": SourceWindow(1, 5)},
+    )
     values.update(extra)
     return Settings(**values)
 
@@ -63,8 +71,7 @@ class Running:
     """A worker in this process, with both sources' syncers."""
 
     def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any]) -> None:
-        self.syncers = {"notion": notion.SOURCE.build(settings),
-                             "slack": slack.SOURCE.build(settings)}
+        self.syncers = {"notion": notion.SOURCE.build(settings), "slack": slack.SOURCE.build(settings)}
         self.worker = Worker(settings, pool, self.syncers)
         self.task: asyncio.Task[None] | None = None
 
@@ -92,15 +99,14 @@ async def wait_for(what: str, check: Any, timeout: float = 90.0) -> Any:
 
 async def backfills_done(pool: AsyncConnectionPool[Any], count: int) -> bool:
     done = await scalar(pool, "select count(*) from backfills where status = 'done'")
-    busy = await scalar(pool, "select count(*) from sync_jobs "
-                              "where status in ('pending', 'processing')")
+    busy = await scalar(pool, "select count(*) from sync_jobs where status in ('pending', 'processing')")
     return bool(done >= count and busy == 0)
 
 
 @pytest.mark.slow
 async def test_connecting_workspaces_backfills_every_page_and_channel(
-        pool: AsyncConnectionPool[Any], database_url: str,
-        apis: tuple[FakeNotion, FakeSlack, str, str]) -> None:
+    pool: AsyncConnectionPool[Any], database_url: str, apis: tuple[FakeNotion, FakeSlack, str, str]
+) -> None:
     api, slack_api, notion_url, slack_url = apis
     pages = api.add_pages(2000, blocks=2)
     channels = slack_api.add_channels(20, messages=3)
@@ -108,18 +114,37 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
     live_page = pages[1500]
     async with Running(settings, pool):
         # A live edit while the backfill runs: it goes before the bulk lane.
-        await wait_for("the backfill to be under way", lambda: scalar(
-            pool, "select count(*) > 100 from documents where source_type = 'notion'"))
+        await wait_for(
+            "the backfill to be under way",
+            lambda: scalar(pool, "select count(*) > 100 from documents where source_type = 'notion'"),
+        )
         api.edit_page(live_page, text="A live edit during the backfill.")
         ws = await scalar(pool, "select id from workspaces where source_type = 'notion'")
         sent_at = await scalar(pool, "select clock_timestamp()")
-        (result,) = await queue.enqueue(pool, [JobEvent(
-            "notion", live_page, {"entity": {"id": live_page, "type": "page"}},
-            event_id="live-1", debounce_seconds=1, max_wait_seconds=5, workspace_id=ws)])
+        (result,) = await queue.enqueue(
+            pool,
+            [
+                JobEvent(
+                    "notion",
+                    live_page,
+                    {"entity": {"id": live_page, "type": "page"}},
+                    event_id="live-1",
+                    debounce_seconds=1,
+                    max_wait_seconds=5,
+                    workspace_id=ws,
+                )
+            ],
+        )
         assert result.outcome.value in ("created", "debounced")
-        live_at = await wait_for("the live edit", lambda: scalar(
-            pool, "select synced_at from documents where document_id = %s "
-                  "and content like '%%A live edit during the backfill.%%'", live_page))
+        live_at = await wait_for(
+            "the live edit",
+            lambda: scalar(
+                pool,
+                "select synced_at from documents where document_id = %s "
+                "and content like '%%A live edit during the backfill.%%'",
+                live_page,
+            ),
+        )
         await wait_for("both backfills", lambda: backfills_done(pool, 2), timeout=180)
     # Due at its window's end, or at once when it joined the page's pending bulk job (which
     # was due already: the edit only raised its priority).
@@ -127,11 +152,19 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
     due_at = max(result.scheduled_at, sent_at)
     # Bulk documents written between the live job's due time and its own document: only the
     # syncs already in flight when it became due (one claim round of 8 slots, twice over).
-    overtaken = await scalar(pool, "select count(*) from documents where source_type = 'notion' "
-                                   "and synced_at > %s and synced_at < %s", due_at, live_at)
+    overtaken = await scalar(
+        pool,
+        "select count(*) from documents where source_type = 'notion' and synced_at > %s and synced_at < %s",
+        due_at,
+        live_at,
+    )
     assert overtaken <= 16
-    missing = await scalar(pool, "select count(*) from unnest(%s::text[]) p where not exists "
-                                 "(select 1 from documents d where d.document_id = p)", pages)
+    missing = await scalar(
+        pool,
+        "select count(*) from unnest(%s::text[]) p where not exists "
+        "(select 1 from documents d where d.document_id = p)",
+        pages,
+    )
     assert missing == 0
     for channel in channels:
         assert await one_job.page_documents(DocumentStore(pool), "slack", channel), channel
@@ -150,7 +183,7 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
     notion_calls = api.usage().by_endpoint
     slack_calls = slack_api.usage().by_endpoint
     assert set(notion_calls) == {"search"}, notion_calls
-    assert notion_calls["search"] <= 21            # 2 000 pages and the demo's, 100 a page
+    assert notion_calls["search"] <= 21  # 2 000 pages and the demo's, 100 a page
     assert set(slack_calls) == {"users.conversations"}, slack_calls
     second = await backfills.latest(pool, ws)
     assert second is not None and second.enqueued == 0 and second.current >= 2000
@@ -158,25 +191,39 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
 
 @pytest.mark.slow
 async def test_a_worker_killed_mid_backfill_is_relieved_without_fetching_twice(
-        pool: AsyncConnectionPool[Any], database_url: str,
-        apis: tuple[FakeNotion, FakeSlack, str, str]) -> None:
+    pool: AsyncConnectionPool[Any], database_url: str, apis: tuple[FakeNotion, FakeSlack, str, str]
+) -> None:
     api, _, notion_url, _ = apis
     pages = api.add_pages(600, blocks=1)
-    env = {**os.environ, "DATABASE_URL": database_url, "NOTION_TOKEN": DEMO_TOKEN,
-           "NOTION_BASE_URL": notion_url, "DEBOUNCE_LEASE_SECONDS": "2",
-           "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.1", "NOTION_BUDGET_PER_MINUTE": "60000",
-           "NOTION_BUDGET_BURST": "200", "DEBOUNCE_WORKSPACE_CONCURRENCY": "8"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "NOTION_TOKEN": DEMO_TOKEN,
+        "NOTION_BASE_URL": notion_url,
+        "DEBOUNCE_LEASE_SECONDS": "2",
+        "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.1",
+        "NOTION_BUDGET_PER_MINUTE": "60000",
+        "NOTION_BUDGET_BURST": "200",
+        "DEBOUNCE_WORKSPACE_CONCURRENCY": "8",
+    }
     for name in ("SLACK_BOT_TOKEN", "DEBOUNCE_SECRET_KEY"):
         env.pop(name, None)
 
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return subprocess.Popen(
+            [sys.executable, "-m", "debounce", "worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     first = start()
     try:
-        await wait_for("the first worker's progress", lambda: scalar(
-            pool, "select count(*) >= 150 from documents"), timeout=60)
+        await wait_for(
+            "the first worker's progress",
+            lambda: scalar(pool, "select count(*) >= 150 from documents"),
+            timeout=60,
+        )
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         before = api.calls["pages.retrieve"]
@@ -189,54 +236,87 @@ async def test_a_worker_killed_mid_backfill_is_relieved_without_fetching_twice(
     finally:
         if first.poll() is None:
             first.kill()
-    missing = await scalar(pool, "select count(*) from unnest(%s::text[]) p where not exists "
-                                 "(select 1 from documents d where d.document_id = p)", pages)
+    missing = await scalar(
+        pool,
+        "select count(*) from unnest(%s::text[]) p where not exists "
+        "(select 1 from documents d where d.document_id = p)",
+        pages,
+    )
     assert missing == 0
     # Every page was fetched once, but those in flight when the first worker died (8 slots).
     assert api.calls["pages.retrieve"] <= len(pages) + 8 + 10, (before, api.calls)
-    assert api.calls["search"] <= 2 * 7                   # ~7 backfill pages, re-read at most once
+    assert api.calls["search"] <= 2 * 7  # ~7 backfill pages, re-read at most once
 
 
 async def test_a_lost_webhook_is_caught_by_the_next_sweep_and_a_vanished_page_is_rechecked(
-        pool: AsyncConnectionPool[Any], database_url: str,
-        apis: tuple[FakeNotion, FakeSlack, str, str]) -> None:
+    pool: AsyncConnectionPool[Any], database_url: str, apis: tuple[FakeNotion, FakeSlack, str, str]
+) -> None:
     api, _, notion_url, slack_url = apis
     pages = api.add_pages(30, blocks=1)
-    settings = settings_for(database_url, notion_url, slack_url, slack_bot_token=None,
-                            reconcile_interval_seconds=0.5,
-                            reconcile_full_interval_seconds=3600)
+    settings = settings_for(
+        database_url,
+        notion_url,
+        slack_url,
+        slack_bot_token=None,
+        reconcile_interval_seconds=0.5,
+        reconcile_full_interval_seconds=3600,
+    )
     async with Running(settings, pool):
         await wait_for("the backfill", lambda: backfills_done(pool, 1))
         # An edit whose webhook never came.
         api.edit_page(pages[3], text="Edited while the webhooks were down.")
-        await wait_for("the reconciliation to sync the edit", lambda: scalar(
-            pool, "select count(*) from documents where document_id = %s "
-                  "and content like '%%while the webhooks were down%%'", pages[3]))
-    reconciliation = await backfills.latest(pool, int(await scalar(
-        pool, "select id from workspaces where source_type = 'notion'")))
+        await wait_for(
+            "the reconciliation to sync the edit",
+            lambda: scalar(
+                pool,
+                "select count(*) from documents where document_id = %s "
+                "and content like '%%while the webhooks were down%%'",
+                pages[3],
+            ),
+        )
+    reconciliation = await backfills.latest(
+        pool, int(await scalar(pool, "select id from workspaces where source_type = 'notion'"))
+    )
     assert reconciliation is not None and reconciliation.kind == "reconcile" and reconciliation.enqueued >= 1
     # A page unshared: the next full reconciliation re-checks it once; the sync marks it deleted.
     api.unshare(pages[7])
     settings = settings.with_(reconcile_full_interval_seconds=0.5)
     async with Running(settings, pool):
-        await wait_for("the deletion", lambda: scalar(
-            pool, "select count(*) from documents where document_id = %s "
-                  "and deleted_at is not null", pages[7]))
+        await wait_for(
+            "the deletion",
+            lambda: scalar(
+                pool,
+                "select count(*) from documents where document_id = %s and deleted_at is not null",
+                pages[7],
+            ),
+        )
     assert await scalar(pool, "select count(*) from documents where deleted_at is not null") == 1
 
 
 async def test_the_backfill_command_shows_progress_until_every_page_is_synced(
-        pool: AsyncConnectionPool[Any], database_url: str,
-        apis: tuple[FakeNotion, FakeSlack, str, str], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    pool: AsyncConnectionPool[Any],
+    database_url: str,
+    apis: tuple[FakeNotion, FakeSlack, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from debounce.cli import main
 
     api, _, notion_url, slack_url = apis
     api.add_pages(150, blocks=1)
-    settings = settings_for(database_url, notion_url, slack_url, slack_bot_token=None,
-                            backfill_on_connect=False, reconcile_interval_seconds=0)
-    for name, value in {"DATABASE_URL": database_url, "NOTION_TOKEN": DEMO_TOKEN,
-                        "NOTION_BASE_URL": notion_url}.items():
+    settings = settings_for(
+        database_url,
+        notion_url,
+        slack_url,
+        slack_bot_token=None,
+        backfill_on_connect=False,
+        reconcile_interval_seconds=0,
+    )
+    for name, value in {
+        "DATABASE_URL": database_url,
+        "NOTION_TOKEN": DEMO_TOKEN,
+        "NOTION_BASE_URL": notion_url,
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
     await workspaces.ensure_env_workspace(pool, "notion", DEMO_TOKEN)

@@ -37,16 +37,36 @@ OTHER_WORKSPACE = "7d3e1f0a-2b4c-4d6e-8f0a-1b2c3d4e5f60"
 def job(source_type: str, item: BackfillItem) -> SyncJob:
     """The bulk job a backfill enqueues for ``item`` (its key and payload)."""
     now = datetime.now(UTC)
-    return SyncJob(id=1, source_type=source_type, source_page_id=item.source_page_id,
-                   status=JobStatus.PROCESSING, payload=item.payload, event_id=None,
-                   event_count=1, priority=-10, attempts=1, max_attempts=5, scheduled_at=now,
-                   first_event_at=now, max_wait_until=now, retry_at=None, lease_expires_at=now,
-                   locked_by="test", lease_token="lease", revision=1, claimed_revision=1,
-                   last_error=None, created_at=now, updated_at=now, finished_at=None)
+    return SyncJob(
+        id=1,
+        source_type=source_type,
+        source_page_id=item.source_page_id,
+        status=JobStatus.PROCESSING,
+        payload=item.payload,
+        event_id=None,
+        event_count=1,
+        priority=-10,
+        attempts=1,
+        max_attempts=5,
+        scheduled_at=now,
+        first_event_at=now,
+        max_wait_until=now,
+        retry_at=None,
+        lease_expires_at=now,
+        locked_by="test",
+        lease_token="lease",
+        revision=1,
+        claimed_revision=1,
+        last_error=None,
+        created_at=now,
+        updated_at=now,
+        finished_at=None,
+    )
 
 
-async def walk(backfillable: Backfillable, cursor: str | None = None, *,
-               newest_first: bool = False) -> list[BackfillPage]:
+async def walk(
+    backfillable: Backfillable, cursor: str | None = None, *, newest_first: bool = False
+) -> list[BackfillPage]:
     pages: list[BackfillPage] = []
     while True:
         page = await backfillable.backfill_page(cursor, SyncContext(), newest_first=newest_first)
@@ -93,19 +113,20 @@ async def notion(notion_settings: NotionSettings) -> AsyncIterator[NotionSyncer]
 
 
 def data_sources(fake: FakeNotion, n: int) -> list[str]:
-    dbs = [fake.add_database(title=f"Tracker {i}",
-                             last_edited_time=f"2026-06-0{i + 1}T12:00:00.000Z")
-           for i in range(n)]
+    dbs = [
+        fake.add_database(title=f"Tracker {i}", last_edited_time=f"2026-06-0{i + 1}T12:00:00.000Z")
+        for i in range(n)
+    ]
     return [fake.databases[d]["data_sources"][0]["id"] for d in dbs]
 
 
 async def test_notion_lists_pages_and_data_sources_in_pages_of_100_resumable_elsewhere(
-        fake: FakeNotion, notion: NotionSyncer, notion_settings: NotionSettings, context: SyncContext
+    fake: FakeNotion, notion: NotionSyncer, notion_settings: NotionSettings, context: SyncContext
 ) -> None:
     assert isinstance(notion, Backfillable)
     pages = fake.add_pages(250)
     sources = data_sources(fake, 3)
-    fake.add_pages(5, OTHER_WORKSPACE)              # another workspace: never listed
+    fake.add_pages(5, OTHER_WORKSPACE)  # another workspace: never listed
     first = await notion.backfill_page(None, context)
     assert len(first.items) == 100 and first.cursor is not None
     # The backfill stops; another syncer object (another worker) goes on from the
@@ -136,12 +157,13 @@ async def test_notion_lists_pages_and_data_sources_in_pages_of_100_resumable_els
 
 
 async def test_notion_newest_first_follows_silent_edits(
-        fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
+) -> None:
     pages = fake.add_pages(120)
     listing = await walk(notion, newest_first=True)
     ids = [i.source_page_id for p in listing for i in p.items]
     assert ids == pages[::-1]
-    stamp = fake.edit_page(pages[3])                 # no webhook: only a reconciliation can see it
+    stamp = fake.edit_page(pages[3])  # no webhook: only a reconciliation can see it
     head = (await notion.backfill_page(None, context, newest_first=True)).items
     assert head[0].source_page_id == pages[3]
     assert head[0].edited_at == datetime.fromisoformat(stamp.replace("Z", "+00:00"))
@@ -149,11 +171,12 @@ async def test_notion_newest_first_follows_silent_edits(
 
 
 async def test_notion_an_ascending_listing_edited_midway_misses_nothing(
-        fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
+) -> None:
     pages = fake.add_pages(150)
     first = await notion.backfill_page(None, context)
-    fake.edit_page(pages[10])                         # already listed: listed again at the end
-    fake.edit_page(pages[140])                        # not reached yet: moves to the end
+    fake.edit_page(pages[10])  # already listed: listed again at the end
+    fake.edit_page(pages[140])  # not reached yet: moves to the end
     rest = await walk(notion, first.cursor)
     later = [i.source_page_id for p in rest for i in p.items]
     assert set(pages) == {i.source_page_id for i in first.items} | set(later)
@@ -161,7 +184,8 @@ async def test_notion_an_ascending_listing_edited_midway_misses_nothing(
 
 
 async def test_notion_trashed_and_unshared_pages_are_not_listed(
-        fake: FakeNotion, notion: NotionSyncer) -> None:
+    fake: FakeNotion, notion: NotionSyncer
+) -> None:
     pages = fake.add_pages(6)
     [source] = data_sources(fake, 1)
     fake.set_trashed(pages[1])
@@ -172,19 +196,21 @@ async def test_notion_trashed_and_unshared_pages_are_not_listed(
 
 
 async def test_notion_a_429_during_discover_is_rate_limited(
-        fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
+) -> None:
     fake.add_pages(3)
     fake.fail("search", 429, retry_after=45)
     with pytest.raises(RateLimited) as caught:
         await notion.backfill_page(None, context)
     assert caught.value.retry_after == 45.0
-    fake.fail("search", 429, retry_after=0)           # short: retried in process
+    fake.fail("search", 429, retry_after=0)  # short: retried in process
     assert len((await notion.backfill_page(None, context)).items) == 3
     assert fake.calls["search"] == 3
 
 
 async def test_notion_a_revoked_token_or_a_bad_request_is_permanent(
-        fake: FakeNotion, notion: NotionSyncer, context: SyncContext) -> None:
+    fake: FakeNotion, notion: NotionSyncer, context: SyncContext
+) -> None:
     fake.fail("search", 400, code="validation_error")
     with pytest.raises(PermanentError):
         await notion.backfill_page(None, context)
@@ -194,7 +220,7 @@ async def test_notion_a_revoked_token_or_a_bad_request_is_permanent(
 
 
 async def test_notion_a_discovered_item_syncs_the_right_kind(
-        fake: FakeNotion, notion_settings: NotionSettings, conn: psycopg.AsyncConnection[Any]
+    fake: FakeNotion, notion_settings: NotionSettings, conn: psycopg.AsyncConnection[Any]
 ) -> None:
     [page] = fake.add_pages(1, blocks=2)
     [source] = data_sources(fake, 1)
@@ -241,7 +267,7 @@ async def slack_syncer(slack_settings: SlackSettings) -> AsyncIterator[SlackSync
 
 
 async def test_slack_lists_the_bots_conversations_with_limit_paging(
-        slack: FakeSlack, slack_syncer: SlackSyncer, slack_settings: SlackSettings, context: SyncContext
+    slack: FakeSlack, slack_syncer: SlackSyncer, slack_settings: SlackSettings, context: SyncContext
 ) -> None:
     assert isinstance(slack_syncer, Backfillable)
     channels = slack.add_channels(20, messages=1)
@@ -267,7 +293,8 @@ async def test_slack_lists_the_bots_conversations_with_limit_paging(
 
 
 async def test_slack_archived_and_left_conversations_are_not_listed(
-        slack: FakeSlack, slack_syncer: SlackSyncer) -> None:
+    slack: FakeSlack, slack_syncer: SlackSyncer
+) -> None:
     kept = slack.add_channels(2)
     private = slack.add_channels(1, kind="private_channel")
     dm = slack.add_channels(1, kind="im")
@@ -278,7 +305,8 @@ async def test_slack_archived_and_left_conversations_are_not_listed(
 
 
 async def test_slack_errors_during_discover(
-        slack: FakeSlack, slack_syncer: SlackSyncer, context: SyncContext) -> None:
+    slack: FakeSlack, slack_syncer: SlackSyncer, context: SyncContext
+) -> None:
     slack.add_channels(2)
     slack.rate_limit("users.conversations", retry_after=33)
     with pytest.raises(RateLimited) as caught:
@@ -295,8 +323,8 @@ async def test_slack_errors_during_discover(
 
 
 async def test_slack_a_discovered_channel_syncs_without_an_event(
-        slack: FakeSlack, slack_settings: SlackSettings, conn: psycopg.AsyncConnection[Any],
-        context: SyncContext) -> None:
+    slack: FakeSlack, slack_settings: SlackSettings, conn: psycopg.AsyncConnection[Any], context: SyncContext
+) -> None:
     [channel] = slack.add_channels(1, messages=3)
     store = DocumentStore(conn)
     syncer = SlackSyncer(slack_settings)

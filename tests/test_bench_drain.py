@@ -15,6 +15,7 @@ def test_the_drain_times_a_real_worker_over_workspaces(database_url: str) -> Non
     assert out["completed"] == 400 and out["workspaces"] == 64
     assert out["completed_per_s"] > 0 and out["cpu_ms_per_job"] > 0
     with psycopg.connect(database_url, autocommit=True) as conn:
-        row = conn.execute("select count(distinct workspace_id), count(*) filter "
-                           "(where status = 'completed') from sync_jobs").fetchone()
+        row = conn.execute(
+            "select count(distinct workspace_id), count(*) filter (where status = 'completed') from sync_jobs"
+        ).fetchone()
     assert row == (64, 400)

@@ -11,20 +11,39 @@ import pytest
 from bench import common, freshness
 from bench.freshness_figures import Edit, Write, due_windows, staleness, used_in_windows
 
-TINY = freshness.Scale(pages=8, edit_seconds=1.0, drain_seconds=6.0, flood_jobs=30,
-                       backfill_pages=8)
-WORKSPACE_KEYS = {"source", "edits", "syncs", "staleness_s", "edit_wait_s", "unsynced_edits",
-                  "requests", "rate_limited", "by_endpoint", "requests_per_sync",
-                  "budget_used_while_due", "due_seconds", "max_in_window", "budget_bound",
-                  "syncs_per_min", "budget_allows_syncs_per_min"}
+TINY = freshness.Scale(pages=8, edit_seconds=1.0, drain_seconds=6.0, flood_jobs=30, backfill_pages=8)
+WORKSPACE_KEYS = {
+    "source",
+    "edits",
+    "syncs",
+    "staleness_s",
+    "edit_wait_s",
+    "unsynced_edits",
+    "requests",
+    "rate_limited",
+    "by_endpoint",
+    "requests_per_sync",
+    "budget_used_while_due",
+    "due_seconds",
+    "max_in_window",
+    "budget_bound",
+    "syncs_per_min",
+    "budget_allows_syncs_per_min",
+}
 
 
 def test_lines_have_the_documented_shape(pg_server_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     freshness.run(pg_server_url, True, scale=TINY, only=("budgets_1_worker", "flood"))
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     scale = next(line for line in lines if line["bench"] == "freshness_scale")
-    assert {"workspaces", "pages", "edit_seconds", "standin_budget", "debounce_budget",
-            "window_s"} <= scale.keys()
+    assert {
+        "workspaces",
+        "pages",
+        "edit_seconds",
+        "standin_budget",
+        "debounce_budget",
+        "window_s",
+    } <= scale.keys()
     runs = {line["run"]: line for line in lines if line["bench"] == "freshness"}
     assert set(runs) == {"budgets_1_worker", "flood"}
     for line in runs.values():
@@ -53,10 +72,14 @@ def test_staleness_counts_the_last_accepted_edit_of_each_sync() -> None:
 
 
 def test_work_is_due_from_the_end_of_the_window_until_written() -> None:
-    edits = [Edit("p", 1, 0.0),                                          # due 2-5
-             Edit("q", 1, 0.0), Edit("q", 2, 1.0), Edit("q", 3, 2.5),    # a burst: due 4.5-6
-             Edit("b", 0, 10.0, bulk=True),                              # to backfill: due 10-12
-             Edit("u", 1, 20.0)]                                         # never synced: due 22-30
+    edits = [
+        Edit("p", 1, 0.0),  # due 2-5
+        Edit("q", 1, 0.0),
+        Edit("q", 2, 1.0),
+        Edit("q", 3, 2.5),  # a burst: due 4.5-6
+        Edit("b", 0, 10.0, bulk=True),  # to backfill: due 10-12
+        Edit("u", 1, 20.0),
+    ]  # never synced: due 22-30
     writes = [Write("p", 1, 5.0), Write("q", 3, 6.0), Write("b", 0, 12.0)]
     done = [("p", 5.1), ("q", 6.1), ("b", 12.1)]
     assert due_windows(edits, writes, done, 2.0, 20.0, end=30.0) == [(2.0, 6.0), (10.0, 12.0), (22.0, 30.0)]

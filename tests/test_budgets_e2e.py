@@ -29,8 +29,10 @@ from standins.server import BackgroundServer
 
 
 def paragraph(text: str, children: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "paragraph", "paragraph": {"rich_text": [
-        {"type": "text", "text": {"content": text}}]}}
+    block: dict[str, Any] = {
+        "type": "paragraph",
+        "paragraph": {"rich_text": [{"type": "text", "text": {"content": text}}]},
+    }
     if children:
         block["children"] = children
     return block
@@ -44,8 +46,12 @@ def fake() -> Iterator[tuple[FakeNotion, str]]:
 
 
 def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "debounce", "worker"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def env_workspace(pool: AsyncConnectionPool[Any]) -> int:
@@ -62,8 +68,8 @@ async def documents_of(pool: AsyncConnectionPool[Any]) -> int:
 
 @pytest.mark.slow
 async def test_worker_processes_never_exceed_the_workspace_budget(
-        pool: AsyncConnectionPool[Any], database_url: str,
-        fake: tuple[FakeNotion, str]) -> None:
+    pool: AsyncConnectionPool[Any], database_url: str, fake: tuple[FakeNotion, str]
+) -> None:
     """Three worker processes (concurrency 8 each) sync 40 pages of one workspace whose
     debounce budget is 10 requests/s with a burst of 3: every process together stays within
     it, as the stand-in API counts what arrives (no window of its log holds more than the
@@ -74,14 +80,26 @@ async def test_worker_processes_never_exceed_the_workspace_budget(
     pages = [api.add_page(title=f"Page {i}", blocks=[paragraph(f"body {i}")]) for i in range(40)]
     ws = await env_workspace(pool)
     await budgets.set_budget(pool, ws, 10 * 60.0, 3.0)
-    await queue.enqueue(pool, [JobEvent("notion", p, {}, event_id=f"e-{p}",
-                                             debounce_seconds=0, max_wait_seconds=0,
-                                             workspace_id=ws) for p in pages])
+    await queue.enqueue(
+        pool,
+        [
+            JobEvent(
+                "notion", p, {}, event_id=f"e-{p}", debounce_seconds=0, max_wait_seconds=0, workspace_id=ws
+            )
+            for p in pages
+        ],
+    )
     api.reset_usage()
-    env = {**os.environ, "DATABASE_URL": database_url, "NOTION_TOKEN": DEMO_TOKEN,
-           "NOTION_BASE_URL": url, "DEBOUNCE_WORKER_CONCURRENCY": "8",
-           "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.2", "DEBOUNCE_BACKFILL_ON_CONNECT": "false",
-           "DEBOUNCE_RECONCILE_INTERVAL_SECONDS": "0"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "NOTION_TOKEN": DEMO_TOKEN,
+        "NOTION_BASE_URL": url,
+        "DEBOUNCE_WORKER_CONCURRENCY": "8",
+        "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.2",
+        "DEBOUNCE_BACKFILL_ON_CONNECT": "false",
+        "DEBOUNCE_RECONCILE_INTERVAL_SECONDS": "0",
+    }
     env.pop("SLACK_BOT_TOKEN", None)
     workers = [start_worker(env) for _ in range(3)]
     try:
@@ -97,7 +115,7 @@ async def test_worker_processes_never_exceed_the_workspace_budget(
     assert codes == [0, 0, 0]
     usage = api.usage()
     assert usage.rate_limited == 0, usage.rate_limited_at
-    assert usage.requests >= 80                      # 2 requests a page (markdown path)
+    assert usage.requests >= 80  # 2 requests a page (markdown path)
     # The claim charges a sync's requests when it claims the job, and they reach the API up to
     # a scheduling delay later (up to ~0.6 s on 2 loaded cores): windows of the API's log are
     # compared with the budget over the window plus 1 s. Unmetered, the 80 requests arrive
@@ -107,25 +125,39 @@ async def test_worker_processes_never_exceed_the_workspace_budget(
 
 
 async def test_a_sync_out_of_budget_mid_page_yields_and_resumes_without_paying_twice(
-        pool: AsyncConnectionPool[Any], database_url: str,
-        fake: tuple[FakeNotion, str]) -> None:
+    pool: AsyncConnectionPool[Any], database_url: str, fake: tuple[FakeNotion, str]
+) -> None:
     """A page whose block walk costs 5 requests, a bucket of 2 refilled at 2 per second: the
     sync yields its slot twice and resumes from its checkpoint; the stand-in receives each
     request exactly once, and the document is complete."""
     api, url = fake
-    api.deny_read_content()                                   # the block walk: 1 + 4 requests
-    page = api.add_page(title="Big", blocks=[
-        paragraph("one", [paragraph("one.a", [paragraph("one.a.i")])]),
-        paragraph("two", [paragraph("two.a")])])
+    api.deny_read_content()  # the block walk: 1 + 4 requests
+    page = api.add_page(
+        title="Big",
+        blocks=[
+            paragraph("one", [paragraph("one.a", [paragraph("one.a.i")])]),
+            paragraph("two", [paragraph("two.a")]),
+        ],
+    )
     ws = await env_workspace(pool)
     await budgets.set_budget(pool, ws, 120.0, 2.0)
-    settings = Settings(database_url=database_url, notion_token=DEMO_TOKEN,
-                        notion_base_url=url, poll_interval_seconds=0.05,
-                        backfill_on_connect=False, reconcile_interval_seconds=0,
-                        windows={"notion": SourceWindow(0, 0)})
-    await queue.enqueue(pool, [JobEvent("notion", page, {}, event_id="e1",
-                                             debounce_seconds=0, max_wait_seconds=0,
-                                             workspace_id=ws)])
+    settings = Settings(
+        database_url=database_url,
+        notion_token=DEMO_TOKEN,
+        notion_base_url=url,
+        poll_interval_seconds=0.05,
+        backfill_on_connect=False,
+        reconcile_interval_seconds=0,
+        windows={"notion": SourceWindow(0, 0)},
+    )
+    await queue.enqueue(
+        pool,
+        [
+            JobEvent(
+                "notion", page, {}, event_id="e1", debounce_seconds=0, max_wait_seconds=0, workspace_id=ws
+            )
+        ],
+    )
     api.reset_usage()
     syncer = notion.SOURCE.build(settings)
     worker = Worker(settings, pool, {"notion": syncer})

@@ -27,13 +27,16 @@ from debounce.infra.secrets import Keyring, new_key
 from debounce.types import JobEvent, JobStatus
 
 
-async def _wait_until_blocked_by(watcher: psycopg.AsyncConnection[Any], pid: int,
-                                 task: asyncio.Task[Any]) -> None:
+async def _wait_until_blocked_by(
+    watcher: psycopg.AsyncConnection[Any], pid: int, task: asyncio.Task[Any]
+) -> None:
     """Return once a backend waits for a lock of ``pid`` (held or asked for first)."""
     while True:
-        row = await (await watcher.execute(
-            "select count(*) from pg_stat_activity where %s = any(pg_blocking_pids(pid))",
-            (pid,))).fetchone()
+        row = await (
+            await watcher.execute(
+                "select count(*) from pg_stat_activity where %s = any(pg_blocking_pids(pid))", (pid,)
+            )
+        ).fetchone()
         if row and row[0]:
             return
         assert not task.done(), "the statement should wait for the lock"
@@ -41,20 +44,40 @@ async def _wait_until_blocked_by(watcher: psycopg.AsyncConnection[Any], pid: int
 
 
 async def test_a_job_committed_while_the_claim_statement_runs_is_claimed_whole(
-        pool: AsyncConnectionPool[Any], database_url: str) -> None:
-    async with await psycopg.AsyncConnection.connect(database_url) as enqueuer, \
-            await psycopg.AsyncConnection.connect(database_url) as blocker, \
-            await psycopg.AsyncConnection.connect(database_url, autocommit=True) as watcher:
-        ws = await workspaces.save(pool, Keyring(new_key()), source_type="notion",
-                                   external_id="W1", name="W1",
-                                   credentials={"access_token": "tok-W1"})
-        await queue.enqueue(enqueuer, [JobEvent(
-            "notion", "late", {"n": 1}, event_id="late-1", debounce_seconds=0.0,
-            max_wait_seconds=60.0, workspace_id=int(ws["id"]))])
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    async with (
+        await psycopg.AsyncConnection.connect(database_url) as enqueuer,
+        await psycopg.AsyncConnection.connect(database_url) as blocker,
+        await psycopg.AsyncConnection.connect(database_url, autocommit=True) as watcher,
+    ):
+        ws = await workspaces.save(
+            pool,
+            Keyring(new_key()),
+            source_type="notion",
+            external_id="W1",
+            name="W1",
+            credentials={"access_token": "tok-W1"},
+        )
+        await queue.enqueue(
+            enqueuer,
+            [
+                JobEvent(
+                    "notion",
+                    "late",
+                    {"n": 1},
+                    event_id="late-1",
+                    debounce_seconds=0.0,
+                    max_wait_seconds=60.0,
+                    workspace_id=int(ws["id"]),
+                )
+            ],
+        )
         locking = asyncio.create_task(blocker.execute("lock table workspaces in exclusive mode"))
         await _wait_until_blocked_by(watcher, enqueuer.info.backend_pid, locking)
-        claiming = asyncio.create_task(queue.claim(
-            pool, "w1", limit=4, lease_seconds=60, source_slots={"notion": 4}))
+        claiming = asyncio.create_task(
+            queue.claim(pool, "w1", limit=4, lease_seconds=60, source_slots={"notion": 4})
+        )
         await _wait_until_blocked_by(watcher, blocker.info.backend_pid, claiming)
         await enqueuer.commit()
         await locking

@@ -86,11 +86,24 @@ def test_configuration_defaults_and_overrides() -> None:
 
 def test_help_explains_every_command() -> None:
     text = build_parser().format_help()
-    for command in ("migrate", "web", "worker", "serve", "resync", "jobs", "stats", "retry",
-                    "prune", "send", "notion-token", "documents"):
+    for command in (
+        "migrate",
+        "web",
+        "worker",
+        "serve",
+        "resync",
+        "jobs",
+        "stats",
+        "retry",
+        "prune",
+        "send",
+        "notion-token",
+        "documents",
+    ):
         assert command in text
-    out = subprocess.run([sys.executable, "-m", "debounce", "send", "--help"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "debounce", "send", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     assert "--url" in out
 
 
@@ -103,15 +116,22 @@ def test_send_signs_and_posts_examples(
     monkeypatch.setenv("DATABASE_URL", database_url)
     with BackgroundServer(app, lifespan="on") as server:
         monkeypatch.setenv("NOTION_WEBHOOK_SECRET", secret)
-        code = main(["send", "notion", str(EXAMPLES / "notion" / "page.created.json"),
-                     str(EXAMPLES / "notion" / "page.content_updated.json"), "--url", server.url])
+        code = main(
+            [
+                "send",
+                "notion",
+                str(EXAMPLES / "notion" / "page.created.json"),
+                str(EXAMPLES / "notion" / "page.content_updated.json"),
+                "--url",
+                server.url,
+            ]
+        )
         out = capsys.readouterr().out
         assert code == 0, out
         assert '"outcome":"created"' in out and '"outcome":"debounced"' in out
         # A wrong secret is refused by the service and reported as a failure.
         monkeypatch.setenv("NOTION_WEBHOOK_SECRET", "wrong")
-        code = main(["send", "notion", str(EXAMPLES / "notion" / "page.created.json"),
-                     "--url", server.url])
+        code = main(["send", "notion", str(EXAMPLES / "notion" / "page.created.json"), "--url", server.url])
         assert code == 1 and "401" in capsys.readouterr().out
     assert main(["jobs", "--status", "pending", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)

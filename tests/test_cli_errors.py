@@ -41,6 +41,7 @@ REQUIRED = max(v for v, _, _ in migrations())
 
 def leaf_commands() -> list[str]:
     """Every command of the parser, subcommands spelled out (``workspaces add``)."""
+
     def walk(parser: argparse.ArgumentParser, prefix: str) -> Iterator[str]:
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         if not subs:
@@ -57,16 +58,22 @@ def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
     database's directory pointed at ``data_dir`` (empty unless a test fills it), a free
     ``PORT`` (a service on 8000 — the README's first line running in another terminal — must
     not change what a command answers here), plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "DATABASE_REPLICA_URL",
-                                  "PORT"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            ("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "DATABASE_REPLICA_URL", "PORT")
+        )
+    }
     return {**env, "DEBOUNCE_DATA_DIR": str(data_dir), "PORT": str(free_port()), **extra}
 
 
-def run(args: list[str], env: dict[str, str], cwd: Path,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DEBOUNCE, *args], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+def run(
+    args: list[str], env: dict[str, str], cwd: Path, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*DEBOUNCE, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -81,8 +88,9 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
 
 def tables(url: str) -> list[str]:
     with psycopg.connect(url) as conn:
-        rows = conn.execute("select table_name from information_schema.tables "
-                            "where table_schema = current_schema()").fetchall()
+        rows = conn.execute(
+            "select table_name from information_schema.tables where table_schema = current_schema()"
+        ).fetchall()
     return sorted(r[0] for r in rows)
 
 
@@ -95,8 +103,11 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "web": (["web"], "none", "DATABASE_URL is not set"),
     "serve": (["serve", "--port", "eighty"], "none", "argument --port: invalid int value"),
     "standins": (["standins", "--bogus"], "none", "unrecognized arguments: --bogus"),
-    "send": (["send", "nosuch", "examples/notion/page.created.json"], "none",
-             "argument source: invalid choice: 'nosuch'"),
+    "send": (
+        ["send", "nosuch", "examples/notion/page.created.json"],
+        "none",
+        "argument source: invalid choice: 'nosuch'",
+    ),
     "resync": (["resync", "nosuch", "p1"], "migrated", "unknown source 'nosuch'"),
     "jobs": (["jobs", "--limit", "many"], "migrated", "argument --limit: invalid int value"),
     "stats": (["stats"], "unreachable", "database error:"),
@@ -107,30 +118,49 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "backfill": (["backfill", "notion"], "unmigrated", "not migrated"),
     "deletions": (["deletions", "apply", "999"], "migrated", "no open hold 999"),
     "workspaces list": (["workspaces", "list"], "unmigrated", "not migrated"),
-    "workspaces add": (["workspaces", "add", "notion", "--token", "wrong"], "notion",
-                       "Notion refused the token"),
+    "workspaces add": (
+        ["workspaces", "add", "notion", "--token", "wrong"],
+        "notion",
+        "Notion refused the token",
+    ),
     "workspaces pause": (["workspaces", "pause", "1"], "unmigrated", "not migrated"),
     "workspaces resume": (["workspaces", "resume", "1"], "unreachable", "database error:"),
-    "workspaces remove": (["workspaces", "remove"], "migrated",
-                          "the following arguments are required"),
-    "workspaces set-budget": (["workspaces", "set-budget", "1", "--per-minute", "fast"],
-                              "migrated", "argument --per-minute: invalid float value"),
-    "workspaces set-reconcile": (["workspaces", "set-reconcile", "1", "sideways"], "migrated",
-                                 "invalid choice: 'sideways'"),
-    "workspaces new-key": (["workspaces", "new-key", "extra"], "none",
-                           "unrecognized arguments: extra"),
+    "workspaces remove": (["workspaces", "remove"], "migrated", "the following arguments are required"),
+    "workspaces set-budget": (
+        ["workspaces", "set-budget", "1", "--per-minute", "fast"],
+        "migrated",
+        "argument --per-minute: invalid float value",
+    ),
+    "workspaces set-reconcile": (
+        ["workspaces", "set-reconcile", "1", "sideways"],
+        "migrated",
+        "invalid choice: 'sideways'",
+    ),
+    "workspaces new-key": (["workspaces", "new-key", "extra"], "none", "unrecognized arguments: extra"),
     "workspaces rotate-key": (["workspaces", "rotate-key"], "unmigrated", "not migrated"),
-    "subscriptions add": (["subscriptions", "add", "ftp://nowhere"], "migrated",
-                          "url must be an absolute http(s) URL"),
+    "subscriptions add": (
+        ["subscriptions", "add", "ftp://nowhere"],
+        "migrated",
+        "url must be an absolute http(s) URL",
+    ),
     "subscriptions list": (["subscriptions", "list"], "unmigrated", "not migrated"),
     "subscriptions show": (["subscriptions", "show", "7"], "migrated", "no subscription 7"),
-    "subscriptions rotate": (["subscriptions", "rotate", "7", "--overlap-seconds", "-1"],
-                             "migrated", "overlap must be between 0 and 604800 seconds"),
-    "subscriptions disable": (["subscriptions", "disable", "x"], "migrated",
-                              "argument id: invalid int value"),
+    "subscriptions rotate": (
+        ["subscriptions", "rotate", "7", "--overlap-seconds", "-1"],
+        "migrated",
+        "overlap must be between 0 and 604800 seconds",
+    ),
+    "subscriptions disable": (
+        ["subscriptions", "disable", "x"],
+        "migrated",
+        "argument id: invalid int value",
+    ),
     "subscriptions enable": (["subscriptions", "enable", "7"], "unreachable", "database error:"),
-    "subscriptions replay": (["subscriptions", "replay", "7", "--from", "nonsense"], "migrated",
-                             "start must be 'head', 'oldest' or a feed cursor"),
+    "subscriptions replay": (
+        ["subscriptions", "replay", "7", "--from", "nonsense"],
+        "migrated",
+        "start must be 'head', 'oldest' or a feed cursor",
+    ),
     "subscriptions remove": (["subscriptions", "remove", "7"], "migrated", "no subscription 7"),
 }
 
@@ -150,12 +180,18 @@ def test_every_command_fails_with_one_line_and_no_traceback(
             "migrated": clean_env(tmp_path, DATABASE_URL=database_url),
             "unmigrated": clean_env(tmp_path, DATABASE_URL=empty_database),
             "unreachable": clean_env(tmp_path, DATABASE_URL=UNREACHABLE),
-            "notion": clean_env(tmp_path, DATABASE_URL=database_url, NOTION_BASE_URL=server.url,
-                                DEBOUNCE_SECRET_KEY=new_key()),
+            "notion": clean_env(
+                tmp_path, DATABASE_URL=database_url, NOTION_BASE_URL=server.url, DEBOUNCE_SECRET_KEY=new_key()
+            ),
         }
         with ThreadPoolExecutor(4) as pool:
-            done = dict(zip(CASES, pool.map(
-                lambda case: run(case[0], envs[case[1]], ROOT), CASES.values()), strict=True))
+            done = dict(
+                zip(
+                    CASES,
+                    pool.map(lambda case: run(case[0], envs[case[1]], ROOT), CASES.values()),
+                    strict=True,
+                )
+            )
     failures = []
     for name, (_, _, expected) in CASES.items():
         try:
@@ -177,15 +213,27 @@ def test_the_procfile_processes_stop_at_once_without_database_url(tmp_path: Path
     (tmp_path / "pgdata" / "PG_VERSION").write_text("16\n")
     (tmp_path / "demo-secret.key").write_text(new_key() + "\n")
     env = clean_env(tmp_path)
-    commands = [[*DEBOUNCE, "worker"], [*DEBOUNCE, "migrate"], [*DEBOUNCE, "web"],
-                [sys.executable, "-m", "uvicorn", "debounce.web:app", "--port", "9"]]
+    commands = [
+        [*DEBOUNCE, "worker"],
+        [*DEBOUNCE, "migrate"],
+        [*DEBOUNCE, "web"],
+        [sys.executable, "-m", "uvicorn", "debounce.web:app", "--port", "9"],
+    ]
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda cmd: subprocess.run(
-            cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30), commands))
+        results = list(
+            pool.map(
+                lambda cmd: subprocess.run(
+                    cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30
+                ),
+                commands,
+            )
+        )
     for command, done in zip(commands, results, strict=True):
         line = one_line(done)
-        assert done.returncode == 2 and line.startswith("configuration error: DATABASE_URL is "
-                                                        "not set"), (command, line)
+        assert done.returncode == 2 and line.startswith("configuration error: DATABASE_URL is not set"), (
+            command,
+            line,
+        )
         assert "DEBOUNCE_SECRET_KEY" not in done.stderr
     assert sorted(p.name for p in (tmp_path / "pgdata").iterdir()) == ["PG_VERSION"]
 
@@ -193,15 +241,25 @@ def test_the_procfile_processes_stop_at_once_without_database_url(tmp_path: Path
 @pytest.mark.slow
 def test_commands_run_by_hand_never_migrate(empty_database: str, tmp_path: Path) -> None:
     env = clean_env(tmp_path, DATABASE_URL=empty_database)
-    commands = [["jobs"], ["stats"], ["documents"], ["workspaces", "list"],
-                ["backfill", "slack", "--no-wait"], ["resync", "notion", "p1"], ["retry", "1"],
-                ["prune"], ["notion-token"], ["workspaces", "set-reconcile", "1", "on"]]
+    commands = [
+        ["jobs"],
+        ["stats"],
+        ["documents"],
+        ["workspaces", "list"],
+        ["backfill", "slack", "--no-wait"],
+        ["resync", "notion", "p1"],
+        ["retry", "1"],
+        ["prune"],
+        ["notion-token"],
+        ["workspaces", "set-reconcile", "1", "on"],
+    ]
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda args: run(args, env, tmp_path), commands))
     for args, done in zip(commands, results, strict=True):
         line = one_line(done)
-        assert line == (f"database schema is not migrated (at version 0 of {REQUIRED}): "
-                        "run `debounce migrate`"), (args, line)
+        assert line == (
+            f"database schema is not migrated (at version 0 of {REQUIRED}): run `debounce migrate`"
+        ), (args, line)
     assert tables(empty_database) == []
     migrated = run(["migrate"], env, tmp_path)
     assert migrated.returncode == 0, migrated.stderr
@@ -215,12 +273,15 @@ def test_commands_run_by_hand_use_the_embedded_database_serve_made(tmp_path: Pat
     env = clean_env(tmp_path)
     assert one_line(run(["documents"], env, tmp_path)) == (
         f"configuration error: DATABASE_URL is not set and there is no embedded database in "
-        f"{tmp_path}/ (`debounce serve` creates it; or set DATABASE_URL)")
+        f"{tmp_path}/ (`debounce serve` creates it; or set DATABASE_URL)"
+    )
     server = pgserver.get_server(str(tmp_path / "pgdata"), cleanup_mode="stop")
     try:
         behind = one_line(run(["documents"], env, tmp_path))
-        assert behind == (f"database schema is not migrated (at version 0 of {REQUIRED}): run "
-                          f"`debounce serve` (it migrates the embedded database in {tmp_path}/)")
+        assert behind == (
+            f"database schema is not migrated (at version 0 of {REQUIRED}): run "
+            f"`debounce serve` (it migrates the embedded database in {tmp_path}/)"
+        )
         asyncio.run(migrate(server.get_uri()))
         listed = run(["documents"], env, tmp_path)
         assert listed.returncode == 0 and listed.stderr == "", listed.stderr
@@ -232,10 +293,16 @@ def test_commands_run_by_hand_use_the_embedded_database_serve_made(tmp_path: Pat
 def taken_port() -> Iterator[int]:
     """A port another process listens on."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import socket, sys, time\n"
-         "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
-         "print(s.getsockname()[1], flush=True); time.sleep(120)"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys, time\n"
+            "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+            "print(s.getsockname()[1], flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None
         yield int(holder.stdout.readline())
@@ -249,9 +316,11 @@ def test_a_port_in_use_is_one_line_naming_port_before_anything_starts(
     taken_port: int, database_url: str, tmp_path: Path
 ) -> None:
     expected = f"port {taken_port} is in use: set PORT or --port"
-    runs = [(["serve", "--demo", "--port", str(taken_port)], clean_env(tmp_path)),
-            (["serve"], clean_env(tmp_path, PORT=str(taken_port))),
-            (["web", "--port", str(taken_port)], clean_env(tmp_path, DATABASE_URL=database_url))]
+    runs = [
+        (["serve", "--demo", "--port", str(taken_port)], clean_env(tmp_path)),
+        (["serve"], clean_env(tmp_path, PORT=str(taken_port))),
+        (["web", "--port", str(taken_port)], clean_env(tmp_path, DATABASE_URL=database_url)),
+    ]
     with ThreadPoolExecutor(3) as pool:
         results = list(pool.map(lambda r: run(r[0], r[1], tmp_path, timeout=30), runs))
     for (args, _), done in zip(runs, results, strict=True):
@@ -260,16 +329,16 @@ def test_a_port_in_use_is_one_line_naming_port_before_anything_starts(
     assert not (tmp_path / "pgdata").exists()  # nothing was started
 
 
-def test_a_reader_that_goes_away_ends_the_output_quietly(empty_database: str,
-                                                         tmp_path: Path) -> None:
+def test_a_reader_that_goes_away_ends_the_output_quietly(empty_database: str, tmp_path: Path) -> None:
     """``debounce jobs | head -1``: the reader closes the pipe before the command writes; the
     command ends with exit 0 and says nothing (it printed ``error: [Errno 32] Broken pipe``)."""
     asyncio.run(migrate(empty_database))
     env = clean_env(tmp_path, DATABASE_URL=empty_database)
-    proc = subprocess.Popen([*DEBOUNCE, "jobs"], env=env, cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*DEBOUNCE, "jobs"], env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.close()                       # gone before the command's first line
+    proc.stdout.close()  # gone before the command's first line
     stderr = proc.stderr.read()
     assert proc.wait(timeout=60) == 0, stderr
     assert stderr == ""
@@ -280,28 +349,37 @@ def test_errors_in_the_users_words(database_url: str, tmp_path: Path) -> None:
     """Issue 42, point 7: the setting named, not libpq's or the SDK's words."""
     notaurl = run(["migrate"], clean_env(tmp_path, DATABASE_URL="notaurl"), tmp_path)
     assert notaurl.returncode == 2
-    assert one_line(notaurl).startswith("configuration error: DATABASE_URL is not a Postgres URL "
-                                        "(postgresql://user:password@host:5432/database): ")
+    assert one_line(notaurl).startswith(
+        "configuration error: DATABASE_URL is not a Postgres URL "
+        "(postgresql://user:password@host:5432/database): "
+    )
     refused = run(["migrate"], clean_env(tmp_path, DATABASE_URL=UNREACHABLE), tmp_path)
     assert one_line(refused).startswith(
-        'database error: cannot connect to the database at DATABASE_URL: connection to server '
-        'at "127.0.0.1", port 1 failed: Connection refused')
+        "database error: cannot connect to the database at DATABASE_URL: connection to server "
+        'at "127.0.0.1", port 1 failed: Connection refused'
+    )
     nothing = run(["backfill", "notion"], clean_env(tmp_path, DATABASE_URL=database_url), tmp_path)
     assert one_line(nothing) == (
         "no active notion workspace: set NOTION_TOKEN (its token is the environment's notion "
         "workspace: enough for one), or connect one (debounce workspaces add notion --token …, "
-        "or an install flow)")
+        "or an install flow)"
+    )
     missing = run(["send", "notion", "nonexistent.json"], clean_env(tmp_path), tmp_path)
     assert one_line(missing) == "nonexistent.json: cannot read: No such file or directory"
-    assert missing.returncode == 1   # said before the unset NOTION_WEBHOOK_SECRET
+    assert missing.returncode == 1  # said before the unset NOTION_WEBHOOK_SECRET
 
 
 @pytest.mark.slow
 def test_a_worker_that_cannot_reach_the_database_says_so_in_one_line(tmp_path: Path) -> None:
     """docs/deploying.md's alerts table: `worker cannot start: …` naming the cause (libpq's
     reason, not a PoolTimeout), and psycopg's own warnings on one line each."""
-    worker = subprocess.Popen([*DEBOUNCE, "worker"], env=clean_env(tmp_path, DATABASE_URL=UNREACHABLE),
-                              cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [*DEBOUNCE, "worker"],
+        env=clean_env(tmp_path, DATABASE_URL=UNREACHABLE),
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: list[str] = []
     try:
         assert worker.stderr is not None
@@ -314,9 +392,14 @@ def test_a_worker_that_cannot_reach_the_database_says_so_in_one_line(tmp_path: P
         worker.communicate(timeout=30)
     said = [line for line in lines if "worker cannot start" in line]
     assert said, "".join(lines)
-    assert said[0].split("ERROR   debounce.worker: ", 1)[1].startswith(
-        'worker cannot start: cannot connect to the database at DATABASE_URL: connection to '
-        'server at "127.0.0.1", port 1 failed: Connection refused')
+    assert (
+        said[0]
+        .split("ERROR   debounce.worker: ", 1)[1]
+        .startswith(
+            "worker cannot start: cannot connect to the database at DATABASE_URL: connection to "
+            'server at "127.0.0.1", port 1 failed: Connection refused'
+        )
+    )
     everything = "".join(lines)
     assert "PoolTimeout" not in everything and "\\n" not in everything
     assert "Traceback" not in everything

@@ -31,8 +31,10 @@ KEY = new_key()
 #: A non-default text of each kind of the service's variables, and the value it reads as.
 SERVICE_SAMPLES: dict[config.Kind, tuple[str, Any]] = {
     config.TEXT: ("https://example.test/x", "https://example.test/x"),
-    config.POSTGRES_URL: ("postgresql://app@db.example.test:5432/app",
-                          "postgresql://app@db.example.test:5432/app"),
+    config.POSTGRES_URL: (
+        "postgresql://app@db.example.test:5432/app",
+        "postgresql://app@db.example.test:5432/app",
+    ),
     config.SECRET: ("s3cret", "s3cret"),
     config.SECRET_KEY: (KEY, KEY),
     config.INTEGER: ("7", 7),
@@ -49,16 +51,30 @@ SERVICE_SAMPLES: dict[config.Kind, tuple[str, Any]] = {
 }
 #: A text each kind refuses (``None``: every text is a value).
 MALFORMED: dict[config.Kind, str | None] = {
-    config.TEXT: None, config.POSTGRES_URL: "notaurl", config.SECRET: None, config.SECRET_KEY: "not-a-key",
-    config.INTEGER: "0", config.OPTIONAL_INTEGER: "seven", config.SECONDS: "-1",
-    config.POSITIVE_SECONDS: "0", config.BOOLEAN: "maybe", config.LOG_FORMAT: "xml",
-    config.LOG_LEVEL: "loud", config.BACKOFF: "1,x", config.COUNT: "-1", config.SHARE: "1.5",
-    config.MEDIA_TYPES: "pdf", config.HOSTS: "https://x.example/",
+    config.TEXT: None,
+    config.POSTGRES_URL: "notaurl",
+    config.SECRET: None,
+    config.SECRET_KEY: "not-a-key",
+    config.INTEGER: "0",
+    config.OPTIONAL_INTEGER: "seven",
+    config.SECONDS: "-1",
+    config.POSITIVE_SECONDS: "0",
+    config.BOOLEAN: "maybe",
+    config.LOG_FORMAT: "xml",
+    config.LOG_LEVEL: "loud",
+    config.BACKOFF: "1,x",
+    config.COUNT: "-1",
+    config.SHARE: "1.5",
+    config.MEDIA_TYPES: "pdf",
+    config.HOSTS: "https://x.example/",
 }
 #: A non-default text of each kind of a source's variables, and the value it reads as.
-SOURCE_SAMPLES = {"str": ("https://example.test/x", "https://example.test/x"),
-                  "secret": ("s3cret", "s3cret"), "seconds": ("7.5", 7.5),
-                  "number": ("7.5", 7.5)}
+SOURCE_SAMPLES = {
+    "str": ("https://example.test/x", "https://example.test/x"),
+    "secret": ("s3cret", "s3cret"),
+    "seconds": ("7.5", 7.5),
+    "number": ("7.5", 7.5),
+}
 #: Where a window or budget variable lands: (settings, source type) -> value.
 WINDOW_AND_BUDGET: dict[str, Callable[[Settings, str], Any]] = {
     "debounce_seconds": lambda s, t: s.window(t).debounce_seconds,
@@ -79,16 +95,25 @@ def env_var(f: Field[Any]) -> EnvVar:
 
 
 def source_specs() -> list[tuple[str, SourceSetting]]:
-    return [(source_type, spec) for source_type, source in registry.builtin_sources().items()
-            for spec in (*source.settings, *source.window_settings(), *source.budget_settings())]
+    return [
+        (source_type, spec)
+        for source_type, source in registry.builtin_sources().items()
+        for spec in (*source.settings, *source.window_settings(), *source.budget_settings())
+    ]
 
 
 def test_the_committed_reference_is_what_the_generator_prints() -> None:
-    done = subprocess.run([sys.executable, "-m", "debounce.devtools.config_reference"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "debounce.devtools.config_reference"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     committed = (ROOT / "docs" / "configuration.md").read_text()
     assert done.stdout == committed, (
-        f"docs/configuration.md disagrees with the code: regenerate it with `{COMMAND}`")
+        f"docs/configuration.md disagrees with the code: regenerate it with `{COMMAND}`"
+    )
 
 
 def test_the_reference_lists_every_variable_once() -> None:
@@ -124,8 +149,7 @@ def test_a_malformed_service_variable_is_refused_naming_it(f: Field[Any]) -> Non
         Settings.from_env({var.name: bad})
 
 
-@pytest.mark.parametrize(("source_type", "spec"), source_specs(),
-                         ids=[s.env for _, s in source_specs()])
+@pytest.mark.parametrize(("source_type", "spec"), source_specs(), ids=[s.env for _, s in source_specs()])
 def test_a_source_variable_reaches_its_setting(source_type: str, spec: SourceSetting) -> None:
     text, value = SOURCE_SAMPLES[spec.kind]
     assert value != spec.default

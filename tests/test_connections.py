@@ -46,13 +46,14 @@ async def test_a_process_whose_pools_could_exceed_the_limit_says_so(
     with caplog.at_level(logging.WARNING, logger="debounce.db"):
         await check_connection_budget(pg_server_url, "worker", 2, "a pool of 1 + 1 LISTEN")
         assert caplog.records == []
-        await check_connection_budget(pg_server_url, "worker", limit.available + 1,
-                                      "a pool of N + 1 LISTEN")
+        await check_connection_budget(pg_server_url, "worker", limit.available + 1, "a pool of N + 1 LISTEN")
     [record] = caplog.records
     said = record.getMessage()
-    assert said.startswith(f"this worker may open {limit.available + 1} database connections "
-                           f"(a pool of N + 1 LISTEN), but the server allows {limit.available} "
-                           f"(max_connections {limit.max_connections} - {limit.reserved} reserved)")
+    assert said.startswith(
+        f"this worker may open {limit.available + 1} database connections "
+        f"(a pool of N + 1 LISTEN), but the server allows {limit.available} "
+        f"(max_connections {limit.max_connections} - {limit.reserved} reserved)"
+    )
     assert 'docs/deploying.md, "Connections"' in said
     # an unreachable server is the start's own business: no warning, no error
     caplog.clear()
@@ -60,14 +61,16 @@ async def test_a_process_whose_pools_could_exceed_the_limit_says_so(
     assert caplog.records == []
 
 
-async def test_the_procfile_web_warns_at_start(database_url: str,
-                                               caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_procfile_web_warns_at_start(database_url: str, caplog: pytest.LogCaptureFixture) -> None:
     """The web's own pool (the Procfile's `uvicorn debounce.web:app`), sized past the server's
     limit: its lifespan says so before it opens the pool."""
     app: Starlette = create_app(Settings(database_url=database_url, pool_max_size=100_000))
     with caplog.at_level(logging.WARNING, logger="debounce.db"):
         async with app.router.lifespan_context(app):
             pass
-    assert any(r.getMessage().startswith("this web may open 100000 database connections "
-                                         "(DEBOUNCE_POOL_MAX_SIZE 100000)")
-               for r in caplog.records), caplog.text
+    assert any(
+        r.getMessage().startswith(
+            "this web may open 100000 database connections (DEBOUNCE_POOL_MAX_SIZE 100000)"
+        )
+        for r in caplog.records
+    ), caplog.text

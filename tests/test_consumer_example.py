@@ -44,16 +44,23 @@ def test_the_doc_shows_the_example_as_it_is() -> None:
 
 
 def doc(document_id: str, content: str, source: str = "notion", title: str = "T") -> Document:
-    return Document(source_type=source, document_id=document_id,
-                    source_page_id=document_id.split("/")[0], title=title, url=None,
-                    content=content)
+    return Document(
+        source_type=source,
+        document_id=document_id,
+        source_page_id=document_id.split("/")[0],
+        title=title,
+        url=None,
+        content=content,
+    )
 
 
 async def _server_docs(pool: AsyncConnectionPool[Any]) -> set[tuple[str, str, str, str]]:
     async with pool.connection() as conn:
-        rows = await (await conn.execute(
-            "select source_type, document_id, title, content from documents "
-            "where deleted_at is null")).fetchall()
+        rows = await (
+            await conn.execute(
+                "select source_type, document_id, title, content from documents where deleted_at is null"
+            )
+        ).fetchall()
     return {tuple(r) for r in rows}
 
 
@@ -71,8 +78,10 @@ async def test_the_consumer_keeps_its_index_equal_to_the_documents(
     await store.upsert(doc("C1/1.0", "thread", source="slack"))
     app = create_app(Settings(database_url=database_url, read_token=READ))
     index = module.open_index(str(tmp_path / "index.db"))
-    with BackgroundServer(app, lifespan="on") as server, httpx.Client(
-            base_url=server.url, headers={"Authorization": f"Bearer {READ}"}, timeout=70) as api:
+    with (
+        BackgroundServer(app, lifespan="on") as server,
+        httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {READ}"}, timeout=70) as api,
+    ):
 
         async def check() -> None:
             await servable(pool)
@@ -85,8 +94,7 @@ async def test_the_consumer_keeps_its_index_equal_to_the_documents(
         await store.upsert(doc("page-b", "beta"))
         await store.mark_deleted("slack", ["C1/1.0"])
         await check()
-        assert {r[0] for r in index.execute("select document_id from docs")} == {
-            "page-a", "page-b"}
+        assert {r[0] for r in index.execute("select document_id from docs")} == {"page-a", "page-b"}
         # A cursor the feed cannot follow: the consumer re-reads and goes on.
         index.execute("update feed set cursor = ?", (feed.Cursor("1", 1, 1).encode(),))
         index.commit()
@@ -112,27 +120,37 @@ async def test_the_consumer_says_what_it_does_and_ends_quietly_on_ctrl_c(
     waiting = "up to date; waiting for changes (Ctrl-C stops)"
     with BackgroundServer(app, lifespan="on") as server:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(ROOT / "examples" / "consumer.py"), server.url, READ, str(index),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            str(ROOT / "examples" / "consumer.py"),
+            server.url,
+            READ,
+            str(index),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             assert proc.stdout is not None and proc.stderr is not None
             assert await _line(proc.stdout) == "read 1 documents; following the change feed"
-            assert await _line(proc.stdout) == (
-                "upsert notion page-a: Alpha (0 of 1 sections re-embedded)")
+            assert await _line(proc.stdout) == ("upsert notion page-a: Alpha (0 of 1 sections re-embedded)")
             assert await _line(proc.stdout) == waiting
             await store.upsert(doc("page-b", "beta", title="Beta"))
             assert [await _line(proc.stdout) for _ in range(2)] == [
-                "upsert notion page-b: Beta (1 of 1 sections re-embedded)", waiting]
+                "upsert notion page-b: Beta (1 of 1 sections re-embedded)",
+                waiting,
+            ]
             # A one-paragraph edit in a 100-section document re-embeds one section.
             await store.upsert(doc("page-c", hundred_sections(), title="Handbook"))
             assert [await _line(proc.stdout) for _ in range(2)] == [
-                "upsert notion page-c: Handbook (111 of 111 sections re-embedded)", waiting]
+                "upsert notion page-c: Handbook (111 of 111 sections re-embedded)",
+                waiting,
+            ]
             await store.upsert(doc("page-c", hundred_sections(edit=50), title="Handbook"))
             assert [await _line(proc.stdout) for _ in range(2)] == [
-                "upsert notion page-c: Handbook (1 of 111 sections re-embedded)", waiting]
+                "upsert notion page-c: Handbook (1 of 111 sections re-embedded)",
+                waiting,
+            ]
             await store.mark_deleted("notion", ["page-a"])
-            assert [await _line(proc.stdout) for _ in range(2)] == [
-                "delete notion page-a: Alpha", waiting]
+            assert [await _line(proc.stdout) for _ in range(2)] == ["delete notion page-a: Alpha", waiting]
             proc.send_signal(signal.SIGINT)
             rest = (await asyncio.wait_for(proc.stdout.read(), 30)).decode()
             err = (await asyncio.wait_for(proc.stderr.read(), 30)).decode()
@@ -146,21 +164,24 @@ async def test_the_consumer_says_what_it_does_and_ends_quietly_on_ctrl_c(
     with sqlite3.connect(index) as db:
         assert [r[0] for r in db.execute("select document_id from docs")] == ["page-b", "page-c"]
         assert db.execute("select count(*) from sections").fetchone() == (1 + 111,)
-        assert dict(db.execute("select id, embedding from sections where document_id = 'page-c'")
-                    ) == {s.id: hundred_sections(edit=50)[s.start:s.end]
-                          for s in split_sections(hundred_sections(edit=50))}
+        assert dict(db.execute("select id, embedding from sections where document_id = 'page-c'")) == {
+            s.id: hundred_sections(edit=50)[s.start : s.end]
+            for s in split_sections(hundred_sections(edit=50))
+        }
 
 
 def test_the_consumer_refuses_bad_arguments_in_one_line(database_url: str, tmp_path: Path) -> None:
     example = str(ROOT / "examples" / "consumer.py")
     usage = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=30)
-    assert (usage.returncode, usage.stderr) == (
-        1, "usage: python examples/consumer.py URL TOKEN index.db\n")
+    assert (usage.returncode, usage.stderr) == (1, "usage: python examples/consumer.py URL TOKEN index.db\n")
     app = create_app(Settings(database_url=database_url, read_token=READ))
     with BackgroundServer(app, lifespan="on") as server:
-        wrong = subprocess.run([sys.executable, example, server.url, "not-the-token",
-                                str(tmp_path / "index.db")], capture_output=True, text=True,
-                               timeout=30)
+        wrong = subprocess.run(
+            [sys.executable, example, server.url, "not-the-token", str(tmp_path / "index.db")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert wrong.returncode == 1
     assert wrong.stderr.startswith("error: 401 from ") and wrong.stderr.count("\n") == 1, wrong.stderr
     assert "read token" in wrong.stderr

@@ -25,8 +25,9 @@ from debounce.web.dashboard import workspaces as ws_data
 
 
 def settings(**changes: Any) -> Settings:
-    base = Settings(database_url="postgresql://unused", admin_token=ADMIN,
-                    notion_webhook_secret="secret_test")
+    base = Settings(
+        database_url="postgresql://unused", admin_token=ADMIN, notion_webhook_secret="secret_test"
+    )
     return base.with_(**changes)
 
 
@@ -58,17 +59,19 @@ def csrf_of(html: str) -> str:
     return match.group(1)
 
 
-async def sign_in(client: httpx.AsyncClient, token: str = ADMIN, next_path: str = "/admin/",
-                  ) -> httpx.Response:
+async def sign_in(
+    client: httpx.AsyncClient,
+    token: str = ADMIN,
+    next_path: str = "/admin/",
+) -> httpx.Response:
     form = await client.get("/admin/login", params={"next": next_path})
     assert form.status_code == 200, form.text
-    return await client.post("/admin/login", data={
-        "token": token, "next": next_path, "csrf_token": csrf_of(form.text)})
+    return await client.post(
+        "/admin/login", data={"token": token, "next": next_path, "csrf_token": csrf_of(form.text)}
+    )
 
 
-async def test_disabled_without_an_admin_token_says_how_to_enable_it(
-    pool: AsyncConnectionPool[Any]
-) -> None:
+async def test_disabled_without_an_admin_token_says_how_to_enable_it(pool: AsyncConnectionPool[Any]) -> None:
     application = create_app(settings().with_(admin_token=None), pool=pool)
     async with application.router.lifespan_context(application), await open_client(application) as c:
         for path in ("/admin/", "/admin/login", "/admin/jobs"):
@@ -91,7 +94,7 @@ async def test_pages_redirect_to_the_login_form_and_come_back(client: httpx.Asyn
 
 
 async def test_a_wrong_token_is_refused_and_the_right_one_sets_a_strict_http_only_cookie(
-    client: httpx.AsyncClient
+    client: httpx.AsyncClient,
 ) -> None:
     wrong = await sign_in(client, token="not-the-token")
     assert wrong.status_code == 401 and "Wrong admin token." in wrong.text
@@ -145,8 +148,9 @@ async def test_every_post_without_the_session_csrf_token_is_refused(
         assert r.status_code == 403
         r = await client.post("/admin/logout", data=fields)
         assert r.status_code == 403
-    r = await client.post(f"/admin/jobs/{seeded.failed_job}/retry", content=b"{}",
-                          headers={"content-type": "application/json"})
+    r = await client.post(
+        f"/admin/jobs/{seeded.failed_job}/retry", content=b"{}", headers={"content-type": "application/json"}
+    )
     assert r.status_code == 403
     job = await queue.get(pool, seeded.failed_job)
     assert job is not None and job.status is JobStatus.FAILED
@@ -162,9 +166,7 @@ async def test_every_post_without_the_session_csrf_token_is_refused(
     assert (await client.get("/admin/")).status_code == 303
 
 
-async def test_bad_parameters_are_4xx_pages_not_500s(
-    client: httpx.AsyncClient, seeded: Seeded
-) -> None:
+async def test_bad_parameters_are_4xx_pages_not_500s(client: httpx.AsyncClient, seeded: Seeded) -> None:
     await sign_in(client)
     cases = {
         "/admin/jobs?status=bogus": 400,
@@ -199,15 +201,23 @@ async def test_bad_parameters_are_4xx_pages_not_500s(
     r = await client.post("/admin/jobs/424242/retry", data={"csrf_token": token})
     assert r.status_code == 404
     # A job that is not failed: no error page, a message on the page it came from.
-    r = await client.post(f"/admin/jobs/{seeded.pending_job}/retry",
-                          data={"csrf_token": token, "back": "/admin/jobs?status=pending"})
+    r = await client.post(
+        f"/admin/jobs/{seeded.pending_job}/retry",
+        data={"csrf_token": token, "back": "/admin/jobs?status=pending"},
+    )
     assert r.status_code == 303 and r.headers["location"] == "/admin/jobs?status=pending"
     assert "only failed jobs can be retried" in (await client.get(r.headers["location"])).text
     # No open redirect through "back" or "next".
     for back in ("https://evil.example/", "//evil.example/admin/", "/admin/\\evil"):
-        r = await client.post("/admin/resync", data={
-            "csrf_token": token, "source": "notion",
-            "page_id": "59833787-2cf9-4fdf-8782-e53db20768a5", "back": back})
+        r = await client.post(
+            "/admin/resync",
+            data={
+                "csrf_token": token,
+                "source": "notion",
+                "page_id": "59833787-2cf9-4fdf-8782-e53db20768a5",
+                "back": back,
+            },
+        )
         assert r.status_code == 303 and r.headers["location"] == "/admin/", back
     async with httpx.AsyncClient(transport=client._transport, base_url="http://test") as fresh:
         r = await sign_in(fresh, next_path="//evil.example/")
@@ -232,8 +242,9 @@ async def test_stored_text_is_escaped_and_markdown_html_is_not_rendered(
     assert data.render_markdown(HOSTILE_MARKDOWN).count("<table>") == 1
 
 
-async def test_screens_show_the_queue(client: httpx.AsyncClient, seeded: Seeded,
-                                      pool: AsyncConnectionPool[Any]) -> None:
+async def test_screens_show_the_queue(
+    client: httpx.AsyncClient, seeded: Seeded, pool: AsyncConnectionPool[Any]
+) -> None:
     view = await data.overview(pool, ["notion", "slack"])
     assert view.totals == {"pending": 2, "processing": 1, "completed": 3, "failed": 1}
     assert view.counts["notion"] == {"pending": 1, "processing": 1, "completed": 1, "failed": 1}
@@ -257,8 +268,7 @@ async def test_screens_show_the_queue(client: httpx.AsyncClient, seeded: Seeded,
     assert "Hello world" in (await client.get("/admin/documents", params={"source": "slack"})).text
 
 
-async def test_paging_walks_every_job_once(client: httpx.AsyncClient,
-                                           pool: AsyncConnectionPool[Any]) -> None:
+async def test_paging_walks_every_job_once(client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]) -> None:
     for i in range(120):
         await queue.resync(pool, "notion", f"page-{i:03d}")
     await sign_in(client)
@@ -273,8 +283,7 @@ async def test_paging_walks_every_job_once(client: httpx.AsyncClient,
 
 
 async def test_the_admin_api_under_admin_is_still_the_json_api(client: httpx.AsyncClient) -> None:
-    r = await client.get("/admin/verification-token/notion",
-                         headers={"authorization": f"Bearer {ADMIN}"})
+    r = await client.get("/admin/verification-token/notion", headers={"authorization": f"Bearer {ADMIN}"})
     assert r.status_code == 404 and r.json()["error"] == "not_found"
     assert (await client.get("/admin/verification-token/notion")).status_code == 401
 
@@ -314,52 +323,69 @@ async def test_the_sources_screen_shows_connected_workspaces_and_their_status(
     from debounce.infra.secrets import Keyring, new_key
 
     keyring = Keyring(new_key())
-    a = await workspaces.save(pool, keyring, source_type="slack", external_id="TACME",
-                              name="Acme team", credentials={"access_token": "xoxb-acme"})
-    await workspaces.save(pool, keyring, source_type="slack", external_id="TBETA",
-                          name="Beta team", credentials={"access_token": "xoxb-beta"})
+    a = await workspaces.save(
+        pool,
+        keyring,
+        source_type="slack",
+        external_id="TACME",
+        name="Acme team",
+        credentials={"access_token": "xoxb-acme"},
+    )
+    await workspaces.save(
+        pool,
+        keyring,
+        source_type="slack",
+        external_id="TBETA",
+        name="Beta team",
+        credentials={"access_token": "xoxb-beta"},
+    )
     await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth from conversations.history")
     await sign_in(client)
     html = (await client.get("/admin/sources")).text
     # Each workspace by name with both its ids: the numeric one and the source's.
-    for name, number, external in (("Acme team", a["id"], "TACME"),
-                                   ("Beta team", a["id"] + 1, "TBETA")):
-        assert re.search(rf'id="workspace-{number}">\s*<tr>\s*<td class="ws-name">'
-                         rf'<a href="/admin/workspaces/{number}">{name}</a></td>'
-                         rf'.*?<strong class="ws-id">{number}</strong> <span class="muted">· '
-                         rf'source id</span> <code class="ws-source-id">{external}</code>',
-                         html, re.S), html
+    for name, number, external in (("Acme team", a["id"], "TACME"), ("Beta team", a["id"] + 1, "TBETA")):
+        assert re.search(
+            rf'id="workspace-{number}">\s*<tr>\s*<td class="ws-name">'
+            rf'<a href="/admin/workspaces/{number}">{name}</a></td>'
+            rf'.*?<strong class="ws-id">{number}</strong> <span class="muted">· '
+            rf'source id</span> <code class="ws-source-id">{external}</code>',
+            html,
+            re.S,
+        ), html
     assert "revoked" in html and "invalid_auth from conversations.history" in html
     assert "xoxb-" not in html
     # The budget of each workspace, and a backfill button for the active one (CSRF-checked).
     assert "45/min, burst 5 (source default); 5 available now" in html
     assert html.count("/backfill") == 1
     beta = (await workspaces.list_workspaces(pool))[1]
-    assert (await client.post(f"/admin/workspaces/{beta['id']}/backfill",
-                              data={"csrf_token": "wrong"})).status_code == 403
-    r = await client.post(f"/admin/workspaces/{beta['id']}/backfill",
-                          data={"csrf_token": csrf_of(html)})
+    assert (
+        await client.post(f"/admin/workspaces/{beta['id']}/backfill", data={"csrf_token": "wrong"})
+    ).status_code == 403
+    r = await client.post(f"/admin/workspaces/{beta['id']}/backfill", data={"csrf_token": csrf_of(html)})
     assert r.status_code == 303 and r.headers["location"].endswith("/admin/sources")
     html = (await client.get("/admin/sources")).text
     assert "Backfill of workspace" in html and "backfill running: 0 listed" in html
-    r = await client.post(f"/admin/workspaces/{a['id']}/backfill",
-                          data={"csrf_token": csrf_of(html)})
-    assert (f"Workspace {a['id']} (TACME) is revoked: resume it first"
-            in (await client.get("/admin/sources")).text)
+    r = await client.post(f"/admin/workspaces/{a['id']}/backfill", data={"csrf_token": csrf_of(html)})
+    assert (
+        f"Workspace {a['id']} (TACME) is revoked: resume it first"
+        in (await client.get("/admin/sources")).text
+    )
     # A workspace whose token no worker can decrypt: its backfill waits, and the message
     # says why.
     await workspaces.set_credentials_error(pool, beta["id"], workspaces.NO_KEY)
-    await client.post(f"/admin/workspaces/{beta['id']}/backfill",
-                      data={"csrf_token": csrf_of(html)})
-    assert (f"Backfill of workspace {beta['id']} (TBETA) already running: it waits, as the "
-            f"workspace's jobs do, because {workspaces.NO_KEY}."
-            in unescape((await client.get("/admin/sources")).text))
-    assert (await client.post("/admin/workspaces/99999/backfill",
-                              data={"csrf_token": csrf_of(html)})).status_code == 404
+    await client.post(f"/admin/workspaces/{beta['id']}/backfill", data={"csrf_token": csrf_of(html)})
+    assert (
+        f"Backfill of workspace {beta['id']} (TBETA) already running: it waits, as the "
+        f"workspace's jobs do, because {workspaces.NO_KEY}."
+        in unescape((await client.get("/admin/sources")).text)
+    )
+    assert (
+        await client.post("/admin/workspaces/99999/backfill", data={"csrf_token": csrf_of(html)})
+    ).status_code == 404
 
 
 async def test_completed_jobs_are_counted_per_workspace_within_the_job_retention(
-    pool: AsyncConnectionPool[Any]
+    pool: AsyncConnectionPool[Any],
 ) -> None:
     from dashboard_seed import seed_workspaces
 
@@ -375,10 +401,8 @@ async def test_completed_jobs_are_counted_per_workspace_within_the_job_retention
     assert await completed(3600) == {ws.notion: 0, ws.slack: 5, ws.revoked: 0}
     # The page's window is the job retention, and its header says so.
     application = create_app(settings(job_retention_seconds=30 * 86400.0), pool=pool)
-    async with application.router.lifespan_context(application), \
-            await open_client(application) as c:
+    async with application.router.lifespan_context(application), await open_client(application) as c:
         await sign_in(c)
         html = (await c.get("/admin/sources")).text
     assert html.count("last 30 days") == 4  # title and heading of both sources' tables
-    assert re.search(rf'id="workspace-{ws.notion}">.*?data-state="completed"><a [^>]*>4</a>',
-                     html, re.S)
+    assert re.search(rf'id="workspace-{ws.notion}">.*?data-state="completed"><a [^>]*>4</a>', html, re.S)

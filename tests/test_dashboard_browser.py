@@ -68,9 +68,18 @@ def browser() -> Iterator[WebDriver]:
     profile = tempfile.mkdtemp(prefix="debounce-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--no-first-run", f"--user-data-dir={profile}", "--window-size=1280,900"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--window-size=1280,900",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(20)
@@ -84,8 +93,9 @@ def browser() -> Iterator[WebDriver]:
 @contextmanager
 def served(database_url: str) -> Iterator[str]:
     """The web app (dashboard included) on loopback, its own pool on ``database_url``."""
-    settings = Settings(database_url=database_url, admin_token=ADMIN,
-                        notion_webhook_secret="secret_browser_test")
+    settings = Settings(
+        database_url=database_url, admin_token=ADMIN, notion_webhook_secret="secret_browser_test"
+    )
     with BackgroundServer(create_app(settings), lifespan="on") as server:
         yield server.url
 
@@ -95,7 +105,8 @@ def shoot(driver: WebDriver, name: str) -> None:
     if not SCREENSHOTS:
         return
     chrome, height = driver.execute_script(
-        "return [window.outerHeight - window.innerHeight, document.documentElement.scrollHeight]")
+        "return [window.outerHeight - window.innerHeight, document.documentElement.scrollHeight]"
+    )
     driver.set_window_size(1280, max(700, min(int(height) + int(chrome), 2400)))
     Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
     assert driver.save_screenshot(str(Path(SCREENSHOTS) / f"{name}.png"))
@@ -115,8 +126,7 @@ def sign_in(driver: WebDriver, base: str, token: str = ADMIN) -> None:
 def wait_flash(driver: WebDriver, text: str) -> None:
     """Wait for the next page's flash message containing ``text`` (a click does not wait for
     the page it loads)."""
-    WebDriverWait(driver, 10).until(
-        ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".flash"), text))
+    WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".flash"), text))
 
 
 def wait_rows(driver: WebDriver, css: str, count: int) -> list[Any]:
@@ -145,8 +155,10 @@ async def test_sign_in_overview_sources_and_sign_out(
         assert browser.find_element(By.CSS_SELECTOR, "#tile-failed .value").text == "1"
         assert browser.find_element(By.CSS_SELECTOR, "#tile-synced .value").text == "3"
         notion_row = browser.find_element(By.XPATH, "//table[@id='by-state']//tr[td/a[text()='notion']]")
-        cells = {c.get_attribute("data-state"): c.text
-                 for c in notion_row.find_elements(By.CSS_SELECTOR, "td[data-state]")}
+        cells = {
+            c.get_attribute("data-state"): c.text
+            for c in notion_row.find_elements(By.CSS_SELECTOR, "td[data-state]")
+        }
         assert cells == {"pending": "1", "processing": "1", "completed": "1", "failed": "1"}
         # The session cookie as the browser keeps it.
         [cookie] = browser.get_cookies()
@@ -185,7 +197,9 @@ def lines_high(driver: WebDriver, element: Any) -> float:
     height, line = driver.execute_script(
         "const s = getComputedStyle(arguments[0]);"
         "return [arguments[0].getBoundingClientRect().height, parseFloat(s.lineHeight) ||"
-        " parseFloat(s.fontSize) * 1.45];", element)
+        " parseFloat(s.fontSize) * 1.45];",
+        element,
+    )
     return float(height) / float(line)
 
 
@@ -203,15 +217,16 @@ async def test_sources_show_each_workspace_its_ids_completed_jobs_and_errors_on_
         # Completed within the job retention (7 days by default): Quantify Labs 3 (its sync of
         # 8 days ago is outside), Acme 5, Beta none; the header says which window.
         assert [completed_of(notion), completed_of(acme), completed_of(beta)] == ["3", "5", "0"]
-        header = browser.find_element(
-            By.CSS_SELECTOR, "#source-notion thead th:nth-child(5)")
+        header = browser.find_element(By.CSS_SELECTOR, "#source-notion thead th:nth-child(5)")
         assert header.text.replace("\n", " ") == "COMPLETED last 7 days"
         assert "DEBOUNCE_JOB_RETENTION_SECONDS" in str(header.get_attribute("title"))
         assert acme.find_element(By.CSS_SELECTOR, "td[data-state='failed']").text == "1"
         # Both ids of each workspace: the numeric one and the source's.
-        for row, number, external in ((notion, ws.notion, ws.notion_external),
-                                      (acme, ws.slack, ws.slack_external),
-                                      (beta, ws.revoked, ws.revoked_external)):
+        for row, number, external in (
+            (notion, ws.notion, ws.notion_external),
+            (acme, ws.slack, ws.slack_external),
+            (beta, ws.revoked, ws.revoked_external),
+        ):
             ids = row.find_element(By.CSS_SELECTOR, ".ids")
             assert ids.text == f"id {number} · source id {external}"
         # The last error is one line (not a column of 10-character lines), the whole text
@@ -225,7 +240,8 @@ async def test_sources_show_each_workspace_its_ids_completed_jobs_and_errors_on_
         box = acme.find_element(By.CSS_SELECTOR, ".error-box")
         assert lines_high(browser, box) < 3  # the error and its job's line; not 40 lines
         assert "invalid_auth from conversations.history" in str(
-            beta.find_element(By.CSS_SELECTOR, ".auth-error").get_attribute("title"))
+            beta.find_element(By.CSS_SELECTOR, ".auth-error").get_attribute("title")
+        )
         # A token no worker's key decrypts: the workspace's credentials error, next to its
         # last error (none here), one line, the whole text on hover.
         parked = notion.find_element(By.CSS_SELECTOR, ".credentials-error")
@@ -276,8 +292,7 @@ async def test_filter_jobs_open_one_retry_and_resync(
         shoot(browser, "job")
 
         # A POST whose CSRF field was emptied is refused, and changes nothing.
-        browser.execute_script(
-            "document.querySelector('form button.retry').form.csrf_token.value = ''")
+        browser.execute_script("document.querySelector('form button.retry').form.csrf_token.value = ''")
         browser.find_element(By.CSS_SELECTOR, "button.retry").click()
         assert "CSRF" in wait_for(browser, "#error-detail").text
         job = await queue.get(pool, seeded.failed_job)
@@ -319,12 +334,13 @@ async def test_documents_search_and_rendered_markdown(
         rows = wait_rows(browser, "#documents tbody tr", 2)
         # The id a person types into `debounce documents --id` first, the row id labelled.
         assert [r.find_element(By.CSS_SELECTOR, ".doc-id").text for r in rows] == [
-            f"{SLACK_CHANNEL}/1763682934.000200", SYNCED_PAGE]
+            f"{SLACK_CHANNEL}/1763682934.000200",
+            SYNCED_PAGE,
+        ]
         assert rows[1].find_element(By.CSS_SELECTOR, ".row-id").text == str(seeded.document)
         headers = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#documents th")]
         assert headers[0] == "DOCUMENT ID" and headers[-1] == "ID"
-        assert "debounce documents --id <document id>" in browser.find_element(
-            By.TAG_NAME, "main").text
+        assert "debounce documents --id <document id>" in browser.find_element(By.TAG_NAME, "main").text
         shoot(browser, "documents")
         browser.find_element(By.ID, "doc-q").send_keys("launch")
         browser.find_element(By.ID, "doc-search").click()
@@ -351,12 +367,17 @@ async def test_documents_search_and_rendered_markdown(
         assert f"(id {seeded.document})" in browser.find_element(By.CSS_SELECTOR, "p.muted").text
         assert browser.find_element(By.ID, "audience").text == (
             "Notion workspace: accessible by 2 (1edc05f6-2702-81b5-8408-00279347f034, "
-            "556a1abf-4f08-40c6-878a-75890d2a88ba), as its latest event said")
+            "556a1abf-4f08-40c6-878a-75890d2a88ba), as its latest event said"
+        )
         for args in (command.split()[1:], ["documents", "--id", str(seeded.document)]):
             printed = await asyncio.to_thread(
-                subprocess.run, [sys.executable, "-m", "debounce", *args],
-                capture_output=True, text=True, timeout=60,
-                env={**os.environ, "DATABASE_URL": database_url})
+                subprocess.run,
+                [sys.executable, "-m", "debounce", *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "DATABASE_URL": database_url},
+            )
             assert printed.returncode == 0, printed.stderr
             assert printed.stdout.startswith("# Launch plan")
         shoot(browser, "document")
@@ -390,24 +411,34 @@ async def test_demo_launch_plan_renders_its_callout_and_table_as_elements(
         rendered = wait_for(browser, "#rendered")
         callout = rendered.find_element(By.TAG_NAME, "blockquote")
         assert callout.text == "💡 This page is served by debounce's local Notion stand-in."
-        cells = [[c.get_attribute("textContent") for c in row.find_elements(By.CSS_SELECTOR, "th, td")]
-                 for row in rendered.find_elements(By.CSS_SELECTOR, "table tr")]
-        assert cells == [["Source", "Debounce", "Max wait"], ["Notion", "300 s", "3600 s"],
-                         ["Slack", "30 s", "300 s"]]
+        cells = [
+            [c.get_attribute("textContent") for c in row.find_elements(By.CSS_SELECTOR, "th, td")]
+            for row in rendered.find_elements(By.CSS_SELECTOR, "table tr")
+        ]
+        assert cells == [
+            ["Source", "Debounce", "Max wait"],
+            ["Notion", "300 s", "3600 s"],
+            ["Slack", "30 s", "300 s"],
+        ]
         boxes = rendered.find_elements(By.CSS_SELECTOR, "li.task-list-item input[type=checkbox]")
         assert [b.is_selected() for b in boxes] == [True, True, False]
-        assert [c.text for c in rendered.find_elements(By.CSS_SELECTOR, "p code")] == [
-            "debounce_seconds"]
+        assert [c.text for c in rendered.find_elements(By.CSS_SELECTOR, "p code")] == ["debounce_seconds"]
         assert [h.text for h in rendered.find_elements(By.TAG_NAME, "h2")] == [
-            "Checklist", "How a sync works"]
+            "Checklist",
+            "How a sync works",
+        ]
         text = rendered.text
         for literal in ("<callout", "<table", "<details", "<tr>", "<td>", "<database", "</"):
             assert literal not in text, literal
         assert "Details\nRetries back off exponentially with jitter." in text
         printed = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "debounce", "documents", "--id", DEMO_PAGE_ID],
-            capture_output=True, text=True, timeout=60,
-            env={**os.environ, "DATABASE_URL": database_url})
+            subprocess.run,
+            [sys.executable, "-m", "debounce", "documents", "--id", DEMO_PAGE_ID],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "DATABASE_URL": database_url},
+        )
         assert printed.returncode == 0, printed.stderr
         assert printed.stdout.startswith("# Launch plan\n")
         assert "> 💡 This page is served by debounce's local Notion stand-in.\n" in printed.stdout

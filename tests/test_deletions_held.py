@@ -33,33 +33,42 @@ ADMIN = "test-admin-token"
 
 async def workspace_with(pool: AsyncConnectionPool[Any], n: int, name: str = "W") -> int:
     """A Notion workspace with ``n`` live documents ``<name>-0`` .. ``<name>-<n-1>``."""
-    row = await workspaces.save(pool, Keyring(new_key()), source_type="notion",
-                                external_id=name, name=name,
-                                credentials={"access_token": f"tok-{name}"})
+    row = await workspaces.save(
+        pool,
+        Keyring(new_key()),
+        source_type="notion",
+        external_id=name,
+        name=name,
+        credentials={"access_token": f"tok-{name}"},
+    )
     ws = int(row["id"])
     store = DocumentStore(pool)
     for i in range(n):
-        await store.upsert(Document("notion", f"{name}-{i}", f"{name}-{i}", f"Page {i}",
-                                    f"# Page {i}\n\ntext\n"))
-    async with pool.connection() as conn:   # test-only SQL: the fence sets it in a sync
-        await conn.execute("update documents set workspace_id = %s where document_id like %s",
-                           (ws, f"{name}-%"))
+        await store.upsert(
+            Document("notion", f"{name}-{i}", f"{name}-{i}", f"Page {i}", f"# Page {i}\n\ntext\n")
+        )
+    async with pool.connection() as conn:  # test-only SQL: the fence sets it in a sync
+        await conn.execute(
+            "update documents set workspace_id = %s where document_id like %s", (ws, f"{name}-%")
+        )
     return ws
 
 
 async def live(pool: AsyncConnectionPool[Any], ws: int) -> int:
-    return int(await scalar(pool, "select count(*) from documents where workspace_id = %s "
-                                  "and deleted_at is null", ws))
+    return int(
+        await scalar(
+            pool, "select count(*) from documents where workspace_id = %s and deleted_at is null", ws
+        )
+    )
 
 
 async def test_small_deletions_go_through_and_a_burst_is_held_live_and_not_reported(
-    pool: AsyncConnectionPool[Any]
+    pool: AsyncConnectionPool[Any],
 ) -> None:
     ws = await workspace_with(pool, 30)
     store = DocumentStore(pool)
     # 5 of 30 within the window: below the count, done.
-    assert await store.mark_deleted("notion", [f"W-{i}" for i in range(5)]) == [
-        f"W-{i}" for i in range(5)]
+    assert await store.mark_deleted("notion", [f"W-{i}" for i in range(5)]) == [f"W-{i}" for i in range(5)]
     await servable(pool)
     head = await feed.head(pool)
     # 8 more: 13 > 10 and 13 > 10 % of 30: held, reported as not deleted, still live.
@@ -68,8 +77,9 @@ async def test_small_deletions_go_through_and_a_burst_is_held_live_and_not_repor
     assert await live(pool, ws) == 25
     (hold,) = await deletions.list_holds(pool)
     assert (hold.workspace_id, hold.status, hold.held) == (ws, "held", 8)
-    assert hold.reason == ("13 notion documents answered object_not_found within 10 minutes: "
-                           "43 % of the workspace")
+    assert hold.reason == (
+        "13 notion documents answered object_not_found within 10 minutes: 43 % of the workspace"
+    )
     # Holding is the operator's business: consumers see no change.
     await servable(pool)
     assert (await feed.read_changes(pool, head, 100)).changes == []
@@ -87,13 +97,12 @@ async def test_a_share_below_the_limit_deletes_even_many(pool: AsyncConnectionPo
     assert len(await store.mark_deleted("notion", [f"W-{i}" for i in range(12)])) == 12
     assert await live(pool, ws) == 18 and await deletions.list_holds(pool) == []
     # Past the window the earlier deletions no longer count.
-    quick = DocumentStore(pool, guard=DeletionGuard(max_count=3, max_share=0.05,
-                                                    window_seconds=0))
+    quick = DocumentStore(pool, guard=DeletionGuard(max_count=3, max_share=0.05, window_seconds=0))
     assert len(await quick.mark_deleted("notion", ["W-12", "W-13", "W-14"])) == 3
 
 
 async def test_an_applied_hold_deletes_in_the_feed_and_a_dismissed_one_keeps(
-    pool: AsyncConnectionPool[Any]
+    pool: AsyncConnectionPool[Any],
 ) -> None:
     ws = await workspace_with(pool, 20)
     store = DocumentStore(pool)
@@ -107,7 +116,8 @@ async def test_an_applied_hold_deletes_in_the_feed_and_a_dismissed_one_keeps(
     await servable(pool)
     page = await feed.read_changes(pool, head, 100)
     assert sorted(c.document_id for c in page.changes if c.op == "delete") == sorted(
-        f"W-{i}" for i in range(12))
+        f"W-{i}" for i in range(12)
+    )
     with pytest.raises(deletions.HoldNotOpen):
         await deletions.resolve(pool, hold.id, "dismiss")
     # An operator's deletions do not count in the guard's window: one more goes through.
@@ -119,11 +129,9 @@ async def test_an_applied_hold_deletes_in_the_feed_and_a_dismissed_one_keeps(
     dismissed = await deletions.resolve(pool, second.id, "dismiss")
     assert (dismissed.status, dismissed.resolved) == ("dismissed", 11)
     assert await live(pool, other) == 15
-    assert await scalar(pool, "select count(*) from documents where held_by = %s",
-                        second.id) == 0
+    assert await scalar(pool, "select count(*) from documents where held_by = %s", second.id) == 0
     assert await deletions.list_holds(pool) == []
-    assert [h.status for h in await deletions.list_holds(pool, status=None)] == [
-        "dismissed", "applied"]
+    assert [h.status for h in await deletions.list_holds(pool, status=None)] == ["dismissed", "applied"]
 
 
 async def test_a_held_document_written_again_is_released(pool: AsyncConnectionPool[Any]) -> None:
@@ -131,12 +139,12 @@ async def test_a_held_document_written_again_is_released(pool: AsyncConnectionPo
     store = DocumentStore(pool)
     assert await store.mark_deleted("notion", [f"W-{i}" for i in range(12)]) == []
     # The page is back (its share restored): the sync writes it, unchanged.
-    assert await store.upsert(Document("notion", "W-3", "W-3", "Page 3",
-                                       "# Page 3\n\ntext\n")) == "unchanged"
+    assert await store.upsert(Document("notion", "W-3", "W-3", "Page 3", "# Page 3\n\ntext\n")) == "unchanged"
     (hold,) = await deletions.list_holds(pool)
     assert hold.held == 11
     assert {d["document_id"] for d in await deletions.held_documents(pool, hold.id)} == {
-        f"W-{i}" for i in range(12) if i != 3}
+        f"W-{i}" for i in range(12) if i != 3
+    }
     applied = await deletions.resolve(pool, hold.id, "apply")
     assert applied.resolved == 11 and await live(pool, ws) == 9
 
@@ -144,9 +152,14 @@ async def test_a_held_document_written_again_is_released(pool: AsyncConnectionPo
 @pytest.fixture
 async def admin(pool: AsyncConnectionPool[Any]) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(Settings(database_url="postgresql://unused", admin_token=ADMIN), pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test",
-            headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://test",
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        ) as c,
+    ):
         yield c
 
 
@@ -201,8 +214,10 @@ async def test_the_dashboard_shows_holds_and_applies_one(pool: AsyncConnectionPo
     await DocumentStore(pool).mark_deleted("notion", [f"W-{i}" for i in range(12)])
     (hold,) = await deletions.list_holds(pool)
     app = create_app(Settings(database_url="postgresql://unused", admin_token=ADMIN), pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+    ):
         assert (await sign_in(client, ADMIN)).status_code == 303
         overview = await client.get("/admin/")
         assert overview.status_code == 200
@@ -220,13 +235,13 @@ async def test_the_dashboard_shows_holds_and_applies_one(pool: AsyncConnectionPo
 
 
 async def test_a_removed_workspaces_hold_holds_nothing_once_its_documents_move_on(
-    pool: AsyncConnectionPool[Any]
+    pool: AsyncConnectionPool[Any],
 ) -> None:
     ws = await workspace_with(pool, 20)
     store = DocumentStore(pool)
     assert await store.mark_deleted("notion", [f"W-{i}" for i in range(12)]) == []
-    assert (await workspaces.remove(pool, ws))["status"] == "removed"   # a tombstone
-    assert await deletions.list_holds(pool) == []     # its hold is not shown any more
+    assert (await workspaces.remove(pool, ws))["status"] == "removed"  # a tombstone
+    assert await deletions.list_holds(pool) == []  # its hold is not shown any more
     # Connected again as a new workspace: a deletion there is judged afresh, not stuck.
     again = await workspace_with(pool, 0, "V")
     async with pool.connection() as conn:

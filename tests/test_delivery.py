@@ -27,13 +27,20 @@ from debounce.delivery import payload
 from debounce.documents import feed
 from debounce.documents.store import Document, DocumentStore
 
-SETTINGS = d.DeliverySettings(concurrency=2, timeout_seconds=0.3, lease_seconds=60.0,
-                              disable_after_seconds=3600.0, poll_seconds=0.05)
+SETTINGS = d.DeliverySettings(
+    concurrency=2, timeout_seconds=0.3, lease_seconds=60.0, disable_after_seconds=3600.0, poll_seconds=0.05
+)
 
 
 def doc(n: int, content: str = "", source: str = "notion") -> Document:
-    return Document(source_type=source, document_id=f"doc-{n:04d}", source_page_id=f"doc-{n:04d}",
-                    title=f"Doc {n}", url=None, content=content or f"content {n}")
+    return Document(
+        source_type=source,
+        document_id=f"doc-{n:04d}",
+        source_page_id=f"doc-{n:04d}",
+        title=f"Doc {n}",
+        url=None,
+        content=content or f"content {n}",
+    )
 
 
 async def write(pool: AsyncConnectionPool[Any], docs: list[Document]) -> None:
@@ -66,9 +73,13 @@ def receiver() -> Any:
         yield r
 
 
-async def take(pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession,
-               settings: d.DeliverySettings = SETTINGS, now: datetime | None = None,
-               worker: str = "w1") -> d.Deliverer:
+async def take(
+    pool: AsyncConnectionPool[Any],
+    http: aiohttp.ClientSession,
+    settings: d.DeliverySettings = SETTINGS,
+    now: datetime | None = None,
+    worker: str = "w1",
+) -> d.Deliverer:
     leased = await d.lease(pool, worker, 1, settings.lease, now=now)
     assert len(leased) == 1, leased
     return d.Deliverer(pool, http, settings, *leased[0])
@@ -110,12 +121,19 @@ def delivered_in_order(seen: list[tuple[str, dict[str, Any]]]) -> list[str]:
 
 
 async def test_every_change_in_order_through_failures_timeouts_and_throttles(
-        pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver) -> None:
+    pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver
+) -> None:
     await write(pool, [doc(n) for n in range(150)])
     sub, secret = await delivery.create(pool, receiver.url, start=delivery.Start(None))
     assert secret.startswith("whsec_")
-    receiver.script = [Answer(500), Answer(delay=1.0), Answer(429, {"Retry-After": "7"}),
-                       Answer(200), Answer(503), Answer(502, {"Retry-After": "120"})]
+    receiver.script = [
+        Answer(500),
+        Answer(delay=1.0),
+        Answer(429, {"Retry-After": "7"}),
+        Answer(200),
+        Answer(503),
+        Answer(502, {"Retry-After": "120"}),
+    ]
     deliverer = await take(pool, http)
     t0 = datetime.now(UTC)
     clock = t0
@@ -123,8 +141,9 @@ async def test_every_change_in_order_through_failures_timeouts_and_throttles(
     for _ in range(100):
         nxt = await deliverer.step(now=clock)
         state = await delivery.get(pool, sub.id)
-        if state.last_attempt_at is not None and (not attempts_at or
-                                                  state.last_attempt_at != attempts_at[-1]):
+        if state.last_attempt_at is not None and (
+            not attempts_at or state.last_attempt_at != attempts_at[-1]
+        ):
             attempts_at.append(state.last_attempt_at)
         if nxt.idle:
             break
@@ -146,7 +165,8 @@ async def test_every_change_in_order_through_failures_timeouts_and_throttles(
 
 
 async def test_410_disables_and_enable_resumes_with_the_same_batch(
-        pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver) -> None:
+    pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver
+) -> None:
     sub, secret = await delivery.create(pool, receiver.url, start=delivery.Start(None))
     await write(pool, [doc(n) for n in range(3)])
     receiver.script = [Answer(410)]
@@ -166,7 +186,8 @@ async def test_410_disables_and_enable_resumes_with_the_same_batch(
 
 
 async def test_an_endpoint_failing_for_the_disable_period_is_disabled_and_shown_so(
-        pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver) -> None:
+    pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver
+) -> None:
     sub, _ = await delivery.create(pool, receiver.url, start=delivery.Start(None))
     await write(pool, [doc(1)])
     receiver.script = [Answer(500)] * 20
@@ -184,7 +205,8 @@ async def test_an_endpoint_failing_for_the_disable_period_is_disabled_and_shown_
 
 
 async def test_a_worker_killed_mid_batch_leaves_no_duplicate_in_flight_and_no_gap(
-        pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver) -> None:
+    pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver
+) -> None:
     sub, secret = await delivery.create(pool, receiver.url, start=delivery.Start(None))
     await write(pool, [doc(n) for n in range(5)])
     receiver.script = [Answer(delay=0.25)]
@@ -209,7 +231,8 @@ async def test_a_worker_killed_mid_batch_leaves_no_duplicate_in_flight_and_no_ga
 
 
 async def test_a_rotated_secret_signs_with_both_during_the_overlap(
-        pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver) -> None:
+    pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver
+) -> None:
     sub, old = await delivery.create(pool, receiver.url, start=delivery.Start(None))
     now = datetime.now(UTC)
     _, new = await delivery.rotate(pool, sub.id, 3600, now=now)
@@ -231,10 +254,12 @@ async def test_a_rotated_secret_signs_with_both_during_the_overlap(
 
 
 async def test_filters_skip_what_they_exclude_and_replay_delivers_again(
-        pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver) -> None:
+    pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver
+) -> None:
     head = await feed.head(pool)
-    sub, secret = await delivery.create(pool, receiver.url, start=delivery.Start(head),
-                                        source_type="notion", kinds=["delete"])
+    sub, secret = await delivery.create(
+        pool, receiver.url, start=delivery.Start(head), source_type="notion", kinds=["delete"]
+    )
     await write(pool, [doc(n) for n in range(4)] + [doc(9, source="slack")])
     await DocumentStore(pool).mark_deleted("notion", ["doc-0001", "doc-0002"])
     await DocumentStore(pool).mark_deleted("slack", ["doc-0009"])
@@ -243,7 +268,9 @@ async def test_filters_skip_what_they_exclude_and_replay_delivers_again(
     clock = await drive(deliverer, datetime.now(UTC))
     changes = [c for _, b in batches(receiver, secret) for c in b["data"]["changes"]]
     assert [(c["source"], c["document_id"], c["op"]) for c in changes] == [
-        ("notion", "doc-0001", "delete"), ("notion", "doc-0002", "delete")]
+        ("notion", "doc-0001", "delete"),
+        ("notion", "doc-0002", "delete"),
+    ]
     state = await delivery.get(pool, sub.id)
     assert state.lag_changes == 0 and state.delivered_changes == 2
     # replay from the start: the two deletions again, in new batches
@@ -255,11 +282,10 @@ async def test_filters_skip_what_they_exclude_and_replay_delivers_again(
 
 
 async def test_full_content_fits_the_body_or_is_left_out(
-        pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver) -> None:
-    _, secret = await delivery.create(pool, receiver.url, start=delivery.Start(None),
-                                      full_content=True)
-    await write(pool, [doc(1, "small text"), doc(2, "x" * 50_000), doc(3, "y" * 9_800),
-                       doc(4, "z" * 9_800)])
+    pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver
+) -> None:
+    _, secret = await delivery.create(pool, receiver.url, start=delivery.Start(None), full_content=True)
+    await write(pool, [doc(1, "small text"), doc(2, "x" * 50_000), doc(3, "y" * 9_800), doc(4, "z" * 9_800)])
     await drive(await take(pool, http), datetime.now(UTC))
     seen = batches(receiver, secret)
     assert all(len(body.encode()) < payload.MAX_BODY_BYTES for _, body in receiver.requests)
@@ -272,7 +298,8 @@ async def test_full_content_fits_the_body_or_is_left_out(
 
 
 async def test_the_runner_leases_delivers_and_gives_back(
-        pool: AsyncConnectionPool[Any], database_url: str, receiver: Receiver) -> None:
+    pool: AsyncConnectionPool[Any], database_url: str, receiver: Receiver
+) -> None:
     sub, secret = await delivery.create(pool, receiver.url, start=delivery.Start(None))
     await write(pool, [doc(n) for n in range(20)])
     runner = d.DeliveryRunner(SETTINGS, database_url, "runner-1")
@@ -294,14 +321,26 @@ async def test_the_runner_leases_delivers_and_gives_back(
         stopping.set()
         await asyncio.wait_for(task, 10)
     assert delivered_in_order(batches(receiver, secret)) == [
-        c.cursor.encode() for c in await feed_changes(pool)]
+        c.cursor.encode() for c in await feed_changes(pool)
+    ]
     assert (await delivery.get(pool, sub.id)).leased_by is None
 
 
 def test_the_payload_is_the_documented_shape() -> None:
     epoch = "7"
-    changes = [feed.Change(feed.Cursor(epoch, 10, n), "notion", 1, f"d{n}", f"d{n}", "upsert",
-                           datetime(2026, 1, 1, tzinfo=UTC), "ab" * 32) for n in range(3)]
+    changes = [
+        feed.Change(
+            feed.Cursor(epoch, 10, n),
+            "notion",
+            1,
+            f"d{n}",
+            f"d{n}",
+            "upsert",
+            datetime(2026, 1, 1, tzinfo=UTC),
+            "ab" * 32,
+        )
+        for n in range(3)
+    ]
     end = feed.Cursor(epoch, 12, 0)
     batch = payload.build(changes, end, datetime(2026, 1, 2, tzinfo=UTC))
     body = json.loads(batch.body)
@@ -313,11 +352,12 @@ def test_the_payload_is_the_documented_shape() -> None:
 
 
 async def test_a_full_runner_lets_idle_subscriptions_go_so_every_one_is_delivered(
-        pool: AsyncConnectionPool[Any], database_url: str, receiver: Receiver) -> None:
-    subs = [await delivery.create(pool, receiver.url, start=delivery.Start(None))
-            for _ in range(3)]
-    runner = d.DeliveryRunner(d.DeliverySettings(concurrency=1, timeout_seconds=2.0,
-                                                 poll_seconds=0.05), database_url, "one-slot")
+    pool: AsyncConnectionPool[Any], database_url: str, receiver: Receiver
+) -> None:
+    subs = [await delivery.create(pool, receiver.url, start=delivery.Start(None)) for _ in range(3)]
+    runner = d.DeliveryRunner(
+        d.DeliverySettings(concurrency=1, timeout_seconds=2.0, poll_seconds=0.05), database_url, "one-slot"
+    )
     stopping = asyncio.Event()
     task = asyncio.create_task(runner.run(stopping))
     try:
@@ -331,6 +371,7 @@ async def test_a_full_runner_lets_idle_subscriptions_go_so_every_one_is_delivere
         stopping.set()
         await asyncio.wait_for(task, 10)
     assert [s.delivered_changes for s in states] == [3, 3, 3]
+
     def verifies(secret: str, headers: dict[str, str], body: str) -> bool:
         try:
             Webhook(secret).verify(body, headers)
@@ -344,12 +385,23 @@ async def test_a_full_runner_lets_idle_subscriptions_go_so_every_one_is_delivere
 
 
 def test_the_delivery_settings_come_from_the_environment() -> None:
-    settings = d.DeliverySettings.of(Settings.from_env({
-        "DEBOUNCE_DELIVERY_CONCURRENCY": "3", "DEBOUNCE_DELIVERY_TIMEOUT_SECONDS": "40",
-        "DEBOUNCE_DELIVERY_LEASE_SECONDS": "30", "DEBOUNCE_DELIVERY_DISABLE_AFTER_SECONDS": "3600",
-        "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.5"}))
-    assert (settings.concurrency, settings.timeout_seconds, settings.disable_after_seconds,
-            settings.poll_seconds) == (3, 40.0, 3600.0, 0.5)
+    settings = d.DeliverySettings.of(
+        Settings.from_env(
+            {
+                "DEBOUNCE_DELIVERY_CONCURRENCY": "3",
+                "DEBOUNCE_DELIVERY_TIMEOUT_SECONDS": "40",
+                "DEBOUNCE_DELIVERY_LEASE_SECONDS": "30",
+                "DEBOUNCE_DELIVERY_DISABLE_AFTER_SECONDS": "3600",
+                "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.5",
+            }
+        )
+    )
+    assert (
+        settings.concurrency,
+        settings.timeout_seconds,
+        settings.disable_after_seconds,
+        settings.poll_seconds,
+    ) == (3, 40.0, 3600.0, 0.5)
     assert settings.lease == 80.0  # at least twice the timeout: an attempt ends before its lease
     with pytest.raises(ValueError, match="DEBOUNCE_DELIVERY_TIMEOUT_SECONDS"):
         Settings.from_env({"DEBOUNCE_DELIVERY_TIMEOUT_SECONDS": "0"})

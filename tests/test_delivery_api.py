@@ -21,27 +21,39 @@ AUTH = {"Authorization": f"Bearer {ADMIN}"}
 @pytest.fixture
 async def client(pool: AsyncConnectionPool[Any]) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings(), pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test", headers=AUTH
-    ) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test", headers=AUTH) as c,
+    ):
         yield c
 
 
 async def test_register_rotate_disable_enable_replay_remove(
-        client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]) -> None:
-    made = await client.post("/subscriptions", json={
-        "url": "https://consumer.example/hook", "source": "notion", "kinds": ["delete"],
-        "full_content": True, "description": "the index"})
+    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
+) -> None:
+    made = await client.post(
+        "/subscriptions",
+        json={
+            "url": "https://consumer.example/hook",
+            "source": "notion",
+            "kinds": ["delete"],
+            "full_content": True,
+            "description": "the index",
+        },
+    )
     assert made.status_code == 201, made.text
     sub, secret = made.json()["subscription"], made.json()["secret"]
     assert secret.startswith("whsec_") and "secret" not in sub
     assert (sub["source_type"], sub["kinds"], sub["full_content"], sub["status"]) == (
-        "notion", ["delete"], True, "active")
+        "notion",
+        ["delete"],
+        True,
+        "active",
+    )
     assert sub["cursor"] is not None  # from the head by default
     listed = (await client.get("/subscriptions")).json()["subscriptions"]
     assert [s["id"] for s in listed] == [sub["id"]] and listed[0]["lag_changes"] == 0
-    rotated = await client.post(f"/subscriptions/{sub['id']}/rotate",
-                                json={"overlap_seconds": 60})
+    rotated = await client.post(f"/subscriptions/{sub['id']}/rotate", json={"overlap_seconds": 60})
     assert rotated.status_code == 200 and rotated.json()["secret"] not in (secret, None)
     assert rotated.json()["subscription"]["previous_secret_until"] is not None
     off = await client.post(f"/subscriptions/{sub['id']}/disable")
@@ -55,19 +67,22 @@ async def test_register_rotate_disable_enable_replay_remove(
     assert gone.status_code == 404 and gone.json()["error"] == "not_found"
 
 
-@pytest.mark.parametrize(("body", "says"), [
-    ({"url": "ftp://x/"}, "url must be an absolute http(s) URL"),
-    ({}, "url is required"),
-    ({"url": "https://x/", "kinds": ["create"]}, "unknown kind(s) of change create"),
-    ({"url": "https://x/", "kinds": "delete"}, "kinds has the wrong type"),
-    ({"url": "https://x/", "from": "nonsense"}, "start must be 'head', 'oldest' or a feed cursor"),
-    ({"url": "https://x/", "workspace_id": "7"}, "workspace_id has the wrong type"),
-    ({"url": "https://x/", "full_content": 1}, "full_content has the wrong type"),
-    ({"url": "https://x/", "source": "nosuch"}, "nosuch"),
-])
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"url": "ftp://x/"}, "url must be an absolute http(s) URL"),
+        ({}, "url is required"),
+        ({"url": "https://x/", "kinds": ["create"]}, "unknown kind(s) of change create"),
+        ({"url": "https://x/", "kinds": "delete"}, "kinds has the wrong type"),
+        ({"url": "https://x/", "from": "nonsense"}, "start must be 'head', 'oldest' or a feed cursor"),
+        ({"url": "https://x/", "workspace_id": "7"}, "workspace_id has the wrong type"),
+        ({"url": "https://x/", "full_content": 1}, "full_content has the wrong type"),
+        ({"url": "https://x/", "source": "nosuch"}, "nosuch"),
+    ],
+)
 async def test_bad_input_is_a_400_and_registers_nothing(
-        client: httpx.AsyncClient, pool: AsyncConnectionPool[Any], body: dict[str, Any],
-        says: str) -> None:
+    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any], body: dict[str, Any], says: str
+) -> None:
     answer = await client.post("/subscriptions", json=body)
     assert answer.status_code == 400, answer.text
     error = "unknown_source" if "source" in body else "bad_request"
@@ -86,8 +101,7 @@ async def test_unknown_ids_actions_and_bodies(client: httpx.AsyncClient) -> None
     assert missing.status_code == 400 and "from is required" in missing.json()["detail"]
     broken = await client.post("/subscriptions", content=b"{not json")
     assert broken.status_code == 400 and broken.json()["error"] == "bad_request"
-    overlap = await client.post(f"/subscriptions/{sub_id}/rotate",
-                                json={"overlap_seconds": -1})
+    overlap = await client.post(f"/subscriptions/{sub_id}/rotate", json={"overlap_seconds": -1})
     assert overlap.status_code == 400
     anonymous = await client.get("/subscriptions", headers={"Authorization": ""})
     assert anonymous.status_code == 401
@@ -96,8 +110,7 @@ async def test_unknown_ids_actions_and_bodies(client: httpx.AsyncClient) -> None
 @pytest.mark.slow
 def test_the_cli_adds_lists_and_refuses_in_one_line(database_url: str) -> None:
     env = clean_env(DATABASE_URL=database_url)
-    added = debounce("subscriptions", "add", "http://127.0.0.1:9/hook", "--kinds", "upsert",
-                     env=env)
+    added = debounce("subscriptions", "add", "http://127.0.0.1:9/hook", "--kinds", "upsert", env=env)
     assert added.returncode == 0 and "secret: whsec_" in added.stdout, added.stderr
     listed = debounce("subscriptions", "list", env=env)
     assert listed.stdout.startswith("1  http://127.0.0.1:9/hook  active  lag 0 changes")

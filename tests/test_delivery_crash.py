@@ -27,28 +27,39 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 async def _setup(url: str, hook: str) -> tuple[int, str, list[str]]:
-    async with AsyncConnectionPool(url, min_size=1, max_size=4, open=False,
-                                   kwargs={"autocommit": True}) as pool:
+    async with AsyncConnectionPool(
+        url, min_size=1, max_size=4, open=False, kwargs={"autocommit": True}
+    ) as pool:
         sub, secret = await delivery.create(pool, hook, start=delivery.Start(None))
         await write(pool, [doc(n) for n in range(40)])
         return sub.id, secret, [c.cursor.encode() for c in await feed_changes(pool)]
 
 
 async def _state(url: str, sub_id: int) -> delivery.Subscription:
-    async with AsyncConnectionPool(url, min_size=1, max_size=1, open=False,
-                                   kwargs={"autocommit": True}) as pool:
+    async with AsyncConnectionPool(
+        url, min_size=1, max_size=1, open=False, kwargs={"autocommit": True}
+    ) as pool:
         return await delivery.get(pool, sub_id)
 
 
 def _worker(env: dict[str, str]) -> subprocess.Popen[Any]:
-    return subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "debounce", "worker"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.slow
 def test_a_worker_process_killed_mid_batch_hands_the_same_batch_over(database_url: str) -> None:
-    env = clean_env(DATABASE_URL=database_url, DEBOUNCE_DELIVERY_LEASE_SECONDS="2",
-                    DEBOUNCE_DELIVERY_TIMEOUT_SECONDS="1", DEBOUNCE_POLL_INTERVAL_SECONDS="0.2")
+    env = clean_env(
+        DATABASE_URL=database_url,
+        DEBOUNCE_DELIVERY_LEASE_SECONDS="2",
+        DEBOUNCE_DELIVERY_TIMEOUT_SECONDS="1",
+        DEBOUNCE_POLL_INTERVAL_SECONDS="0.2",
+    )
     with Receiver() as receiver:
         receiver.script = [Answer(delay=3.0)]
         sub_id, secret, expected = asyncio.run(_setup(database_url, receiver.url))
@@ -60,8 +71,7 @@ def test_a_worker_process_killed_mid_batch_hands_the_same_batch_over(database_ur
             first.wait(10)
             second = _worker(env)
             deadline = time.monotonic() + 60
-            while asyncio.run(_state(database_url, sub_id)).lag_changes and \
-                    time.monotonic() < deadline:
+            while asyncio.run(_state(database_url, sub_id)).lag_changes and time.monotonic() < deadline:
                 time.sleep(0.1)  # real processes on a real socket
             seen = [(h["webhook-id"], Webhook(secret).verify(b, h)) for h, b in receiver.requests]
         finally:

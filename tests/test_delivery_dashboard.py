@@ -27,9 +27,13 @@ def receiver() -> Any:
 
 
 async def test_the_page_shows_lag_last_answer_attempts_and_next_retry(
-        client: Any, pool: AsyncConnectionPool[Any], receiver: Receiver) -> None:  # noqa: F811
-    sub, _ = await delivery.create(pool, receiver.url, start=delivery.Start(None),
-                                   source_type="notion", description="search index")
+    client: Any,  # noqa: F811  (the fixture imported above)
+    pool: AsyncConnectionPool[Any],
+    receiver: Receiver,
+) -> None:
+    sub, _ = await delivery.create(
+        pool, receiver.url, start=delivery.Start(None), source_type="notion", description="search index"
+    )
     await write(pool, [doc(1), doc(2)])
     receiver.script = [Answer(503)]
     settings = d.DeliverySettings(timeout_seconds=2.0)
@@ -54,23 +58,43 @@ async def test_the_page_shows_lag_last_answer_attempts_and_next_retry(
     assert on.status_code == 303 and (await delivery.get(pool, sub.id)).status == "active"
     refused = await client.post(f"/admin/subscriptions/{sub.id}/disable", data={})
     assert refused.status_code == 403
-    assert (await client.post("/admin/subscriptions/99/enable",
-                              data={"csrf_token": token})).status_code == 404
+    assert (
+        await client.post("/admin/subscriptions/99/enable", data={"csrf_token": token})
+    ).status_code == 404
 
 
 async def test_the_page_registers_an_endpoint_and_shows_its_secret_once(
-        client: Any, pool: AsyncConnectionPool[Any]) -> None:  # noqa: F811
+    client: Any,  # noqa: F811  (the fixture imported above)
+    pool: AsyncConnectionPool[Any],
+) -> None:
     await sign_in(client)
     token = csrf_of((await client.get("/admin/subscriptions")).text)
-    made = await client.post("/admin/subscriptions", data={
-        "csrf_token": token, "url": "https://consumer.example/hook", "source": "notion",
-        "kind": "delete", "start": "oldest", "full_content": "on", "description": "index"})
+    made = await client.post(
+        "/admin/subscriptions",
+        data={
+            "csrf_token": token,
+            "url": "https://consumer.example/hook",
+            "source": "notion",
+            "kind": "delete",
+            "start": "oldest",
+            "full_content": "on",
+            "description": "index",
+        },
+    )
     assert made.status_code == 200 and made.headers["cache-control"] == "no-store"
     (sub,) = await delivery.list_subscriptions(pool)
     assert (sub.url, sub.source_type, sub.kinds, sub.full_content, sub.cursor) == (
-        "https://consumer.example/hook", "notion", ["delete"], True, None)
-    secret = unescape(made.text).split("shown this once (the receiver verifies each delivery "
-                                       "with it): <code>")[1].split("</code>")[0]
+        "https://consumer.example/hook",
+        "notion",
+        ["delete"],
+        True,
+        None,
+    )
+    secret = (
+        unescape(made.text)
+        .split("shown this once (the receiver verifies each delivery with it): <code>")[1]
+        .split("</code>")[0]
+    )
     assert secret.startswith("whsec_")
     Webhook(secret)  # a secret the receivers' library takes
     again = unescape((await client.get("/admin/subscriptions")).text)
@@ -78,5 +102,6 @@ async def test_the_page_registers_an_endpoint_and_shows_its_secret_once(
     bad = await client.post("/admin/subscriptions", data={"csrf_token": token, "url": "ftp://x"})
     assert bad.status_code == 303
     assert "Not added: url must be an absolute http(s) URL" in unescape(
-        (await client.get("/admin/subscriptions")).text)
+        (await client.get("/admin/subscriptions")).text
+    )
     assert len(await delivery.list_subscriptions(pool)) == 1

@@ -30,8 +30,8 @@ from standins.slack_demo import SlackDemoEdits
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-CHANNEL = "C2147483705"           # the channel of examples/slack
-ROOT_TS = "1763682934.000200"     # the "Hello world" message that message_changed.json edits
+CHANNEL = "C2147483705"  # the channel of examples/slack
+ROOT_TS = "1763682934.000200"  # the "Hello world" message that message_changed.json edits
 SLACK_DOC = f"{CHANNEL}/{ROOT_TS}"
 WHEN = datetime(2026, 11, 27, 16, 4, 12, tzinfo=UTC)
 HHMMSS = f"{WHEN.astimezone():%H:%M:%S}"  # the edit text shows the local time of day
@@ -57,8 +57,9 @@ async def test_notion_stand_in_edits_the_page_the_example_names() -> None:
         assert first.status_code == 200, first.text
         answer = first.json()
         assert answer["text"] == f"Hello world (edit 1, {HHMMSS})"
-        assert answer["edited"] == (f"edited page 'Launch plan' ({DEMO_PAGE_ID}): 'Hello world' "
-                                    f"→ 'Hello world (edit 1, {HHMMSS})'")
+        assert answer["edited"] == (
+            f"edited page 'Launch plan' ({DEMO_PAGE_ID}): 'Hello world' → 'Hello world (edit 1, {HHMMSS})'"
+        )
         markdown = (await standin.get(f"/v1/pages/{DEMO_PAGE_ID}/markdown", headers=auth)).json()
         assert f"Hello world (edit 1, {HHMMSS})\n" in markdown["markdown"]
         block = (await standin.get(f"/v1/blocks/{DEMO_EDITED_BLOCK_ID}", headers=auth)).json()
@@ -69,7 +70,8 @@ async def test_notion_stand_in_edits_the_page_the_example_names() -> None:
         webhook, sent = answer["webhook"], json.loads(body)
         assert webhook["id"] != sent["id"] and webhook["timestamp"] == "2026-11-27T16:04:12.000Z"
         assert {k: v for k, v in webhook.items() if k not in ("id", "timestamp", "data")} == {
-            k: v for k, v in sent.items() if k not in ("id", "timestamp", "data")}
+            k: v for k, v in sent.items() if k not in ("id", "timestamp", "data")
+        }
         assert webhook["data"]["updated_blocks"] == [{"id": DEMO_EDITED_BLOCK_ID, "type": "block"}]
         second = (await standin.post(EDIT_PATH, content=body)).json()
         assert second["text"] == f"Hello world (edit 2, {HHMMSS})"
@@ -93,8 +95,11 @@ async def test_slack_stand_in_edits_the_message_the_example_names() -> None:
         assert first.status_code == 200, first.text
         answer = first.json()
         assert answer["text"] == f"Hello world (edit 1, {HHMMSS})"
-        replies = (await standin.get("/api/conversations.replies", params={
-            "channel": CHANNEL, "ts": ROOT_TS, "token": "xoxb-demo"})).json()
+        replies = (
+            await standin.get(
+                "/api/conversations.replies", params={"channel": CHANNEL, "ts": ROOT_TS, "token": "xoxb-demo"}
+            )
+        ).json()
         root = replies["messages"][0]
         assert root["text"] == answer["text"] and root["edited"]["user"] == "U2147483697"
         # The message_changed event Slack sends for the edit.
@@ -116,10 +121,14 @@ async def test_slack_stand_in_edits_the_message_the_example_names() -> None:
 
 # -- the demo, end to end ------------------------------------------------------------------------
 
+
 def clean_env(**extra: str) -> dict[str, str]:
     """Our environment without any debounce, source or database setting, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "PORT"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "PORT"))
+    }
     return {**env, **extra}
 
 
@@ -127,10 +136,17 @@ def clean_env(**extra: str) -> dict[str, str]:
 def running_demo(database_url: str, tmp_path: Path) -> Iterator[tuple[dict[str, str], list[str]]]:
     """``debounce serve --demo`` running until its tour's last line; its environment (for
     ``debounce`` commands that find it) and its log so far. Stopped at the end."""
-    env = clean_env(DATABASE_URL=database_url, DEBOUNCE_DATA_DIR=str(tmp_path / "data"),
-                    PORT=str(free_port()))
-    proc = subprocess.Popen([sys.executable, "-m", "debounce", "serve", "--demo"], env=env,
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = clean_env(
+        DATABASE_URL=database_url, DEBOUNCE_DATA_DIR=str(tmp_path / "data"), PORT=str(free_port())
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "debounce", "serve", "--demo"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     log: list[str] = []
     try:
         assert proc.stdout is not None
@@ -148,58 +164,82 @@ def running_demo(database_url: str, tmp_path: Path) -> Iterator[tuple[dict[str, 
 
 
 def debounce(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "debounce", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=150)
+    return subprocess.run(
+        [sys.executable, "-m", "debounce", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
 
 
 @pytest.mark.slow
 def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
-        running_demo: tuple[dict[str, str], list[str]]) -> None:
+    running_demo: tuple[dict[str, str], list[str]],
+) -> None:
     env, lines = running_demo
     log = "".join(lines)
     # The tour: each source's example edit is made in its stand-in, sent, synced, and seen in
     # the feed with the edited line of its document.
-    assert (f"demo: the notion stand-in edited page 'Launch plan' ({DEMO_PAGE_ID}): "
-            "'Hello world' → 'Hello world (edit 1, ") in log, log
-    assert (f"demo: the slack stand-in edited message {ROOT_TS} in {CHANNEL}: 'Hello world' → "
-            "'Hello world (edit 1, ") in log, log
+    assert (
+        f"demo: the notion stand-in edited page 'Launch plan' ({DEMO_PAGE_ID}): "
+        "'Hello world' → 'Hello world (edit 1, "
+    ) in log, log
+    assert (
+        f"demo: the slack stand-in edited message {ROOT_TS} in {CHANNEL}: 'Hello world' → "
+        "'Hello world (edit 1, "
+    ) in log, log
     assert f"demo: feed: upsert notion/{DEMO_PAGE_ID}  'Hello world (edit 1, " in log, log
     assert f"demo: feed: upsert slack/{SLACK_DOC}  'Hello world (edit 1, " in log, log
     # The data source's table, a row renamed (data_source.content_updated.json), in the feed.
-    assert ("demo: the notion stand-in renamed row 'Ship webhook debouncing' → "
-            "'Ship webhook debouncing (edit 1, ") in log, log
-    assert (f"demo: feed: upsert notion/{DEMO_DATA_SOURCE_ID}  '| [Ship webhook debouncing "
-            "(edit 1, ") in log, log
+    assert (
+        "demo: the notion stand-in renamed row 'Ship webhook debouncing' → 'Ship webhook debouncing (edit 1, "
+    ) in log, log
+    assert (
+        f"demo: feed: upsert notion/{DEMO_DATA_SOURCE_ID}  '| [Ship webhook debouncing (edit 1, "
+    ) in log, log
     assert "demo: the examples' 7 jobs: 7 completed; " in log, log
     # The first run says what it does (issue 42, point 6): the README's claimed line, the
     # synced line naming the document it wrote, every sent line naming what it sent.
     assert "claimed job " in log and f"(notion {DEMO_PAGE_ID}: 4 events, its window ended)" in log, log
-    assert ("synced in " in log and f"(1 written: 'Launch plan' (notion/{DEMO_PAGE_ID}), 0 unchanged"
-            in log), log
+    assert "synced in " in log and f"(1 written: 'Launch plan' (notion/{DEMO_PAGE_ID}), 0 unchanged" in log, (
+        log
+    )
     posted = [x.split("demo: sent ", 1)[1].split(" → ")[0] for x in lines if "demo: sent " in x]
-    assert posted and all(x.startswith("examples/") or "built by the stand-in, no file" in x
-                        for x in posted), posted
+    assert posted and all(
+        x.startswith("examples/") or "built by the stand-in, no file" in x for x in posted
+    ), posted
     assert "examples/notion/page.created.json" in posted
-    assert ("a slack message event of the second workspace, Debounce Labs (T07LABS42; built by "
-            "the stand-in, no file)") in posted
+    assert (
+        "a slack message event of the second workspace, Debounce Labs (T07LABS42; built by "
+        "the stand-in, no file)"
+    ) in posted
     assert "did not reach the feed" not in log
     port = env["PORT"]
-    assert (f"demo: consumers read the documents and the change feed with the read token "
-            f"'demo-read-token' (the demo's; DEBOUNCE_READ_TOKEN sets another): curl -H "
-            f"'Authorization: Bearer demo-read-token' http://127.0.0.1:{port}/documents/changes"
-            ) in log, log
-    assert lines[-1].rstrip().endswith(
-        "demo: edit the page again and see the change arrive: `debounce send notion "
-        "examples/notion/page.content_updated.json --demo` (with DEBOUNCE_DATA_DIR="
-        f"{env['DEBOUNCE_DATA_DIR']}); then `debounce documents changes` lists the feed")
+    assert (
+        f"demo: consumers read the documents and the change feed with the read token "
+        f"'demo-read-token' (the demo's; DEBOUNCE_READ_TOKEN sets another): curl -H "
+        f"'Authorization: Bearer demo-read-token' http://127.0.0.1:{port}/documents/changes"
+    ) in log, log
+    assert (
+        lines[-1]
+        .rstrip()
+        .endswith(
+            "demo: edit the page again and see the change arrive: `debounce send notion "
+            "examples/notion/page.content_updated.json --demo` (with DEBOUNCE_DATA_DIR="
+            f"{env['DEBOUNCE_DATA_DIR']}); then `debounce documents changes` lists the feed"
+        )
+    )
 
     # the environment's Slack workspace learned its source id, though its budget ran out
     # (before anything else syncs it: asked again once the budget refills)
     with psycopg.connect(env["DATABASE_URL"]) as conn:
         deadline = time.monotonic() + 30
         while True:
-            row = conn.execute("select external_id from workspaces where origin = 'env' "
-                               "and source_type = 'slack'").fetchone()
+            row = conn.execute(
+                "select external_id from workspaces where origin = 'env' and source_type = 'slack'"
+            ).fetchone()
             if (row is not None and row[0] is not None) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
@@ -208,16 +248,18 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
     # `debounce send … --demo` finds the demo (no --url, no secret), edits, waits, prints.
     sent: dict[str, str] = {}
     for source, name, document in (
-            ("notion", "page.content_updated.json", DEMO_PAGE_ID),
-            ("slack", "message_changed.json", SLACK_DOC)):
+        ("notion", "page.content_updated.json", DEMO_PAGE_ID),
+        ("slack", "message_changed.json", SLACK_DOC),
+    ):
         for count in (2, 3):  # every edit is new text, so every one writes
             done = debounce("send", source, f"examples/{source}/{name}", "--demo", env=env)
             assert done.returncode == 0, (done.stdout, done.stderr)
             assert f"'Hello world (edit {count - 1}, " in done.stdout, done.stdout
             assert '"outcome":"created"' in done.stdout, done.stdout
             (change,) = [x for x in done.stdout.splitlines() if x.startswith("feed: ")]
-            assert change.startswith(f"feed: upsert {source}/{document}  "
-                                     f"'Hello world (edit {count}, "), done.stdout
+            assert change.startswith(f"feed: upsert {source}/{document}  'Hello world (edit {count}, "), (
+                done.stdout
+            )
             sent[source] = change.split("'")[1]
     reader = {"Authorization": "Bearer demo-read-token"}
     base = f"http://127.0.0.1:{port}"
@@ -227,18 +269,23 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
     refused = httpx.get(f"{base}/documents/changes", timeout=10)
     assert refused.status_code == 401 and refused.json()["detail"] == (
         "missing or wrong token: reads take the read token (DEBOUNCE_READ_TOKEN) or the admin "
-        "token (DEBOUNCE_ADMIN_TOKEN) as 'Authorization: Bearer <token>'")
+        "token (DEBOUNCE_ADMIN_TOKEN) as 'Authorization: Bearer <token>'"
+    )
     changes = debounce("documents", "changes", env=env)
     assert changes.returncode == 0, changes.stderr
-    ours = [x for x in changes.stdout.splitlines()
-            if x.startswith("upsert") and (DEMO_PAGE_ID in x or SLACK_DOC in x)]
+    ours = [
+        x
+        for x in changes.stdout.splitlines()
+        if x.startswith("upsert") and (DEMO_PAGE_ID in x or SLACK_DOC in x)
+    ]
     # each source: its first sync, the tour's edit and the two edits sent here, at least
     assert sum(DEMO_PAGE_ID in x for x in ours) >= 4 and sum(SLACK_DOC in x for x in ours) >= 4
 
 
 @pytest.mark.slow
 def test_a_second_demo_in_the_same_directory_refuses_and_its_hint_works(
-        running_demo: tuple[dict[str, str], list[str]], tmp_path: Path) -> None:
+    running_demo: tuple[dict[str, str], list[str]], tmp_path: Path
+) -> None:
     """Issue 42, point 5: one demo per data directory. The second says so in one line, before
     it binds or writes anything, and leaves the first's state alone; the command its hint
     gives starts a demo of its own."""
@@ -249,19 +296,26 @@ def test_a_second_demo_in_the_same_directory_refuses_and_its_hint_works(
     assert second.returncode == 1 and "Traceback" not in second.stderr
     (line,) = [x for x in second.stderr.splitlines() if x.strip()]
     first_url = f"http://127.0.0.1:{env['PORT']}"
-    prefix = (f"a demo is already running in {env['DEBOUNCE_DATA_DIR']}/ at {first_url}: use it, "
-              "stop it, or start another with its own data: ")
+    prefix = (
+        f"a demo is already running in {env['DEBOUNCE_DATA_DIR']}/ at {first_url}: use it, "
+        "stop it, or start another with its own data: "
+    )
     assert line.startswith(prefix), line
     hint = line.removeprefix(prefix)
-    assert hint.startswith(f"env -u DATABASE_URL DEBOUNCE_DATA_DIR={env['DEBOUNCE_DATA_DIR']}-2 "
-                           "PORT="), hint
+    assert hint.startswith(f"env -u DATABASE_URL DEBOUNCE_DATA_DIR={env['DEBOUNCE_DATA_DIR']}-2 PORT="), hint
     assert hint.endswith(" debounce serve --demo")
     assert state.read_text() == before  # the first's state, untouched
     assert httpx.get(f"{first_url}/readyz", timeout=10).status_code == 200
     # the hint, as a person would paste it (in a shell whose PATH has the venv's debounce)
     path = f"{Path(sys.executable).parent}:{env['PATH']}"
-    other = subprocess.Popen(["bash", "-c", hint], env={**env, "PATH": path}, cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    other = subprocess.Popen(
+        ["bash", "-c", hint],
+        env={**env, "PATH": path},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     said: list[str] = []
     try:
         assert other.stdout is not None
@@ -279,7 +333,8 @@ def test_a_second_demo_in_the_same_directory_refuses_and_its_hint_works(
 
 
 async def test_a_demo_stopped_early_does_not_say_an_edit_timed_out(
-        pool: Any, caplog: pytest.LogCaptureFixture) -> None:
+    pool: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     """Issue 42, point 6: Ctrl-C during the tour's wait for the feed is said as such, not as
     'did not reach the feed within 60 s' (which it said after about 20 s)."""
     import logging

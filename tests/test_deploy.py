@@ -38,8 +38,9 @@ def procfile() -> dict[str, str]:
 def test_the_committed_lock_files_agree_with_pyproject() -> None:
     lock = lock_module()
     assert lock.problems(ROOT) == []
-    result = subprocess.run([str(ROOT / "scripts" / "check-lock")], capture_output=True,
-                            text=True, cwd=ROOT, timeout=60)
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "check-lock")], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert "packages pinned" in result.stdout
 
@@ -69,7 +70,7 @@ def test_a_version_outside_the_range_an_unhashed_pin_and_a_stale_txt_are_named(t
     # the first pin's hashes dropped
     first = text.index("\n", text.index("==")) + 1
     end = text.index("\n", text.index("# via", first))
-    text = text[:text.index("==")].rsplit("\n", 1)[0] + "\nsix==1.0\n" + text[end + 1:]
+    text = text[: text.index("==")].rsplit("\n", 1)[0] + "\nsix==1.0\n" + text[end + 1 :]
     (root / "requirements.lock").write_text(text)
     found = lock.problems(root)
     assert any("orjson==3.0, outside" in p for p in found), found
@@ -79,7 +80,7 @@ def test_a_version_outside_the_range_an_unhashed_pin_and_a_stale_txt_are_named(t
 
 def test_the_python_pin_is_the_lock_s() -> None:
     assert (ROOT / ".python-version").read_text().strip() == lock_module().PYTHON
-    assert "requires-python = \">=3.11\"" in (ROOT / "pyproject.toml").read_text()
+    assert 'requires-python = ">=3.11"' in (ROOT / "pyproject.toml").read_text()
 
 
 def test_the_dockerfile_builds_from_the_lock_and_runs_the_procfile_as_a_non_root_user() -> None:
@@ -91,10 +92,9 @@ def test_the_dockerfile_builds_from_the_lock_and_runs_the_procfile_as_a_non_root
             instructions.append((word.upper(), rest.strip()))
     stages = [i for i, (word, _) in enumerate(instructions) if word == "FROM"]
     assert len(stages) == 2, "a build stage and a runtime stage"
-    build, final = instructions[stages[0]:stages[1]], instructions[stages[1]:]
+    build, final = instructions[stages[0] : stages[1]], instructions[stages[1] :]
     python = lock_module().PYTHON
-    assert all(rest.startswith(f"python:{python}-") for word, rest in instructions
-               if word == "FROM")
+    assert all(rest.startswith(f"python:{python}-") for word, rest in instructions if word == "FROM")
     runs = " ".join(rest for word, rest in build if word == "RUN")
     assert "--require-hashes --no-deps -r requirements.lock" in runs
     assert "pip install --no-deps ." in runs
@@ -130,8 +130,14 @@ def _start_web(database_url: str, port: int, log: Path, **extra: str) -> subproc
     if "FORWARDED_ALLOW_IPS" not in extra:
         env.pop("FORWARDED_ALLOW_IPS", None)
     with log.open("w") as out:
-        return subprocess.Popen(["bash", "-c", procfile()["web"]], env=env, cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            ["bash", "-c", procfile()["web"]],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -140,8 +146,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.slow
-def test_the_procfile_web_trusts_the_routers_forwarded_https(database_url: str,
-                                                             tmp_path: Path) -> None:
+def test_the_procfile_web_trusts_the_routers_forwarded_https(database_url: str, tmp_path: Path) -> None:
     """The Procfile's web line, word for word under bash as a platform runs it: a request the
     router forwarded over HTTPS is redirected to https:// and gets a Secure session cookie;
     with FORWARDED_ALLOW_IPS naming another address, the same request is plain HTTP."""

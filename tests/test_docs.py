@@ -22,8 +22,9 @@ _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 _SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 _PACKAGES = ("debounce", "integrations", "standins", "bench")
-_TOP_DIRS = ("debounce", "integrations", "standins", "bench", "sql", "tests", "docs",
-             "examples", ".ci")
+_TOP_DIRS = ("debounce", "integrations", "standins", "bench", "sql", "tests", "docs", "examples", ".ci")
+
+
 #: Modules of debounce/ cited by their short name (``queue.claim``). Those that share their
 #: name with a table are checked for classes only (``workspaces.Directory``, not a column such
 #: as ``documents.workspace_id``); ``secrets`` is also the standard library's.
@@ -48,8 +49,10 @@ del _SHORT["secrets"]
 #: Inside shell blocks too: a file of the repository passed to a command.
 _SHELL_FILE = re.compile(r"(?<![\w/.])((?:examples|sql|bench|tests|docs)/[\w./-]+\.(?:json|py|sql|md))")
 #: Dotted names that are not modules but strings the code uses, each with the file saying so.
-NAMES = {"debounce.integrations": "debounce/registry.py",  # the entry point group
-         "integrations.notion.sdk": "integrations/notion/client.py"}  # the SDK's logger
+NAMES = {
+    "debounce.integrations": "debounce/registry.py",  # the entry point group
+    "integrations.notion.sdk": "integrations/notion/client.py",
+}  # the SDK's logger
 
 
 def pages() -> list[Path]:
@@ -65,7 +68,7 @@ def _resolve_attr(module_name: str, attrs: list[str]) -> str | None:
         return f"no module {module_name} ({exc})"
     for i, attr in enumerate(attrs):
         if not hasattr(obj, attr):
-            return f"{module_name}.{'.'.join(attrs[:i + 1])} does not exist"
+            return f"{module_name}.{'.'.join(attrs[: i + 1])} does not exist"
         obj = getattr(obj, attr)
     return None
 
@@ -102,12 +105,15 @@ def _module_name(file: Path) -> str:
 def _file(path: str) -> str | None:
     """A path (``sql/queries/claim.sql``, ``web/errors.py``, ``tests/t.py::test_x``) that exists."""
     path, _, test = path.partition("::")
-    found = next((base / path for base in (ROOT, ROOT / "debounce", ROOT / "integrations")
-                  if (base / path).exists()), None)
+    found = next(
+        (base / path for base in (ROOT, ROOT / "debounce", ROOT / "integrations") if (base / path).exists()),
+        None,
+    )
     if found is None:
         return f"no file {path}"
-    if test and not re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{test}\b|^{test}\s*[:=]",
-                              found.read_text(), re.M):
+    if test and not re.search(
+        rf"^\s*(?:async\s+)?(?:def|class)\s+{test}\b|^{test}\s*[:=]", found.read_text(), re.M
+    ):
         return f"{path} has no {test}"
     return None
 
@@ -124,8 +130,11 @@ def check_span(span: str) -> str | None:
     if "/" in span:
         if not re.fullmatch(r"\.?\w+", span.split("/")[0]):
             return None
-        if not (head in _TOP_DIRS or _module_file(span.split("/")[0]) is not None
-                or (ROOT / "debounce" / span.split("/")[0]).is_dir()):
+        if not (
+            head in _TOP_DIRS
+            or _module_file(span.split("/")[0]) is not None
+            or (ROOT / "debounce" / span.split("/")[0]).is_dir()
+        ):
             return None
         mod = re.fullmatch(r"([\w/]+)\.([A-Za-z_][\w.]*)", span)
         if mod and not re.search(r"\.(py|sql|md|json|toml|lua|txt|html)$", span):
@@ -155,9 +164,11 @@ def check_page(page: Path, text: str | None = None) -> list[str]:
     blocks, relative links that do not resolve."""
     text = page.read_text() if text is None else text
     shell = "\n".join(m.group(0) for m in _FENCE.finditer(text))
-    problems = [f"`{m.group(1)}` in {page.name}: {problem}"
-                for m in _SHELL_FILE.finditer(shell)
-                if (problem := _file(m.group(1))) is not None]
+    problems = [
+        f"`{m.group(1)}` in {page.name}: {problem}"
+        for m in _SHELL_FILE.finditer(shell)
+        if (problem := _file(m.group(1))) is not None
+    ]
     prose = _FENCE.sub("", text)
     for m in _SPAN.finditer(prose):
         if (problem := check_span(m.group(1))) is not None:
@@ -179,16 +190,20 @@ def test_the_docs_name_only_what_exists() -> None:
 
 def test_the_check_catches_each_kind_of_drift() -> None:
     page = ROOT / "docs" / "design.md"
-    bad = ("`queue.claim_everything` `db.Backoff` `debounce.queue.no_such` "
-           "`integrations.notion.nothing` `worker/loop.Worker._no_such` `web/no_such.py` "
-           "`sql/no_such.sql` `tests/test_docs.py::test_no_such` `debounce/no_such/` "
-           "[a link](no_such.md)\n```sh\ndebounce send notion examples/notion/no_such.json\n```\n")
+    bad = (
+        "`queue.claim_everything` `db.Backoff` `debounce.queue.no_such` "
+        "`integrations.notion.nothing` `worker/loop.Worker._no_such` `web/no_such.py` "
+        "`sql/no_such.sql` `tests/test_docs.py::test_no_such` `debounce/no_such/` "
+        "[a link](no_such.md)\n```sh\ndebounce send notion examples/notion/no_such.json\n```\n"
+    )
     found = check_page(page, bad)
     assert len(found) == 11, "\n".join(found)
-    fine = ("`queue.enqueue` `retry.Backoff` `debounce.infra.db.is_transient` "
-            "`worker/loop.Worker._claim_round` `web/errors.py` `sql/queries/claim.sql` "
-            "`tests/test_docs.py::test_the_check_catches_each_kind_of_drift` "
-            "`Source.create(settings)` `pages.retrieve` `documents.audience_kind` "
-            "`secrets.token_urlsafe` `https://example.com/a.py` `/usr/bin/chromium` "
-            "[ok](design.md#modules) [web](https://example.com) [cfg](configuration.md)\n")
+    fine = (
+        "`queue.enqueue` `retry.Backoff` `debounce.infra.db.is_transient` "
+        "`worker/loop.Worker._claim_round` `web/errors.py` `sql/queries/claim.sql` "
+        "`tests/test_docs.py::test_the_check_catches_each_kind_of_drift` "
+        "`Source.create(settings)` `pages.retrieve` `documents.audience_kind` "
+        "`secrets.token_urlsafe` `https://example.com/a.py` `/usr/bin/chromium` "
+        "[ok](design.md#modules) [web](https://example.com) [cfg](configuration.md)\n"
+    )
     assert check_page(page, fine) == []

@@ -32,8 +32,10 @@ def host() -> Iterator[FileHost]:
 
 def policy(host: FileHost, **changes: object) -> FetchPolicy:
     """The stand-in's host:port takes a token, as the configured API host of a stand-in does."""
-    values: dict[str, object] = {"max_bytes": 1_000_000,
-                                 "token_hosts": frozenset({host.base_url.removeprefix("http://")})}
+    values: dict[str, object] = {
+        "max_bytes": 1_000_000,
+        "token_hosts": frozenset({host.base_url.removeprefix("http://")}),
+    }
     values.update(changes)
     return FetchPolicy(**values)  # type: ignore[arg-type]
 
@@ -42,8 +44,13 @@ def test_token_goes_only_to_slack_over_https() -> None:
     assert token_allowed("https://files.slack.com/files-pri/T1-F1/a.pdf")
     assert token_allowed("https://slack.com/api/files.info")
     assert token_allowed("https://files.slack-gov.com/x")
-    for url in ("http://files.slack.com/x", "https://evilslack.com/x", "https://slack.com.evil.io/x",
-                "https://example.com/slack.com", "ftp://slack.com/x"):
+    for url in (
+        "http://files.slack.com/x",
+        "https://evilslack.com/x",
+        "https://slack.com.evil.io/x",
+        "https://example.com/slack.com",
+        "ftp://slack.com/x",
+    ):
         assert not token_allowed(url), url
     assert token_allowed("http://127.0.0.1:9/x", frozenset({"127.0.0.1:9"}))
     assert not token_allowed("http://127.0.0.1:10/x", frozenset({"127.0.0.1:9"}))
@@ -83,7 +90,9 @@ async def test_slack_private_url_needs_the_scope(host: FileHost, tmp_path: Path)
     with pytest.raises(ExtractionFailed) as caught:
         await download(url, str(tmp_path / "f"), policy(host), token="xoxb-no-files-read")
     assert (caught.value.code, caught.value.reason) == (
-        "missing_scope", "a sign-in page where a file was expected: the token lacks the files:read scope")
+        "missing_scope",
+        "a sign-in page where a file was expected: the token lacks the files:read scope",
+    )
 
 
 async def test_token_never_leaves_the_token_hosts(host: FileHost, tmp_path: Path) -> None:

@@ -80,9 +80,10 @@ async def stack(
     syncers = registry.create_all(settings)
     worker = Worker(settings, pool, syncers, conninfo=database_url)
     task = asyncio.create_task(worker.run())
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+    ):
         yield Stack(client, pool, notion, slack, worker, store)
     worker.stop()
     await asyncio.wait_for(task, 15)
@@ -93,8 +94,7 @@ async def stack(
 async def send(client: httpx.AsyncClient, source: str, event: dict[str, Any]) -> httpx.Response:
     body = json.dumps(event).encode()
     secret = NOTION_SECRET if source == "notion" else SLACK_SECRET
-    resp = await client.post(f"/webhooks/{source}", content=body,
-                             headers=sign_request(source, body, secret))
+    resp = await client.post(f"/webhooks/{source}", content=body, headers=sign_request(source, body, secret))
     assert resp.status_code == 200, resp.text
     return resp
 
@@ -201,8 +201,7 @@ async def test_slack_message_thread_and_edit_end_to_end(stack: Stack) -> None:
     assert edited is not None and "Another topic (edited)" in edited["content"]
 
 
-async def test_a_member_leaving_a_private_channel_leaves_its_documents_audience(
-        stack: Stack) -> None:
+async def test_a_member_leaving_a_private_channel_leaves_its_documents_audience(stack: Stack) -> None:
     private = "G0PRIVATE1"  # the channel of examples/slack/private_channel_message.json
     stack.slack.post(private, "In a private channel", user="U2147483697")
     stack.slack.set_members(private, ["U0BOTUSER", "U2147483697", "U2147483698"])
@@ -210,7 +209,9 @@ async def test_a_member_leaving_a_private_channel_leaves_its_documents_audience(
     await settled(stack.pool)
     (doc,) = await one_job.page_documents(stack.store, "slack", private)
     assert (doc["audience_kind"], doc["audience_members"]) == (
-        "private_channel", ["U0BOTUSER", "U2147483697", "U2147483698"])
+        "private_channel",
+        ["U0BOTUSER", "U2147483697", "U2147483698"],
+    )
     # U2147483698 leaves (examples/slack/member_left_channel.json): webhook → job → worker.
     stack.slack.remove_member(private, "U2147483698")
     await send(stack.client, "slack", example("slack", "member_left_channel.json"))
@@ -236,8 +237,9 @@ async def test_rate_limited_notion_sync_goes_back_to_queue(stack: Stack) -> None
     assert job.retry_at is not None
 
 
-async def _changes_after(pool: AsyncConnectionPool[Any], after: feed.Cursor | None) -> tuple[
-        list[feed.Change], feed.Cursor | None]:
+async def _changes_after(
+    pool: AsyncConnectionPool[Any], after: feed.Cursor | None
+) -> tuple[list[feed.Change], feed.Cursor | None]:
     await servable(pool)
     changes: list[feed.Change] = []
     while True:
@@ -255,7 +257,8 @@ async def test_a_sync_appends_one_change_per_document_it_writes(stack: Stack) ->
     await settled(stack.pool)
     first, after = await _changes_after(stack.pool, None)
     assert sorted((c.document_id, c.op) for c in first) == sorted(
-        [(f"{CHANNEL}/{root}", "upsert"), (f"{CHANNEL}/{lone}", "upsert")])
+        [(f"{CHANNEL}/{root}", "upsert"), (f"{CHANNEL}/{lone}", "upsert")]
+    )
     stack.slack.edit(CHANNEL, lone, "Another topic (edited)")
     await send(stack.client, "slack", example("slack", "message_changed.json"))
     await settled(stack.pool)
@@ -263,7 +266,8 @@ async def test_a_sync_appends_one_change_per_document_it_writes(stack: Stack) ->
     row = await stack.store.get("slack", f"{CHANNEL}/{lone}")
     assert row is not None
     assert [(c.document_id, c.op, c.content_sha256) for c in edited] == [
-        (f"{CHANNEL}/{lone}", "upsert", row["content_sha256"])]
+        (f"{CHANNEL}/{lone}", "upsert", row["content_sha256"])
+    ]
     # A re-sync that finds nothing new rewrites nothing a consumer sees: no change.
     await queue.resync(stack.pool, "slack", CHANNEL, max_attempts=3)
     await settled(stack.pool)

@@ -22,16 +22,16 @@ from standins.slack_api import FakeSlack
 TOKEN = "xoxb-env-learning"
 
 
-async def test_a_spent_budget_defers_the_question_until_it_refills(
-        pool: AsyncConnectionPool[Any]) -> None:
+async def test_a_spent_budget_defers_the_question_until_it_refills(pool: AsyncConnectionPool[Any]) -> None:
     fake = FakeSlack.demo(token=TOKEN)
     with BackgroundServer(fake.app()) as server:
         settings = Settings(slack_bot_token=TOKEN, slack_api_url=f"{server.url}/api/")
         row = await workspaces.ensure_env_workspace(pool, "slack", TOKEN)
-        workspace = ClaimedWorkspace(id=int(row["id"]), status="active", origin="env",
-                                     external_id=None, bot_user_id=None)
-        budget = ApiBudget(600.0, 1.0)   # a request every 0.1 s, none stored beyond one
-        assert await budgets.take(pool, workspace.id, budget) == 0.0   # the bucket, spent
+        workspace = ClaimedWorkspace(
+            id=int(row["id"]), status="active", origin="env", external_id=None, bot_user_id=None
+        )
+        budget = ApiBudget(600.0, 1.0)  # a request every 0.1 s, none stored beyond one
+        assert await budgets.take(pool, workspace.id, budget) == 0.0  # the bucket, spent
         made: list[int] = []
 
         def meter_for(workspace_id: int, source_type: str) -> WorkspaceMeter:
@@ -42,7 +42,7 @@ async def test_a_spent_budget_defers_the_question_until_it_refills(
         try:
             await learner.learn(workspace, "slack", WorkspaceMeter(pool, workspace.id, budget))
             rows = await workspaces.list_workspaces(pool, workspace.id)
-            assert rows[0]["external_id"] is None   # not asked: no request left
+            assert rows[0]["external_id"] is None  # not asked: no request left
             async with asyncio.timeout(10):
                 while (await workspaces.list_workspaces(pool, workspace.id))[0]["external_id"] is None:
                     await asyncio.sleep(0.05)
@@ -50,4 +50,4 @@ async def test_a_spent_budget_defers_the_question_until_it_refills(
             await learner.close()
     learned = (await workspaces.list_workspaces(pool, workspace.id))[0]
     assert learned["external_id"] and learned["name"]
-    assert made == [workspace.id]   # asked once more, with a meter of its own
+    assert made == [workspace.id]  # asked once more, with a meter of its own

@@ -56,8 +56,13 @@ def test_text_pdf_pages_in_order() -> None:
     data = text_pdf([["Policy (v2)", "Travel is reimbursed."], ["Page two: café"]])
     result = extract_bytes(data, PDF, LIMITS)
     assert result == Extracted(
-        markdown="Policy (v2)\nTravel is reimbursed.\n\nPage two: café", truncated=False,
-        pages=2, format="pdf", child_peak_bytes=result.child_peak_bytes, seconds=result.seconds)
+        markdown="Policy (v2)\nTravel is reimbursed.\n\nPage two: café",
+        truncated=False,
+        pages=2,
+        format="pdf",
+        child_peak_bytes=result.child_peak_bytes,
+        seconds=result.seconds,
+    )
     assert result.child_peak_bytes > 0
 
 
@@ -106,8 +111,9 @@ def test_docx_headings_lists_tables() -> None:
     out = io.BytesIO()
     document.save(out)
     result = extract_bytes(out.getvalue(), DOCX, LIMITS)
-    assert result.markdown == ("# Onboarding\n\nWelcome aboard.\n\n- laptop\n- badge\n\n"
-                               "| who | when |\n|---|---|\n| IT | day 1 |")
+    assert result.markdown == (
+        "# Onboarding\n\nWelcome aboard.\n\n- laptop\n- badge\n\n| who | when |\n|---|---|\n| IT | day 1 |"
+    )
 
 
 def test_pptx_slides_and_notes() -> None:
@@ -124,8 +130,9 @@ def test_pptx_slides_and_notes() -> None:
     assert result.pages == 1
 
 
-def _with_member(data: bytes, name: str, replace: dict[bytes, bytes] | None = None,
-                 add: tuple[str, bytes] | None = None) -> bytes:
+def _with_member(
+    data: bytes, name: str, replace: dict[bytes, bytes] | None = None, add: tuple[str, bytes] | None = None
+) -> bytes:
     """The zip ``data`` with member ``name``'s bytes edited, or one member added."""
     source = zipfile.ZipFile(io.BytesIO(data))
     out = io.BytesIO()
@@ -143,14 +150,17 @@ def _with_member(data: bytes, name: str, replace: dict[bytes, bytes] | None = No
 
 
 def test_xlsx_formulas_show_their_saved_values() -> None:
-    data = spreadsheet({"Q3": [["region", "revenue"], ["north", 10], ["south", 20],
-                               ["total", "=SUM(B2:B3)"]]})
+    data = spreadsheet(
+        {"Q3": [["region", "revenue"], ["north", 10], ["south", 20], ["total", "=SUM(B2:B3)"]]}
+    )
     # Excel saves a formula's result beside it; openpyxl writes none: add it as Excel would.
-    data = _with_member(data, "xl/worksheets/sheet1.xml",
-                        {b"<f>SUM(B2:B3)</f><v></v>": b"<f>SUM(B2:B3)</f><v>30</v>"})
+    data = _with_member(
+        data, "xl/worksheets/sheet1.xml", {b"<f>SUM(B2:B3)</f><v></v>": b"<f>SUM(B2:B3)</f><v>30</v>"}
+    )
     result = extract_bytes(data, XLSX, LIMITS)
-    assert result.markdown == ("## Q3\n\n| region | revenue |\n|---|---|\n| north | 10 |\n"
-                               "| south | 20 |\n| total | 30 |")
+    assert result.markdown == (
+        "## Q3\n\n| region | revenue |\n|---|---|\n| north | 10 |\n| south | 20 |\n| total | 30 |"
+    )
 
 
 def test_csv_in_latin1() -> None:
@@ -160,8 +170,10 @@ def test_csv_in_latin1() -> None:
 
 
 def test_html_to_markdown_without_scripts() -> None:
-    page = (b"<html><head><style>p{}</style><script>steal()</script></head><body>"
-            b"<h1>Runbook</h1><ul><li>restart</li><li>check</li></ul></body></html>")
+    page = (
+        b"<html><head><style>p{}</style><script>steal()</script></head><body>"
+        b"<h1>Runbook</h1><ul><li>restart</li><li>check</li></ul></body></html>"
+    )
     result = extract_bytes(page, "text/html; charset=utf-8", LIMITS)
     assert result.markdown == "# Runbook\n\n- restart\n- check"
 
@@ -169,8 +181,9 @@ def test_html_to_markdown_without_scripts() -> None:
 def test_text_and_markdown_by_name_when_the_type_says_nothing() -> None:
     limits = LIMITS
     assert format_of("application/octet-stream", "notes.md", limits) == ("text/markdown", "markdown")
-    result = extract_bytes("# Notes\n\nshort".encode("utf-16"), "application/octet-stream", limits,
-                           name="notes.md")
+    result = extract_bytes(
+        "# Notes\n\nshort".encode("utf-16"), "application/octet-stream", limits, name="notes.md"
+    )
     assert result.markdown == "# Notes\n\nshort"
 
 
@@ -204,12 +217,22 @@ def test_media_types_not_extracted_keep_metadata_only() -> None:
 
 
 def test_limits_come_from_the_settings() -> None:
-    settings = Settings.from_env({"DEBOUNCE_FILE_MAX_BYTES": "1000", "DEBOUNCE_FILE_MAX_CHARACTERS": "50",
-                                  "DEBOUNCE_FILE_TIMEOUT_SECONDS": "5", "DEBOUNCE_FILE_MEMORY_MB": "256",
-                                  "DEBOUNCE_FILE_MEDIA_TYPES": "application/pdf, Text/CSV"})
+    settings = Settings.from_env(
+        {
+            "DEBOUNCE_FILE_MAX_BYTES": "1000",
+            "DEBOUNCE_FILE_MAX_CHARACTERS": "50",
+            "DEBOUNCE_FILE_TIMEOUT_SECONDS": "5",
+            "DEBOUNCE_FILE_MEMORY_MB": "256",
+            "DEBOUNCE_FILE_MEDIA_TYPES": "application/pdf, Text/CSV",
+        }
+    )
     limits = ExtractionLimits.from_settings(settings)
     assert (limits.max_bytes, limits.max_chars, limits.timeout_seconds, limits.memory_bytes) == (
-        1000, 50, 5.0, 256 * 1024 * 1024)
+        1000,
+        50,
+        5.0,
+        256 * 1024 * 1024,
+    )
     assert limits.media_types == {"application/pdf", "text/csv"}
     with pytest.raises(ValueError, match="DEBOUNCE_FILE_MEDIA_TYPES must list media types"):
         Settings.from_env({"DEBOUNCE_FILE_MEDIA_TYPES": "pdf"})
@@ -226,8 +249,11 @@ def test_memory_limit_ends_the_child_not_the_parent() -> None:
     data = text_pdf([[f"line {n}" for n in range(40)] for _ in range(50)])
     caught = failure(data, PDF, ExtractionLimits(memory_bytes=1))
     assert caught.code in ("out_of_memory", "crashed"), caught.reason
-    assert re.fullmatch(r"out of memory: needed more than 0\.0 MB|crashed \(signal \d+ \w+\)|"
-                        r"crashed \(exit code \d+\)", caught.reason)
+    assert re.fullmatch(
+        r"out of memory: needed more than 0\.0 MB|crashed \(signal \d+ \w+\)|"
+        r"crashed \(exit code \d+\)",
+        caught.reason,
+    )
     still_alive()
 
 
@@ -246,29 +272,42 @@ def test_zip_bomb_in_a_docx() -> None:
     bomb = _with_member(_docx_bytes(), "", add=("word/media/bomb.bin", b"\0" * (20 * 1024 * 1024)))
     caught = failure(bomb, DOCX)
     assert (caught.code, caught.reason) == (
-        "zip_bomb", "zip bomb: word/media/bomb.bin expands more than 200 times")
+        "zip_bomb",
+        "zip bomb: word/media/bomb.bin expands more than 200 times",
+    )
     total = failure(_docx_bytes(), DOCX, ExtractionLimits(max_zip_total_bytes=10_000))
     assert (total.code, total.reason) == ("zip_bomb", "zip bomb: more than 0.0 MB uncompressed")
     still_alive()
 
 
 def test_xml_entity_expansion_is_refused() -> None:
-    laughs = (b'<?xml version="1.0"?>\n<!DOCTYPE lolz [<!ENTITY lol "lol">'
-              + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1 else b"&lol;") * 10)
-                         for i in range(1, 10))
-              + b"]>\n")
+    laughs = (
+        b'<?xml version="1.0"?>\n<!DOCTYPE lolz [<!ENTITY lol "lol">'
+        + b"".join(
+            b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1 else b"&lol;") * 10)
+            for i in range(1, 10)
+        )
+        + b"]>\n"
+    )
     declaration = b"<?xml version='1.0' encoding='UTF-8' standalone='yes'?>\n"
     data = _with_member(_docx_bytes(), "word/document.xml", {declaration: laughs})
     caught = failure(data, DOCX)
     assert (caught.code, caught.reason) == (
-        "xml_entities", "word/document.xml declares a DTD (entities refused)")
+        "xml_entities",
+        "word/document.xml declares a DTD (entities refused)",
+    )
 
 
 def test_xlsx_declaring_a_billion_cells_stops_at_the_cap() -> None:
     data = spreadsheet({"huge": [["a", "b"], [1, 2]]})
-    data = _with_member(data, "xl/worksheets/sheet1.xml", {
-        b'<dimension ref="A1:B2"/>': b'<dimension ref="A1:XFD1048576"/>',
-        b"</sheetData>": b'<row r="1048576"><c r="XFD1048576" t="n"><v>9</v></c></row></sheetData>'})
+    data = _with_member(
+        data,
+        "xl/worksheets/sheet1.xml",
+        {
+            b'<dimension ref="A1:B2"/>': b'<dimension ref="A1:XFD1048576"/>',
+            b"</sheetData>": b'<row r="1048576"><c r="XFD1048576" t="n"><v>9</v></c></row></sheetData>',
+        },
+    )
     result = extract_bytes(data, XLSX, ExtractionLimits(max_cells=100_000, timeout_seconds=60))
     assert result.truncated
     assert result.markdown.startswith("## huge\n\n| a | b |\n|---|---|\n| 1 | 2 |")

@@ -22,9 +22,14 @@ THREAD = "C0123ABCD/1732450000.000100"
 
 
 def doc(document_id: str, content: str, source: str = "notion") -> Document:
-    return Document(source_type=source, document_id=document_id,
-                    source_page_id=document_id.split("/")[0], title="T", url=None,
-                    content=content)
+    return Document(
+        source_type=source,
+        document_id=document_id,
+        source_page_id=document_id.split("/")[0],
+        title="T",
+        url=None,
+        content=content,
+    )
 
 
 async def test_changes_print_one_line_each_and_the_cursor_to_resume_from(
@@ -40,23 +45,28 @@ async def test_changes_print_one_line_each_and_the_cursor_to_resume_from(
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split()[:3] for line in lines[:3]] == [
-        ["upsert", "notion", "page-a"], ["upsert", "slack", THREAD], ["delete", "notion", "page-a"]]
+        ["upsert", "notion", "page-a"],
+        ["upsert", "slack", THREAD],
+        ["delete", "notion", "page-a"],
+    ]
     assert lines[3].startswith("next: debounce documents changes --after ")
     cursor = lines[3].split()[-1]
     await store.upsert(doc("page-b", "b"))
     await servable(pool)
     resumed = await asyncio.to_thread(run, ["documents", "changes", "--after", cursor], env, ROOT)
-    assert [line.split()[:3] for line in resumed.stdout.splitlines()[:-1]] == [
-        ["upsert", "notion", "page-b"]]
+    assert [line.split()[:3] for line in resumed.stdout.splitlines()[:-1]] == [["upsert", "notion", "page-b"]]
     slack = await asyncio.to_thread(run, ["documents", "changes", "--source", "slack"], env, ROOT)
     assert [line.split()[2] for line in slack.stdout.splitlines()[:-1]] == [THREAD]
 
 
-@pytest.mark.parametrize(("args", "expected", "code"), [
-    (["--after", "not-a-cursor"], "malformed cursor", 2),
-    (["--after", feed.Cursor("1", 5, 5).encode()], "re-read the documents", 1),
-    (["--limit", "0"], "--limit must be between 1 and 1000", 2),
-])
+@pytest.mark.parametrize(
+    ("args", "expected", "code"),
+    [
+        (["--after", "not-a-cursor"], "malformed cursor", 2),
+        (["--after", feed.Cursor("1", 5, 5).encode()], "re-read the documents", 1),
+        (["--limit", "0"], "--limit must be between 1 and 1000", 2),
+    ],
+)
 async def test_a_bad_cursor_is_one_line_and_a_non_zero_exit(
     database_url: str, tmp_path: Path, args: list[str], expected: str, code: int
 ) -> None:
@@ -66,12 +76,15 @@ async def test_a_bad_cursor_is_one_line_and_a_non_zero_exit(
     assert expected in one_line(done)
 
 
-@pytest.mark.parametrize("args", [
-    ["documents", "--source", "jira"],
-    ["documents", "changes", "--source", "jira"],
-    ["documents", "changes", "--follow", "--source", "jira"],
-    ["jobs", "--source", "jira"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["documents", "--source", "jira"],
+        ["documents", "changes", "--source", "jira"],
+        ["documents", "changes", "--follow", "--source", "jira"],
+        ["jobs", "--source", "jira"],
+    ],
+)
 async def test_a_source_filter_naming_no_source_is_one_line_naming_the_known_ones(
     database_url: str, tmp_path: Path, args: list[str]
 ) -> None:
@@ -89,33 +102,43 @@ async def test_a_workspace_filter_naming_no_workspace_is_one_line(
     """Issue 28: ``--workspace 99`` printed nothing and exited 0; a workspace of another source
     than ``--source`` matches nothing either. A removed workspace's changes can still be read."""
     keyring = Keyring(new_key())
-    slack = await workspaces.save(pool, keyring, source_type="slack", external_id="T0FEED",
-                                  name="Feed team", credentials={"access_token": "xoxb-feed"})
+    slack = await workspaces.save(
+        pool,
+        keyring,
+        source_type="slack",
+        external_id="T0FEED",
+        name="Feed team",
+        credentials={"access_token": "xoxb-feed"},
+    )
     store = DocumentStore(pool)
     await store.upsert(doc(THREAD, "t", source="slack"))
     async with pool.connection() as conn:  # an unfenced store writes no workspace
-        await conn.execute("update documents set workspace_id = %s where document_id = %s",
-                           (slack["id"], THREAD))  # test-only SQL
+        await conn.execute(
+            "update documents set workspace_id = %s where document_id = %s", (slack["id"], THREAD)
+        )  # test-only SQL
     await servable(pool)
     env = clean_env(tmp_path, DATABASE_URL=database_url)
     for args, expected in (
         (["--workspace", "99"], "error: no workspace 99 (`debounce workspaces list` shows the ids)"),
         (["--workspace", "99", "--follow"], "error: no workspace 99"),
-        (["--workspace", str(slack["id"]), "--source", "notion"],
-         f"error: workspace {slack['id']} is a slack workspace, not notion"),
+        (
+            ["--workspace", str(slack["id"]), "--source", "notion"],
+            f"error: workspace {slack['id']} is a slack workspace, not notion",
+        ),
     ):
         done = await asyncio.to_thread(run, ["documents", "changes", *args], env, ROOT)
         assert done.returncode == 1, (args, done.stderr)
         assert one_line(done).startswith(expected), args
         assert done.stdout == ""
-    for filters in (["--workspace", str(slack["id"])],
-                    ["--workspace", str(slack["id"]), "--source", "slack"]):
+    for filters in (
+        ["--workspace", str(slack["id"])],
+        ["--workspace", str(slack["id"]), "--source", "slack"],
+    ):
         done = await asyncio.to_thread(run, ["documents", "changes", *filters], env, ROOT)
         assert done.returncode == 0, done.stderr
         assert [line.split()[2] for line in done.stdout.splitlines()[:-1]] == [THREAD]
     await workspaces.remove(pool, int(slack["id"]))
-    done = await asyncio.to_thread(run, ["documents", "changes", "--workspace", str(slack["id"])],
-                                   env, ROOT)
+    done = await asyncio.to_thread(run, ["documents", "changes", "--workspace", str(slack["id"])], env, ROOT)
     assert done.returncode == 0, done.stderr
     assert [line.split()[2] for line in done.stdout.splitlines()[:-1]] == [THREAD]
 
@@ -128,8 +151,15 @@ async def test_follow_prints_new_changes_until_interrupted(
     await servable(pool)
     env = clean_env(tmp_path, DATABASE_URL=database_url)
     proc = await asyncio.create_subprocess_exec(
-        *DEBOUNCE, "documents", "changes", "--follow", env=env, cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        *DEBOUNCE,
+        "documents",
+        "changes",
+        "--follow",
+        env=env,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         assert proc.stdout is not None and proc.stderr is not None
         first = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()

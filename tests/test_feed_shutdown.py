@@ -29,14 +29,13 @@ def metric(base: str, name: str) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["uvicorn", "debounce web"])
-def test_sigterm_answers_a_waiting_follower_at_once(
-    command: str, database_url: str, tmp_path: Path
-) -> None:
+def test_sigterm_answers_a_waiting_follower_at_once(command: str, database_url: str, tmp_path: Path) -> None:
     port = free_port()
-    args = ([sys.executable, "-m", "uvicorn", "debounce.web:app", "--host", "127.0.0.1",
-             "--port", str(port)] if command == "uvicorn"
-            else [sys.executable, "-m", "debounce", "web", "--host", "127.0.0.1",
-                  "--port", str(port)])
+    args = (
+        [sys.executable, "-m", "uvicorn", "debounce.web:app", "--host", "127.0.0.1", "--port", str(port)]
+        if command == "uvicorn"
+        else [sys.executable, "-m", "debounce", "web", "--host", "127.0.0.1", "--port", str(port)]
+    )
     env = clean_env(DATABASE_URL=database_url, DEBOUNCE_READ_TOKEN=TOKEN)
     with open(tmp_path / "web.log", "w") as log:
         web = subprocess.Popen(args, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -49,8 +48,12 @@ def test_sigterm_answers_a_waiting_follower_at_once(
 
             def follow() -> None:
                 # A client timeout well below the 60 s wait: a hang fails the test.
-                resp = httpx.get(f"{base}/documents/changes", headers=headers,
-                                 params={"after": head, "wait": "60"}, timeout=20)
+                resp = httpx.get(
+                    f"{base}/documents/changes",
+                    headers=headers,
+                    params={"after": head, "wait": "60"},
+                    timeout=20,
+                )
                 answer["status"], answer["body"] = resp.status_code, resp.json()
 
             follower = threading.Thread(target=follow)

@@ -45,20 +45,21 @@ def urls(cluster: PrimaryAndStandby) -> Iterator[tuple[str, str]]:
     with fresh_schema(cluster.primary_url, name) as primary:
         asyncio.run(migrate(primary))
         cluster.wait_replayed()
-        yield primary, primary.replace(f"port={cluster.primary_port}",
-                                       f"port={cluster.standby_port}")
+        yield primary, primary.replace(f"port={cluster.primary_port}", f"port={cluster.standby_port}")
 
 
 async def open_pool(url: str) -> AsyncConnectionPool[Any]:
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        url, min_size=1, max_size=6, open=False, kwargs={"autocommit": True}, timeout=10)
+        url, min_size=1, max_size=6, open=False, kwargs={"autocommit": True}, timeout=10
+    )
     await pool.open(wait=True)
     return pool
 
 
 @pytest.fixture
-async def pools(urls: tuple[str, str]) -> AsyncIterator[tuple[AsyncConnectionPool[Any],
-                                                              AsyncConnectionPool[Any]]]:
+async def pools(
+    urls: tuple[str, str],
+) -> AsyncIterator[tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]]]:
     primary, standby = await open_pool(urls[0]), await open_pool(urls[1])
     try:
         yield primary, standby
@@ -68,8 +69,15 @@ async def pools(urls: tuple[str, str]) -> AsyncIterator[tuple[AsyncConnectionPoo
 
 
 def doc(document_id: str, content: str) -> Document:
-    return Document(source_type="notion", document_id=document_id, source_page_id=document_id,
-                    title="T", url=None, content=content, metadata={})
+    return Document(
+        source_type="notion",
+        document_id=document_id,
+        source_page_id=document_id,
+        title="T",
+        url=None,
+        content=content,
+        metadata={},
+    )
 
 
 async def replayed(cluster: PrimaryAndStandby) -> None:
@@ -83,15 +91,14 @@ async def test_a_standby_serves_the_feed_and_the_documents_writing_nothing(
     await DocumentStore(primary).upsert(doc("a", "one"))
     await replayed(cluster)
     await servable(standby)
-    page = await feed.read_changes(standby, None, 10)   # ReadOnlySqlTransaction before
+    page = await feed.read_changes(standby, None, 10)  # ReadOnlySqlTransaction before
     assert [c.document_id for c in page.changes] == ["a"] and page.standby
-    assert page.next.epoch == (await feed.head(primary)).epoch   # one cluster, one epoch
+    assert page.next.epoch == (await feed.head(primary)).epoch  # one cluster, one epoch
     assert await feed.lag(standby) >= 0 and await feed.replica_lag(standby) >= 0
     assert (await DocumentStore(standby).get("notion", "a")) is not None
 
 
-async def _writer(url: str, ids: list[str], rounds: int, seed: int, gate: asyncio.Event,
-                  hold: bool) -> None:
+async def _writer(url: str, ids: list[str], rounds: int, seed: int, gate: asyncio.Event, hold: bool) -> None:
     """Transactions that take their id first and write later, one held open while the others
     commit (``hold``), some rolled back, with upserts, tombstones and rows deleted and
     inserted again."""
@@ -100,14 +107,15 @@ async def _writer(url: str, ids: list[str], rounds: int, seed: int, gate: asynci
         store = DocumentStore(conn)
         for r in range(rounds):
             await conn.execute("select pg_current_xact_id()")
-            await asyncio.sleep(0)   # others write between this id and these writes
-            chosen = ([f"held-{seed}-{k}" for k in range(3)] if hold and r == 0
-                      else sorted(rng.sample(ids, 3)))
+            await asyncio.sleep(0)  # others write between this id and these writes
+            chosen = [f"held-{seed}-{k}" for k in range(3)] if hold and r == 0 else sorted(rng.sample(ids, 3))
             for document_id in chosen:
                 roll = rng.random()
                 if roll < 0.15:
-                    await conn.execute("delete from documents where source_type = 'notion' "
-                                       "and document_id = %s", (document_id,))
+                    await conn.execute(
+                        "delete from documents where source_type = 'notion' and document_id = %s",
+                        (document_id,),
+                    )
                 elif roll < 0.25:
                     await store.mark_deleted("notion", [document_id])
                 else:
@@ -125,31 +133,40 @@ async def _check_served(primary: AsyncConnectionPool[Any], seen: list[feed.Chang
     async with primary.connection() as conn:
         # `as xid`: an output column named feed_xid would make ORDER BY sort the text
         # ('1000' before '921'): the CI failure of commit 6f5f463 when xids passed 999.
-        logged = await (await conn.execute(
-            "select feed_xid::text as xid, seq from document_changes "
-            "order by feed_xid, seq")).fetchall()
-        final = {r[0]: (r[1], r[2]) for r in await (await conn.execute(
-            "select document_id, content_sha256, deleted_at is not null from documents"
-        )).fetchall()}
+        logged = await (
+            await conn.execute(
+                "select feed_xid::text as xid, seq from document_changes order by feed_xid, seq"
+            )
+        ).fetchall()
+        final = {
+            r[0]: (r[1], r[2])
+            for r in await (
+                await conn.execute(
+                    "select document_id, content_sha256, deleted_at is not null from documents"
+                )
+            ).fetchall()
+        }
     positions = [c.cursor.position() for c in seen]
     assert len(positions) == len(set(positions)), "a change was served twice"
     assert positions == [(int(x), s) for x, s in logged], "missed or reordered"
     last: dict[str, feed.Change] = {}
     for change in seen:
         last[change.document_id] = change
-    for document_id, change in last.items():   # per-document order: the last is the row's
+    for document_id, change in last.items():  # per-document order: the last is the row's
         if document_id in final:
             assert (change.content_sha256, change.op == "delete") == final[document_id]
         else:
             assert change.op == "delete", document_id
 
 
-async def _run_writers(urls: tuple[str, str], follow: Any, *, held: int = 2,
-                       rounds: int = 10) -> list[feed.Change]:
+async def _run_writers(
+    urls: tuple[str, str], follow: Any, *, held: int = 2, rounds: int = 10
+) -> list[feed.Change]:
     ids = [f"doc-{i}" for i in range(10)]
     gate = asyncio.Event()
-    writers = [asyncio.create_task(_writer(urls[0], ids, rounds, seed, gate, hold=seed < held))
-               for seed in range(6)]
+    writers = [
+        asyncio.create_task(_writer(urls[0], ids, rounds, seed, gate, hold=seed < held)) for seed in range(6)
+    ]
     seen: list[feed.Change] = []
     reads = 0
     while not all(w.done() for w in writers) or reads == 0:
@@ -164,8 +181,9 @@ async def _run_writers(urls: tuple[str, str], follow: Any, *, held: int = 2,
 
 
 async def test_a_follower_on_the_standby_gets_every_committed_change_once_in_document_order(
-    cluster: PrimaryAndStandby, urls: tuple[str, str],
-    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]]
+    cluster: PrimaryAndStandby,
+    urls: tuple[str, str],
+    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]],
 ) -> None:
     primary, standby = pools
     signal = ChangeSignal(standby, poll_seconds=0.01)
@@ -193,8 +211,9 @@ async def test_a_follower_on_the_standby_gets_every_committed_change_once_in_doc
 
 
 async def test_a_follower_switching_servers_mid_stream_loses_nothing_and_gets_no_410(
-    cluster: PrimaryAndStandby, urls: tuple[str, str],
-    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]]
+    cluster: PrimaryAndStandby,
+    urls: tuple[str, str],
+    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]],
 ) -> None:
     primary, standby = pools
     after: list[feed.Cursor | None] = [None]
@@ -207,14 +226,18 @@ async def test_a_follower_switching_servers_mid_stream_loses_nothing_and_gets_no
         on_standby = reads // 2 % 2 == 1
         if reads % 4 in (0, 3) and reads < 1000:
             async with standby.connection() as conn:
-                await conn.execute("select pg_wal_replay_pause()" if reads % 4 == 0
-                                   else "select pg_wal_replay_resume()")
+                await conn.execute(
+                    "select pg_wal_replay_pause()" if reads % 4 == 0 else "select pg_wal_replay_resume()"
+                )
             if reads % 4 == 0:
-                await asyncio.sleep(0.02)   # the writers commit past the paused standby
+                await asyncio.sleep(0.02)  # the writers commit past the paused standby
         # (the primary's reads go to its head; the standby's come in small steps)
-        page = await feed.read_changes(standby if on_standby else primary, after[0],
-                                       4 if on_standby else 1000,
-                                       primary=primary if on_standby else None)
+        page = await feed.read_changes(
+            standby if on_standby else primary,
+            after[0],
+            4 if on_standby else 1000,
+            primary=primary if on_standby else None,
+        )
         behind[0] += page.behind
         assert not page.behind or (page.changes == [] and page.next == after[0])
         after[0] = page.next
@@ -239,8 +262,7 @@ async def test_a_follower_switching_servers_mid_stream_loses_nothing_and_gets_no
 
 
 async def test_a_cursor_the_standby_has_not_replayed_waits_and_only_a_restore_is_gone(
-    cluster: PrimaryAndStandby,
-    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]]
+    cluster: PrimaryAndStandby, pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]]
 ) -> None:
     """A cursor from a more advanced server: the standby answers no changes and the same
     cursor until it has replayed that far — never 410. A cursor past the primary too is a
@@ -250,7 +272,7 @@ async def test_a_cursor_the_standby_has_not_replayed_waits_and_only_a_restore_is
         await conn.execute("select pg_wal_replay_pause()")
     try:
         await DocumentStore(primary).upsert(doc("ahead", "x"))
-        async with primary.connection() as conn:   # move the primary's ids on
+        async with primary.connection() as conn:  # move the primary's ids on
             for _ in range(3):
                 await conn.execute("select pg_current_xact_id()")
         await servable(primary)
@@ -263,7 +285,7 @@ async def test_a_cursor_the_standby_has_not_replayed_waits_and_only_a_restore_is
         finally:
             await signal.close()
         assert waited.behind and waited.changes == [] and waited.next == ahead
-        without_primary = await feed.read_changes(standby, ahead, 10)   # taken for lag
+        without_primary = await feed.read_changes(standby, ahead, 10)  # taken for lag
         assert without_primary.behind
         restored = feed.Cursor(ahead.epoch, ahead.xid + 10**6, 0)
         with pytest.raises(feed.CursorGone) as gone:
@@ -281,18 +303,25 @@ async def test_a_cursor_the_standby_has_not_replayed_waits_and_only_a_restore_is
 
 
 async def test_the_read_routes_use_the_replica_and_the_writes_the_primary(
-    cluster: PrimaryAndStandby, urls: tuple[str, str],
-    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]]
+    cluster: PrimaryAndStandby,
+    urls: tuple[str, str],
+    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]],
 ) -> None:
     primary, _ = pools
-    settings = Settings(database_url=urls[0], database_replica_url=urls[1], read_token=TOKEN,
-                        admin_token="admin")
+    settings = Settings(
+        database_url=urls[0], database_replica_url=urls[1], read_token=TOKEN, admin_token="admin"
+    )
     app = create_app(settings)
     await DocumentStore(primary).upsert(doc("r", "replicated"))
     await replayed(cluster)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://t",
-            headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://t",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        ) as client,
+    ):
         state = app.state.web
         assert state.read_db is state.replica and state.replica is not None
         await servable(state.replica)
@@ -307,8 +336,7 @@ async def test_the_read_routes_use_the_replica_and_the_writes_the_primary(
         assert "debounce_replica_lag_seconds" in metrics
         # A long-poll on the standby is woken by a write on the primary (no LISTEN there).
         head = changes.json()["next"]
-        polling = asyncio.create_task(client.get("/documents/changes",
-                                                 params={"after": head, "wait": "30"}))
+        polling = asyncio.create_task(client.get("/documents/changes", params={"after": head, "wait": "30"}))
         while state.signal is None or state.signal.waiting == 0:
             assert not polling.done(), polling.result().text
             await asyncio.sleep(0.01)
@@ -317,14 +345,15 @@ async def test_the_read_routes_use_the_replica_and_the_writes_the_primary(
         assert [c["document_id"] for c in answer.json()["changes"]] == ["woken"]
         assert answer.headers["debounce-served-by"] == "standby"
         # Admin actions write: they go to the primary (the replica refuses writes).
-        resync = await client.post("/resync/notion/" + "1" * 32,
-                                   headers={"Authorization": "Bearer admin"})
+        resync = await client.post("/resync/notion/" + "1" * 32, headers={"Authorization": "Bearer admin"})
         assert resync.status_code == 202, resync.text
 
 
 async def test_the_read_only_commands_read_the_replica(
-    cluster: PrimaryAndStandby, urls: tuple[str, str],
-    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]], tmp_path: Path
+    cluster: PrimaryAndStandby,
+    urls: tuple[str, str],
+    pools: tuple[AsyncConnectionPool[Any], AsyncConnectionPool[Any]],
+    tmp_path: Path,
 ) -> None:
     primary, standby = pools
     await DocumentStore(primary).upsert(doc("cli", "from the standby"))
@@ -335,8 +364,8 @@ async def test_the_read_only_commands_read_the_replica(
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[:3] == ["upsert", "notion", "cli"]
     # A broken replica URL breaks the reads, not the writes: the reads did go there.
-    env = clean_env(tmp_path, DATABASE_URL=urls[0],
-                    DATABASE_REPLICA_URL="postgresql://nobody@127.0.0.1:1/none")
+    env = clean_env(
+        tmp_path, DATABASE_URL=urls[0], DATABASE_REPLICA_URL="postgresql://nobody@127.0.0.1:1/none"
+    )
     assert (await asyncio.to_thread(run, ["documents", "changes"], env, ROOT)).returncode == 1
-    assert (await asyncio.to_thread(run, ["resync", "notion", "1" * 32], env,
-                                    ROOT)).returncode == 0
+    assert (await asyncio.to_thread(run, ["resync", "notion", "1" * 32], env, ROOT)).returncode == 0

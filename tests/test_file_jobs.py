@@ -55,10 +55,17 @@ class PageWithFiles:
 
     async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
         links = "\n".join(f"- [{r.name}]({r.url}) (document `{r.document_id()}`)" for r in self.shown)
-        await context.writer().upsert(Document(
-            source_type="noop", document_id=job.source_page_id, source_page_id=job.source_page_id,
-            title="Handbook", content=f"# Handbook\n\n{links}\n", url="https://example.test/handbook",
-            audience=Audience("workspace")))
+        await context.writer().upsert(
+            Document(
+                source_type="noop",
+                document_id=job.source_page_id,
+                source_page_id=job.source_page_id,
+                title="Handbook",
+                content=f"# Handbook\n\n{links}\n",
+                url="https://example.test/handbook",
+                audience=Audience("workspace"),
+            )
+        )
         return SyncResult(written=1, files=tuple(self.shown))
 
     async def refresh_file(self, ref: FileRef, context: SyncContext) -> FileRef:
@@ -79,15 +86,21 @@ def host() -> Iterator[FileHost]:
 
 
 @pytest.fixture
-async def worker(pool: AsyncConnectionPool[Any], database_url: str, host: FileHost
-                 ) -> AsyncIterator[Callable[[PageWithFiles], Worker]]:
+async def worker(
+    pool: AsyncConnectionPool[Any], database_url: str, host: FileHost
+) -> AsyncIterator[Callable[[PageWithFiles], Worker]]:
     started: list[tuple[Worker, asyncio.Task[None]]] = []
 
     def start(source: PageWithFiles) -> Worker:
-        settings = Settings(database_url="unused", lease_seconds=5, poll_interval_seconds=0.2,
-                            worker_concurrency=4, shutdown_grace_seconds=2,
-                            file_token_hosts=(host.base_url.removeprefix("http://"),),
-                            file_max_bytes=200_000)
+        settings = Settings(
+            database_url="unused",
+            lease_seconds=5,
+            poll_interval_seconds=0.2,
+            worker_concurrency=4,
+            shutdown_grace_seconds=2,
+            file_token_hosts=(host.base_url.removeprefix("http://"),),
+            file_max_bytes=200_000,
+        )
         w = Worker(settings, pool, {"noop": source}, conninfo=database_url)
         started.append((w, asyncio.create_task(w.run())))
         return w
@@ -110,12 +123,27 @@ async def until(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
         await asyncio.sleep(0.05)
 
 
-def hosted(host: FileHost, key: str, data: bytes, media_type: str, name: str, *,
-           expired: bool = False, stamp: str = "v1") -> FileRef:
+def hosted(
+    host: FileHost,
+    key: str,
+    data: bytes,
+    media_type: str,
+    name: str,
+    *,
+    expired: bool = False,
+    stamp: str = "v1",
+) -> FileRef:
     host.add(key, data, media_type)
     url = host.presign(key, now=time.time() - 7200 if expired else None)
-    return FileRef(file_id=f"/s3/{key}", name=name, parent_document_id="page-1", url=url,
-                   media_type=media_type, edit_stamp=stamp, locator=f"block-{key}")
+    return FileRef(
+        file_id=f"/s3/{key}",
+        name=name,
+        parent_document_id="page-1",
+        url=url,
+        media_type=media_type,
+        edit_stamp=stamp,
+        locator=f"block-{key}",
+    )
 
 
 async def sync_page(pool: AsyncConnectionPool[Any]) -> None:
@@ -127,20 +155,33 @@ async def file_doc(store: DocumentStore, ref: FileRef) -> dict[str, Any] | None:
 
 
 async def test_files_become_documents_of_their_own(
-        pool: AsyncConnectionPool[Any], host: FileHost, worker: Callable[[PageWithFiles], Worker]) -> None:
+    pool: AsyncConnectionPool[Any], host: FileHost, worker: Callable[[PageWithFiles], Worker]
+) -> None:
     store = DocumentStore(pool)
     source = PageWithFiles(host)
     scan = io.BytesIO()
     Image.new("RGB", (120, 80), "white").save(scan, "PDF")
-    pdf = hosted(host, "w/1/policy.pdf", text_pdf([["Travel policy", "Economy class only."]]), PDF,
-                 "policy.pdf", expired=True)
-    sheet = hosted(host, "w/2/budget.xlsx", spreadsheet({"2026": [["team", "budget"], ["ops", 12]]}),
-                   XLSX, "budget.xlsx")
+    pdf = hosted(
+        host,
+        "w/1/policy.pdf",
+        text_pdf([["Travel policy", "Economy class only."]]),
+        PDF,
+        "policy.pdf",
+        expired=True,
+    )
+    sheet = hosted(
+        host, "w/2/budget.xlsx", spreadsheet({"2026": [["team", "budget"], ["ops", 12]]}), XLSX, "budget.xlsx"
+    )
     scanned = hosted(host, "w/3/scan.pdf", scan.getvalue(), PDF, "scan.pdf")
     big = hosted(host, "w/4/big.txt", b"x" * 300_000, "text/plain", "big.txt")
-    private = FileRef(file_id="F0001", name="notes.txt", parent_document_id="page-1",
-                      url=f"{host.base_url}/files-pri/T1-F0001/notes.txt", media_type="text/plain",
-                      with_token=True)
+    private = FileRef(
+        file_id="F0001",
+        name="notes.txt",
+        parent_document_id="page-1",
+        url=f"{host.base_url}/files-pri/T1-F0001/notes.txt",
+        media_type="text/plain",
+        with_token=True,
+    )
     host.add("T1-F0001", b"private notes", "text/plain")
     source.shown = [pdf, sheet, scanned, big, private]
     worker(source)
@@ -160,13 +201,16 @@ async def test_files_become_documents_of_their_own(
     assert source.refreshed == [pdf.file_id]  # the expired URL, refreshed once
     assert by_id[sheet.document_id()]["content"] == "## 2026\n\n| team | budget |\n|---|---|\n| ops | 12 |"
     assert by_id[scanned.document_id()]["content"] == (
-        "_(no text extracted from scan.pdf: no text layer (scanned): 1 page(s) of images)_")
+        "_(no text extracted from scan.pdf: no text layer (scanned): 1 page(s) of images)_"
+    )
     assert by_id[scanned.document_id()]["metadata"]["extraction"]["code"] == "no_text"
     too_large = by_id[big.document_id()]["metadata"]["extraction"]
     assert too_large["reason"] == "too large: 0.3 MB > 0.2 MB (declared)"
     assert by_id[private.document_id()]["metadata"]["extraction"] == {
-        "status": "failed", "code": "missing_scope",
-        "reason": "a sign-in page where a file was expected: the token lacks the files:read scope"}
+        "status": "failed",
+        "code": "missing_scope",
+        "reason": "a sign-in page where a file was expected: the token lacks the files:read scope",
+    }
     jobs = (await queue.list_jobs(pool, source_type="noop")).jobs
     file_jobs = [j for j in jobs if j.source_page_id.startswith("file:")]
     assert len(file_jobs) == 5 and {j.priority for j in file_jobs} == {BULK_PRIORITY}

@@ -58,8 +58,7 @@ print(json.dumps({"before": before, "web": web_frozen, "worker": eventloop.run(w
 
 def test_the_processes_freeze_what_start_up_loaded(database_url: str) -> None:
     env = {**os.environ, "DATABASE_URL": database_url, "DEBOUNCE_LOG_LEVEL": "WARNING"}
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     counts = json.loads(out.stdout.strip().splitlines()[-1])
     assert counts["before"] == 0
@@ -69,10 +68,13 @@ def test_the_processes_freeze_what_start_up_loaded(database_url: str) -> None:
 
 
 async def test_an_app_built_inside_another_program_freezes_nothing(
-        pool: AsyncConnectionPool[Any], database_url: str) -> None:
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
     before = gc.get_freeze_count()
     app = create_app(Settings(database_url=database_url), pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://web") as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://web") as client,
+    ):
         assert (await client.get("/healthz")).status_code == 200
     assert gc.get_freeze_count() == before

@@ -28,9 +28,10 @@ AUTH = {"Authorization": f"Bearer {ADMIN}"}
 @pytest.fixture
 async def client(pool: AsyncConnectionPool[Any]) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings(), pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c,
+    ):
         yield c
 
 
@@ -52,8 +53,12 @@ def slack_message(channel: str, text: str, event_id: str) -> bytes:
     ],
 )
 async def test_unstorable_events_are_400_before_batching(
-    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any], text: str, channel: str,
-    event_id: str, why: str,
+    client: httpx.AsyncClient,
+    pool: AsyncConnectionPool[Any],
+    text: str,
+    channel: str,
+    event_id: str,
+    why: str,
 ) -> None:
     resp = await post(client, "slack", slack_message(channel, text, event_id))
     assert resp.status_code == 400, resp.text
@@ -65,10 +70,8 @@ async def test_unstorable_events_are_400_before_batching(
 async def test_a_poison_event_among_200_concurrent_deliveries_fails_only_itself(
     client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
 ) -> None:
-    poison = [post(client, "slack", slack_message("C1", f"bad {i} \u0000", f"EvBAD{i}"))
-              for i in range(10)]
-    innocent = [post(client, "slack", slack_message(f"C{i % 20}", f"ok {i}", f"EvOK{i}"))
-                for i in range(190)]
+    poison = [post(client, "slack", slack_message("C1", f"bad {i} \u0000", f"EvBAD{i}")) for i in range(10)]
+    innocent = [post(client, "slack", slack_message(f"C{i % 20}", f"ok {i}", f"EvOK{i}")) for i in range(190)]
     answers = await asyncio.gather(*poison, *innocent)
     assert [r.status_code for r in answers[:10]] == [400] * 10
     assert [r.status_code for r in answers[10:]] == [200] * 190
@@ -85,8 +88,14 @@ async def test_a_batch_the_database_refuses_is_retried_request_by_request(
     batcher.start()
 
     def ev(page: str, event_id: str) -> JobEvent:
-        return JobEvent(source_type="slack", source_page_id=page, payload={"p": page},
-                        event_id=event_id, debounce_seconds=30, max_wait_seconds=300)
+        return JobEvent(
+            source_type="slack",
+            source_page_id=page,
+            payload={"p": page},
+            event_id=event_id,
+            debounce_seconds=30,
+            max_wait_seconds=300,
+        )
 
     try:
         # Not validated first (as the web would): an index entry too large for a B-tree, so
@@ -123,8 +132,12 @@ async def test_admin_routes_answer_4xx_for_hostile_parameters(client: httpx.Asyn
         resp = await client.get(path, headers=AUTH)
         assert resp.status_code == status, (path, resp.text)
         assert resp.json()["error"], path
-    for path, status in {"/resync/slack/%00": 400, "/resync/%00/x": 400,
-                         "/jobs/%00/retry": 400, "/jobs/99999999999999999999/retry": 404}.items():
+    for path, status in {
+        "/resync/slack/%00": 400,
+        "/resync/%00/x": 400,
+        "/jobs/%00/retry": 400,
+        "/jobs/99999999999999999999/retry": 404,
+    }.items():
         resp = await client.post(path, headers=AUTH)
         assert resp.status_code == status, (path, resp.text)
 
@@ -162,9 +175,10 @@ async def test_a_webhook_is_answered_within_its_deadline_when_the_database_is_fr
     (not after the freeze), and the statement is cancelled server-side: nothing is written,
     even once the freeze ends."""
     app = create_app(settings(database_url=database_url, webhook_deadline_seconds=0.5))
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c,
+    ):
         assert (await c.get("/readyz")).status_code == 200
         async with await psycopg.AsyncConnection.connect(database_url) as freezer:
             await freezer.execute("lock table seen_events in access exclusive mode")
@@ -185,8 +199,15 @@ async def test_control_characters_from_requests_cannot_forge_log_lines(
 ) -> None:
     from debounce.infra.logs import TextFormatter
 
-    record = logging.LogRecord("debounce.web", logging.WARNING, __file__, 1,
-                               "token received: %r %s", ("a", "x\nWARNING forged"), None)
+    record = logging.LogRecord(
+        "debounce.web",
+        logging.WARNING,
+        __file__,
+        1,
+        "token received: %r %s",
+        ("a", "x\nWARNING forged"),
+        None,
+    )
     line = TextFormatter().format(record)
     assert "\n" not in line and "\\nWARNING forged" in line
 
@@ -194,8 +215,16 @@ async def test_control_characters_from_requests_cannot_forge_log_lines(
 def test_queue_refuses_unstorable_ids_with_value_error() -> None:
     for bad in ("a\x00b", "\udc80", "x" * 600):
         with pytest.raises(ValueError):
-            queue.validate_event(JobEvent(source_type="slack", source_page_id=bad, payload={},
-                                          event_id=None, debounce_seconds=1, max_wait_seconds=1))
+            queue.validate_event(
+                JobEvent(
+                    source_type="slack",
+                    source_page_id=bad,
+                    payload={},
+                    event_id=None,
+                    debounce_seconds=1,
+                    max_wait_seconds=1,
+                )
+            )
     deep: dict[str, Any] = {}
     cursor = deep
     for _ in range(100):
@@ -211,9 +240,10 @@ async def test_unsigned_handshakes_store_a_bounded_number_of_tokens(
     """Case 5, before a secret exists: anyone may send a verification request; 200 of them
     leave at most 5 tokens, and the newest is the one shown."""
     app = create_app(settings(notion_webhook_secret=None), pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c,
+    ):
         for i in range(200):
             body = json.dumps({"verification_token": f"secret_{i:020d}"}).encode()
             assert (await c.post("/webhooks/notion", content=body)).status_code == 200
@@ -235,9 +265,14 @@ async def test_unsigned_handshake_after_setup_is_401_and_stores_nothing(
 async def test_non_ascii_slack_signature_is_401(client: httpx.AsyncClient) -> None:
     body = body_of("slack", "message.json")
     for signature in ("v0=\u00e9\u00e9", "v0=abc\u2603"):
-        resp = await client.post("/webhooks/slack", content=body, headers={
-            b"X-Slack-Request-Timestamp": str(int(time.time())).encode("ascii"),
-            b"X-Slack-Signature": signature.encode("utf-8")})
+        resp = await client.post(
+            "/webhooks/slack",
+            content=body,
+            headers={
+                b"X-Slack-Request-Timestamp": str(int(time.time())).encode("ascii"),
+                b"X-Slack-Signature": signature.encode("utf-8"),
+            },
+        )
         assert resp.status_code == 401, resp.text
         assert resp.json()["error"] == "invalid_signature"
 
@@ -247,18 +282,26 @@ async def test_a_read_only_database_is_503_with_retry_after_for_webhooks(
 ) -> None:
     """Case 4 at the web: during a failover every write raises ``ReadOnlySqlTransaction``;
     a delivery is answered 503 with ``Retry-After`` (so the sender redelivers), not 500."""
+
     async def read_only(conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.execute("select set_config('default_transaction_read_only', 'on', false)")
 
     ro: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        database_url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True},
-        configure=read_only, timeout=5)
+        database_url,
+        min_size=1,
+        max_size=2,
+        open=False,
+        kwargs={"autocommit": True},
+        configure=read_only,
+        timeout=5,
+    )
     await ro.open(wait=True)
     try:
         app = create_app(settings(), pool=ro)
-        async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test"
-        ) as c:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c,
+        ):
             resp = await post(c, "notion", body_of("notion", "page.created.json"))
             assert resp.status_code == 503 and resp.headers["retry-after"], resp.text
             assert resp.json()["error"] == "database_unavailable"

@@ -37,21 +37,28 @@ def nested(depth: int) -> dict[str, Any]:
 
 
 def test_payload_text_is_the_payloads_json() -> None:
-    payload = {"type": "page.content_updated", "entity": {"id": "p-1"}, "text": "é ✓",
-               "list": [1, 2.5, None, True], "brackets": "[[[{{{"}
+    payload = {
+        "type": "page.content_updated",
+        "entity": {"id": "p-1"},
+        "text": "é ✓",
+        "list": [1, 2.5, None, True],
+        "brackets": "[[[{{{",
+    }
     text = queue.payload_text(payload)
     assert json.loads(text) == payload
     assert "é ✓" in text  # UTF-8, not \u escapes
 
 
-@pytest.mark.parametrize("payload", [
-    {"a": {"b": "nul\x00here"}},
-    {"key\x00": 1},
-    {"a": ["lone \ud800 surrogate"]},
-    nested(65),
-])
-def test_payload_text_refuses_what_check_payload_refuses_with_its_message(
-        payload: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"a": {"b": "nul\x00here"}},
+        {"key\x00": 1},
+        {"a": ["lone \ud800 surrogate"]},
+        nested(65),
+    ],
+)
+def test_payload_text_refuses_what_check_payload_refuses_with_its_message(payload: dict[str, Any]) -> None:
     with pytest.raises(ValueError) as walked:
         queue.check_payload(payload)
     with pytest.raises(ValueError) as fast:
@@ -62,16 +69,21 @@ def test_payload_text_refuses_what_check_payload_refuses_with_its_message(
 def test_payload_text_accepts_what_only_looks_suspicious_in_text() -> None:
     # 64 levels deep (the limit), text that spells an escaped NUL, 200 brackets inside strings:
     # the text alone cannot clear them, the walk does.
-    for payload in (nested(64), {"s": "\\u0000 is how JSON writes NUL"},
-                    {"s": "[" * 100 + "{" * 100}):
+    for payload in (nested(64), {"s": "\\u0000 is how JSON writes NUL"}, {"s": "[" * 100 + "{" * 100}):
         queue.check_payload(payload)
         assert json.loads(queue.payload_text(payload)) == payload
 
 
 async def test_enqueue_brief_answers_outcome_job_and_due_time_of_the_stored_job(conn: Conn) -> None:
     def event(page: str, event_id: str) -> JobEvent:
-        return JobEvent(source_type="notion", source_page_id=page, payload={"id": event_id},
-                        event_id=event_id, debounce_seconds=30, max_wait_seconds=300)
+        return JobEvent(
+            source_type="notion",
+            source_page_id=page,
+            payload={"id": event_id},
+            event_id=event_id,
+            debounce_seconds=30,
+            max_wait_seconds=300,
+        )
 
     first = await queue.enqueue(conn, [event("p1", "e1"), event("p2", "e2")], now=at(0))
     assert [b.outcome for b in first] == [EnqueueOutcome.CREATED, EnqueueOutcome.CREATED]
@@ -89,22 +101,32 @@ async def test_enqueue_brief_answers_outcome_job_and_due_time_of_the_stored_job(
 
 
 async def test_the_claim_brings_each_jobs_workspace_and_a_token_is_decrypted_once(
-        conn: Conn, pool: Any) -> None:
+    conn: Conn, pool: Any
+) -> None:
     secret = Fernet.generate_key().decode()
     token = Keyring(secret).encrypt({"access_token": "xoxb-1"})
     cur = await conn.execute(
         "insert into workspaces (source_type, external_id, name, origin, credentials) "
-        "values ('notion', 'W1', 'one', 'cli', %s) returning id", (token,))
+        "values ('notion', 'W1', 'one', 'cli', %s) returning id",
+        (token,),
+    )
     row = await cur.fetchone()
     assert row is not None
     workspace_id = int(row[0])
-    events = [JobEvent(source_type="notion", source_page_id=f"p{i}", payload={"i": i},
-                       event_id=f"e{i}", debounce_seconds=0, max_wait_seconds=300,
-                       workspace_id=workspace_id if i < 2 else None) for i in range(3)]
+    events = [
+        JobEvent(
+            source_type="notion",
+            source_page_id=f"p{i}",
+            payload={"i": i},
+            event_id=f"e{i}",
+            debounce_seconds=0,
+            max_wait_seconds=300,
+            workspace_id=workspace_id if i < 2 else None,
+        )
+        for i in range(3)
+    ]
     await queue.enqueue(conn, events, now=at(0))
-    claimed = await queue.claim(
-        conn, "w1", limit=8, lease_seconds=60, source_slots={"notion": 8},
-                                                now=at(1))
+    claimed = await queue.claim(conn, "w1", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=at(1))
     by_page = {c.job.source_page_id: c for c in claimed}
     assert set(by_page) == {"p0", "p1", "p2"}
     assert by_page["p2"].workspace is None
@@ -124,24 +146,23 @@ async def test_the_claim_brings_each_jobs_workspace_and_a_token_is_decrypted_onc
     other = Decrypter(Keyring(Fernet.generate_key().decode()), CredentialMarks(pool), pool)
     with pytest.raises(workspaces.CredentialsUnreadable):
         await other.credentials(by_page["p0"].workspace)
-    cur = await conn.execute("select credentials_error from workspaces where id = %s",
-                             (workspace_id,))
+    cur = await conn.execute("select credentials_error from workspaces where id = %s", (workspace_id,))
     marked = await cur.fetchone()
     assert marked is not None and marked[0]
 
 
 async def test_a_source_found_empty_is_set_aside_until_its_due_time_or_a_wake(
-        pool: Any, database_url: str) -> None:
+    pool: Any, database_url: str
+) -> None:
     """An empty claim round sets every source it asked for aside (no claim and no due-time
     query for them) until the due-time query's answer, bounded by the poll interval; the loop
     sleeps no longer than that; a notification (``wake``) asks them again."""
     settings = Settings(database_url="unused", poll_interval_seconds=1.0, worker_concurrency=4)
-    worker = Worker(settings, pool, {"noop": NoopSyncer(), "other": NoopSyncer()},
-                    conninfo=database_url)
+    worker = Worker(settings, pool, {"noop": NoopSyncer(), "other": NoopSyncer()}, conninfo=database_url)
     assert {s for s, _ in worker._eligible()} == {"noop", "other"}
-    delay = await worker._claim_round()   # nothing pending: an empty claim, one due-time query
+    delay = await worker._claim_round()  # nothing pending: an empty claim, one due-time query
     assert 0.9 <= delay <= 1.0
-    assert worker._eligible() == []       # both set aside
+    assert worker._eligible() == []  # both set aside
     assert set(worker._nothing_until) == {"noop", "other"}
     # A job due in 0.3 s (no notification: not due within the web's window): the next empty
     # round learns it and sets the sources aside only that long.

@@ -37,11 +37,21 @@ T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 async def finished_jobs(pool: AsyncConnectionPool[Any], n: int) -> None:
     for i in range(n):
-        result = await one_job.enqueue(pool, "noop", f"p{i}", payload={}, event_id=f"e{i}",
-                                     debounce_seconds=0, max_wait_seconds=0, now=T0)
+        result = await one_job.enqueue(
+            pool,
+            "noop",
+            f"p{i}",
+            payload={},
+            event_id=f"e{i}",
+            debounce_seconds=0,
+            max_wait_seconds=0,
+            now=T0,
+        )
         assert result.job is not None
-    for job in [c.job for c in await queue.claim(
-        pool, "w", limit=n, lease_seconds=60, source_slots={"noop": n}, now=T0)]:
+    for job in [
+        c.job
+        for c in await queue.claim(pool, "w", limit=n, lease_seconds=60, source_slots={"noop": n}, now=T0)
+    ]:
         await one_job.complete(pool, job, now=T0)
 
 
@@ -57,31 +67,39 @@ async def test_scheduled_prune_runs_on_one_worker_at_a_time_in_short_batches(
         await other.rollback()
     done = await prune_once(pool, 7 * 86400, 3 * 86400, batch=10, now=later)
     assert done == {"jobs": 25, "events": 25, "changes": 0}
-    assert await queue.stats(pool) == {"by_source": {}, "totals": {
-        "pending": 0, "processing": 0, "completed": 0, "failed": 0}, "oldest_due_age_seconds": 0.0,
-        "workers": {"alive": 0, "last_claim_age_seconds": None}}
+    assert await queue.stats(pool) == {
+        "by_source": {},
+        "totals": {"pending": 0, "processing": 0, "completed": 0, "failed": 0},
+        "oldest_due_age_seconds": 0.0,
+        "workers": {"alive": 0, "last_claim_age_seconds": None},
+    }
 
 
 async def test_recent_jobs_are_kept(pool: AsyncConnectionPool[Any]) -> None:
     await finished_jobs(pool, 3)
     assert await prune_once(pool, 7 * 86400, 3 * 86400, now=T0 + timedelta(days=1)) == {
-        "jobs": 0, "events": 0, "changes": 0}
+        "jobs": 0,
+        "events": 0,
+        "changes": 0,
+    }
 
 
-async def test_api_requests_are_counted_at_the_source_client(
-    pool: AsyncConnectionPool[Any]
-) -> None:
+async def test_api_requests_are_counted_at_the_source_client(pool: AsyncConnectionPool[Any]) -> None:
     fake = FakeNotion.demo()
-    before = WORKER.registry.get_sample_value(
-        "debounce_api_requests_total", {"source": "notion", "status": "200"}) or 0.0
+    before = (
+        WORKER.registry.get_sample_value("debounce_api_requests_total", {"source": "notion", "status": "200"})
+        or 0.0
+    )
     with BackgroundServer(fake.app()) as server:
         notion = NotionSyncer(NotionSettings(notion_token=fake.token, notion_base_url=server.url))
         try:
             await notion.sync(make_job(DEMO_PAGE_ID), SyncContext(store=DocumentStore(pool)))
         finally:
             await notion.aclose()
-    after = WORKER.registry.get_sample_value(
-        "debounce_api_requests_total", {"source": "notion", "status": "200"}) or 0.0
+    after = (
+        WORKER.registry.get_sample_value("debounce_api_requests_total", {"source": "notion", "status": "200"})
+        or 0.0
+    )
     assert after - before == sum(fake.calls.values()) > 0  # every request the stand-in saw
 
 
@@ -91,16 +109,22 @@ def test_the_worker_serves_its_metrics(database_url: str, tmp_path: Path) -> Non
 
     async def enqueue() -> None:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-            await conn.execute("create table noop_log (job_id bigint, worker_pid int, "
-                               "attempts int, at timestamptz default now())")  # the noop log
+            await conn.execute(
+                "create table noop_log (job_id bigint, worker_pid int, "
+                "attempts int, at timestamptz default now())"
+            )  # the noop log
             await queue.enqueue(conn, [JobEvent("noop", "page-1", {}, "e1", 0, 0)])
 
     asyncio.run(enqueue())
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBOUNCE_")}
     env.update(DATABASE_URL=database_url, DEBOUNCE_METRICS_PORT=str(port))
     log = open(tmp_path / "worker.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "noop_worker.py")],
-                            env=env, stderr=log, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "support" / "noop_worker.py")],
+        env=env,
+        stderr=log,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

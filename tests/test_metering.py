@@ -45,22 +45,43 @@ class CountingMeter:
         self.taken += 1
 
 
-def metered(meter: CountingMeter, store: DocumentStore | None = None,
-            checkpoint: Checkpoint | None = None) -> SyncContext:
+def metered(
+    meter: CountingMeter, store: DocumentStore | None = None, checkpoint: Checkpoint | None = None
+) -> SyncContext:
     """The context the worker hands a sync or a listing: ``meter`` charging its requests and
     ``checkpoint`` (default: a new one) recording and serving its responses."""
-    return SyncContext(store=store, meter=meter,
-                       checkpoint=checkpoint if checkpoint is not None else Checkpoint())
+    return SyncContext(
+        store=store, meter=meter, checkpoint=checkpoint if checkpoint is not None else Checkpoint()
+    )
 
 
 def job(source_type: str, page: str, payload: dict[str, Any]) -> SyncJob:
     now = datetime.now(UTC)
-    return SyncJob(id=1, source_type=source_type, source_page_id=page,
-                   status=JobStatus.PROCESSING, payload=payload, event_id=None,
-                   event_count=1, priority=0, attempts=1, max_attempts=5, scheduled_at=now,
-                   first_event_at=now, max_wait_until=now, retry_at=None, lease_expires_at=now,
-                   locked_by="test", lease_token="lease", revision=1, claimed_revision=1,
-                   last_error=None, created_at=now, updated_at=now, finished_at=None)
+    return SyncJob(
+        id=1,
+        source_type=source_type,
+        source_page_id=page,
+        status=JobStatus.PROCESSING,
+        payload=payload,
+        event_id=None,
+        event_count=1,
+        priority=0,
+        attempts=1,
+        max_attempts=5,
+        scheduled_at=now,
+        first_event_at=now,
+        max_wait_until=now,
+        retry_at=None,
+        lease_expires_at=now,
+        locked_by="test",
+        lease_token="lease",
+        revision=1,
+        claimed_revision=1,
+        last_error=None,
+        created_at=now,
+        updated_at=now,
+        finished_at=None,
+    )
 
 
 def page_job(page: str) -> SyncJob:
@@ -93,13 +114,21 @@ def new_notion(settings: NotionSettings) -> NotionSyncer:
 
 
 async def test_a_notion_sync_charges_every_request_sent_retries_included(
-        fake: FakeNotion, settings: NotionSettings, store: DocumentStore) -> None:
-    fake.deny_read_content()                           # the block walk: many requests
-    page = fake.add_page(title="Walked", blocks=[
-        paragraph("one"), toggle("more", paragraph("a"), paragraph("b"), paragraph("c")),
-        paragraph("two"), paragraph("three"), paragraph("four")])
-    fake.fail("pages.retrieve", 500)                   # retried in process after 0 s
-    fake.fail("blocks.children.list", 429, retry_after=0)   # a short Retry-After: retried too
+    fake: FakeNotion, settings: NotionSettings, store: DocumentStore
+) -> None:
+    fake.deny_read_content()  # the block walk: many requests
+    page = fake.add_page(
+        title="Walked",
+        blocks=[
+            paragraph("one"),
+            toggle("more", paragraph("a"), paragraph("b"), paragraph("c")),
+            paragraph("two"),
+            paragraph("three"),
+            paragraph("four"),
+        ],
+    )
+    fake.fail("pages.retrieve", 500)  # retried in process after 0 s
+    fake.fail("blocks.children.list", 429, retry_after=0)  # a short Retry-After: retried too
     meter = CountingMeter()
     syncer = new_notion(settings)
     context = metered(meter, store)
@@ -116,12 +145,12 @@ async def test_a_notion_sync_charges_every_request_sent_retries_included(
     assert meter.taken == sent
     # Every read answered is in the checkpoint (not the errors, not the 403).
     assert len(checkpoint.responses) == sent - 3
-    assert all(k.startswith(("pages.retrieve ", "blocks.children.list "))
-               for k in checkpoint.responses)
+    assert all(k.startswith(("pages.retrieve ", "blocks.children.list ")) for k in checkpoint.responses)
 
 
 async def test_notion_discover_charges_each_listing_and_never_serves_it_from_the_checkpoint(
-        fake: FakeNotion, settings: NotionSettings) -> None:
+    fake: FakeNotion, settings: NotionSettings
+) -> None:
     fake.add_pages(150)
     meter = CountingMeter()
     syncer = new_notion(settings)
@@ -140,8 +169,9 @@ async def test_notion_discover_charges_each_listing_and_never_serves_it_from_the
 
 
 async def test_a_dry_budget_stops_a_notion_sync_and_the_resumed_one_sends_only_the_rest(
-        fake: FakeNotion, settings: NotionSettings, store: DocumentStore) -> None:
-    fake.markdown_block_limit = 2                      # 6 blocks: the page + 4 unknown blocks
+    fake: FakeNotion, settings: NotionSettings, store: DocumentStore
+) -> None:
+    fake.markdown_block_limit = 2  # 6 blocks: the page + 4 unknown blocks
     page = fake.add_page(title="Big", blocks=[paragraph(f"part {i}") for i in range(6)])
     first = new_notion(settings)
     context = metered(CountingMeter(allowance=3), store)
@@ -153,8 +183,8 @@ async def test_a_dry_budget_stops_a_notion_sync_and_the_resumed_one_sends_only_t
     finally:
         await first.aclose()
     assert caught.value.retry_after == 2.5
-    assert sum(fake.calls.values()) == 3               # nothing sent past the budget
-    assert await store.get("notion", page) is None     # nothing written
+    assert sum(fake.calls.values()) == 3  # nothing sent past the budget
+    assert await store.get("notion", page) is None  # nothing written
     # The job comes back (another worker, a new syncer object) with its checkpoint,
     # round-tripped through JSON as the queue stores it.
     saved = Checkpoint.from_json(json.loads(json.dumps(checkpoint.to_json())))
@@ -199,9 +229,10 @@ async def slack_syncer(slack_settings: SlackSettings) -> AsyncIterator[SlackSync
 
 
 async def test_slack_sync_and_discover_charge_every_request(
-        slack: FakeSlack, slack_syncer: SlackSyncer, store: DocumentStore) -> None:
+    slack: FakeSlack, slack_syncer: SlackSyncer, store: DocumentStore
+) -> None:
     slack.add_channels(5)
-    slack.server_error("conversations.history", 503)   # an error answer is charged too
+    slack.server_error("conversations.history", 503)  # an error answer is charged too
     meter = CountingMeter()
     with pytest.raises(Exception, match="503"):
         await slack_syncer.sync(job("slack", C, {}), metered(meter, store))
@@ -216,23 +247,30 @@ async def test_slack_sync_and_discover_charge_every_request(
 
 
 async def test_a_dry_budget_stops_a_slack_sync_and_the_resumed_one_sends_only_the_rest(
-        slack: FakeSlack, slack_settings: SlackSettings, store: DocumentStore) -> None:
-    syncer = SlackSyncer(slack_settings)   # history in one page
+    slack: FakeSlack, slack_settings: SlackSettings, store: DocumentStore
+) -> None:
+    syncer = SlackSyncer(slack_settings)  # history in one page
     try:
         # The first request learns the channel's audience (kind: conversations.info).
         context = metered(CountingMeter(allowance=3), store)
         with pytest.raises(BudgetExhausted):
             await syncer.sync(job("slack", C, {}), context)
-        assert dict(slack.calls) == {"conversations.info": 1, "conversations.history": 1,
-                                     "conversations.replies": 1}
+        assert dict(slack.calls) == {
+            "conversations.info": 1,
+            "conversations.history": 1,
+            "conversations.replies": 1,
+        }
         meter = CountingMeter()
         await syncer.sync(job("slack", C, {}), metered(meter, store, context.checkpoint))
     finally:
         await syncer.aclose()
     # Info and history came from the checkpoint; the thread already written was not asked again.
     assert meter.taken == 2
-    assert dict(slack.calls) == {"conversations.info": 1, "conversations.history": 1,
-                                 "conversations.replies": 3}
+    assert dict(slack.calls) == {
+        "conversations.info": 1,
+        "conversations.history": 1,
+        "conversations.replies": 3,
+    }
     assert len({p["ts"] for m, p in slack.requests if m == "conversations.replies"}) == 3
 
 
@@ -252,11 +290,17 @@ class DroppingServer:
         if self.requests <= self.drops:
             writer.close()
             return
-        body = json.dumps({"ok": True, "channels": [{"id": "C0ONLY", "name": "only"}],
-                           "response_metadata": {"next_cursor": ""}}).encode()
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                     b"Connection: close\r\nContent-Length: " + str(len(body)).encode()
-                     + b"\r\n\r\n" + body)
+        body = json.dumps(
+            {
+                "ok": True,
+                "channels": [{"id": "C0ONLY", "name": "only"}],
+                "response_metadata": {"next_cursor": ""},
+            }
+        ).encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
         await writer.drain()
         writer.close()
 
@@ -281,14 +325,14 @@ async def test_every_retry_below_call_api_is_charged() -> None:
             meter = CountingMeter()
             page = await syncer.backfill_page(None, metered(meter))
             assert [i.source_page_id for i in page.items] == ["C0ONLY"]
-            assert stub.requests == 2 and meter.taken == 2     # aiohttp's silent retry
+            assert stub.requests == 2 and meter.taken == 2  # aiohttp's silent retry
             stub.drops, stub.requests = 2, 0
             meter = CountingMeter()
             await syncer.backfill_page(None, metered(meter))
-            assert stub.requests == 3 and meter.taken == 3     # and the SDK's retry handler
+            assert stub.requests == 3 and meter.taken == 3  # and the SDK's retry handler
             stub.drops, stub.requests = 1, 0
             with pytest.raises(BudgetExhausted):
                 await syncer.backfill_page(None, metered(CountingMeter(allowance=1)))
-            assert stub.requests == 1                          # the retry was not sent
+            assert stub.requests == 1  # the retry was not sent
         finally:
             await syncer.aclose()

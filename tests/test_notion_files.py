@@ -49,10 +49,16 @@ def notion() -> Iterator[tuple[FakeNotion, str]]:
 
 
 @pytest.fixture
-async def worker(pool: AsyncConnectionPool[Any], database_url: str,
-                 notion: tuple[FakeNotion, str]) -> AsyncIterator[Worker]:
-    settings = Settings(database_url="unused", lease_seconds=5, poll_interval_seconds=0.2,
-                        worker_concurrency=4, shutdown_grace_seconds=2)
+async def worker(
+    pool: AsyncConnectionPool[Any], database_url: str, notion: tuple[FakeNotion, str]
+) -> AsyncIterator[Worker]:
+    settings = Settings(
+        database_url="unused",
+        lease_seconds=5,
+        poll_interval_seconds=0.2,
+        worker_concurrency=4,
+        shutdown_grace_seconds=2,
+    )
     source = NotionSyncer(NotionSettings(notion_token=notion[0].token, notion_base_url=notion[1]))
     w = Worker(settings, pool, {"notion": source}, conninfo=database_url)
     task = asyncio.create_task(w.run())
@@ -73,13 +79,20 @@ async def until(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
 
 
 def pdf_block(url: str) -> dict[str, Any]:
-    return {"type": "pdf", "pdf": {"type": "file", "caption": [], "name": "handbook.pdf",
-                                   "file": {"url": url, "expiry_time": "2026-11-29T01:00:00.000Z"}}}
+    return {
+        "type": "pdf",
+        "pdf": {
+            "type": "file",
+            "caption": [],
+            "name": "handbook.pdf",
+            "file": {"url": url, "expiry_time": "2026-11-29T01:00:00.000Z"},
+        },
+    }
 
 
 async def test_a_hosted_pdf_becomes_a_file_document_its_expired_url_refreshed(
-        pool: AsyncConnectionPool[Any], host: FileHost, notion: tuple[FakeNotion, str],
-        worker: Worker) -> None:
+    pool: AsyncConnectionPool[Any], host: FileHost, notion: tuple[FakeNotion, str], worker: Worker
+) -> None:
     fake, _ = notion
     store = DocumentStore(pool)
     host.add(KEY, text_pdf([["Handbook", "Be kind."]]), "application/pdf")
@@ -88,10 +101,19 @@ async def test_a_hosted_pdf_becomes_a_file_document_its_expired_url_refreshed(
     # has expired by then), the real time afterwards.
     later = iter([7200.0])
     host.now = lambda: time.time() + next(later, 0.0)
-    fake.add_page(PAGE, title="Handbook", blocks=[
-        {"type": "paragraph", "paragraph": {"rich_text": [
-            {"type": "text", "text": {"content": "Read it."}, "plain_text": "Read it."}]}},
-        pdf_block(host.presign(KEY, now=time.time()))])
+    fake.add_page(
+        PAGE,
+        title="Handbook",
+        blocks=[
+            {
+                "type": "paragraph",
+                "paragraph": {
+                    "rich_text": [{"type": "text", "text": {"content": "Read it."}, "plain_text": "Read it."}]
+                },
+            },
+            pdf_block(host.presign(KEY, now=time.time())),
+        ],
+    )
     await queue.enqueue(pool, [JobEvent("notion", PAGE, {}, None, 0, 0)])
     page = await until(lambda: store.get("notion", PAGE_ID))
     retrieved = fake.calls["blocks.retrieve"]
@@ -119,13 +141,27 @@ async def _deleted(store: DocumentStore, document_id: str) -> bool:
 
 def test_only_hosted_file_and_pdf_blocks_are_files() -> None:
     url = "https://prod-files-secure.s3.us-west-2.amazonaws.com/ws/f/a.pdf?X-Amz-Signature=1"
-    block = {"id": "b1", "type": "file", "last_edited_time": "2026-11-28T10:00:00.000Z",
-             "file": {"type": "file", "caption": [{"type": "text", "plain_text": "Q3 plan"}],
-                      "name": "", "file": {"url": url}}}
+    block = {
+        "id": "b1",
+        "type": "file",
+        "last_edited_time": "2026-11-28T10:00:00.000Z",
+        "file": {
+            "type": "file",
+            "caption": [{"type": "text", "plain_text": "Q3 plan"}],
+            "name": "",
+            "file": {"url": url},
+        },
+    }
     ref = file_of_block(block, "page-1")
     assert ref is not None
     assert (ref.file_id, ref.name, ref.url, ref.locator, ref.edit_stamp, ref.with_token) == (
-        "/ws/f/a.pdf", "Q3 plan", url, "b1", "2026-11-28T10:00:00.000Z", False)
+        "/ws/f/a.pdf",
+        "Q3 plan",
+        url,
+        "b1",
+        "2026-11-28T10:00:00.000Z",
+        False,
+    )
     external = {"id": "b2", "type": "pdf", "pdf": {"type": "external", "external": {"url": url}}}
     image = {"id": "b3", "type": "image", "image": {"type": "file", "file": {"url": url}}}
     assert file_of_block(external, "page-1") is None

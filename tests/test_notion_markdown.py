@@ -77,8 +77,13 @@ async def test_page_syncs_with_two_requests(
         title="Plan",
         blocks=[
             heading(1, "Goals"),
-            paragraph([text("Once", bold=True), text(" per burst, see "),
-                       text("the page", link="/0f1e2d3c4b5a49688776655443322110")]),
+            paragraph(
+                [
+                    text("Once", bold=True),
+                    text(" per burst, see "),
+                    text("the page", link="/0f1e2d3c4b5a49688776655443322110"),
+                ]
+            ),
             bulleted("a", bulleted("b")),
             toggle("More", paragraph("inside")),
             callout("Careful", "⚠️"),
@@ -144,8 +149,9 @@ async def test_a_page_past_the_thread_threshold_converts_the_same(
     """A page whose Markdown is longer than the threshold is converted off the event loop,
     to the same text as the block walk writes."""
     line = "A sentence long enough that a few thousand of them pass the threshold. " * 3
-    page = fake.add_page(title="Long", blocks=[heading(2, "Part")] +
-                         [paragraph(f"{i}: {line}") for i in range(600)])
+    page = fake.add_page(
+        title="Long", blocks=[heading(2, "Part")] + [paragraph(f"{i}: {line}") for i in range(600)]
+    )
     assert await notion.sync(make_job(page), context) == SyncResult(written=1)
     stored = await content(store, page)
     assert len(stored) > markdown_module._CONVERT_IN_THREAD_CHARS
@@ -205,9 +211,7 @@ async def test_unchanged_page_with_hosted_files_writes_nothing(
     stored = await content(store, page)
     link = "https://www.notion.so/" + page.replace("-", "")
     assert stored == (
-        f"[Image: A dog]({link})\n\n"
-        f"[report.pdf]({link})\n\n"
-        "![A cat](https://img.example/cat.png)\n"
+        f"[Image: A dog]({link})\n\n[report.pdf]({link})\n\n![A cat](https://img.example/cat.png)\n"
     )
     assert "X-Amz" not in stored and "amazonaws" not in stored
 
@@ -215,7 +219,7 @@ async def test_unchanged_page_with_hosted_files_writes_nothing(
 def test_clean_markdown_and_splice() -> None:
     page = "153104cd-477e-809d-8dc4-ff2d96ae3090"
     signed = "https://file.notion.so/f/x.png?expirationTimestamp=1&signature=abc"
-    assert clean_markdown(f"\n![]({signed}) [a](/abc#def) <page url=\"/p1\">P</page>\n\n", page) == (
+    assert clean_markdown(f'\n![]({signed}) [a](/abc#def) <page url="/p1">P</page>\n\n', page) == (
         "[Image](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090) "
         '[a](https://www.notion.so/abc#def) <page url="https://www.notion.so/p1">P</page>\n'
     )

@@ -52,29 +52,44 @@ def notion() -> NotionWebhooks:
         ("data_source.content_updated.json", "2a8f94f2-3b1e-4c1d-9f6a-7e2b5c3d4e20", ("rows",)),
     ],
 )
-def test_examples_map_to_their_page(notion: NotionWebhooks, name: str, page_id: str,
-                                    kinds: tuple[str, ...]) -> None:
+def test_examples_map_to_their_page(
+    notion: NotionWebhooks, name: str, page_id: str, kinds: tuple[str, ...]
+) -> None:
     body = example(name)
     event = json.loads(body)
     result = notion.parse_webhook(sign(body), body)
-    assert result.events == [PageEvent(source_page_id=page_id, event_id=event["id"], payload=event,
-                                       kinds=kinds)]
+    assert result.events == [
+        PageEvent(source_page_id=page_id, event_id=event["id"], payload=event, kinds=kinds)
+    ]
     assert result.verification_token is None
 
 
 @pytest.mark.parametrize(
     ("event_type", "kinds"),
-    [("page.content_updated", ("content",)), ("page.properties_updated", ("properties",)),
-     ("page.moved", ()), ("page.created", ()), ("page.undeleted", ()),
-     ("page.deleted", ("properties",)), ("page.locked", ("properties",)),
-     ("page.unlocked", ("properties",)), ("page.transcript_deleted", ("content",)),
-     ("page.something_new", ()), ("data_source.schema_updated", ()),
-     ("data_source.content_updated", ("rows",))],
+    [
+        ("page.content_updated", ("content",)),
+        ("page.properties_updated", ("properties",)),
+        ("page.moved", ()),
+        ("page.created", ()),
+        ("page.undeleted", ()),
+        ("page.deleted", ("properties",)),
+        ("page.locked", ("properties",)),
+        ("page.unlocked", ("properties",)),
+        ("page.transcript_deleted", ("content",)),
+        ("page.something_new", ()),
+        ("data_source.schema_updated", ()),
+        ("data_source.content_updated", ("rows",)),
+    ],
 )
-def test_each_event_type_says_what_changed(notion: NotionWebhooks, event_type: str,
-                                           kinds: tuple[str, ...]) -> None:
-    event = {"id": "e-1", "type": event_type, "timestamp": "2026-11-20T23:55:34.285Z",
-             "entity": {"id": PAGE, "type": event_type.split(".")[0]}}
+def test_each_event_type_says_what_changed(
+    notion: NotionWebhooks, event_type: str, kinds: tuple[str, ...]
+) -> None:
+    event = {
+        "id": "e-1",
+        "type": event_type,
+        "timestamp": "2026-11-20T23:55:34.285Z",
+        "entity": {"id": PAGE, "type": event_type.split(".")[0]},
+    }
     body = json.dumps(event).encode()
     assert notion.parse_webhook(sign(body), body).events[0].kinds == kinds
 
@@ -124,8 +139,15 @@ def test_unsigned_verification_request_is_refused_once_a_secret_is_set(
     assert notion.parse_webhook(sign(body), body).verification_token == SECRET
 
 
-@pytest.mark.parametrize("token", ["secret_x\nWARNING forged line", "secret_\u0000nul0000000000000",
-                                   "not-a-secret-at-all", "secret_" + "a" * 500])
+@pytest.mark.parametrize(
+    "token",
+    [
+        "secret_x\nWARNING forged line",
+        "secret_\u0000nul0000000000000",
+        "not-a-secret-at-all",
+        "secret_" + "a" * 500,
+    ],
+)
 def test_verification_tokens_that_do_not_look_like_notions_are_400(token: str) -> None:
     notion = NotionWebhooks(NotionSettings(notion_webhook_secret=None))
     body = json.dumps({"verification_token": token}).encode()
@@ -190,9 +212,7 @@ def test_signature_is_checked_before_the_body_is_trusted(notion: NotionWebhooks)
         (b"[" * 100_000, "JSON"),
     ],
 )
-def test_malformed_body_with_valid_signature_is_400(
-    notion: NotionWebhooks, body: bytes, needle: str
-) -> None:
+def test_malformed_body_with_valid_signature_is_400(notion: NotionWebhooks, body: bytes, needle: str) -> None:
     err = refused(notion, sign(body), body)
     assert (err.status, err.error) == (400, "malformed_body")
     assert needle in err.detail

@@ -67,29 +67,46 @@ async def notion(settings: NotionSettings) -> AsyncIterator[NotionSyncer]:
     await syncer.aclose()
 
 
-def event(event_type: str, page: str, timestamp: str, event_id: str | None = None
-          ) -> dict[str, Any]:
+def event(event_type: str, page: str, timestamp: str, event_id: str | None = None) -> dict[str, Any]:
     """A Notion webhook event of ``event_type`` for ``page`` (the example's shape)."""
-    return {"id": event_id or str(uuid.uuid4()), "timestamp": timestamp, "type": event_type,
-            "workspace_id": "13950b26-c203-4f3b-b97d-93ec06319565",
-            "entity": {"id": page, "type": "page"}, "data": {}}
+    return {
+        "id": event_id or str(uuid.uuid4()),
+        "timestamp": timestamp,
+        "type": event_type,
+        "workspace_id": "13950b26-c203-4f3b-b97d-93ec06319565",
+        "entity": {"id": page, "type": "page"},
+        "data": {},
+    }
 
 
-async def enqueue(conn: Conn, page: str, *events: dict[str, Any],
-                  priority: int = 0) -> SyncJob:
+async def enqueue(conn: Conn, page: str, *events: dict[str, Any], priority: int = 0) -> SyncJob:
     """Enqueue ``events`` for ``page`` through the real statement (one batch); returns the
     page's active job as a claim would hand it to the sync."""
-    await queue.enqueue(conn, [
-        JobEvent("notion", page, e, e.get("id"), 0, 0, priority=priority,
-                 kinds=EVENT_KINDS.get(str(e.get("type")), ()))
-        for e in events])
+    await queue.enqueue(
+        conn,
+        [
+            JobEvent(
+                "notion",
+                page,
+                e,
+                e.get("id"),
+                0,
+                0,
+                priority=priority,
+                kinds=EVENT_KINDS.get(str(e.get("type")), ()),
+            )
+            for e in events
+        ],
+    )
     return await active_job(conn, page)
 
 
 async def active_job(conn: Conn, page: str) -> SyncJob:
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute("select * from sync_jobs where source_page_id = %s "
-                          "and status in ('pending', 'processing')", (page,))
+        await cur.execute(
+            "select * from sync_jobs where source_page_id = %s and status in ('pending', 'processing')",
+            (page,),
+        )
         row = await cur.fetchone()
     assert row is not None
     return SyncJob.from_row(row)
@@ -101,11 +118,13 @@ def requests(fake: FakeNotion) -> dict[str, int]:
 
 async def full_sync(notion: NotionSyncer, conn: Conn, context: SyncContext, page: str) -> None:
     """A first sync of ``page`` (no stored document: both halves), its job finished."""
-    job = await enqueue(conn, page, event("page.created", page, "2026-11-20T23:55:00.000Z",
-                                          event_id=f"created-{page}"))
+    job = await enqueue(
+        conn, page, event("page.created", page, "2026-11-20T23:55:00.000Z", event_id=f"created-{page}")
+    )
     await notion.sync(job, context)
-    await conn.execute("update sync_jobs set status = 'completed', finished_at = now() "
-                       "where id = %s", (job.id,))
+    await conn.execute(
+        "update sync_jobs set status = 'completed', finished_at = now() where id = %s", (job.id,)
+    )
 
 
 # -- the enqueue merges what the events said ---------------------------------------------
@@ -122,8 +141,12 @@ async def test_the_enqueue_merges_the_kinds_of_a_burst(conn: Conn) -> None:
     assert job.change_kinds == ("content", "properties")
     # one batch mixing both, on a fresh page
     other = "0a000000-0000-4000-8000-000000000002"
-    job = await enqueue(conn, other, event("page.properties_updated", other, t, "d"),
-                        event("page.content_updated", other, t, "e"))
+    job = await enqueue(
+        conn,
+        other,
+        event("page.properties_updated", other, t, "d"),
+        event("page.content_updated", other, t, "e"),
+    )
     assert job.change_kinds == ("content", "properties") and job.event_count == 2
     # an event that says nothing (page.moved: structural) absorbs: everything
     job = await enqueue(conn, page, event("page.moved", page, t, "f"))
@@ -148,15 +171,21 @@ async def test_the_enqueue_merges_the_kinds_of_a_burst(conn: Conn) -> None:
     ],
 )
 async def test_each_event_kind_asks_for_what_it_changed(
-        fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext,
-        store: DocumentStore, event_type: str, asked: dict[str, int]) -> None:
-    page = fake.add_page(title="Plan", blocks=[paragraph("First body.")],
-                         properties={"Status": status_property("Draft")})
+    fake: FakeNotion,
+    notion: NotionSyncer,
+    conn: Conn,
+    context: SyncContext,
+    store: DocumentStore,
+    event_type: str,
+    asked: dict[str, int],
+) -> None:
+    page = fake.add_page(
+        title="Plan", blocks=[paragraph("First body.")], properties={"Status": status_property("Draft")}
+    )
     await full_sync(notion, conn, context, page)
     fake.calls.clear()
     # The page changes both halves silently; the event says which one it reports.
-    fake.edit_page(page, text="Second body.", title="Plan v2",
-                   edited_at="2026-11-21T08:00:00.000Z")
+    fake.edit_page(page, text="Second body.", title="Plan v2", edited_at="2026-11-21T08:00:00.000Z")
     payload = event(event_type, page, "2026-11-21T08:00:31.500Z")
     if event_type.startswith("comment."):
         payload["data"] = {"page_id": page}
@@ -182,8 +211,8 @@ async def test_each_event_kind_asks_for_what_it_changed(
 
 
 async def test_a_deleted_page_costs_its_page_object_only(
-        fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext,
-        store: DocumentStore) -> None:
+    fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext, store: DocumentStore
+) -> None:
     page = fake.add_page(title="Gone soon", blocks=[paragraph("Body.")])
     await full_sync(notion, conn, context, page)
     fake.calls.clear()
@@ -194,27 +223,29 @@ async def test_a_deleted_page_costs_its_page_object_only(
 
 
 async def test_content_only_of_a_page_gone_marks_it_deleted(
-        fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext) -> None:
+    fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext
+) -> None:
     page = fake.add_page(title="Unshared soon", blocks=[paragraph("Body.")])
     await full_sync(notion, conn, context, page)
     fake.unshare(page)
-    job = await enqueue(conn, page, event("page.content_updated", page,
-                                          "2026-11-21T08:00:00.000Z"))
+    job = await enqueue(conn, page, event("page.content_updated", page, "2026-11-21T08:00:00.000Z"))
     assert (await notion.sync(job, context)).deleted == 1
 
 
 async def test_a_burst_mixing_kinds_syncs_the_union(
-        fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext,
-        store: DocumentStore) -> None:
+    fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext, store: DocumentStore
+) -> None:
     page = fake.add_page(title="Plan", blocks=[paragraph("First body.")])
     await full_sync(notion, conn, context, page)
     fake.calls.clear()
-    fake.edit_page(page, text="Second body.", title="Plan v2",
-                   edited_at="2026-11-21T08:00:00.000Z")
-    job = await enqueue(conn, page,
-                        event("page.content_updated", page, "2026-11-21T08:00:10.000Z", "a"),
-                        event("page.content_updated", page, "2026-11-21T08:00:20.000Z", "b"),
-                        event("page.properties_updated", page, "2026-11-21T08:00:30.000Z", "c"))
+    fake.edit_page(page, text="Second body.", title="Plan v2", edited_at="2026-11-21T08:00:00.000Z")
+    job = await enqueue(
+        conn,
+        page,
+        event("page.content_updated", page, "2026-11-21T08:00:10.000Z", "a"),
+        event("page.content_updated", page, "2026-11-21T08:00:20.000Z", "b"),
+        event("page.properties_updated", page, "2026-11-21T08:00:30.000Z", "c"),
+    )
     assert job.change_kinds == ("content", "properties") and job.event_count == 3
     await notion.sync(job, context)
     assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1}
@@ -223,18 +254,19 @@ async def test_a_burst_mixing_kinds_syncs_the_union(
 
 
 async def test_a_resync_and_a_page_without_a_document_ask_for_both(
-        fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext) -> None:
+    fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext
+) -> None:
     page = fake.add_page(title="Plan", blocks=[paragraph("Body.")])
     # no stored document: the page object cannot be kept from it
-    job = await enqueue(conn, page, event("page.content_updated", page,
-                                          "2026-11-21T08:00:00.000Z", "a"))
+    job = await enqueue(conn, page, event("page.content_updated", page, "2026-11-21T08:00:00.000Z", "a"))
     await notion.sync(job, context)
     assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1}
     await conn.execute("update sync_jobs set status = 'completed', finished_at = now()")
     fake.calls.clear()
     # a re-sync raised the job above a webhook's priority: everything, whatever was said
-    job = await enqueue(conn, page, event("page.content_updated", page,
-                                          "2026-11-21T08:01:00.000Z", "b"), priority=100)
+    job = await enqueue(
+        conn, page, event("page.content_updated", page, "2026-11-21T08:01:00.000Z", "b"), priority=100
+    )
     await notion.sync(job, context)
     # ... the comments too (a re-sync reads them)
     assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1, "comments.list": 1}
@@ -251,17 +283,19 @@ async def listed(notion: NotionSyncer, page: str) -> dict[str, Any]:
 
 async def bulk_job(conn: Conn, page: str, payload: dict[str, Any]) -> SyncJob:
     """The bulk job a backfill enqueues (sql/queries/backfills.sql: priority < 0, no kinds)."""
-    await queue.enqueue(conn, [JobEvent("notion", page, payload, None, 0, 0,
-                                             priority=-10)])
+    await queue.enqueue(conn, [JobEvent("notion", page, payload, None, 0, 0, priority=-10)])
     return await active_job(conn, page)
 
 
 async def test_a_backfilled_page_costs_its_content_and_comments(
-        fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext,
-        store: DocumentStore) -> None:
-    page = fake.add_page(title="Listed", blocks=[paragraph("Body.")],
-                         properties={"Status": status_property("Done")},
-                         last_edited_time="2026-11-21T07:00:00.000Z")
+    fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext, store: DocumentStore
+) -> None:
+    page = fake.add_page(
+        title="Listed",
+        blocks=[paragraph("Body.")],
+        properties={"Status": status_property("Done")},
+        last_edited_time="2026-11-21T07:00:00.000Z",
+    )
     payload = await listed(notion, page)
     fake.calls.clear()
     await notion.sync(await bulk_job(conn, page, payload), context)
@@ -282,17 +316,17 @@ async def test_a_backfilled_page_costs_its_content_and_comments(
 
 
 async def test_a_listing_object_overtaken_by_a_webhook(
-        fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext,
-        store: DocumentStore) -> None:
-    page = fake.add_page(title="Listed", blocks=[paragraph("Body.")],
-                         last_edited_time="2026-11-21T07:00:00.000Z")
+    fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext, store: DocumentStore
+) -> None:
+    page = fake.add_page(
+        title="Listed", blocks=[paragraph("Body.")], last_edited_time="2026-11-21T07:00:00.000Z"
+    )
     payload = await listed(notion, page)
     await bulk_job(conn, page, payload)
     # the page is edited and its webhook joins the pending bulk job: its payload replaces the
     # listing's, and the bulk job's "everything" absorbs the event's kind
     fake.edit_page(page, text="Edited.", title="Renamed", edited_at="2026-11-21T08:00:00.000Z")
-    job = await enqueue(conn, page, event("page.content_updated", page,
-                                          "2026-11-21T08:00:05.000Z"))
+    job = await enqueue(conn, page, event("page.content_updated", page, "2026-11-21T08:00:05.000Z"))
     assert "listing" not in job.payload and job.change_kinds == ()
     fake.calls.clear()
     await notion.sync(job, context)
@@ -302,10 +336,11 @@ async def test_a_listing_object_overtaken_by_a_webhook(
 
 
 async def test_a_stale_listing_object_never_takes_a_document_back(
-        fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext,
-        store: DocumentStore) -> None:
-    page = fake.add_page(title="Old title", blocks=[paragraph("Old body.")],
-                         last_edited_time="2026-11-21T07:00:00.000Z")
+    fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext, store: DocumentStore
+) -> None:
+    page = fake.add_page(
+        title="Old title", blocks=[paragraph("Old body.")], last_edited_time="2026-11-21T07:00:00.000Z"
+    )
     payload = await listed(notion, page)
     # a live sync wrote a newer state after the listing was taken
     fake.edit_page(page, text="New body.", title="New title", edited_at="2026-11-21T08:00:00.000Z")
@@ -320,10 +355,11 @@ async def test_a_stale_listing_object_never_takes_a_document_back(
 
 
 async def test_a_page_edited_after_its_listing_ends_at_its_latest_state(
-        fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext,
-        store: DocumentStore) -> None:
-    page = fake.add_page(title="Old title", blocks=[paragraph("Old body.")],
-                         last_edited_time="2026-11-21T07:00:00.000Z")
+    fake: FakeNotion, notion: NotionSyncer, conn: Conn, context: SyncContext, store: DocumentStore
+) -> None:
+    page = fake.add_page(
+        title="Old title", blocks=[paragraph("Old body.")], last_edited_time="2026-11-21T07:00:00.000Z"
+    )
     payload = await listed(notion, page)
     # edited between the listing and the bulk job's sync, and its webhook was lost
     fake.edit_page(page, text="New body.", title="New title", edited_at="2026-11-21T08:00:00.000Z")
@@ -334,8 +370,9 @@ async def test_a_page_edited_after_its_listing_ends_at_its_latest_state(
     # the document records the listing's edit time, so the next reconciliation sees the page as stale
     # (sql/queries/backfills.sql judges by last_edited_time) and its bulk job syncs the rest
     assert doc["source_updated_at"] == datetime(2026, 11, 21, 7, 0, tzinfo=UTC)
-    await conn.execute("update sync_jobs set status = 'completed', finished_at = now() "
-                       "where id = %s", (job.id,))
+    await conn.execute(
+        "update sync_jobs set status = 'completed', finished_at = now() where id = %s", (job.id,)
+    )
     reconciliation = await notion.backfill_page(None, SyncContext(), newest_first=True)
     item = next(i for i in reconciliation.items if i.source_page_id == page)
     assert item.edited_at is not None and item.edited_at > doc["source_updated_at"]
@@ -351,35 +388,33 @@ async def test_a_page_edited_after_its_listing_ends_at_its_latest_state(
 
 
 async def test_a_refused_markdown_endpoint_is_remembered_per_workspace(
-        fake: FakeNotion, settings: NotionSettings, conn: Conn, context: SyncContext,
-        store: DocumentStore) -> None:
+    fake: FakeNotion, settings: NotionSettings, conn: Conn, context: SyncContext, store: DocumentStore
+) -> None:
     fake.deny_read_content()
     pages = [fake.add_page(title=f"P{i}", blocks=[paragraph(f"Body {i}.")]) for i in range(3)]
     now = [datetime(2026, 11, 21, 8, 0, tzinfo=UTC)]
-    syncer = NotionSyncer(settings, retry_delays=(0.0, 0.0),
-                          refusals=EndpointRefusals(clock=lambda: now[0]))
+    syncer = NotionSyncer(settings, retry_delays=(0.0, 0.0), refusals=EndpointRefusals(clock=lambda: now[0]))
     try:
-        await syncer.sync(await enqueue(conn, pages[0], event("page.created", pages[0], "t")),
-                          context)
+        await syncer.sync(await enqueue(conn, pages[0], event("page.created", pages[0], "t")), context)
         # (page.created says nothing: everything, the comments too)
-        assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1,
-                                  "blocks.children.list": 1, "comments.list": 1}
+        assert requests(fake) == {
+            "pages.retrieve": 1,
+            "pages.markdown": 1,
+            "blocks.children.list": 1,
+            "comments.list": 1,
+        }
         fake.calls.clear()
-        await syncer.sync(await enqueue(conn, pages[1], event("page.created", pages[1], "t")),
-                          context)
-        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1,
-                                  "comments.list": 1}
+        await syncer.sync(await enqueue(conn, pages[1], event("page.created", pages[1], "t")), context)
+        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1, "comments.list": 1}
     finally:
         await syncer.aclose()
     # another worker process learns it from the database
     fake.calls.clear()
-    other = NotionSyncer(settings, retry_delays=(0.0, 0.0),
-                         refusals=EndpointRefusals(clock=lambda: now[0]))
+    other = NotionSyncer(settings, retry_delays=(0.0, 0.0), refusals=EndpointRefusals(clock=lambda: now[0]))
     try:
         job = await enqueue(conn, pages[2], event("page.created", pages[2], "t"))
         await other.sync(job, context)
-        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1,
-                                  "comments.list": 1}
+        assert requests(fake) == {"pages.retrieve": 1, "blocks.children.list": 1, "comments.list": 1}
         # a day later the endpoint is asked again; granted meanwhile, it serves, and the
         # refusal is forgotten
         fake.deny_read_content(denied=False)
@@ -393,7 +428,8 @@ async def test_a_refused_markdown_endpoint_is_remembered_per_workspace(
 
 
 async def test_a_new_token_asks_the_markdown_endpoint_again(
-        fake: FakeNotion, settings: NotionSettings, conn: Conn, store: DocumentStore) -> None:
+    fake: FakeNotion, settings: NotionSettings, conn: Conn, store: DocumentStore
+) -> None:
     fake.deny_read_content()
     page = fake.add_page(title="P", blocks=[paragraph("Body.")])
     refusals = EndpointRefusals()
@@ -409,8 +445,8 @@ async def test_a_new_token_asks_the_markdown_endpoint_again(
 
 def test_every_event_kind_is_in_the_table_of_docs_notion() -> None:
     documented = (Path(__file__).resolve().parent.parent / "docs" / "notion.md").read_text()
-    table = documented[documented.index("### Which event asks for what"):]
-    table = table[:table.index("\n\n- ")]
+    table = documented[documented.index("### Which event asks for what") :]
+    table = table[: table.index("\n\n- ")]
     for name in EVENT_KINDS:
         assert f"`{name}`" in table, name
     for path in EXAMPLES.glob("page.*.json"):
@@ -421,11 +457,13 @@ def test_every_event_kind_is_in_the_table_of_docs_notion() -> None:
 
 
 async def test_the_stand_in_answers_as_api_2026_03_11(
-        fake: FakeNotion, server: BackgroundServer, notion: NotionSyncer) -> None:
+    fake: FakeNotion, server: BackgroundServer, notion: NotionSyncer
+) -> None:
     import httpx
 
     from integrations.notion import NOTION_VERSION
     from standins.notion_content import EVERY_BLOCK_IDS, every_block_type
+
     assert NOTION_VERSION == "2026-03-11"
     assert notion.client.api(TOKEN).options.notion_version == "2026-03-11"
     page = fake.add_page(title="Shapes", blocks=every_block_type())
@@ -433,17 +471,20 @@ async def test_the_stand_in_answers_as_api_2026_03_11(
     headers = {"Authorization": f"Bearer {TOKEN}", "Notion-Version": NOTION_VERSION}
     async with httpx.AsyncClient(base_url=server.url, headers=headers) as http:
         got = (await http.get(f"/v1/pages/{page}")).json()
-        assert got["in_trash"] is True and "archived" not in got   # renamed in 2026-03-11
+        assert got["in_trash"] is True and "archived" not in got  # renamed in 2026-03-11
         fake.set_trashed(page, False)
         kids = (await http.get(f"/v1/blocks/{page}/children", params={"page_size": 100})).json()
         assert all("archived" not in b and "in_trash" in b for b in kids["results"])
         types = {b["type"] for b in kids["results"]}
         assert "meeting_notes" in types and "transcription" not in types
         meeting = next(b for b in kids["results"] if b["type"] == "meeting_notes")
-        assert meeting["meeting_notes"]["children"]["transcript_block_id"] == \
-            EVERY_BLOCK_IDS["meeting_transcript"]
+        assert (
+            meeting["meeting_notes"]["children"]["transcript_block_id"]
+            == EVERY_BLOCK_IDS["meeting_transcript"]
+        )
         plain = (await http.get(f"/v1/pages/{page}/markdown")).json()["markdown"]
-        full = (await http.get(f"/v1/pages/{page}/markdown",
-                               params={"include_transcript": "true"})).json()["markdown"]
+        full = (await http.get(f"/v1/pages/{page}/markdown", params={"include_transcript": "true"})).json()[
+            "markdown"
+        ]
     assert "Notes taken during it." in plain and "good morning" not in plain
     assert "good morning, everyone" in full

@@ -591,19 +591,22 @@ async def test_documents_carry_their_workspace_and_the_event_s_accessible_by(
     row = await store.get("notion", PAGE)
     assert row is not None
     assert (row["audience_kind"], row["audience_members"], row["audience_accessible_by"]) == (
-        "workspace", None, ["1edc05f6-2702-81b5-8408-00279347f034",
-                            "556a1abf-4f08-40c6-878a-75890d2a88ba"])
+        "workspace",
+        None,
+        ["1edc05f6-2702-81b5-8408-00279347f034", "556a1abf-4f08-40c6-878a-75890d2a88ba"],
+    )
     # A manual re-sync (no event, so no accessible_by) keeps what the event said.
     await notion.sync(make_job(PAGE, {}), context)
     row = await store.get("notion", PAGE)
     assert row is not None and row["audience_accessible_by"] == [
-        "1edc05f6-2702-81b5-8408-00279347f034", "556a1abf-4f08-40c6-878a-75890d2a88ba"]
+        "1edc05f6-2702-81b5-8408-00279347f034",
+        "556a1abf-4f08-40c6-878a-75890d2a88ba",
+    ]
     # An event listing other people replaces the list.
     event["accessible_by"] = [{"id": "0c9f5a6e-0000-4000-8000-00000000beef", "type": "person"}]
     await notion.sync(make_job(PAGE, event), context)
     row = await store.get("notion", PAGE)
-    assert row is not None and row["audience_accessible_by"] == [
-        "0c9f5a6e-0000-4000-8000-00000000beef"]
+    assert row is not None and row["audience_accessible_by"] == ["0c9f5a6e-0000-4000-8000-00000000beef"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -854,8 +857,9 @@ async def test_data_source_event_syncs_its_schema(
     assert doc["title"] == "Roadmap"
     # The database's document without the per-data-source heading.
     # The database's document without the per-data-source heading, then its (empty) table.
-    assert doc["content"] == (DATABASE_MARKDOWN.replace("## Roadmap\n\n", "")
-                              + "\n## Rows (0)\n\n(no rows)\n")
+    assert doc["content"] == (
+        DATABASE_MARKDOWN.replace("## Roadmap\n\n", "") + "\n## Rows (0)\n\n(no rows)\n"
+    )
     assert doc["metadata"]["parent"] == {"type": "database_id", "id": DATABASE}
 
 
@@ -886,7 +890,8 @@ async def test_demo_fake_syncs_page_and_database(store: DocumentStore, context: 
         try:
             await notion.sync(make_job(DEMO_PAGE_ID, example_payload("page.created.json")), context)
             await notion.sync(
-                make_job(DEMO_DATABASE_ID, example_payload("database.schema_updated.json")), context)
+                make_job(DEMO_DATABASE_ID, example_payload("database.schema_updated.json")), context
+            )
         finally:
             await notion.aclose()
     page = await store.get("notion", DEMO_PAGE_ID)

@@ -71,40 +71,83 @@ def every_rich_text() -> list[dict[str, Any]]:
     ``every_block_type`` leaves out (external media without caption, tables with a row header,
     empty blocks)."""
     return [
-        block("paragraph", {"rich_text": [text("A "), colored(text("red", bold=True), "red"),
-                                          colored(text(" marked"), "yellow_background")],
-                            "color": "blue_background"}),
+        block(
+            "paragraph",
+            {
+                "rich_text": [
+                    text("A "),
+                    colored(text("red", bold=True), "red"),
+                    colored(text(" marked"), "yellow_background"),
+                ],
+                "color": "blue_background",
+            },
+        ),
         block("bulleted_list_item", {"rich_text": [text("gray item")], "color": "gray"}),
-        paragraph([text("Mixed "), text("bold italic", bold=True, italic=True), text(" and "),
-                   text("gone", strikethrough=True), text(" with "), text("code_span()", code=True),
-                   text(", "), text("under", underline=True), text(" line, "),
-                   text("a link", link="/0f1e2d3c4b5a49688776655443322119"), text(" and "),
-                   inline_equation("x^2 + y_1"), text(".")]),
-        paragraph("Escapes: 2 * 3 = 6, [brackets], <callout>, $5, a_b, _c_, ~tilde~, "
-                  "back\\slash, R&D &amp; {x} | y ^z"),
-        paragraph([text("Mentions: "), user_mention("u-1", "Ada Lovelace"), text(", "),
-                   page_mention("0f1e2d3c-4b5a-4968-8776-655443322119", "Other page"), text(", "),
-                   date_mention("2026-01-05", "2026-01-07"), text(" and "),
-                   date_mention("2026-02-01")]),
+        paragraph(
+            [
+                text("Mixed "),
+                text("bold italic", bold=True, italic=True),
+                text(" and "),
+                text("gone", strikethrough=True),
+                text(" with "),
+                text("code_span()", code=True),
+                text(", "),
+                text("under", underline=True),
+                text(" line, "),
+                text("a link", link="/0f1e2d3c4b5a49688776655443322119"),
+                text(" and "),
+                inline_equation("x^2 + y_1"),
+                text("."),
+            ]
+        ),
+        paragraph(
+            "Escapes: 2 * 3 = 6, [brackets], <callout>, $5, a_b, _c_, ~tilde~, "
+            "back\\slash, R&D &amp; {x} | y ^z"
+        ),
+        paragraph(
+            [
+                text("Mentions: "),
+                user_mention("u-1", "Ada Lovelace"),
+                text(", "),
+                page_mention("0f1e2d3c-4b5a-4968-8776-655443322119", "Other page"),
+                text(", "),
+                date_mention("2026-01-05", "2026-01-07"),
+                text(" and "),
+                date_mention("2026-02-01"),
+            ]
+        ),
         paragraph("Line one\nline two\n\nafter an empty line"),
-        heading(2, [text("Heading with "), text("bold", bold=True)],
-                paragraph("Folded under the heading."), bulleted("folded bullet")),
+        heading(
+            2,
+            [text("Heading with "), text("bold", bold=True)],
+            paragraph("Folded under the heading."),
+            bulleted("folded bullet"),
+        ),
         bulleted("Level 1", bulleted("Level 2", bulleted("Level 3", paragraph("under level 3")))),
         numbered("One", numbered("One.one"), numbered("One.two")),
         numbered("Two", paragraph("Two's paragraph")),
         to_do("Task with a child", False, to_do("Subtask", True)),
-        toggle([text("Outer "), text("toggle", italic=True)],
-               toggle("Inner toggle", paragraph("Deep.")), bulleted("after the inner toggle")),
+        toggle(
+            [text("Outer "), text("toggle", italic=True)],
+            toggle("Inner toggle", paragraph("Deep.")),
+            bulleted("after the inner toggle"),
+        ),
         quote("Quoted", paragraph("Quote child.")),
         callout("No icon", None, paragraph("Callout child."), bulleted("callout bullet")),
         callout([text("Bold", bold=True), text(" callout\nsecond line")], "💡"),
         code("def f():\n    return [1, 2]  # *not* escaped\n\n\tindented", "javascript"),
         code("plain", "plain text"),
         code("x := 1", "c++"),
-        column_list([paragraph("Col A"), bulleted("A1"), bulleted("A2")],
-                    [heading(3, "Col B"), to_do("B task")]),
-        table([["Name", "Note"], [[text("bold", bold=True)], "pipe | inside"],
-               ["multi\nline", [text("link", link="https://example.com/a_b")]]]),
+        column_list(
+            [paragraph("Col A"), bulleted("A1"), bulleted("A2")], [heading(3, "Col B"), to_do("B task")]
+        ),
+        table(
+            [
+                ["Name", "Note"],
+                [[text("bold", bold=True)], "pipe | inside"],
+                ["multi\nline", [text("link", link="https://example.com/a_b")]],
+            ]
+        ),
         table([["r1", "v1"], ["r2", "v2"]], column_header=False, row_header=True),
         paragraph(""),
         paragraph("After an empty block"),
@@ -128,8 +171,10 @@ def documented_differences(walk: str, page_id: str) -> str:
         out = out.replace(notion_url(page_id, EVERY_BLOCK_IDS[key]), page)
     out = out.replace("```\n\nA caption\n", "```\n")  # code captions are not in the answer
     comment = "c0ffee00-0000-4000-8000-000000000001"
-    out = out.replace(f"[Link to comment]({notion_url(page_id, EVERY_BLOCK_IDS['comment_link'])})",
-                      f"[Link to page]({notion_url(comment)})")
+    out = out.replace(
+        f"[Link to comment]({notion_url(page_id, EVERY_BLOCK_IDS['comment_link'])})",
+        f"[Link to page]({notion_url(comment)})",
+    )
     return out
 
 
@@ -142,8 +187,9 @@ async def sync_both_ways(
     with BackgroundServer(fake.app()) as srv:
         for denied in (False, True):
             fake.deny_read_content(token=token, denied=denied)
-            notion = NotionSyncer(NotionSettings(notion_token=token, notion_base_url=srv.url),
-                                  retry_delays=(0.0, 0.0))
+            notion = NotionSyncer(
+                NotionSettings(notion_token=token, notion_base_url=srv.url), retry_delays=(0.0, 0.0)
+            )
             try:
                 for page_id in page_ids:
                     result = await notion.sync(make_job(page_id), SyncContext(store=store))
@@ -208,10 +254,13 @@ async def test_demo_documents_are_one_markdown_by_both_paths(conn: Conn) -> None
     with BackgroundServer(fake.app()) as srv:
         notion = NotionSyncer(NotionSettings(notion_token=fake.token, notion_base_url=srv.url))
         try:
-            payload = {"type": "database.schema_updated", "entity": {"id": DEMO_DATABASE_ID,
-                                                                     "type": "database"}}
-            assert await notion.sync(make_job(DEMO_DATABASE_ID, payload),
-                                     SyncContext(store=store)) == SyncResult(written=1)
+            payload = {
+                "type": "database.schema_updated",
+                "entity": {"id": DEMO_DATABASE_ID, "type": "database"},
+            }
+            assert await notion.sync(
+                make_job(DEMO_DATABASE_ID, payload), SyncContext(store=store)
+            ) == SyncResult(written=1)
         finally:
             await notion.aclose()
     database = await store.get("notion", DEMO_DATABASE_ID)
@@ -226,58 +275,115 @@ def convert(*lines: str) -> str:
     ("enhanced", "expected"),
     [
         # Pandoc-style fenced callout of the current reference, attributes and all
-        (['::: callout {icon="🎯" color="blue_bg"}', "Ship by **Friday**.", "\t- a point", ":::"],
-         "> 🎯 Ship by **Friday**.\n>\n> - a point\n"),
+        (
+            ['::: callout {icon="🎯" color="blue_bg"}', "Ship by **Friday**.", "\t- a point", ":::"],
+            "> 🎯 Ship by **Friday**.\n>\n> - a point\n",
+        ),
         # tag callout with a Notion icon (no text) and a colour
-        (['<callout icon="/icons/star_yellow.svg" color="gray_bg">', "\tNote", "</callout>"],
-         "> Note\n"),
+        (['<callout icon="/icons/star_yellow.svg" color="gray_bg">', "\tNote", "</callout>"], "> Note\n"),
         # toggle with a colour; toggle headings (5 and 6 become 4)
-        (['<details color="red">', "<summary>Sum *it*</summary>", "\tBody", "</details>"],
-         "Sum *it*\n\nBody\n"),
+        (
+            ['<details color="red">', "<summary>Sum *it*</summary>", "\tBody", "</details>"],
+            "Sum *it*\n\nBody\n",
+        ),
         (['## Folded {toggle="true" color="blue"}', "\tInside"], "## Folded\n\nInside\n"),
         (["###### Six"], "#### Six\n"),
         # a table as the reference writes it: colgroup, one cell per line, colours
-        (['<table fit-page-width="true" header-row="true" header-column="true">', "\t<colgroup>",
-          '\t\t<col color="gray">', "\t\t<col>", "\t</colgroup>", '\t<tr color="blue_bg">',
-          "\t\t<td>H1</td>", '\t\t<td color="red">H2</td>', "\t</tr>", "\t<tr>",
-          "\t\t<td>a<br>b</td>", "\t\t<td>\\|</td>", "\t</tr>", "</table>"],
-         "| H1 | H2 |\n| --- | --- |\n| **a** **b** | \\| |\n"),
+        (
+            [
+                '<table fit-page-width="true" header-row="true" header-column="true">',
+                "\t<colgroup>",
+                '\t\t<col color="gray">',
+                "\t\t<col>",
+                "\t</colgroup>",
+                '\t<tr color="blue_bg">',
+                "\t\t<td>H1</td>",
+                '\t\t<td color="red">H2</td>',
+                "\t</tr>",
+                "\t<tr>",
+                "\t\t<td>a<br>b</td>",
+                "\t\t<td>\\|</td>",
+                "\t</tr>",
+                "</table>",
+            ],
+            "| H1 | H2 |\n| --- | --- |\n| **a** **b** | \\| |\n",
+        ),
         # block colours, spans, underline, citations, custom emoji, inline math
-        (['Some <span color="red">red</span> and <span underline="true">under</span> :rocket: '
-          '$e^{i\\pi}$ [^https://example.com/src] {color="gray_bg"}'],
-         "Some red and under :rocket: $e^{i\\pi}$ [https://example.com/src](https://example.com/src)\n"),
+        (
+            [
+                'Some <span color="red">red</span> and <span underline="true">under</span> :rocket: '
+                '$e^{i\\pi}$ [^https://example.com/src] {color="gray_bg"}'
+            ],
+            "Some red and under :rocket: $e^{i\\pi}$ [https://example.com/src](https://example.com/src)\n",
+        ),
         # every mention kind, self-closing ones too
-        (['<mention-user url="user://1"/> <mention-agent url="https://www.notion.so/agent/1">Bot'
-          '</mention-agent> <mention-data-source url="https://www.notion.so/'
-          '0f1e2d3c4b5a49688776655443322119">Rows</mention-data-source> <mention-date '
-          'start="2026-03-01" startTime="09:30" end="2026-03-01" endTime="10:00" '
-          'timeZone="Europe/Paris"/> <mention-link-preview url="https://github.com/x/y">x/y'
-          "</mention-link-preview>"],
-         "@user @Bot [Rows](https://www.notion.so/0f1e2d3c4b5a49688776655443322119) "
-         "2026-03-01T09:30 → 2026-03-01T10:00 [x/y](https://github.com/x/y)\n"),
+        (
+            [
+                '<mention-user url="user://1"/> <mention-agent url="https://www.notion.so/agent/1">Bot'
+                '</mention-agent> <mention-data-source url="https://www.notion.so/'
+                '0f1e2d3c4b5a49688776655443322119">Rows</mention-data-source> <mention-date '
+                'start="2026-03-01" startTime="09:30" end="2026-03-01" endTime="10:00" '
+                'timeZone="Europe/Paris"/> <mention-link-preview url="https://github.com/x/y">x/y'
+                "</mention-link-preview>"
+            ],
+            "@user @Bot [Rows](https://www.notion.so/0f1e2d3c4b5a49688776655443322119) "
+            "2026-03-01T09:30 → 2026-03-01T10:00 [x/y](https://github.com/x/y)\n",
+        ),
         # page / database references without an id in their URL; linked database views
-        (['<page url="https://example.com/elsewhere">Far</page>',
-          '<database data-source-url="collection://abc" inline="true">View</database>'],
-         "Page: [Far](https://example.com/elsewhere)\n\nDatabase: [View](collection://abc)\n"),
+        (
+            [
+                '<page url="https://example.com/elsewhere">Far</page>',
+                '<database data-source-url="collection://abc" inline="true">View</database>',
+            ],
+            "Page: [Far](https://example.com/elsewhere)\n\nDatabase: [View](collection://abc)\n",
+        ),
         # synced block reference, meeting notes, empty blocks, unknown blocks, breadcrumb
-        (['<synced_block_reference url="https://www.notion.so/p#b">', "\tShared", "</synced_block_reference>",
-          "<meeting-notes>", "\tStandup", "\t<summary>", "\t\tAll good", "\t</summary>",
-          "\t<notes>", "\t\t- note", "\t</notes>", "\t<transcript>", "\t\tHello", "\t</transcript>",
-          "</meeting-notes>", "<empty-block/>", '<unknown url="https://www.notion.so/p#c" alt="form"/>',
-          "<breadcrumb/>"],
-         "Shared\n\nMeeting notes: Standup\n\nAll good\n\n- note\n\nHello\n\n"
-         "[unsupported Notion block: form]\n"),
+        (
+            [
+                '<synced_block_reference url="https://www.notion.so/p#b">',
+                "\tShared",
+                "</synced_block_reference>",
+                "<meeting-notes>",
+                "\tStandup",
+                "\t<summary>",
+                "\t\tAll good",
+                "\t</summary>",
+                "\t<notes>",
+                "\t\t- note",
+                "\t</notes>",
+                "\t<transcript>",
+                "\t\tHello",
+                "\t</transcript>",
+                "</meeting-notes>",
+                "<empty-block/>",
+                '<unknown url="https://www.notion.so/p#c" alt="form"/>',
+                "<breadcrumb/>",
+            ],
+            "Shared\n\nMeeting notes: Standup\n\nAll good\n\n- note\n\nHello\n\n"
+            "[unsupported Notion block: form]\n",
+        ),
         # columns in the reference's one-line form; a one-line equation
-        (["<columns>", "\t<column>Left</column>", "\t<column>Right</column>", "</columns>",
-          "$$x = 1$$"],
-         "Left\n\nRight\n\n$$\nx = 1\n$$\n"),
+        (
+            ["<columns>", "\t<column>Left</column>", "\t<column>Right</column>", "</columns>", "$$x = 1$$"],
+            "Left\n\nRight\n\n$$\nx = 1\n$$\n",
+        ),
         # code nested under a list item keeps its own indentation
-        (["- item", "\t```python", "\tif x:", "\t\treturn 1", "\t```"],
-         "- item\n\n  ```python\n  if x:\n  \treturn 1\n  ```\n"),
+        (
+            ["- item", "\t```python", "\tif x:", "\t\treturn 1", "\t```"],
+            "- item\n\n  ```python\n  if x:\n  \treturn 1\n  ```\n",
+        ),
         # quotes with <br>, to-dos, numbered lists, a divider and an image with a colour
-        (["> a<br>b", "- [x] done", "3. three", "1. four", "---",
-          '![A *cat*](https://img.example/c.png) {color="blue"}'],
-         "> a\\\n> b\n\n- [x] done\n\n1. three\n2. four\n\n---\n\n![A cat](https://img.example/c.png)\n"),
+        (
+            [
+                "> a<br>b",
+                "- [x] done",
+                "3. three",
+                "1. four",
+                "---",
+                '![A *cat*](https://img.example/c.png) {color="blue"}',
+            ],
+            "> a\\\n> b\n\n- [x] done\n\n1. three\n2. four\n\n---\n\n![A cat](https://img.example/c.png)\n",
+        ),
     ],
 )
 def test_enhanced_constructs_convert_to_the_walks_markdown(enhanced: list[str], expected: str) -> None:
@@ -287,8 +393,10 @@ def test_enhanced_constructs_convert_to_the_walks_markdown(enhanced: list[str], 
 
 
 def test_enhanced_tags_reports_only_raw_tags_of_the_dialect() -> None:
-    raw = ('<callout icon="💡">\n\tHi\n</callout>\n\nText <mention-user url="user://1">A'
-           "</mention-user> and<br>more, <kbd>x</kbd>\n")
+    raw = (
+        '<callout icon="💡">\n\tHi\n</callout>\n\nText <mention-user url="user://1">A'
+        "</mention-user> and<br>more, <kbd>x</kbd>\n"
+    )
     assert enhanced_tags(raw) == ["br", "callout", "mention-user"]
     # escaped, in code, or not a tag of the dialect: not reported
     clean = "\\<callout> and `<table>`\n\n```\n<details>\n```\n\n<kbd>k</kbd> a < b\n"
@@ -303,8 +411,10 @@ def test_a_sync_that_keeps_a_tag_warns_once_per_page(caplog: pytest.LogCaptureFi
             notion._check_dialect(PAGE, "<details>\n<summary>x</summary>\n</details>\n")
         notion._check_dialect("other", "clean \\<details>\n")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == [f"notion: page {PAGE}: its Markdown keeps enhanced-Markdown tags "
-                        "<details>, <summary> (stored as is; see docs/notion.md, One Markdown)"]
+    assert warnings == [
+        f"notion: page {PAGE}: its Markdown keeps enhanced-Markdown tags "
+        "<details>, <summary> (stored as is; see docs/notion.md, One Markdown)"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -317,7 +427,7 @@ def test_a_sync_that_keeps_a_tag_warns_once_per_page(caplog: pytest.LogCaptureFi
         ('Hi <mention-user url="user://1">Ada', "Hi @Ada\n"),
         (":::\nnot a div\n:::", ":::\n\nnot a div\n\n:::\n"),  # each line is a block
         ("\t\t\tdeep without a parent", "deep without a parent\n"),
-        ("<custom-thing a=\"1\">words</custom-thing>", "words\n"),
+        ('<custom-thing a="1">words</custom-thing>', "words\n"),
         ("<br>", ""),
         ("+ Notion's bullets are -", "\\+ Notion's bullets are -\n"),
         ("", ""),

@@ -22,15 +22,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_tests_never_use_database_url() -> None:
     assert server_url_for_tests({"DATABASE_URL": "postgresql://prod/db"}) is None
-    assert server_url_for_tests({"DATABASE_URL": "postgresql://prod/db",
-                                 "TEST_DATABASE_URL": "postgresql://t/t"}) == "postgresql://t/t"
+    assert (
+        server_url_for_tests(
+            {"DATABASE_URL": "postgresql://prod/db", "TEST_DATABASE_URL": "postgresql://t/t"}
+        )
+        == "postgresql://t/t"
+    )
     assert "DATABASE_URL" not in os.environ  # nor can a subprocess a test starts inherit it
 
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment of a subprocess: ours without any debounce setting, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "DATABASE_REPLICA_URL"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "DATABASE_REPLICA_URL"))
+    }
     return {**env, **extra}
 
 
@@ -42,11 +49,16 @@ UVICORN = [sys.executable, "-m", "uvicorn", "debounce.web:app", "--host", "127.0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("env", "message"), [
-    ({}, "DATABASE_URL is not set"),
-    ({"DATABASE_URL": "postgresql://x@127.0.0.1/x", "NOTION_DEBOUNCE_SECONDS": "abc"},
-     "NOTION_DEBOUNCE_SECONDS must be a number of seconds"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, "DATABASE_URL is not set"),
+        (
+            {"DATABASE_URL": "postgresql://x@127.0.0.1/x", "NOTION_DEBOUNCE_SECONDS": "abc"},
+            "NOTION_DEBOUNCE_SECONDS must be a number of seconds",
+        ),
+    ],
+)
 def test_the_procfile_web_line_exits_on_a_configuration_error_before_binding(
     env: dict[str, str], message: str
 ) -> None:
@@ -63,15 +75,22 @@ def test_the_procfile_web_line_exits_on_a_configuration_error_before_binding(
 def test_an_unmigrated_database_is_named_by_every_process_until_migrated(
     empty_database: str, tmp_path: Path
 ) -> None:
-    env = clean_env(DATABASE_URL=empty_database, NOTION_WEBHOOK_SECRET="s3cret",
-                    DEBOUNCE_POLL_INTERVAL_SECONDS="0.2")
+    env = clean_env(
+        DATABASE_URL=empty_database, NOTION_WEBHOOK_SECRET="s3cret", DEBOUNCE_POLL_INTERVAL_SECONDS="0.2"
+    )
     port = free_port()
     web_log = open(tmp_path / "web.log", "w")
     worker_log = open(tmp_path / "worker.log", "w")
-    web = subprocess.Popen([*UVICORN, "--port", str(port)], env=env, cwd=ROOT,
-                           stdout=web_log, stderr=subprocess.STDOUT)
-    worker = subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env, cwd=ROOT,
-                              stdout=worker_log, stderr=subprocess.STDOUT)
+    web = subprocess.Popen(
+        [*UVICORN, "--port", str(port)], env=env, cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "debounce", "worker"],
+        env=env,
+        cwd=ROOT,
+        stdout=worker_log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         ready = wait_http(f"{base}/readyz")
@@ -80,8 +99,9 @@ def test_an_unmigrated_database_is_named_by_every_process_until_migrated(
         from debounce.cli import sign_request
 
         body = (ROOT / "examples" / "notion" / "page.created.json").read_bytes()
-        hook = httpx.post(f"{base}/webhooks/notion", content=body,
-                          headers=sign_request("notion", body, "s3cret"))
+        hook = httpx.post(
+            f"{base}/webhooks/notion", content=body, headers=sign_request("notion", body, "s3cret")
+        )
         assert hook.status_code == 503 and hook.json()["error"] == "schema_not_migrated"
         wait_for_text(tmp_path / "worker.log", "this release needs")
         assert worker.poll() is None, "the worker exited instead of waiting"
@@ -120,14 +140,20 @@ def wait_for_text(path: Path, text: str, timeout: float = 30) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("args", "env", "code", "message"), [
-    (["jobs"], {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}, 1, "database error:"),
-    (["stats"], {"DEBOUNCE_LOG_LEVEL": "verbose"}, 2, "DEBOUNCE_LOG_LEVEL must be one of"),
-    (["send", "notion", "missing.json", "--secret", "x", "--url", "http://127.0.0.1:9"], {}, 1,
-     "missing.json: cannot read: No such file or directory"),
-    (["send", "notion", "examples/notion/page.created.json"], {}, 2,
-     "NOTION_WEBHOOK_SECRET is not set"),
-])
+@pytest.mark.parametrize(
+    ("args", "env", "code", "message"),
+    [
+        (["jobs"], {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}, 1, "database error:"),
+        (["stats"], {"DEBOUNCE_LOG_LEVEL": "verbose"}, 2, "DEBOUNCE_LOG_LEVEL must be one of"),
+        (
+            ["send", "notion", "missing.json", "--secret", "x", "--url", "http://127.0.0.1:9"],
+            {},
+            1,
+            "missing.json: cannot read: No such file or directory",
+        ),
+        (["send", "notion", "examples/notion/page.created.json"], {}, 2, "NOTION_WEBHOOK_SECRET is not set"),
+    ],
+)
 def test_cli_errors_are_one_line_and_a_nonzero_exit(
     args: list[str], env: dict[str, str], code: int, message: str
 ) -> None:
@@ -142,8 +168,20 @@ def test_cli_retry_of_a_missing_job_and_a_demo_signed_send(database_url: str) ->
     env = clean_env(DATABASE_URL=database_url)
     done = run([sys.executable, "-m", "debounce", "retry", "999"], env)
     assert done.returncode == 1 and done.stderr.strip() == "cannot retry: no job 999"
-    sent = run([sys.executable, "-m", "debounce", "send", "notion", "--demo", "--url",
-                "http://127.0.0.1:9", "examples/notion/page.created.json"], env)
+    sent = run(
+        [
+            sys.executable,
+            "-m",
+            "debounce",
+            "send",
+            "notion",
+            "--demo",
+            "--url",
+            "http://127.0.0.1:9",
+            "examples/notion/page.created.json",
+        ],
+        env,
+    )
     assert "signing with the demo secret of `debounce serve --demo`" in sent.stderr
     assert sent.returncode == 1 and "cannot reach" in sent.stderr  # nothing listens on :9
 
@@ -170,8 +208,15 @@ async def test_documents_by_undashed_notion_id_and_jobs_as_a_table(
     page = "153104cd-477e-809d-8dc4-ff2d96ae3090"
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await DocumentStore(conn).upsert(Document("notion", page, page, "Launch plan", "# Hi\n"))
-        await one_job.enqueue(conn, "notion", page, payload={"secret": "payload-text"},
-                            event_id="e1", debounce_seconds=30, max_wait_seconds=300)
+        await one_job.enqueue(
+            conn,
+            "notion",
+            page,
+            payload={"secret": "payload-text"},
+            event_id="e1",
+            debounce_seconds=30,
+            max_wait_seconds=300,
+        )
     monkeypatch.setenv("DATABASE_URL", database_url)
     assert await asyncio.to_thread(main, ["documents", "--id", page.replace("-", "")]) == 0
     assert "# Launch plan" in capsys.readouterr().out

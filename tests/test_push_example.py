@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("push_receiver_example",
-                                                  ROOT / "examples" / "push_receiver.py")
+    spec = importlib.util.spec_from_file_location(
+        "push_receiver_example", ROOT / "examples" / "push_receiver.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -35,8 +36,9 @@ def example() -> ModuleType:
 
 
 async def feed_cursors(url: str) -> list[str]:
-    async with AsyncConnectionPool(url, min_size=1, max_size=2, open=False,
-                                   kwargs={"autocommit": True}) as pool:
+    async with AsyncConnectionPool(
+        url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True}
+    ) as pool:
         out: list[str] = []
         after = None
         while True:
@@ -51,9 +53,11 @@ def test_example_receiver_refuses_a_wrong_signature_and_applies_a_batch_once() -
     module = example()
     secret = signing.new_secret()
     receiver = module.Receiver(secret)
-    body = ('{"type":"documents.changed","timestamp":"2026-01-01T00:00:00+00:00","data":'
-            '{"changes":[{"op":"upsert","source":"notion","document_id":"d","content_sha256":'
-            '"00","cursor":"c1"}],"cursor":"c1"}}')
+    body = (
+        '{"type":"documents.changed","timestamp":"2026-01-01T00:00:00+00:00","data":'
+        '{"changes":[{"op":"upsert","source":"notion","document_id":"d","content_sha256":'
+        '"00","cursor":"c1"}],"cursor":"c1"}}'
+    )
     headers = signing.headers([secret], "msg_1", body, datetime.now(UTC))
     assert receiver.receive(headers, body.encode()) == 200
     assert receiver.receive(headers, body.encode()) == 200  # a redelivery, applied once
@@ -65,21 +69,27 @@ def test_example_receiver_refuses_a_wrong_signature_and_applies_a_batch_once() -
 
 @pytest.mark.slow
 def test_a_subscription_from_the_cli_receives_every_change_of_the_demo_in_order(
-        database_url: str, tmp_path: Path) -> None:
+    database_url: str, tmp_path: Path
+) -> None:
     port = free_port()
-    env = clean_env(DATABASE_URL=database_url, DEBOUNCE_DATA_DIR=str(tmp_path / "data"),
-                    PORT=str(free_port()))
-    added = debounce("subscriptions", "add", f"http://127.0.0.1:{port}/", "--from", "oldest",
-                     env=env)
+    env = clean_env(
+        DATABASE_URL=database_url, DEBOUNCE_DATA_DIR=str(tmp_path / "data"), PORT=str(free_port())
+    )
+    added = debounce("subscriptions", "add", f"http://127.0.0.1:{port}/", "--from", "oldest", env=env)
     assert added.returncode == 0, added.stderr
-    (secret,) = [line.split(": ", 1)[1] for line in added.stdout.splitlines()
-                 if line.startswith("secret: ")]
+    (secret,) = [line.split(": ", 1)[1] for line in added.stdout.splitlines() if line.startswith("secret: ")]
     module = example()
     receiver = module.Receiver(secret)
     http = module.server(receiver, port)
     threading.Thread(target=http.serve_forever, daemon=True).start()
-    proc = subprocess.Popen([sys.executable, "-m", "debounce", "serve", "--demo"], env=env,
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "debounce", "serve", "--demo"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     log: list[str] = []
     try:
         assert proc.stdout is not None
@@ -96,8 +106,9 @@ def test_a_subscription_from_the_cli_receives_every_change_of_the_demo_in_order(
         assert receiver.cursor == expected[-1]
         listed = debounce("subscriptions", "list", env=env)
         assert listed.returncode == 0, listed.stderr
-        assert f"lag 0 changes, 0.0 s  delivered {len(expected)}  last answer 200" in \
-            listed.stdout, listed.stdout
+        assert f"lag 0 changes, 0.0 s  delivered {len(expected)}  last answer 200" in listed.stdout, (
+            listed.stdout
+        )
     finally:
         proc.terminate()
         proc.communicate(timeout=60)

@@ -54,8 +54,12 @@ async def count_rows(conn: Conn, where: str = "true") -> int:
 
 
 async def claim_one(conn: Conn, now: datetime, worker: str = "w1") -> SyncJob:
-    jobs = [c.job for c in await queue.claim(
-        conn, worker, limit=1, lease_seconds=60, source_slots={"notion": 1}, now=now)]
+    jobs = [
+        c.job
+        for c in await queue.claim(
+            conn, worker, limit=1, lease_seconds=60, source_slots={"notion": 1}, now=now
+        )
+    ]
     assert len(jobs) == 1, jobs
     return jobs[0]
 
@@ -94,10 +98,23 @@ async def test_max_wait_caps_scheduled_at(conn: Conn) -> None:
         r = await ev(conn, "p1", f"e{i}", now=at(i * 20), debounce=30, max_wait=300)
     assert r.job.scheduled_at == at(300)
     # And the job is claimable once max wait is reached, though edits keep coming.
-    assert [c.job for c in await queue.claim(
-        conn, "w", limit=5, lease_seconds=60, source_slots={"notion": 5}, now=at(299))] == []
-    assert len([c.job for c in await queue.claim(
-        conn, "w", limit=5, lease_seconds=60, source_slots={"notion": 5}, now=at(300))]) == 1
+    assert [
+        c.job
+        for c in await queue.claim(
+            conn, "w", limit=5, lease_seconds=60, source_slots={"notion": 5}, now=at(299)
+        )
+    ] == []
+    assert (
+        len(
+            [
+                c.job
+                for c in await queue.claim(
+                    conn, "w", limit=5, lease_seconds=60, source_slots={"notion": 5}, now=at(300)
+                )
+            ]
+        )
+        == 1
+    )
 
 
 async def test_duplicate_event_id_changes_nothing(conn: Conn) -> None:
@@ -160,8 +177,12 @@ async def test_edit_during_processing_produces_follow_up_with_new_payload(conn: 
     done = await one_job.complete(conn, job, now=at(40))
     assert done is not None
     assert done.status is JobStatus.PENDING and done.attempts == 0
-    assert [c.job for c in await queue.claim(
-        conn, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(64))] == []
+    assert [
+        c.job
+        for c in await queue.claim(
+            conn, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(64)
+        )
+    ] == []
     follow = await claim_one(conn, at(65))
     assert follow.id == job.id and follow.payload == {"v": 2}
     final = await one_job.complete(conn, follow, now=at(66))
@@ -188,8 +209,12 @@ async def test_claim_takes_only_due_jobs_by_priority_then_due_time(conn: Conn) -
     await ev(conn, "old", "e2", now=T0)
     await ev(conn, "newer", "e3", now=at(10))
     await queue.resync(conn, "notion", "urgent", now=at(20))
-    jobs = [c.job for c in await queue.claim(
-        conn, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(41))]
+    jobs = [
+        c.job
+        for c in await queue.claim(
+            conn, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(41)
+        )
+    ]
     assert [j.source_page_id for j in jobs] == ["urgent", "old", "newer"]
     for j in jobs:
         assert j.status is JobStatus.PROCESSING and j.attempts == 1
@@ -199,8 +224,12 @@ async def test_claim_takes_only_due_jobs_by_priority_then_due_time(conn: Conn) -
 async def test_claim_restricted_to_sources(conn: Conn) -> None:
     await ev(conn, "p1", "e1", now=T0, source="notion")
     await ev(conn, "C1", "e2", now=T0, source="slack")
-    jobs = [c.job for c in await queue.claim(
-        conn, "w", limit=10, lease_seconds=60, source_slots={"slack": 10}, now=at(60))]
+    jobs = [
+        c.job
+        for c in await queue.claim(
+            conn, "w", limit=10, lease_seconds=60, source_slots={"slack": 10}, now=at(60)
+        )
+    ]
     assert [j.source_type for j in jobs] == ["slack"]
 
 
@@ -208,16 +237,18 @@ async def test_concurrent_claimers_never_claim_a_job_twice(database_url: str) ->
     async with AsyncConnectionPool(
         database_url, min_size=9, max_size=9, kwargs={"autocommit": True}, open=False
     ) as pool:
-        events = [
-            JobEvent("notion", f"page-{i}", {"i": i}, f"e{i}", 0.0, 0.0) for i in range(1000)
-        ]
+        events = [JobEvent("notion", f"page-{i}", {"i": i}, f"e{i}", 0.0, 0.0) for i in range(1000)]
         await queue.enqueue(pool, events, now=T0)
         claimed: list[int] = []
 
         async def claimer(n: int) -> None:
             while True:
-                jobs = [c.job for c in await queue.claim(
-                    pool, f"w{n}", limit=7, lease_seconds=60, source_slots={"notion": 7})]
+                jobs = [
+                    c.job
+                    for c in await queue.claim(
+                        pool, f"w{n}", limit=7, lease_seconds=60, source_slots={"notion": 7}
+                    )
+                ]
                 if not jobs:
                     return
                 claimed.extend(j.id for j in jobs)
@@ -271,15 +302,18 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
 
         async def produce() -> None:
             for i in range(rounds):
-                await ev(producer, "p", f"e{i}", now=None, debounce=0, max_wait=0,
-                         payload={"i": i})
+                await ev(producer, "p", f"e{i}", now=None, debounce=0, max_wait=0, payload={"i": i})
                 await asyncio.sleep(0)
             stop.set()
 
         async def work() -> None:
             while True:
-                jobs = [c.job for c in await queue.claim(
-                    worker, "w", limit=1, lease_seconds=60, source_slots={"notion": 1})]
+                jobs = [
+                    c.job
+                    for c in await queue.claim(
+                        worker, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}
+                    )
+                ]
                 if jobs:
                     synced.append(jobs[0].payload["i"])
                     await one_job.complete(worker, jobs[0])
@@ -290,8 +324,10 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
 
         await asyncio.gather(produce(), work())
         # Drain what is left (a follow-up may still be pending).
-        while jobs := [c.job for c in await queue.claim(
-            worker, "w", limit=1, lease_seconds=60, source_slots={"notion": 1})]:
+        while jobs := [
+            c.job
+            for c in await queue.claim(worker, "w", limit=1, lease_seconds=60, source_slots={"notion": 1})
+        ]:
             synced.append(jobs[0].payload["i"])
             await one_job.complete(worker, jobs[0])
         # Every event is covered by a sync that started after it: the last one carries the
@@ -299,9 +335,7 @@ async def test_enqueues_racing_complete_never_lose_an_event(database_url: str) -
         assert synced[-1] == rounds - 1
         assert synced == sorted(synced)
         assert len(synced) > 10  # the race was exercised: many claims interleaved with events
-        cur = await worker.execute(
-            "select count(*) from sync_jobs where status in ('pending','processing')"
-        )
+        cur = await worker.execute("select count(*) from sync_jobs where status in ('pending','processing')")
         assert (await cur.fetchone()) == (0,)
 
 
@@ -325,8 +359,7 @@ async def test_enqueue_merges_events_of_one_page(conn: Conn) -> None:
     p1 = await one_job.active_for_page(conn, "notion", "p1")
     assert p1 is not None and p1.event_count == 2 and p1.payload == {"v": 2}
     assert p1.event_id == "c"
-    again = await one_job.enqueue_events(
-        conn, [JobEvent("notion", "p1", {"v": 9}, "d", 30, 300)], now=at(5))
+    again = await one_job.enqueue_events(conn, [JobEvent("notion", "p1", {"v": 9}, "d", 30, 300)], now=at(5))
     assert again[0].job is not None
     assert again[0].outcome is EnqueueOutcome.DEBOUNCED and again[0].job.event_count == 3
 
@@ -428,8 +461,12 @@ async def test_stale_claim_cannot_complete(conn: Conn) -> None:
 async def test_expired_lease_comes_back_and_extension_keeps_it(conn: Conn) -> None:
     await ev(conn, "a", "e1", now=T0)
     await ev(conn, "b", "e2", now=T0)
-    a, b = [c.job for c in await queue.claim(
-        conn, "w", limit=2, lease_seconds=60, source_slots={"notion": 2}, now=at(30))]
+    a, b = [
+        c.job
+        for c in await queue.claim(
+            conn, "w", limit=2, lease_seconds=60, source_slots={"notion": 2}, now=at(30)
+        )
+    ]
     extended = await queue.extend_leases(conn, [a], 120, now=at(80))
     assert extended == {a.id: at(200)}
     assert await queue.requeue_expired(conn, now=at(89)) == []
@@ -440,8 +477,17 @@ async def test_expired_lease_comes_back_and_extension_keeps_it(conn: Conn) -> No
 
 
 async def test_expired_lease_with_attempts_spent_fails(conn: Conn) -> None:
-    await one_job.enqueue(conn, "notion", "p", payload={}, event_id="e", debounce_seconds=0,
-                        max_wait_seconds=0, max_attempts=1, now=T0)
+    await one_job.enqueue(
+        conn,
+        "notion",
+        "p",
+        payload={},
+        event_id="e",
+        debounce_seconds=0,
+        max_wait_seconds=0,
+        max_attempts=1,
+        now=T0,
+    )
     await claim_one(conn, at(1))
     (job,) = await queue.requeue_expired(conn, now=at(100))
     assert job.status is JobStatus.FAILED and "lease expired" in (job.last_error or "")
@@ -470,17 +516,23 @@ async def test_resync_is_due_now_and_revives_failed_page(conn: Conn) -> None:
     assert r.job.scheduled_at == at(40) and r.job.id == fresh.id
 
 
-async def test_resync_of_a_page_without_a_job_takes_the_workspace_of_its_document(
-        conn: Conn) -> None:
+async def test_resync_of_a_page_without_a_job_takes_the_workspace_of_its_document(conn: Conn) -> None:
     # A page another workspace's token synced is re-synced with that token: without a workspace
     # the job ran with the environment's, which cannot see the page and marked it deleted.
-    wid = (await (await conn.execute(
-        "insert into workspaces (source_type, external_id, name, origin) "
-        "values ('notion', 'ws-b', 'B', 'env') returning id")).fetchone())[0]  # type: ignore[index]
+    wid = (
+        await (
+            await conn.execute(
+                "insert into workspaces (source_type, external_id, name, origin) "
+                "values ('notion', 'ws-b', 'B', 'env') returning id"
+            )
+        ).fetchone()
+    )[0]  # type: ignore[index]
     await conn.execute(
         "insert into documents (source_type, document_id, source_page_id, title, content, "
         "content_sha256, synced_at, workspace_id) values ('notion', 'p9', 'p9', 't', 'c', 'x', "
-        "now(), %s)", (wid,))
+        "now(), %s)",
+        (wid,),
+    )
     job = await queue.resync(conn, "notion", "p9", now=at(1))
     assert job.workspace_id == wid
     assert (await queue.resync(conn, "notion", "never-synced", now=at(1))).workspace_id is None
@@ -558,11 +610,9 @@ async def test_unknown_status_and_bad_limits(conn: Conn) -> None:
     with pytest.raises(ValueError, match="unknown job status"):
         await queue.list_jobs(conn, status="done")
     with pytest.raises(ValueError, match="limit"):
-        [c.job for c in await queue.claim(
-            conn, "w", limit=0, lease_seconds=60, source_slots={"notion": 0})]
+        [c.job for c in await queue.claim(conn, "w", limit=0, lease_seconds=60, source_slots={"notion": 0})]
     with pytest.raises(ValueError, match="lease_seconds"):
-        [c.job for c in await queue.claim(
-            conn, "w", limit=1, lease_seconds=0, source_slots={"notion": 1})]
+        [c.job for c in await queue.claim(conn, "w", limit=1, lease_seconds=0, source_slots={"notion": 1})]
     with pytest.raises(ValueError, match="older_than"):
         await queue.prune(conn, -1)
 
@@ -578,36 +628,62 @@ async def test_bad_event_in_batch_rejects_whole_batch(conn: Conn) -> None:
 
 
 async def test_claim_with_source_slots_caps_each_source(conn: Conn) -> None:
-    events = [JobEvent(src, f"{src}-{i}", {}, f"{src}{i}", 0, 0)
-              for src in ("notion", "slack") for i in range(5)]
+    events = [
+        JobEvent(src, f"{src}-{i}", {}, f"{src}{i}", 0, 0) for src in ("notion", "slack") for i in range(5)
+    ]
     await queue.enqueue(conn, events, now=T0)
-    jobs = [c.job for c in await queue.claim(
-        conn, "w", limit=6, lease_seconds=60, source_slots={"notion": 2, "slack": 10}, now=at(1))]
+    jobs = [
+        c.job
+        for c in await queue.claim(
+            conn, "w", limit=6, lease_seconds=60, source_slots={"notion": 2, "slack": 10}, now=at(1)
+        )
+    ]
     by_source = [j.source_type for j in jobs]
     assert by_source.count("notion") == 2 and by_source.count("slack") == 4
-    assert [c.job for c in await queue.claim(
-        conn, "w", limit=6, lease_seconds=60, source_slots={"notion": 0}, now=at(1))] == []
-    rest = [c.job for c in await queue.claim(
-        conn, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1))]
+    assert [
+        c.job
+        for c in await queue.claim(
+            conn, "w", limit=6, lease_seconds=60, source_slots={"notion": 0}, now=at(1)
+        )
+    ] == []
+    rest = [
+        c.job
+        for c in await queue.claim(
+            conn, "w", limit=10, lease_seconds=60, source_slots={"notion": 10}, now=at(1)
+        )
+    ]
     assert [j.source_type for j in rest] == ["notion"] * 3
 
 
 async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> None:
-    await queue.enqueue(conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0)
-                                    for i in range(4)], now=T0)
-    jobs = [c.job for c in await queue.claim(
-        conn, "w", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(1))]
+    await queue.enqueue(
+        conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0) for i in range(4)], now=T0
+    )
+    jobs = [
+        c.job
+        for c in await queue.claim(
+            conn, "w", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(1)
+        )
+    ]
     await ev(conn, "p2", "late", now=at(2), payload={"v": 2}, debounce=0)
     stale = jobs[3]
     await queue.requeue_expired(conn, now=at(100))  # every lease expired: claims lost
-    fresh = [c.job for c in await queue.claim(
-        conn, "w2", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(101))]
+    fresh = [
+        c.job
+        for c in await queue.claim(
+            conn, "w2", limit=4, lease_seconds=60, source_slots={"notion": 4}, now=at(101)
+        )
+    ]
     await ev(conn, "p1", "during-second-run", now=at(101.5), payload={"v": 3}, debounce=5)
     done = await queue.complete_many(conn, [*fresh, stale], now=at(102))
     assert set(done) == {j.id for j in fresh}  # the stale claim matched nothing
     statuses = {j.source_page_id: j.status for j in done.values()}
-    assert statuses == {"p0": JobStatus.COMPLETED, "p1": JobStatus.PENDING,
-                        "p2": JobStatus.COMPLETED, "p3": JobStatus.COMPLETED}
+    assert statuses == {
+        "p0": JobStatus.COMPLETED,
+        "p1": JobStatus.PENDING,
+        "p2": JobStatus.COMPLETED,
+        "p3": JobStatus.COMPLETED,
+    }
     follow_up = next(j for j in done.values() if j.source_page_id == "p1")
     assert follow_up.scheduled_at == at(106.5) and follow_up.payload == {"v": 3}
     assert await queue.complete_many(conn, []) == {}
@@ -623,17 +699,28 @@ async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
         database_url, min_size=3, max_size=3, kwargs={"autocommit": True}, open=False
     ) as pool:
         for page in reversed(pages):
-            await one_job.enqueue(pool, "notion", page, payload={}, event_id=f"seed-{page}",
-                                debounce_seconds=0, max_wait_seconds=0)
-        jobs = [c.job for c in await queue.claim(
-            pool, "w", limit=20, lease_seconds=60, source_slots={"notion": 20})]
+            await one_job.enqueue(
+                pool,
+                "notion",
+                page,
+                payload={},
+                event_id=f"seed-{page}",
+                debounce_seconds=0,
+                max_wait_seconds=0,
+            )
+        jobs = [
+            c.job
+            for c in await queue.claim(pool, "w", limit=20, lease_seconds=60, source_slots={"notion": 20})
+        ]
         assert len(jobs) == 20
         rng = random.Random(3)
 
         async def events() -> None:
             for n in range(60):
-                batch = [JobEvent("notion", p, {"n": n}, f"e{n}-{p}", 30, 300)
-                         for p in rng.sample(pages, len(pages))]
+                batch = [
+                    JobEvent("notion", p, {"n": n}, f"e{n}-{p}", 30, 300)
+                    for p in rng.sample(pages, len(pages))
+                ]
                 await queue.enqueue(pool, batch)
 
         async def leases() -> None:

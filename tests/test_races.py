@@ -24,18 +24,29 @@ def at(seconds: float) -> datetime:
 
 
 async def event(db: Any, page: str, event_id: str, *, now: datetime, max_attempts: int = 5) -> Any:
-    return await one_job.enqueue(db, "notion", page, payload={"event": event_id}, event_id=event_id,
-                               debounce_seconds=30, max_wait_seconds=300, now=now,
-                               max_attempts=max_attempts)
+    return await one_job.enqueue(
+        db,
+        "notion",
+        page,
+        payload={"event": event_id},
+        event_id=event_id,
+        debounce_seconds=30,
+        max_wait_seconds=300,
+        now=now,
+        max_attempts=max_attempts,
+    )
 
 
 async def claimed(
     conn: Conn, page: str, *, now: datetime, worker: str = "w1", max_attempts: int = 5
 ) -> SyncJob:
-    await event(conn, page, f"{page}-first", now=now - timedelta(seconds=60),
-                max_attempts=max_attempts)
-    (job,) = [c.job for c in await queue.claim(
-        conn, worker, limit=1, lease_seconds=60, source_slots={"notion": 1}, now=now)]
+    await event(conn, page, f"{page}-first", now=now - timedelta(seconds=60), max_attempts=max_attempts)
+    (job,) = [
+        c.job
+        for c in await queue.claim(
+            conn, worker, limit=1, lease_seconds=60, source_slots={"notion": 1}, now=now
+        )
+    ]
     return job
 
 
@@ -64,8 +75,13 @@ async def test_fail_waiting_on_a_concurrent_enqueue_keeps_the_edit(
 
 
 def doc(version: str) -> Document:
-    return Document(source_type="notion", document_id="p1", source_page_id="p1",
-                    title=f"Page {version}", content=f"# {version}\n")
+    return Document(
+        source_type="notion",
+        document_id="p1",
+        source_page_id="p1",
+        title=f"Page {version}",
+        content=f"# {version}\n",
+    )
 
 
 async def test_a_worker_that_lost_its_lease_cannot_overwrite_a_newer_document(conn: Conn) -> None:
@@ -75,8 +91,12 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_a_newer_document(co
     job_a = await claimed(conn, "p1", now=T0, worker="A")
     (expired,) = await queue.requeue_expired(conn, now=at(61))
     assert expired.status is JobStatus.PENDING
-    (job_b,) = [c.job for c in await queue.claim(
-        conn, "B", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(62))]
+    (job_b,) = [
+        c.job
+        for c in await queue.claim(
+            conn, "B", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(62)
+        )
+    ]
     assert await store.fenced(job_b).upsert(doc("v2")) == "inserted"
     assert await one_job.complete(conn, job_b, now=at(63)) is not None
     with pytest.raises(LeaseLost):
@@ -136,8 +156,9 @@ class PageWriter:
 
     source_type = "notion"
 
-    def __init__(self, versions: dict[str, str],
-                 gate: Callable[[SyncJob], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self, versions: dict[str, str], gate: Callable[[SyncJob], Awaitable[None]] | None = None
+    ) -> None:
         self.versions = versions
         self.gate = gate
 
@@ -148,9 +169,15 @@ class PageWriter:
         version = self.versions[job.source_page_id]  # what the API returns now
         if self.gate is not None:
             await self.gate(job)
-        await context.writer().upsert(Document(
-            source_type="notion", document_id=job.source_page_id, source_page_id=job.source_page_id,
-            title=version, content=version))
+        await context.writer().upsert(
+            Document(
+                source_type="notion",
+                document_id=job.source_page_id,
+                source_page_id=job.source_page_id,
+                title=version,
+                content=version,
+            )
+        )
         return SyncResult(written=1)
 
     async def aclose(self) -> None:
@@ -158,8 +185,13 @@ class PageWriter:
 
 
 def worker_settings(**changes: Any) -> Settings:
-    return Settings(database_url="unused", lease_seconds=60, poll_interval_seconds=0.2,
-                    worker_concurrency=2, shutdown_grace_seconds=1).with_(**changes)
+    return Settings(
+        database_url="unused",
+        lease_seconds=60,
+        poll_interval_seconds=0.2,
+        worker_concurrency=2,
+        shutdown_grace_seconds=1,
+    ).with_(**changes)
 
 
 async def until(predicate: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
@@ -187,8 +219,12 @@ async def test_stalled_worker_past_its_lease_writes_nothing_and_the_new_holder_w
         stalled.set()
         await resume.wait()
 
-    worker = Worker(worker_settings(worker_concurrency=1), pool,
-                    {"notion": PageWriter(versions, gate)}, conninfo=database_url)
+    worker = Worker(
+        worker_settings(worker_concurrency=1),
+        pool,
+        {"notion": PageWriter(versions, gate)},
+        conninfo=database_url,
+    )
     await event(pool, "p1", "e1", now=datetime.now(UTC) - timedelta(seconds=60))
     running = asyncio.create_task(worker.run())
     try:
@@ -196,8 +232,9 @@ async def test_stalled_worker_past_its_lease_writes_nothing_and_the_new_holder_w
         versions["p1"] = "v2"  # the page changes while A is frozen
         far = datetime.now(UTC) + timedelta(hours=1)
         (requeued,) = await queue.requeue_expired(pool, now=far)  # A's lease ran out
-        (job_b,) = [c.job for c in await queue.claim(
-            pool, "B", limit=1, lease_seconds=60, source_slots={"notion": 1})]
+        (job_b,) = [
+            c.job for c in await queue.claim(pool, "B", limit=1, lease_seconds=60, source_slots={"notion": 1})
+        ]
         await PageWriter(versions).sync(job_b, SyncContext(store=store.fenced(job_b)))
         assert (await one_job.complete(pool, job_b)) is not None
         resume.set()
@@ -220,19 +257,23 @@ async def test_a_sync_being_recorded_is_not_reported_as_a_lost_lease(
     """Case 8: the completion statement has committed (clearing the lease) but the worker has
     not yet resumed the sync's task — a paused process — when the lease keeper renews. A sync
     whose lease is really gone is still reported."""
-    worker = Worker(worker_settings(), pool, {"notion": PageWriter({})},
-                    conninfo=database_url)
+    worker = Worker(worker_settings(), pool, {"notion": PageWriter({})}, conninfo=database_url)
     await event(pool, "p1", "e1", now=datetime.now(UTC) - timedelta(seconds=60))
     await event(pool, "p2", "e2", now=datetime.now(UTC) - timedelta(seconds=60))
-    recorded, lost = [c.job for c in await queue.claim(
-        pool, worker.worker_id, limit=2, lease_seconds=60, source_slots={"notion": 2})]
+    recorded, lost = [
+        c.job
+        for c in await queue.claim(
+            pool, worker.worker_id, limit=2, lease_seconds=60, source_slots={"notion": 2}
+        )
+    ]
     worker.running.update({recorded.id: recorded, lost.id: lost})
     worker.finishing.add(recorded.id)  # its sync returned; the outcome is being recorded
     assert await queue.complete_many(pool, [recorded]) != {}  # the recording committed
     (requeued,) = await queue.requeue_expired(pool, now=datetime.now(UTC) + timedelta(hours=1))
     assert requeued.id == lost.id  # the other job's lease really ran out
-    renewed = await maintenance.renew_leases(pool, worker.running, worker.finishing,
-                                             worker.settings.lease_seconds)  # the lease keeper's round
+    renewed = await maintenance.renew_leases(
+        pool, worker.running, worker.finishing, worker.settings.lease_seconds
+    )  # the lease keeper's round
     assert [j.id for j in renewed] == [lost.id]
     warnings = [r for r in caplog.records if "lease lost" in r.getMessage()]
     assert [r.job_id for r in warnings] == [lost.id]  # type: ignore[attr-defined]
@@ -245,12 +286,19 @@ async def switchable_pool(database_url: str) -> AsyncIterator[tuple[AsyncConnect
     flag = [True]
 
     async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
-        await conn.execute("select set_config('default_transaction_read_only', %s, false)",
-                           ["on" if flag[0] else "off"])
+        await conn.execute(
+            "select set_config('default_transaction_read_only', %s, false)", ["on" if flag[0] else "off"]
+        )
 
     p: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        database_url, min_size=1, max_size=4, open=False, kwargs={"autocommit": True},
-        configure=configure, timeout=5)
+        database_url,
+        min_size=1,
+        max_size=4,
+        open=False,
+        kwargs={"autocommit": True},
+        configure=configure,
+        timeout=5,
+    )
     await p.open(wait=True)
     try:
         yield p, flag
@@ -259,15 +307,16 @@ async def switchable_pool(database_url: str) -> AsyncIterator[tuple[AsyncConnect
 
 
 async def test_a_read_only_database_is_waited_out_by_the_worker(
-    pool: AsyncConnectionPool[Any], database_url: str,
-    switchable_pool: tuple[AsyncConnectionPool[Any], list[bool]], caplog: pytest.LogCaptureFixture,
+    pool: AsyncConnectionPool[Any],
+    database_url: str,
+    switchable_pool: tuple[AsyncConnectionPool[Any], list[bool]],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Case 4: during a failover every write raises ``ReadOnlySqlTransaction``; the worker
     backs off and goes on, and syncs once the database accepts writes again."""
     ro_pool, flag = switchable_pool
     result = await event(pool, "p1", "e1", now=datetime.now(UTC) - timedelta(seconds=60))
-    worker = Worker(worker_settings(), ro_pool, {"notion": PageWriter({"p1": "v1"})},
-                    conninfo=database_url)
+    worker = Worker(worker_settings(), ro_pool, {"notion": PageWriter({"p1": "v1"})}, conninfo=database_url)
     running = asyncio.create_task(worker.run())
     try:
         await until(lambda: _logged(caplog, "ReadOnlySqlTransaction"))

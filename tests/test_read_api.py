@@ -41,37 +41,51 @@ async def app(pool: AsyncConnectionPool[Any]) -> AsyncIterator[Starlette]:
 
 @pytest.fixture
 async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test",
-                                 headers={"Authorization": f"Bearer {READ}"}) as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://test",
+        headers={"Authorization": f"Bearer {READ}"},
+    ) as c:
         yield c
 
 
 async def test_the_401_names_the_tokens_that_may_read_never_their_values(
-    pool: AsyncConnectionPool[Any]
+    pool: AsyncConnectionPool[Any],
 ) -> None:
     how = " as 'Authorization: Bearer <token>'"
     for changes, which in (
         ({}, "the read token (DEBOUNCE_READ_TOKEN) or the admin token (DEBOUNCE_ADMIN_TOKEN)"),
         ({"admin_token": None}, "the read token (DEBOUNCE_READ_TOKEN)"),
-        ({"read_token": None}, "the admin token (DEBOUNCE_ADMIN_TOKEN); DEBOUNCE_READ_TOKEN, "
-                               "unset here, sets a token that may read and nothing else"),
+        (
+            {"read_token": None},
+            "the admin token (DEBOUNCE_ADMIN_TOKEN); DEBOUNCE_READ_TOKEN, "
+            "unset here, sets a token that may read and nothing else",
+        ),
     ):
         application = app_for(pool, **changes)
-        async with application.router.lifespan_context(application), httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=application), base_url="http://test") as c:
+        async with (
+            application.router.lifespan_context(application),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://test") as c,
+        ):
             for headers in ({}, {"Authorization": "Bearer wrong"}):
                 refused = await c.get("/documents/changes", headers=headers)
                 assert refused.status_code == 401 and refused.json() == {
                     "error": "unauthorized",
-                    "detail": f"missing or wrong token: reads take {which}{how}"}
+                    "detail": f"missing or wrong token: reads take {which}{how}",
+                }
                 assert READ not in refused.text and ADMIN not in refused.text
 
 
 def doc(document_id: str, content: str, source: str = "notion") -> Document:
-    return Document(source_type=source, document_id=document_id,
-                    source_page_id=document_id.split("/")[0], title=f"Title of {document_id}",
-                    url=f"https://example.com/{document_id}", content=content,
-                    metadata={"len": len(content)})
+    return Document(
+        source_type=source,
+        document_id=document_id,
+        source_page_id=document_id.split("/")[0],
+        title=f"Title of {document_id}",
+        url=f"https://example.com/{document_id}",
+        content=content,
+        metadata={"len": len(content)},
+    )
 
 
 async def test_reads_take_the_read_or_admin_token_and_the_read_token_opens_nothing_else(
@@ -89,14 +103,20 @@ async def test_reads_take_the_read_or_admin_token_and_the_read_token_opens_nothi
         assert wrong.status_code == 401 and wrong.json()["error"] == "unauthorized"
         assert "DEBOUNCE_READ_TOKEN" in wrong.json()["detail"]
     off = app_for(pool, read_token=None, admin_token=None)
-    async with off.router.lifespan_context(off), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=off), base_url="http://test") as c:
+    async with (
+        off.router.lifespan_context(off),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=off), base_url="http://test") as c,
+    ):
         for path in ("/documents", "/documents/changes", f"/documents/slack/{THREAD}"):
             disabled = await c.get(path, headers={"Authorization": f"Bearer {READ}"})
             assert disabled.status_code == 503, path
-            assert disabled.json() == {"error": "reads_disabled", "detail": (
-                "document reads are disabled: set DEBOUNCE_READ_TOKEN and send "
-                "'Authorization: Bearer <token>'")}
+            assert disabled.json() == {
+                "error": "reads_disabled",
+                "detail": (
+                    "document reads are disabled: set DEBOUNCE_READ_TOKEN and send "
+                    "'Authorization: Bearer <token>'"
+                ),
+            }
 
 
 async def test_a_document_whose_id_has_a_slash_is_read_encoded_or_not(
@@ -128,8 +148,7 @@ async def test_the_listing_pages_by_keyset_filters_and_includes_tombstones(
     seen: list[str] = []
     cursor = ""
     while True:
-        page = await client.get("/documents", params={"source": "notion", "limit": 2,
-                                                      "cursor": cursor})
+        page = await client.get("/documents", params={"source": "notion", "limit": 2, "cursor": cursor})
         assert page.status_code == 200, page.text
         seen += [d["document_id"] for d in page.json()["documents"]]
         if page.json()["next_cursor"] is None:
@@ -147,11 +166,15 @@ async def test_the_listing_pages_by_keyset_filters_and_includes_tombstones(
     recent = (await client.get("/documents", params={"updated_after": since})).json()
     assert THREAD in [d["document_id"] for d in recent["documents"]]
     assert "page2" not in [d["document_id"] for d in recent["documents"]]
-    for params, word in (({"updated_after": "yesterday"}, "updated_after"),
-                         ({"updated_after": "2026-11-24T12:00:00"}, "offset"),
-                         ({"limit": "0"}, "limit"), ({"limit": "501"}, "limit"),
-                         ({"cursor": "x"}, "cursor"), ({"source": "gitlab"}, "source"),
-                         ({"workspace_id": "-1"}, "workspace_id")):
+    for params, word in (
+        ({"updated_after": "yesterday"}, "updated_after"),
+        ({"updated_after": "2026-11-24T12:00:00"}, "offset"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "501"}, "limit"),
+        ({"cursor": "x"}, "cursor"),
+        ({"source": "gitlab"}, "source"),
+        ({"workspace_id": "-1"}, "workspace_id"),
+    ):
         bad = await client.get("/documents", params=params)
         assert bad.status_code == 400 and word in bad.json()["detail"], (params, bad.text)
 
@@ -165,27 +188,35 @@ async def test_documents_carry_their_audience_and_visible_to_filters_by_slack_us
         cur = await conn.execute(  # test-only SQL: two CLI-connected Slack teams
             "insert into workspaces (source_type, external_id, origin, credentials) "
             "values ('slack', 'TAAAA', 'cli', '\\x00'), ('slack', 'TBBBB', 'cli', '\\x00') "
-            "returning id")
+            "returning id"
+        )
         a, b = [int(r[0]) for r in await cur.fetchall()]
     store = DocumentStore(pool)
-    written = {"C1/1.1": (a, Audience("public_channel")),
-               "G1/2.1": (a, Audience("private_channel", ("U2", "U1"))),
-               "D1/3.1": (a, Audience("im", ("U1", "U3"))),
-               "G2/4.1": (a, Audience("mpim", ("U2", "U3", "U4"))),
-               "C2/6.1": (b, Audience("public_channel"))}
+    written = {
+        "C1/1.1": (a, Audience("public_channel")),
+        "G1/2.1": (a, Audience("private_channel", ("U2", "U1"))),
+        "D1/3.1": (a, Audience("im", ("U1", "U3"))),
+        "G2/4.1": (a, Audience("mpim", ("U2", "U3", "U4"))),
+        "C2/6.1": (b, Audience("public_channel")),
+    }
     for document_id, (ws, audience) in written.items():
-        await store.upsert(dataclasses.replace(doc(document_id, f"text of {document_id}",
-                                                   source="slack"), audience=audience))
+        await store.upsert(
+            dataclasses.replace(doc(document_id, f"text of {document_id}", source="slack"), audience=audience)
+        )
         async with pool.connection() as conn:  # an unfenced store writes no workspace
-            await conn.execute("update documents set workspace_id = %s where document_id = %s",
-                               (ws, document_id))  # test-only SQL
+            await conn.execute(
+                "update documents set workspace_id = %s where document_id = %s", (ws, document_id)
+            )  # test-only SQL
     got = (await client.get("/documents/slack/G1/2.1")).json()["document"]
-    assert got["audience"] == {"kind": "private_channel", "members": ["U1", "U2"],
-                               "member_count": 2, "accessible_by": None}
+    assert got["audience"] == {
+        "kind": "private_channel",
+        "members": ["U1", "U2"],
+        "member_count": 2,
+        "accessible_by": None,
+    }
 
     async def visible(user: str, ws: int, **extra: Any) -> list[str]:
-        page = await client.get("/documents", params={"visible_to": user, "workspace_id": ws,
-                                                      **extra})
+        page = await client.get("/documents", params={"visible_to": user, "workspace_id": ws, **extra})
         assert page.status_code == 200, page.text
         return [d["document_id"] for d in page.json()["documents"]]
 
@@ -196,7 +227,8 @@ async def test_documents_carry_their_audience_and_visible_to_filters_by_slack_us
     assert await visible("U3", a, limit=2) == ["C1/1.1", "D1/3.1"]
     bad_queries: list[tuple[dict[str, str | int], str]] = [
         ({"visible_to": "U1"}, "workspace_id"),
-        ({"visible_to": "U1", "workspace_id": a, "source": "notion"}, "source=slack")]
+        ({"visible_to": "U1", "workspace_id": a, "source": "notion"}, "source=slack"),
+    ]
     for params, word in bad_queries:
         bad = await client.get("/documents", params=params)
         assert bad.status_code == 400 and word in bad.json()["detail"], (params, bad.text)
@@ -211,10 +243,14 @@ async def test_visible_to_asks_the_registry_which_sources_carry_audiences(
     chat = dataclasses.replace(registry.get("slack"), source_type="chat")
     monkeypatch.setitem(registry._extra, "chat", chat)  # a second source with audiences
     application = app_for(pool)
-    async with (application.router.lifespan_context(application),
-                httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
-                                  base_url="http://test",
-                                  headers={"Authorization": f"Bearer {READ}"}) as client):
+    async with (
+        application.router.lifespan_context(application),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=application),
+            base_url="http://test",
+            headers={"Authorization": f"Bearer {READ}"},
+        ) as client,
+    ):
         params = {"visible_to": "U1", "workspace_id": "1"}
         ambiguous = await client.get("/documents", params=params)
         assert ambiguous.status_code == 400
@@ -227,10 +263,15 @@ async def test_visible_to_asks_the_registry_which_sources_carry_audiences(
 
 
 async def test_the_feed_answers_400_for_bad_parameters(client: httpx.AsyncClient) -> None:
-    for params, word in (({"after": "garbage"}, "cursor"), ({"limit": "0"}, "limit"),
-                         ({"limit": "1001"}, "limit"), ({"wait": "61"}, "wait"),
-                         ({"wait": "nan"}, "wait"), ({"wait": "-1"}, "wait"),
-                         ({"source": "gitlab"}, "source")):
+    for params, word in (
+        ({"after": "garbage"}, "cursor"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "1001"}, "limit"),
+        ({"wait": "61"}, "wait"),
+        ({"wait": "nan"}, "wait"),
+        ({"wait": "-1"}, "wait"),
+        ({"source": "gitlab"}, "source"),
+    ):
         bad = await client.get("/documents/changes", params=params)
         assert bad.status_code == 400, (params, bad.text)
         assert bad.json()["error"] == "bad_request" and word in bad.json()["detail"]
@@ -246,17 +287,28 @@ async def test_the_feed_serves_changes_in_order_and_410_says_where_to_follow_fro
     await servable(pool)
     body = (await client.get("/documents/changes")).json()
     assert [(c["source"], c["document_id"], c["op"]) for c in body["changes"]] == [
-        ("notion", "a", "upsert"), ("slack", THREAD, "upsert"), ("notion", "a", "delete")]
-    assert set(body["changes"][0]) == {"cursor", "source", "workspace_id", "document_id",
-                                       "source_page_id", "op", "updated_at", "content_sha256",
-                                       "sections"}
+        ("notion", "a", "upsert"),
+        ("slack", THREAD, "upsert"),
+        ("notion", "a", "delete"),
+    ]
+    assert set(body["changes"][0]) == {
+        "cursor",
+        "source",
+        "workspace_id",
+        "document_id",
+        "source_page_id",
+        "op",
+        "updated_at",
+        "content_sha256",
+        "sections",
+    }
     slack_only = (await client.get("/documents/changes", params={"source": "slack"})).json()
     assert [c["document_id"] for c in slack_only["changes"]] == [THREAD]
     assert slack_only["next"] == body["next"]
     stale = feed.Cursor.decode(body["changes"][0]["cursor"])
     async with pool.connection() as conn:
         await conn.execute("update document_changes set changed_at = now() - interval '8 days'")
-    assert await feed.prune_changes(pool, 7 * 86400) == 3   # servable: read above
+    assert await feed.prune_changes(pool, 7 * 86400) == 3  # servable: read above
     gone = await client.get("/documents/changes", params={"after": stale.encode()})
     assert gone.status_code == 410
     assert gone.json()["error"] == "cursor_gone" and gone.json()["reason"] == "pruned"
@@ -280,9 +332,8 @@ async def test_a_long_poll_is_woken_by_a_write_and_times_out_with_the_same_next(
     assert timed_out.headers["debounce-replica-lag-seconds"] == "0.000"
     signal = app.state.web.feed_signal()
     await signal.listening.wait()
-    polling = asyncio.create_task(client.get("/documents/changes",
-                                             params={"after": head, "wait": "60"}))
-    while signal.waiting == 0:    # the poll read nothing and waits
+    polling = asyncio.create_task(client.get("/documents/changes", params={"after": head, "wait": "60"}))
+    while signal.waiting == 0:  # the poll read nothing and waits
         assert not polling.done(), polling.result().text
         await asyncio.sleep(0)
     await DocumentStore(pool).upsert(doc("woken", "hello"))
@@ -306,8 +357,9 @@ async def test_an_empty_parameter_is_the_same_as_none(
     for i in range(3):
         await store.upsert(doc(f"page{i}", f"content {i}"))
     bare = (await client.get("/documents", params={"limit": 2})).json()
-    empty = (await client.get("/documents", params={"limit": 2, "cursor": "", "source": "",
-                                                     "workspace_id": ""})).json()
+    empty = (
+        await client.get("/documents", params={"limit": 2, "cursor": "", "source": "", "workspace_id": ""})
+    ).json()
     assert empty == bare and [d["document_id"] for d in empty["documents"]] == ["page0", "page1"]
     for cursor in ("0x1", " ", "-3"):
         bad = await client.get("/documents", params={"cursor": cursor})
@@ -322,12 +374,18 @@ async def test_a_long_poll_is_held_at_most_the_routers_limit(pool: AsyncConnecti
     """A wait above DEBOUNCE_FEED_MAX_WAIT_SECONDS is answered, empty, after the cap (here
     0.2 s; 25 s by default, under Heroku's 30 s), so a router never cuts a silent request."""
     application = app_for(pool, feed_max_wait_seconds=0.2)
-    async with application.router.lifespan_context(application), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=application), base_url="http://test",
-            headers={"Authorization": f"Bearer {READ}"}) as c:
+    async with (
+        application.router.lifespan_context(application),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=application),
+            base_url="http://test",
+            headers={"Authorization": f"Bearer {READ}"},
+        ) as c,
+    ):
         head = (await c.get("/documents/changes")).json()["next"]
         answer = await asyncio.wait_for(
-            c.get("/documents/changes", params={"after": head, "wait": "60"}), timeout=10)
+            c.get("/documents/changes", params={"after": head, "wait": "60"}), timeout=10
+        )
     assert answer.status_code == 200
     assert answer.json() == {"changes": [], "next": head}
     assert Settings().feed_max_wait_seconds == 25.0

@@ -21,7 +21,7 @@ WALKTHROUGH = ROOT / "docs" / "deploying.md"
 
 def walkthrough() -> list[str]:
     text = WALKTHROUGH.read_text()
-    section = text[text.index("## Running it for real"):]
+    section = text[text.index("## Running it for real") :]
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block, "no shell block in 'Running it for real' of docs/deploying.md"
     return block.group(1).strip().splitlines()
@@ -61,8 +61,11 @@ def test_as_url_keeps_a_socket_directory_and_options() -> None:
     url = as_url("user=postgres dbname=postgres host=/tmp/pg-x options='-c search_path=r_1'")
     assert url == "postgresql://postgres@:5432/postgres?options=-c%20search_path%3Dr_1&host=%2Ftmp%2Fpg-x"
     params = conninfo_to_dict(url)
-    assert (params["host"], params["options"], params["dbname"]) == ("/tmp/pg-x", "-c search_path=r_1",
-                                                                     "postgres")
+    assert (params["host"], params["options"], params["dbname"]) == (
+        "/tmp/pg-x",
+        "-c search_path=r_1",
+        "postgres",
+    )
     assert as_url("host=127.0.0.1 port=5433 user=u dbname=d") == "postgresql://u@127.0.0.1:5433/d"
 
 
@@ -76,20 +79,25 @@ def test_running_it_for_real_reaches_a_synced_document(empty_database: str, tmp_
             continue  # installed already, with the dev extras (honcho among them)
         if command.startswith("createdb"):
             continue  # the fixture made a fresh schema
-        command = re.sub(r"export DATABASE_URL=\S+", f"export DATABASE_URL='{as_url(empty_database)}'",
-                         command)
+        command = re.sub(
+            r"export DATABASE_URL=\S+", f"export DATABASE_URL='{as_url(empty_database)}'", command
+        )
         command = command.replace("PORT=8000", f"PORT={port}")
         lines.append(command)
     script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n" + "\n".join(lines) + "\n"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "PORT"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DEBOUNCE_", "NOTION_", "SLACK_", "DATABASE_URL", "PORT"))
+    }
     # The walkthrough's commands (`debounce`, `honcho`, `uvicorn`) are the ones installed beside
     # the interpreter running the tests, as in an activated venv, whether or not it is activated.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     for name in ("examples", "Procfile"):  # what the walkthrough uses of a checkout
         (tmp_path / name).symlink_to(ROOT / name)
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     listed = [line for line in done.stdout.splitlines() if line.split()[1:2] == ["notion"]]
     assert any("Launch plan" in line for line in listed), done.stdout[-3000:]

@@ -48,11 +48,13 @@ def by_id(sections: list[Section]) -> dict[str, str]:
     return {s.id: s.sha256 for s in sections}
 
 
-def changed_ids(before: list[Section], after: list[Section]) -> tuple[set[str], set[str],
-                                                                      set[str]]:
+def changed_ids(before: list[Section], after: list[Section]) -> tuple[set[str], set[str], set[str]]:
     old, new = by_id(before), by_id(after)
-    return ({i for i in new if i not in old}, {i for i in new if i in old and old[i] != new[i]},
-            {i for i in old if i not in new})
+    return (
+        {i for i in new if i not in old},
+        {i for i in new if i in old and old[i] != new[i]},
+        {i for i in old if i not in new},
+    )
 
 
 def test_the_document_is_cut_at_top_level_headings_with_paths_ranges_and_hashes() -> None:
@@ -62,9 +64,9 @@ def test_the_document_is_cut_at_top_level_headings_with_paths_ranges_and_hashes(
     assert len(sections) == 1 + 10 + 100
     assert sections[0].path == () and sections[0].start == 0
     assert sections[2].path == ("Chapter 0", "Section 0")
-    assert "".join(content[s.start:s.end] for s in sections) == content
+    assert "".join(content[s.start : s.end] for s in sections) == content
     assert all(a.end == b.start for a, b in itertools.pairwise(sections))
-    assert len({s.id for s in sections}) == len(sections)   # repeated paths: ordinals
+    assert len({s.id for s in sections}) == len(sections)  # repeated paths: ordinals
     notes = [s for s in sections if s.path == ("Chapter 0", "Notes")]
     assert len(notes) == 2 and notes[0].id != notes[1].id
 
@@ -90,33 +92,41 @@ def test_a_renamed_heading_changes_only_its_section() -> None:
 
 
 def test_anchors_cut_at_the_sources_own_parts() -> None:
-    messages = [{"type": "message", "ts": f"1732450000.00010{i}", "user": "U1",
-                 "text": f"message {i}"} for i in range(3)]
+    messages = [
+        {"type": "message", "ts": f"1732450000.00010{i}", "user": "U1", "text": f"message {i}"}
+        for i in range(3)
+    ]
     doc = render_thread("C1", messages)
     sections = split_sections(doc.content, doc.anchors)
     assert [s.id for s in sections] == [m["ts"] for m in messages]
-    edited = render_thread("C1", [messages[0], {**messages[1], "text": "edited",
-                                                "edited": {"ts": "1732450100.000000"}},
-                                  messages[2]])
-    added, changed, removed = changed_ids(sections, split_sections(edited.content,
-                                                                   edited.anchors))
+    edited = render_thread(
+        "C1",
+        [messages[0], {**messages[1], "text": "edited", "edited": {"ts": "1732450100.000000"}}, messages[2]],
+    )
+    added, changed, removed = changed_ids(sections, split_sections(edited.content, edited.anchors))
     assert (added, changed, removed) == (set(), {messages[1]["ts"]}, set())
     with pytest.raises(ValueError):
         split_sections("abc", ((2, "x"), (1, "y")))
 
 
 async def test_the_store_keeps_sections_and_the_feed_says_which_changed(
-    pool: AsyncConnectionPool[Any]
+    pool: AsyncConnectionPool[Any],
 ) -> None:
     store = DocumentStore(pool)
-    base = Document(source_type="notion", document_id="p1", source_page_id="p1",
-                    title="Handbook", content=hundred_sections())
+    base = Document(
+        source_type="notion",
+        document_id="p1",
+        source_page_id="p1",
+        title="Handbook",
+        content=hundred_sections(),
+    )
     start = await feed.head(pool)
     await store.upsert(base)
     await store.upsert(dataclasses.replace(base, content=hundred_sections(edit=50)))
     await store.upsert(dataclasses.replace(base, content=hundred_sections(edit=50, rename=42)))
-    await store.upsert(dataclasses.replace(base, title="Handbook 2",
-                                           content=hundred_sections(edit=50, rename=42)))
+    await store.upsert(
+        dataclasses.replace(base, title="Handbook 2", content=hundred_sections(edit=50, rename=42))
+    )
     assert await store.mark_deleted("notion", ["p1"]) == ["p1"]
     await servable(pool)
     page = await feed.read_changes(pool, start, 100)
@@ -129,35 +139,39 @@ async def test_the_store_keeps_sections_and_the_feed_says_which_changed(
     assert retitle == delete == {"added": [], "changed": [], "removed": []}
     stored = await store.get("notion", "p1")
     assert stored is not None
-    assert stored["sections"] == [
-        s.to_json() for s in split_sections(hundred_sections(edit=50, rename=42))]
+    assert stored["sections"] == [s.to_json() for s in split_sections(hundred_sections(edit=50, rename=42))]
 
 
 async def test_a_document_written_before_sections_gets_them_without_a_change(
-    pool: AsyncConnectionPool[Any]
+    pool: AsyncConnectionPool[Any],
 ) -> None:
     store = DocumentStore(pool)
-    doc = Document(source_type="notion", document_id="p2", source_page_id="p2", title="T",
-                   content="# A\n\ntext\n")
+    doc = Document(
+        source_type="notion", document_id="p2", source_page_id="p2", title="T", content="# A\n\ntext\n"
+    )
     await store.upsert(doc)
     async with pool.connection() as conn:
-        await conn.execute("update documents set sections = null")   # as before migration 027
+        await conn.execute("update documents set sections = null")  # as before migration 027
     start = await feed.head(pool)
     await store.upsert(doc)
     await servable(pool)
     assert (await feed.read_changes(pool, start, 10)).changes == []
     stored = await store.get("notion", "p2")
-    assert stored is not None and stored["sections"] == [s.to_json() for s in
-                                                         split_sections(doc.content)]
+    assert stored is not None and stored["sections"] == [s.to_json() for s in split_sections(doc.content)]
 
 
 @pytest.fixture
 async def client(pool: AsyncConnectionPool[Any]) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(database_url="postgresql://unused", read_token=READ)
     app = create_app(settings, pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test",
-            headers={"Authorization": f"Bearer {READ}"}) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://test",
+            headers={"Authorization": f"Bearer {READ}"},
+        ) as c,
+    ):
         yield c
 
 
@@ -165,10 +179,13 @@ async def test_the_read_api_serves_a_documents_sections(
     pool: AsyncConnectionPool[Any], client: httpx.AsyncClient
 ) -> None:
     content = "Intro.\n\n# Setup\n\nInstall it.\n\n## Linux\n\napt install\n"
-    await DocumentStore(pool).upsert(Document(source_type="notion", document_id="p3",
-                                              source_page_id="p3", title="T", content=content))
+    await DocumentStore(pool).upsert(
+        Document(source_type="notion", document_id="p3", source_page_id="p3", title="T", content=content)
+    )
     body = (await client.get("/documents/notion/p3")).json()["document"]
-    assert [(s["path"], content[s["start"]:s["end"]]) for s in body["sections"]] == [
-        ([], "Intro.\n\n"), (["Setup"], "# Setup\n\nInstall it.\n\n"),
-        (["Setup", "Linux"], "## Linux\n\napt install\n")]
+    assert [(s["path"], content[s["start"] : s["end"]]) for s in body["sections"]] == [
+        ([], "Intro.\n\n"),
+        (["Setup"], "# Setup\n\nInstall it.\n\n"),
+        (["Setup", "Linux"], "## Linux\n\napt install\n"),
+    ]
     assert body["sections"] == [s.to_json() for s in split_sections(content)]

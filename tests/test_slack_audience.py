@@ -67,8 +67,9 @@ def api_url(fake: FakeSlack) -> Iterator[str]:
 
 @pytest.fixture
 async def slack(api_url: str) -> AsyncIterator[SlackSyncer]:
-    syncer = SlackSyncer(SlackSettings(slack_bot_token=TOKEN, slack_api_url=api_url,
-                                       slack_signing_secret="secret"))
+    syncer = SlackSyncer(
+        SlackSettings(slack_bot_token=TOKEN, slack_api_url=api_url, slack_signing_secret="secret")
+    )
     yield syncer
     await syncer.aclose()
 
@@ -83,14 +84,14 @@ def cache(conn: Conn) -> AudienceStore:
     return AudienceStore(conn, "slack", None)
 
 
-def context(store: DocumentStore, cache: AudienceStore | None,
-            meter: CountingMeter | None = None) -> SyncContext:
+def context(
+    store: DocumentStore, cache: AudienceStore | None, meter: CountingMeter | None = None
+) -> SyncContext:
     return SyncContext(store=store, audiences=cache, meter=meter)
 
 
 async def audiences(store: DocumentStore, channel: str) -> dict[str, Any]:
-    return {d["document_id"]: audience_json(d)
-            for d in await one_job.page_documents(store, "slack", channel)}
+    return {d["document_id"]: audience_json(d) for d in await one_job.page_documents(store, "slack", channel)}
 
 
 async def test_a_private_channel_carries_its_members_charged_and_cached(
@@ -98,8 +99,12 @@ async def test_a_private_channel_carries_its_members_charged_and_cached(
 ) -> None:
     meter = CountingMeter()
     await slack.sync(make_job("G0SECRET1"), context(store, cache, meter))
-    expected = {"kind": "private_channel", "members": ["U0BOTUSER", "U1", "U2", "U3"],
-                "member_count": 4, "accessible_by": None}
+    expected = {
+        "kind": "private_channel",
+        "members": ["U0BOTUSER", "U1", "U2", "U3"],
+        "member_count": 4,
+        "accessible_by": None,
+    }
     got = await audiences(store, "G0SECRET1")
     assert len(got) == 2 and all(a == expected for a in got.values())
     assert fake.calls["conversations.info"] == 1 and fake.calls["conversations.members"] == 1
@@ -117,7 +122,8 @@ async def test_a_public_channel_has_no_member_list(
 ) -> None:
     await slack.sync(make_job("C0PUBLIC1"), context(store, cache))
     assert list((await audiences(store, "C0PUBLIC1")).values()) == [
-        {"kind": "public_channel", "members": None, "member_count": None, "accessible_by": None}]
+        {"kind": "public_channel", "members": None, "member_count": None, "accessible_by": None}
+    ]
     assert fake.calls["conversations.members"] == 0
 
 
@@ -208,8 +214,7 @@ async def test_the_sweep_s_listing_refreshes_what_changed_or_aged(
     members_asked = [p["channel"] for m, p in fake.requests if m == "conversations.members"]
     assert members_asked == ["G0SECRET1"]  # the public channel: kind only; the DM: fresh
     cached = await cache.get(["C0PUBLIC1", "G0SECRET1", "D0DIRECT1"])
-    assert cached["G0SECRET1"].audience == Audience("private_channel",
-                                                    ("U0BOTUSER", "U1", "U2", "U3"))
+    assert cached["G0SECRET1"].audience == Audience("private_channel", ("U0BOTUSER", "U1", "U2", "U3"))
     assert cached["C0PUBLIC1"].audience == Audience("public_channel")
     assert fake.calls["conversations.info"] == 0  # the listing said the kinds
 
@@ -241,7 +246,8 @@ def test_member_events_become_a_members_job_of_the_conversation(name: str) -> No
     parser = SlackWebhooks(SlackSettings(slack_signing_secret="secret"))
     result = parser.parse_webhook(sign(body), body)
     assert [(e.source_page_id, e.event_id, e.workspace) for e in result.events] == [
-        ("members:G0PRIVATE1", json.loads(body)["event_id"], "T061EG9R6")]
+        ("members:G0PRIVATE1", json.loads(body)["event_id"], "T061EG9R6")
+    ]
 
 
 def test_our_bot_joining_also_syncs_the_conversation() -> None:
@@ -251,4 +257,6 @@ def test_our_bot_joining_also_syncs_the_conversation() -> None:
     parser = SlackWebhooks(SlackSettings(slack_signing_secret="secret"))
     result = parser.parse_webhook(sign(body), body)
     assert [(e.source_page_id, e.event_id) for e in result.events] == [
-        ("members:G0PRIVATE1", "Ev0PV52K31"), ("G0PRIVATE1", "Ev0PV52K31/history")]
+        ("members:G0PRIVATE1", "Ev0PV52K31"),
+        ("G0PRIVATE1", "Ev0PV52K31/history"),
+    ]

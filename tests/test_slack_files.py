@@ -52,11 +52,17 @@ def slack() -> Iterator[tuple[FakeSlack, str]]:
 
 
 @pytest.fixture
-async def syncer(pool: AsyncConnectionPool[Any], database_url: str, host: FileHost,
-                 slack: tuple[FakeSlack, str]) -> AsyncIterator[SlackSyncer]:
-    settings = Settings(database_url="unused", lease_seconds=5, poll_interval_seconds=0.2,
-                        worker_concurrency=4, shutdown_grace_seconds=2,
-                        file_token_hosts=(host.base_url.removeprefix("http://"),))
+async def syncer(
+    pool: AsyncConnectionPool[Any], database_url: str, host: FileHost, slack: tuple[FakeSlack, str]
+) -> AsyncIterator[SlackSyncer]:
+    settings = Settings(
+        database_url="unused",
+        lease_seconds=5,
+        poll_interval_seconds=0.2,
+        worker_concurrency=4,
+        shutdown_grace_seconds=2,
+        file_token_hosts=(host.base_url.removeprefix("http://"),),
+    )
     source = SlackSyncer(SlackSettings(slack_bot_token=TOKEN, slack_api_url=slack[1]))
     worker = Worker(settings, pool, {"slack": source}, conninfo=database_url)
     task = asyncio.create_task(worker.run())
@@ -92,12 +98,13 @@ async def changes_of(pool: AsyncConnectionPool[Any], document_id: str) -> list[s
 
 
 async def test_a_shared_pdf_becomes_a_file_document_until_its_file_is_deleted(
-        pool: AsyncConnectionPool[Any], host: FileHost, slack: tuple[FakeSlack, str],
-        syncer: SlackSyncer) -> None:
+    pool: AsyncConnectionPool[Any], host: FileHost, slack: tuple[FakeSlack, str], syncer: SlackSyncer
+) -> None:
     fake, _ = slack
     store = DocumentStore(pool)
-    pdf = fake.share_file(host, "F0PDF", "travel-policy.pdf",
-                          text_pdf([["Travel policy", "Economy class only."]]), PDF)
+    pdf = fake.share_file(
+        host, "F0PDF", "travel-policy.pdf", text_pdf([["Travel policy", "Economy class only."]]), PDF
+    )
     stub = fake.connect_stub("F0OTHER", denied=True)  # another organisation's file
     ts = fake.post(CHANNEL, "The new policy", subtype="file_share", files=[pdf, stub])
     await sync_channel(pool)
@@ -111,10 +118,14 @@ async def test_a_shared_pdf_becomes_a_file_document_until_its_file_is_deleted(
     assert doc["metadata"]["parent_document_id"] == f"{CHANNEL}/{ts}"
     assert doc["metadata"]["edit_stamp"] == "1763600000"
     assert (doc["audience_kind"], doc["audience_members"]) == (
-        parent["audience_kind"], parent["audience_members"])
+        parent["audience_kind"],
+        parent["audience_members"],
+    )
     assert parent["audience_kind"] is not None
-    assert ("_(file: [travel-policy.pdf](https://debounce-demo.slack.com/files/U2147483697/F0PDF/"
-            "travel-policy.pdf) · document `file:F0PDF`)_") in parent["content"]
+    assert (
+        "_(file: [travel-policy.pdf](https://debounce-demo.slack.com/files/U2147483697/F0PDF/"
+        "travel-policy.pdf) · document `file:F0PDF`)_"
+    ) in parent["content"]
     private = [h for _, path, h in host.requests if path.startswith("/files-pri/")]
     assert [h["authorization"] for h in private] == [f"Bearer {TOKEN}"]
     assert fake.calls["files.info"] == 1  # the stub, refused: skipped
@@ -131,8 +142,8 @@ async def test_a_shared_pdf_becomes_a_file_document_until_its_file_is_deleted(
 
 
 async def test_a_deleted_message_tombstones_its_files(
-        pool: AsyncConnectionPool[Any], host: FileHost, slack: tuple[FakeSlack, str],
-        syncer: SlackSyncer) -> None:
+    pool: AsyncConnectionPool[Any], host: FileHost, slack: tuple[FakeSlack, str], syncer: SlackSyncer
+) -> None:
     fake, _ = slack
     store = DocumentStore(pool)
     keep = fake.post(CHANNEL, "Unrelated")
@@ -161,31 +172,59 @@ async def _deleted(store: DocumentStore, document_id: str) -> bool:
 
 
 def test_file_objects_as_file_refs() -> None:
-    hosted = {"id": "F1", "name": "a.pdf", "mimetype": PDF, "size": 10, "timestamp": 5, "updated": 7,
-              "url_private": "https://files.slack.com/files-pri/T1-F1/a.pdf",
-              "url_private_download": "https://files.slack.com/files-pri/T1-F1/download/a.pdf"}
+    hosted = {
+        "id": "F1",
+        "name": "a.pdf",
+        "mimetype": PDF,
+        "size": 10,
+        "timestamp": 5,
+        "updated": 7,
+        "url_private": "https://files.slack.com/files-pri/T1-F1/a.pdf",
+        "url_private_download": "https://files.slack.com/files-pri/T1-F1/download/a.pdf",
+    }
     ref = file_ref(hosted, "C1/1.000100")
-    assert ref == FileRef(file_id="F1", name="a.pdf", parent_document_id="C1/1.000100",
-                          url="https://files.slack.com/files-pri/T1-F1/download/a.pdf",
-                          media_type=PDF, with_token=True, edit_stamp="7", size=10, locator="F1")
-    remote = file_ref({"id": "F2", "title": "Spec", "is_external": True, "external_type": "gdrive",
-                       "url_private": "https://docs.example.com/d/1"}, "C1/1.000100")
+    assert ref == FileRef(
+        file_id="F1",
+        name="a.pdf",
+        parent_document_id="C1/1.000100",
+        url="https://files.slack.com/files-pri/T1-F1/download/a.pdf",
+        media_type=PDF,
+        with_token=True,
+        edit_stamp="7",
+        size=10,
+        locator="F1",
+    )
+    remote = file_ref(
+        {
+            "id": "F2",
+            "title": "Spec",
+            "is_external": True,
+            "external_type": "gdrive",
+            "url_private": "https://docs.example.com/d/1",
+        },
+        "C1/1.000100",
+    )
     assert remote is not None
-    assert (remote.name, remote.external, remote.with_token, remote.edit_stamp) == (
-        "Spec", True, False, None)
-    for none in ({"id": "F3", "mode": "tombstone"}, {"id": "F4", "mode": "hidden_by_limit"},
-                 {"id": "F5", "file_access": "check_file_info"}, {"name": "no id"}):
+    assert (remote.name, remote.external, remote.with_token, remote.edit_stamp) == ("Spec", True, False, None)
+    for none in (
+        {"id": "F3", "mode": "tombstone"},
+        {"id": "F4", "mode": "hidden_by_limit"},
+        {"id": "F5", "file_access": "check_file_info"},
+        {"name": "no id"},
+    ):
         assert file_ref(none, "C1/1.000100") is None
-    shown = message_files([
-        {"ts": "1.000100", "files": [hosted, {"id": "F3", "mode": "tombstone"}]},
-        {"ts": "2.000100", "files": [hosted, {"id": "F5", "file_access": "check_file_info"}]},
-        {"ts": "3.000100", "subtype": "tombstone", "files": [{"id": "F6"}]}])
+    shown = message_files(
+        [
+            {"ts": "1.000100", "files": [hosted, {"id": "F3", "mode": "tombstone"}]},
+            {"ts": "2.000100", "files": [hosted, {"id": "F5", "file_access": "check_file_info"}]},
+            {"ts": "3.000100", "subtype": "tombstone", "files": [{"id": "F6"}]},
+        ]
+    )
     assert [f["id"] for f in shown] == ["F1", "F5"]
     assert (document_of(hosted), document_of({"id": "F4", "mode": "hidden_by_limit"})) == ("file:F1", None)
 
 
-async def test_refresh_file_reads_files_info(
-        host: FileHost, slack: tuple[FakeSlack, str]) -> None:
+async def test_refresh_file_reads_files_info(host: FileHost, slack: tuple[FakeSlack, str]) -> None:
     fake, url = slack
     obj = fake.share_file(host, "F0NEW", "new.txt", b"fresh", "text/plain", updated=1_763_600_100)
     fake.connect_stub("F0DENIED", denied=True)
@@ -193,12 +232,16 @@ async def test_refresh_file_reads_files_info(
     try:
         context = SyncContext()
         fresh = await source.refresh_file(
-            FileRef(file_id="F0NEW", name="new.txt", parent_document_id="C1/1.000100", url=None),
-            context)
+            FileRef(file_id="F0NEW", name="new.txt", parent_document_id="C1/1.000100", url=None), context
+        )
         assert (fresh.url, fresh.edit_stamp, fresh.with_token) == (
-            obj["url_private_download"], "1763600100", True)
+            obj["url_private_download"],
+            "1763600100",
+            True,
+        )
         denied = await source.refresh_file(
-            FileRef(file_id="F0DENIED", name="x", parent_document_id="C1/1.000100", url="u"), context)
+            FileRef(file_id="F0DENIED", name="x", parent_document_id="C1/1.000100", url="u"), context
+        )
         assert denied.url is None
         assert source.file_token(context) == TOKEN
         assert fake.calls["files.info"] == 2
@@ -208,9 +251,12 @@ async def test_refresh_file_reads_files_info(
 
 def test_a_file_shared_in_two_threads_belongs_to_the_oldest() -> None:
     def entry(parent: str) -> dict[str, Any]:
-        return dataclasses.asdict(FileRef(file_id="F1", name="a.pdf", parent_document_id=parent,
-                                          url="https://files.slack.com/x"))
+        return dataclasses.asdict(
+            FileRef(file_id="F1", name="a.pdf", parent_document_id=parent, url="https://files.slack.com/x")
+        )
+
     # Keys as jsonb may return them: not in time order (numerically 3 < 20).
-    shown = files_shown({"20.000100": [entry("C1/20.000100")], "3.000100": [entry("C1/3.000100")],
-                         "5.000100": "not a list"})
+    shown = files_shown(
+        {"20.000100": [entry("C1/20.000100")], "3.000100": [entry("C1/3.000100")], "5.000100": "not a list"}
+    )
     assert [(f.file_id, f.parent_document_id) for f in shown] == [("F1", "C1/3.000100")]

@@ -68,8 +68,13 @@ MESSAGE_EXAMPLES = {
 
 def test_every_example_is_covered() -> None:
     names = {p.stem for p in EXAMPLES.glob("*.json")}
-    assert names == set(MESSAGE_EXAMPLES) | {"url_verification", "reaction_added", "app_rate_limited",
-                                             "member_joined_channel", "member_left_channel"}
+    assert names == set(MESSAGE_EXAMPLES) | {
+        "url_verification",
+        "reaction_added",
+        "app_rate_limited",
+        "member_joined_channel",
+        "member_left_channel",
+    }
 
 
 @pytest.mark.parametrize("name", sorted(MESSAGE_EXAMPLES))
@@ -108,9 +113,7 @@ def test_app_rate_limited_is_a_warning_without_events() -> None:
     assert result.note == "app_rate_limited"
 
 
-@pytest.mark.parametrize(
-    "subtype", ["channel_join", "channel_leave", "group_join", "bot_add", "pinned_item"]
-)
+@pytest.mark.parametrize("subtype", ["channel_join", "channel_leave", "group_join", "bot_add", "pinned_item"])
 def test_system_notices_without_content_are_acknowledged_without_a_job(subtype: str) -> None:
     envelope = json.loads(example("message"))
     envelope["event"].update(subtype=subtype, text="<@U2147483697> has joined the channel")

@@ -239,8 +239,14 @@ async def test_a_reply_to_a_thread_older_than_the_window_comes_from_the_event(
     fake.post(C, "much later")  # moves the watermark two hours on
     await slack.sync(make_job(), context)
     reply = fake.reply(C, root, "a late answer")
-    event = {"type": "message", "channel": C, "user": "U1", "text": "a late answer",
-             "ts": reply, "thread_ts": root}
+    event = {
+        "type": "message",
+        "channel": C,
+        "user": "U1",
+        "text": "a late answer",
+        "ts": reply,
+        "thread_ts": root,
+    }
     before = dict(fake.calls)
     result = await slack.sync(make_job(payload=envelope(event)), context)
     assert result.written == 1
@@ -278,9 +284,7 @@ async def test_an_edit_updates_the_document_on_the_next_sync(
     assert (result.written, result.unchanged) == (1, 0)
     doc = (await docs(store))[f"{C}/{ts}"]
     assert doc["content"] == (
-        "**U2147483697** · 2025-11-20 23:55:34 UTC · edited 2025-11-20 23:58:20 UTC\n"
-        "\n"
-        "Hello world (edited)\n"
+        "**U2147483697** · 2025-11-20 23:55:34 UTC · edited 2025-11-20 23:58:20 UTC\n\nHello world (edited)\n"
     )
     assert doc["title"] == "Hello world (edited)"
     assert doc["source_updated_at"] == datetime(2025, 11, 20, 23, 58, 20, tzinfo=UTC)
@@ -299,8 +303,14 @@ async def test_an_edited_reply_is_seen_through_the_message_changed_event(
         "subtype": "message_changed",
         "channel": C,
         "ts": "1763690000.000100",
-        "message": {"type": "message", "user": "U2147483698", "text": "typo the", "ts": reply,
-                    "thread_ts": root, "edited": {"user": "U2147483698", "ts": "1763690000.0"}},
+        "message": {
+            "type": "message",
+            "user": "U2147483698",
+            "text": "typo the",
+            "ts": reply,
+            "thread_ts": root,
+            "edited": {"user": "U2147483698", "ts": "1763690000.0"},
+        },
     }
     result = await slack.sync(make_job(payload=envelope(event)), context)
     assert result.written == 1
@@ -512,9 +522,7 @@ async def test_429_on_replies_keeps_what_was_written(
     assert fake.calls["conversations.replies"] == 3  # the written thread is not fetched again
 
 
-@pytest.mark.parametrize(
-    "error", ["invalid_auth", "token_revoked", "account_inactive", "not_in_channel"]
-)
+@pytest.mark.parametrize("error", ["invalid_auth", "token_revoked", "account_inactive", "not_in_channel"])
 async def test_permanent_errors(
     fake: FakeSlack, make: Make, store: DocumentStore, error: str, context: SyncContext
 ) -> None:
@@ -596,19 +604,18 @@ async def test_block_kit_attachments_and_files_reach_the_document(
     result = await make().sync(make_job(), context)
     assert result.written == 3
     rows = await docs(store)
-    assert set(rows) == {f"{C}/1763683200.000100", f"{C}/1763683300.000100",
-                         f"{C}/1763683400.000100"}
+    assert set(rows) == {f"{C}/1763683200.000100", f"{C}/1763683300.000100", f"{C}/1763683400.000100"}
     assert rows[f"{C}/1763683200.000100"]["content"].endswith(
         "[Add option] · [Results](https://polly.example/r/1) · [Close after ▾] · [2025-11-21 ▾]\n"
     )
     assert "> - **Severity**: critical\n" in rows[f"{C}/1763683300.000100"]["content"]
     assert rows[f"{C}/1763683300.000100"]["title"] == "Alert from Grafana"
-    assert rows[f"{C}/1763683400.000100"]["content"].endswith(
-        "_(file: plan.pdf · document `file:F1`)_\n")
+    assert rows[f"{C}/1763683400.000100"]["content"].endswith("_(file: plan.pdf · document `file:F1`)_\n")
     # The shared file is reported (its document named above), the deleted one is not.
     assert result.files is not None
     assert [(f.file_id, f.name, f.parent_document_id) for f in result.files] == [
-        ("F1", "plan.pdf", f"{C}/1763683400.000100")]
+        ("F1", "plan.pdf", f"{C}/1763683400.000100")
+    ]
 
 
 async def test_private_channels_and_the_demo_workspace(

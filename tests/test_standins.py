@@ -92,12 +92,8 @@ async def test_notion_workspaces_see_only_their_own_objects(
     answers for a page not shared with the integration: 404 ``object_not_found``
     (https://developers.notion.com/reference/status-codes)."""
     a_page = notion_fake.add_page(title="Alpha plan", blocks=[paragraph("alpha")])
-    b_page = notion_fake.add_page(
-        title="Beta plan", blocks=[paragraph("beta")], workspace_id=WORKSPACE_B
-    )
-    b_child = notion_fake.add_page(
-        title="Beta child", parent={"type": "page_id", "page_id": b_page}
-    )
+    b_page = notion_fake.add_page(title="Beta plan", blocks=[paragraph("beta")], workspace_id=WORKSPACE_B)
+    b_child = notion_fake.add_page(title="Beta child", parent={"type": "page_id", "page_id": b_page})
     b_db = notion_fake.add_database(title="Beta tasks", workspace_id=WORKSPACE_B)
     b_ds = notion_fake.databases[b_db]["data_sources"][0]["id"]
     b_block = notion_fake.children[b_page][0]
@@ -124,9 +120,7 @@ async def test_notion_workspaces_see_only_their_own_objects(
         b.pages.retrieve(page_id=a_page),
     ):
         error = await _notion_error(call)
-        assert (error.status, error.code) == (unknown.status, unknown.code) == (
-            404, "object_not_found"
-        )
+        assert (error.status, error.code) == (unknown.status, unknown.code) == (404, "object_not_found")
         body = json.loads(error.body)
         assert body["object"] == "error" and "shared with your integration" in body["message"]
 
@@ -184,9 +178,14 @@ async def test_notion_oauth_code_exchanges_once_for_a_token_of_its_workspace(
     async with AsyncClient(base_url=notion_url) as anonymous:
 
         async def exchange(**overrides: str) -> dict[str, Any]:
-            args = {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
-                    "grant_type": "authorization_code", "code": "code-beta",
-                    "redirect_uri": REDIRECT, **overrides}
+            args = {
+                "client_id": CLIENT_ID,
+                "client_secret": CLIENT_SECRET,
+                "grant_type": "authorization_code",
+                "code": "code-beta",
+                "redirect_uri": REDIRECT,
+                **overrides,
+            }
             answer: dict[str, Any] = await anonymous.oauth.token(**args)
             return answer
 
@@ -207,8 +206,15 @@ async def test_notion_oauth_code_exchanges_once_for_a_token_of_its_workspace(
 
         token = await exchange()  # the failed attempts did not spend the code
         assert set(token) == {
-            "access_token", "token_type", "bot_id", "workspace_id", "workspace_name",
-            "workspace_icon", "owner", "duplicated_template_id", "request_id",
+            "access_token",
+            "token_type",
+            "bot_id",
+            "workspace_id",
+            "workspace_name",
+            "workspace_icon",
+            "owner",
+            "duplicated_template_id",
+            "request_id",
         }
         assert token["token_type"] == "bearer"
         assert token["workspace_id"] == WORKSPACE_B
@@ -249,13 +255,12 @@ async def test_notion_demo_has_two_workspaces() -> None:
     fake = FakeNotion.demo()
     assert set(fake.workspaces) == {fake.workspace_id, DEMO_SECOND_WORKSPACE_ID}
     with BackgroundServer(fake.app()) as server:
-        async with AsyncClient(auth=DEMO_TOKEN, base_url=server.url) as first, AsyncClient(
-            auth=DEMO_SECOND_TOKEN, base_url=server.url
-        ) as second:
+        async with (
+            AsyncClient(auth=DEMO_TOKEN, base_url=server.url) as first,
+            AsyncClient(auth=DEMO_SECOND_TOKEN, base_url=server.url) as second,
+        ):
             assert (await first.pages.retrieve(page_id=DEMO_PAGE_ID))["id"] == DEMO_PAGE_ID
-            assert (await second.pages.retrieve(page_id=DEMO_SECOND_PAGE_ID))["id"] == (
-                DEMO_SECOND_PAGE_ID
-            )
+            assert (await second.pages.retrieve(page_id=DEMO_SECOND_PAGE_ID))["id"] == (DEMO_SECOND_PAGE_ID)
             assert (await second.blocks.children.list(block_id=DEMO_SECOND_PAGE_ID))["results"]
             assert (await _notion_error(first.pages.retrieve(page_id=DEMO_SECOND_PAGE_ID))).status == 404
             assert (await _notion_error(second.pages.retrieve(page_id=DEMO_PAGE_ID))).status == 404
@@ -291,9 +296,7 @@ async def _slack_error(call: Any) -> SlackApiError:
     return caught.value
 
 
-async def test_slack_teams_see_only_their_own_conversations(
-    slack_fake: FakeSlack, slack_url: str
-) -> None:
+async def test_slack_teams_see_only_their_own_conversations(slack_fake: FakeSlack, slack_url: str) -> None:
     """Another team's conversation answers ``channel_not_found``
     (https://docs.slack.dev/reference/methods/conversations.history and
     .../conversations.replies, "Errors"), like one that does not exist."""
@@ -322,9 +325,7 @@ async def test_slack_teams_see_only_their_own_conversations(
         slack_fake.post("C0ALPHA01", "from beta?", team_id=TEAM_B)
 
 
-async def test_slack_shared_channel_is_seen_by_both_teams(
-    slack_fake: FakeSlack, slack_url: str
-) -> None:
+async def test_slack_shared_channel_is_seen_by_both_teams(slack_fake: FakeSlack, slack_url: str) -> None:
     """A Slack Connect channel (https://docs.slack.dev/apis/slack-connect/) belongs to both
     teams: either team's token reads it."""
     root = slack_fake.post("C0SHARED1", "shared root", team_id=TEAM_B)
@@ -340,9 +341,7 @@ async def test_slack_shared_channel_is_seen_by_both_teams(
         assert len(replies["messages"]) == 2
 
 
-async def test_slack_auth_test_answers_each_tokens_team(
-    slack_fake: FakeSlack, slack_url: str
-) -> None:
+async def test_slack_auth_test_answers_each_tokens_team(slack_fake: FakeSlack, slack_url: str) -> None:
     """``auth.test`` (https://docs.slack.dev/reference/methods/auth.test) names the token's
     team, bot user and bot; ``enterprise_id`` only for a team of an Enterprise Grid."""
     a = await _slack(S_TOKEN_A, slack_url).auth_test()
@@ -370,9 +369,7 @@ async def test_slack_auth_test_answers_each_tokens_team(
     }
 
 
-async def test_slack_oauth_v2_access_exchanges_a_code_once(
-    slack_fake: FakeSlack, slack_url: str
-) -> None:
+async def test_slack_oauth_v2_access_exchanges_a_code_once(slack_fake: FakeSlack, slack_url: str) -> None:
     """``oauth.v2.access`` (https://docs.slack.dev/reference/methods/oauth.v2.access) as
     ``oauth_v2_access`` sends it (HTTP Basic client credentials) and with form-field
     credentials; its errors ``invalid_client_id``, ``bad_client_secret``, ``bad_redirect_uri``,
@@ -383,8 +380,13 @@ async def test_slack_oauth_v2_access_exchanges_a_code_once(
     anonymous = _slack(None, slack_url)
 
     async def exchange(**overrides: str) -> Any:
-        args = {"client_id": "1111.2222", "client_secret": "client-secret", "code": "code-b",
-                "redirect_uri": SLACK_REDIRECT, **overrides}
+        args = {
+            "client_id": "1111.2222",
+            "client_secret": "client-secret",
+            "code": "code-b",
+            "redirect_uri": SLACK_REDIRECT,
+            **overrides,
+        }
         return await anonymous.oauth_v2_access(**args)
 
     for overrides, error in (
@@ -458,9 +460,7 @@ async def test_slack_any_token_default_team_still_keeps_teams_apart() -> None:
     with BackgroundServer(fake.app()) as server:
         url = f"{server.url}/api/"
         assert (await _slack("xoxb-anything", url).auth_test())["team_id"] == DEFAULT_TEAM_ID
-        assert (await _slack("xoxb-anything", url).conversations_history(channel="C0ALPHA01"))[
-            "messages"
-        ]
+        assert (await _slack("xoxb-anything", url).conversations_history(channel="C0ALPHA01"))["messages"]
         error = await _slack_error(_slack(S_TOKEN_B, url).conversations_history(channel="C0ALPHA01"))
         assert error.response["error"] == "channel_not_found"
         fake.revoke("xoxb-anything")

@@ -55,7 +55,13 @@ RATE_LIMITED_MESSAGE = "You have been rate limited. Please try again in a few mi
 
 def test_retry_after_is_whole_seconds_rounded_up_at_least_one() -> None:
     assert [retry_after_seconds(w) for w in (0.001, 0.5, 1.0, 1.2, 6.5, 10.0, 61.0)] == [
-        1, 1, 1, 2, 7, 10, 61,
+        1,
+        1,
+        1,
+        2,
+        7,
+        10,
+        61,
     ]
 
 
@@ -122,7 +128,10 @@ def notion_for(notion: tuple[FakeNotion, str]) -> Iterator[NotionFor]:
         # notion_client would build loads the CA bundle, ~50 ms each.
         opened.append(httpx.Client(verify=False))
         return Client(
-            auth=token, base_url=notion[1], retry=False, log_level=logging.CRITICAL,
+            auth=token,
+            base_url=notion[1],
+            retry=False,
+            log_level=logging.CRITICAL,
             client=opened[-1],
         )
 
@@ -242,10 +251,14 @@ def test_notion_workspaces_have_their_own_buckets_and_share_them_across_tokens(
 
     fake.oauth_client("client", "client-secret")
     fake.authorization_code("code-b", WORKSPACE_B)
-    token = _answer(notion_for(None).oauth.token(  # B's bucket is empty: the exchange still works
-        client_id="client", client_secret="client-secret",
-        grant_type="authorization_code", code="code-b",
-    ))["access_token"]
+    token = _answer(
+        notion_for(None).oauth.token(  # B's bucket is empty: the exchange still works
+            client_id="client",
+            client_secret="client-secret",
+            grant_type="authorization_code",
+            code="code-b",
+        )
+    )["access_token"]
     _notion_429(notion_for(token).users.me)  # same workspace, same (empty) bucket
 
     with pytest.raises(APIResponseError) as caught:
@@ -447,9 +460,7 @@ def test_slack_teams_have_their_own_buckets(slack: tuple[FakeSlack, str]) -> Non
         fake.usage("T0NOWHERE")
 
 
-def test_slack_budget_comes_before_injected_faults(
-    slack: tuple[FakeSlack, str], clock: ManualClock
-) -> None:
+def test_slack_budget_comes_before_injected_faults(slack: tuple[FakeSlack, str], clock: ManualClock) -> None:
     """A call a queued fault answers went through the budget (charged and counted); a budget
     429 neither fires a fault nor counts towards its ``after``."""
     fake, url = slack

@@ -49,7 +49,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
 def test_the_example_source_is_loaded_through_its_entry_point(installed: None) -> None:
     assert "echo_source" not in sys.modules
     source = registry.get("echo")
-    assert "echo_source" in sys.modules               # imported by the entry point's loader
+    assert "echo_source" in sys.modules  # imported by the entry point's loader
     assert source.source_type == "echo"
     assert registry.source_types() == ["echo", "notion", "slack"]
     # Its typed settings, from the environment like every source's.
@@ -62,18 +62,24 @@ def test_the_example_source_is_loaded_through_its_entry_point(installed: None) -
 async def test_the_example_source_goes_from_webhook_to_document(
     installed: None, pool: AsyncConnectionPool[Any], database_url: str
 ) -> None:
-    settings = Settings(database_url=database_url, echo_signing_secret=SECRET,
-                        windows={"echo": SourceWindow(0.0, 0.0)}, poll_interval_seconds=0.1)
+    settings = Settings(
+        database_url=database_url,
+        echo_signing_secret=SECRET,
+        windows={"echo": SourceWindow(0.0, 0.0)},
+        poll_interval_seconds=0.1,
+    )
     app = create_app(settings, pool=pool)
-    body = json.dumps({"id": "evt-1", "page": "p-1", "title": "Hello",
-                       "text": "Echoed through debounce."}).encode()
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as client:
-        refused = await client.post("/webhooks/echo", content=body,
-                                    headers=sign_request("echo", body, "wrong"))
-        resp = await client.post("/webhooks/echo", content=body,
-                                 headers=sign_request("echo", body, SECRET))
+    body = json.dumps(
+        {"id": "evt-1", "page": "p-1", "title": "Hello", "text": "Echoed through debounce."}
+    ).encode()
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+    ):
+        refused = await client.post(
+            "/webhooks/echo", content=body, headers=sign_request("echo", body, "wrong")
+        )
+        resp = await client.post("/webhooks/echo", content=body, headers=sign_request("echo", body, SECRET))
     assert refused.status_code == 401 and refused.json()["error"] == "invalid_signature"
     assert resp.status_code == 200 and resp.json()["jobs"][0]["outcome"] == "created"
     syncers = registry.create_all(settings)

@@ -25,9 +25,7 @@ from debounce.migrate import migrate
 from debounce.web import create_app
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-NOTION_SECRET = json.loads((EXAMPLES / "notion" / "verification.json").read_text())[
-    "verification_token"
-]
+NOTION_SECRET = json.loads((EXAMPLES / "notion" / "verification.json").read_text())["verification_token"]
 SLACK_SECRET = "test-slack-signing-secret"
 ADMIN = "test-admin-token"
 
@@ -46,9 +44,10 @@ def settings(**changes: Any) -> Settings:
 @pytest.fixture
 async def client(pool: AsyncConnectionPool[Any]) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings(), pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c,
+    ):
         yield c
 
 
@@ -57,8 +56,13 @@ def body_of(source: str, name: str) -> bytes:
 
 
 async def post(
-    client: httpx.AsyncClient, source: str, body: bytes, *, secret: str | None = None,
-    headers: dict[str, str] | None = None, timestamp: int | None = None,
+    client: httpx.AsyncClient,
+    source: str,
+    body: bytes,
+    *,
+    secret: str | None = None,
+    headers: dict[str, str] | None = None,
+    timestamp: int | None = None,
 ) -> httpx.Response:
     key = secret or (NOTION_SECRET if source == "notion" else SLACK_SECRET)
     h = sign_request(source, body, key, timestamp=timestamp)
@@ -66,8 +70,10 @@ async def post(
     return await client.post(f"/webhooks/{source}", content=body, headers=h)
 
 
-async def rows(pool: AsyncConnectionPool[Any], sql: str = "select source_type, source_page_id, "
-               "event_count, status from sync_jobs order by id") -> list[tuple[Any, ...]]:
+async def rows(
+    pool: AsyncConnectionPool[Any],
+    sql: str = "select source_type, source_page_id, event_count, status from sync_jobs order by id",
+) -> list[tuple[Any, ...]]:
     async with pool.connection() as conn:
         cur = await conn.execute(sql)  # test-only SQL
         found: list[tuple[Any, ...]] = await cur.fetchall()
@@ -114,8 +120,12 @@ async def test_each_event_creates_its_job_and_a_replay_changes_nothing(
 async def test_events_of_one_page_debounce_into_one_job(
     client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
 ) -> None:
-    for name in ("page.created.json", "page.content_updated.json", "page.properties_updated.json",
-                 "comment.created.json"):
+    for name in (
+        "page.created.json",
+        "page.content_updated.json",
+        "page.properties_updated.json",
+        "comment.created.json",
+    ):
         resp = await post(client, "notion", body_of("notion", name))
         assert resp.status_code == 200
     assert await rows(pool) == [("notion", NOTION_PAGE, 4, "pending")]
@@ -144,12 +154,18 @@ async def test_concurrent_deliveries_are_batched_and_all_acknowledged(
         ("notion", "file_upload.completed.json", {"ok": True}),
         ("slack", "reaction_added.json", {"ok": True}),
         ("slack", "app_rate_limited.json", {"ok": True}),
-        ("slack", "url_verification.json",
-         {"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}),
+        (
+            "slack",
+            "url_verification.json",
+            {"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"},
+        ),
     ],
 )
 async def test_acknowledged_without_a_job(
-    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any], source: str, name: str,
+    client: httpx.AsyncClient,
+    pool: AsyncConnectionPool[Any],
+    source: str,
+    name: str,
     expected: dict[str, Any],
 ) -> None:
     resp = await post(client, source, body_of(source, name))
@@ -163,15 +179,15 @@ async def test_notion_verification_token_is_surfaced(
     client: httpx.AsyncClient, pool: AsyncConnectionPool[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     body = body_of("notion", "verification.json")
-    unsigned = await client.post("/webhooks/notion", content=body,
-                                 headers={"Content-Type": "application/json"})
+    unsigned = await client.post(
+        "/webhooks/notion", content=body, headers={"Content-Type": "application/json"}
+    )
     assert unsigned.status_code == 401  # a secret is configured: handshakes must be signed
     resp = await post(client, "notion", body)
     assert resp.status_code == 200
     assert NOTION_SECRET in caplog.text
     assert await rows(pool) == []
-    token = await client.get("/admin/verification-token/notion",
-                             headers={"Authorization": f"Bearer {ADMIN}"})
+    token = await client.get("/admin/verification-token/notion", headers={"Authorization": f"Bearer {ADMIN}"})
     assert token.status_code == 200 and token.json()["token"] == NOTION_SECRET
 
 
@@ -190,9 +206,7 @@ async def test_metrics_count_webhooks_and_queue_depth(client: httpx.AsyncClient)
 # --- refused requests write nothing -----------------------------------------------------------
 
 
-async def test_forged_signatures_are_401(
-    client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
-) -> None:
+async def test_forged_signatures_are_401(client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]) -> None:
     for source, name in (("notion", "page.created.json"), ("slack", "message.json")):
         resp = await post(client, source, body_of(source, name), secret="wrong-secret")
         assert resp.status_code == 401, resp.text
@@ -206,17 +220,17 @@ async def test_forged_signatures_are_401(
 async def test_stale_slack_timestamp_is_401(
     client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
 ) -> None:
-    resp = await post(client, "slack", body_of("slack", "message.json"),
-                      timestamp=int(time.time()) - 6 * 60)
+    resp = await post(client, "slack", body_of("slack", "message.json"), timestamp=int(time.time()) - 6 * 60)
     assert resp.status_code == 401
     assert await rows(pool) == []
 
 
 async def test_oversized_body_is_413(pool: AsyncConnectionPool[Any]) -> None:
     app = create_app(settings(max_body_bytes=1024), pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c,
+    ):
         event = json.loads(body_of("notion", "page.created.json"))
         event["padding"] = "x" * 5000
         resp = await post(c, "notion", json.dumps(event).encode())
@@ -266,8 +280,13 @@ async def test_unconfigured_source_is_503(pool: AsyncConnectionPool[Any]) -> Non
 
 
 async def test_admin_routes_refuse_without_token(client: httpx.AsyncClient) -> None:
-    for method, path in (("POST", "/resync/notion/abc"), ("GET", "/jobs"), ("GET", "/jobs/1"),
-                         ("POST", "/jobs/1/retry"), ("GET", "/stats")):
+    for method, path in (
+        ("POST", "/resync/notion/abc"),
+        ("GET", "/jobs"),
+        ("GET", "/jobs/1"),
+        ("POST", "/jobs/1/retry"),
+        ("GET", "/stats"),
+    ):
         assert (await client.request(method, path)).status_code == 401
         wrong = await client.request(method, path, headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401 and wrong.json()["error"] == "unauthorized"
@@ -308,8 +327,9 @@ async def test_resync_by_undashed_notion_id_hits_the_webhook_job(
     client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
 ) -> None:
     await post(client, "notion", body_of("notion", "page.created.json"))
-    resp = await client.post(f"/resync/notion/{NOTION_PAGE.replace('-', '').upper()}",
-                             headers={"Authorization": f"Bearer {ADMIN}"})
+    resp = await client.post(
+        f"/resync/notion/{NOTION_PAGE.replace('-', '').upper()}", headers={"Authorization": f"Bearer {ADMIN}"}
+    )
     assert resp.status_code == 202 and resp.json()["job"]["source_page_id"] == NOTION_PAGE
     assert await rows(pool) == [("notion", NOTION_PAGE, 1, "pending")]
 
@@ -318,18 +338,25 @@ async def test_resync_names_the_workspace_whose_token_reads_a_new_page(
     client: httpx.AsyncClient, pool: AsyncConnectionPool[Any]
 ) -> None:
     auth = {"Authorization": f"Bearer {ADMIN}"}
-    ws = await workspaces.save(pool, Keyring(new_key()), source_type="slack",
-                               external_id="T0RESYNC", name="Resync",
-                               credentials={"access_token": "xoxb-resync"})
+    ws = await workspaces.save(
+        pool,
+        Keyring(new_key()),
+        source_type="slack",
+        external_id="T0RESYNC",
+        name="Resync",
+        credentials={"access_token": "xoxb-resync"},
+    )
     resp = await client.post(f"/resync/slack/C0NEW?workspace_id={ws['id']}", headers=auth)
     assert resp.status_code == 202 and resp.json()["job"]["workspace_id"] == ws["id"]
     # An active job keeps its workspace; a workspace of another source, an unknown one or a
     # malformed id is refused before anything is written.
     again = await client.post("/resync/slack/C0NEW", headers=auth)
     assert again.json()["job"]["workspace_id"] == ws["id"]
-    for query, detail in ((f"workspace_id={ws['id']}", "is not a notion workspace"),
-                          ("workspace_id=999999", "is not a notion workspace"),
-                          ("workspace_id=x", "workspace_id must be a whole number")):
+    for query, detail in (
+        (f"workspace_id={ws['id']}", "is not a notion workspace"),
+        ("workspace_id=999999", "is not a notion workspace"),
+        ("workspace_id=x", "workspace_id must be a whole number"),
+    ):
         refused = await client.post(f"/resync/notion/{NOTION_PAGE}?{query}", headers=auth)
         assert refused.status_code == 400 and detail in refused.json()["detail"], refused.text
     assert await rows(pool) == [("slack", "C0NEW", 0, "pending")]
@@ -363,14 +390,20 @@ async def test_readyz_and_webhooks_follow_the_database_down_and_back() -> None:
         try:
             await migrate(url)
             pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                url, min_size=1, max_size=4, timeout=1.5, kwargs={"autocommit": True}, open=False,
+                url,
+                min_size=1,
+                max_size=4,
+                timeout=1.5,
+                kwargs={"autocommit": True},
+                open=False,
                 reconnect_timeout=60,
             )
             await pool.open(wait=True)
             app: Starlette = create_app(settings(), pool=pool)
-            async with app.router.lifespan_context(app), httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url="http://t"
-            ) as c:
+            async with (
+                app.router.lifespan_context(app),
+                httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c,
+            ):
                 assert (await c.get("/readyz")).status_code == 200
                 await asyncio.to_thread(server.cleanup)  # stop Postgres
                 started = time.monotonic()

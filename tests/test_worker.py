@@ -54,8 +54,13 @@ class ScriptedSyncer:
 
 
 def worker_settings(**changes: Any) -> Settings:
-    return Settings(database_url="unused", lease_seconds=5, poll_interval_seconds=1.0,
-                    worker_concurrency=4, shutdown_grace_seconds=2).with_(**changes)
+    return Settings(
+        database_url="unused",
+        lease_seconds=5,
+        poll_interval_seconds=1.0,
+        worker_concurrency=4,
+        shutdown_grace_seconds=2,
+    ).with_(**changes)
 
 
 @pytest.fixture
@@ -65,8 +70,7 @@ async def run_worker(
     started: list[tuple[Worker, asyncio.Task[None]]] = []
 
     def start(syncer: ScriptedSyncer, **changes: Any) -> Worker:
-        worker = Worker(worker_settings(**changes), pool, {"noop": syncer},
-                        conninfo=database_url)
+        worker = Worker(worker_settings(**changes), pool, {"noop": syncer}, conninfo=database_url)
         started.append((worker, asyncio.create_task(worker.run())))
         return worker
 
@@ -96,8 +100,9 @@ async def job_state(pool: AsyncConnectionPool[Any], job_id: int) -> SyncJob:
 
 async def test_success_completes(pool: AsyncConnectionPool[Any], run_worker: Any) -> None:
     syncer = ScriptedSyncer(lambda job: None)
-    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
-                            max_wait_seconds=0)
+    r = await one_job.enqueue(
+        pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0, max_wait_seconds=0
+    )
     job = r.job
     assert job is not None
     run_worker(syncer)
@@ -113,8 +118,9 @@ async def test_rate_limited_is_retried_at_retry_after_without_spending_an_attemp
     pool: AsyncConnectionPool[Any], run_worker: Any
 ) -> None:
     syncer = ScriptedSyncer(lambda job: RateLimited(1.5, "429 from source"))
-    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
-                            max_wait_seconds=0)
+    r = await one_job.enqueue(
+        pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0, max_wait_seconds=0
+    )
     job = r.job
     assert job is not None
     run_worker(syncer)
@@ -133,10 +139,10 @@ async def test_a_spent_budget_is_one_info_line_saying_when_the_job_goes_on(
 ) -> None:
     """Issue 28: "budget exhausted after 1 requests; yielding …" and "now pending (due <a time
     already past>)" read as trouble; a budget wait is normal operation."""
-    syncer = ScriptedSyncer(
-        lambda job: BudgetExhausted(0.4) if len(syncer.calls) == 1 else None)
-    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
-                              max_wait_seconds=0)
+    syncer = ScriptedSyncer(lambda job: BudgetExhausted(0.4) if len(syncer.calls) == 1 else None)
+    r = await one_job.enqueue(
+        pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0, max_wait_seconds=0
+    )
     job = r.job
     assert job is not None
     with caplog.at_level(logging.INFO, logger="debounce.worker"):
@@ -148,8 +154,10 @@ async def test_a_spent_budget_is_one_info_line_saying_when_the_job_goes_on(
         await wait_for(done)
     about = [rec for rec in caplog.records if getattr(rec, "job_id", None) == job.id]
     lines = [(rec.levelno, rec.getMessage()) for rec in about]
-    assert (logging.INFO, f"the noop source's API budget is spent: job {job.id} waits for a "
-            "request, due in 0.4 s") in lines, lines
+    assert (
+        logging.INFO,
+        f"the noop source's API budget is spent: job {job.id} waits for a request, due in 0.4 s",
+    ) in lines, lines
     assert not [m for _, m in lines if "exhausted" in m or m.startswith("now pending")], lines
     assert all(level == logging.INFO for level, _ in lines), lines
     assert len(syncer.calls) == 2
@@ -157,8 +165,9 @@ async def test_a_spent_budget_is_one_info_line_saying_when_the_job_goes_on(
 
 async def test_permanent_error_fails_at_once(pool: AsyncConnectionPool[Any], run_worker: Any) -> None:
     syncer = ScriptedSyncer(lambda job: PermanentError("token revoked"))
-    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
-                            max_wait_seconds=0)
+    r = await one_job.enqueue(
+        pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0, max_wait_seconds=0
+    )
     job = r.job
     assert job is not None
     run_worker(syncer)
@@ -176,8 +185,9 @@ async def test_other_errors_retry_with_backoff_and_record_type(
     pool: AsyncConnectionPool[Any], run_worker: Any
 ) -> None:
     syncer = ScriptedSyncer(lambda job: ConnectionResetError("peer went away"))
-    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0,
-                            max_wait_seconds=0)
+    r = await one_job.enqueue(
+        pool, "noop", "p", payload={}, event_id="e", debounce_seconds=0, max_wait_seconds=0
+    )
     job = r.job
     assert job is not None
     run_worker(syncer, backoff_seconds=(60.0,))
@@ -204,8 +214,9 @@ async def test_idle_worker_starts_a_job_soon_after_it_becomes_due(
     syncer = ScriptedSyncer(lambda job: None)
     run_worker(syncer, poll_interval_seconds=0.5)
     await asyncio.sleep(0.3)  # let the worker go idle
-    r = await one_job.enqueue(pool, "noop", "p", payload={}, event_id="e", debounce_seconds=1.2,
-                            max_wait_seconds=10)
+    r = await one_job.enqueue(
+        pool, "noop", "p", payload={}, event_id="e", debounce_seconds=1.2, max_wait_seconds=10
+    )
     job = r.job
     assert job is not None
     await wait_for(lambda: syncer.calls)
@@ -221,8 +232,7 @@ async def test_a_window_shorter_than_the_poll_interval_wakes_the_idle_worker(
     syncer = ScriptedSyncer(lambda job: None)
     run_worker(syncer, poll_interval_seconds=30.0)
     await asyncio.sleep(0.5)  # let the worker go idle on its 30 s poll
-    (r,) = await queue.enqueue(pool, [JobEvent("noop", "p", {}, "e", 0.3, 10)],
-                                     notify_within=30.0)
+    (r,) = await queue.enqueue(pool, [JobEvent("noop", "p", {}, "e", 0.3, 10)], notify_within=30.0)
     await wait_for(lambda: syncer.calls, timeout=10)
     assert r.scheduled_at is not None
     lag = (syncer.calls[0][1] - r.scheduled_at).total_seconds()
@@ -257,12 +267,17 @@ async def test_per_source_limit_leaves_room_for_other_sources(
     slow = Slow(lambda job: None)
     events = [JobEvent("busy", f"p{i}", {}, f"e{i}", 0, 0) for i in range(20)]
     await queue.enqueue(pool, events)
-    worker = Worker(worker_settings(worker_concurrency=4, worker_source_concurrency=3), pool,
-                    {"busy": slow, "quiet": slow}, conninfo=database_url)
+    worker = Worker(
+        worker_settings(worker_concurrency=4, worker_source_concurrency=3),
+        pool,
+        {"busy": slow, "quiet": slow},
+        conninfo=database_url,
+    )
     task = asyncio.create_task(worker.run())
     await wait_for(lambda: calls.count("busy") == 3)
-    await one_job.enqueue(pool, "quiet", "q", payload={}, event_id="q", debounce_seconds=0,
-                        max_wait_seconds=0)
+    await one_job.enqueue(
+        pool, "quiet", "q", payload={}, event_id="q", debounce_seconds=0, max_wait_seconds=0
+    )
     await wait_for(lambda: "quiet" in calls)
     assert calls.count("busy") == 3
     release.set()
@@ -277,8 +292,10 @@ async def test_per_source_limit_leaves_room_for_other_sources(
 @pytest.fixture
 def noop_log(database_url: str) -> Iterator[Callable[[str], list[tuple[Any, ...]]]]:
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("create table noop_log (job_id bigint, worker_pid int, attempts int, "
-                     "at timestamptz default clock_timestamp())")
+        conn.execute(
+            "create table noop_log (job_id bigint, worker_pid int, attempts int, "
+            "at timestamptz default clock_timestamp())"
+        )
 
         def query(sql: str) -> list[tuple[Any, ...]]:
             return conn.execute(sql).fetchall()
@@ -291,12 +308,18 @@ def spawn(database_url: str, tmp_path: Path) -> Iterator[Callable[..., subproces
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(**env: str) -> subprocess.Popen[bytes]:
-        full = {**os.environ, "DATABASE_URL": database_url, "DEBOUNCE_LEASE_SECONDS": "30",
-                "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.5", "DEBOUNCE_WORKER_CONCURRENCY": "8",
-                **env}
+        full = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DEBOUNCE_LEASE_SECONDS": "30",
+            "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.5",
+            "DEBOUNCE_WORKER_CONCURRENCY": "8",
+            **env,
+        }
         log = open(tmp_path / f"worker-{len(procs)}.log", "wb")
-        proc = subprocess.Popen([sys.executable, str(NOOP_WORKER)], env=full,
-                                stdout=subprocess.DEVNULL, stderr=log)
+        proc = subprocess.Popen(
+            [sys.executable, str(NOOP_WORKER)], env=full, stdout=subprocess.DEVNULL, stderr=log
+        )
         log.close()  # the child holds its own descriptor
         procs.append(proc)
         return proc
@@ -329,15 +352,16 @@ def poll(predicate: Callable[[], bool], timeout: float) -> None:
 
 
 @pytest.mark.slow
-def test_four_workers_sync_2000_jobs_exactly_once(
-    database_url: str, noop_log: Any, spawn: Any
-) -> None:
+def test_four_workers_sync_2000_jobs_exactly_once(database_url: str, noop_log: Any, spawn: Any) -> None:
     enqueue_due(database_url, 2000)
     workers = [spawn() for _ in range(4)]
-    poll(lambda: noop_log("select count(*) from sync_jobs where status = 'completed'")[0][0] == 2000,
-         timeout=90)
+    poll(
+        lambda: noop_log("select count(*) from sync_jobs where status = 'completed'")[0][0] == 2000,
+        timeout=90,
+    )
     (total, distinct, pids) = noop_log(
-        "select count(*), count(distinct job_id), count(distinct worker_pid) from noop_log")[0]
+        "select count(*), count(distinct job_id), count(distinct worker_pid) from noop_log"
+    )[0]
     assert total == 2000 and distinct == 2000
     assert pids >= 2  # the work was shared
     for proc in workers:
@@ -358,16 +382,16 @@ def test_kill_9_mid_sync_leaves_job_to_another_worker_after_lease(
     status = noop_log(f"select status from sync_jobs where id = {int(job_id)}")[0][0]
     assert status == "processing"
     spawn(DEBOUNCE_LEASE_SECONDS="1")
-    poll(lambda: noop_log(f"select status from sync_jobs where id = {int(job_id)}")[0][0]
-         == "completed", timeout=30)
+    poll(
+        lambda: noop_log(f"select status from sync_jobs where id = {int(job_id)}")[0][0] == "completed",
+        timeout=30,
+    )
     attempts = [r[0] for r in noop_log("select attempts from noop_log order by at")]
     assert attempts == [1, 2]
 
 
 @pytest.mark.slow
-def test_sigterm_lets_running_sync_finish_and_exits_0(
-    database_url: str, noop_log: Any, spawn: Any
-) -> None:
+def test_sigterm_lets_running_sync_finish_and_exits_0(database_url: str, noop_log: Any, spawn: Any) -> None:
     (job_id,) = enqueue_due(database_url, 1, {"sleep": 1.5})
     proc = spawn()
     poll(lambda: bool(noop_log("select 1 from noop_log")), timeout=20)
@@ -390,8 +414,10 @@ def test_sync_outlasting_grace_is_released_and_done_by_another_worker(
     status, attempts = noop_log(f"select status, attempts from sync_jobs where id = {int(job_id)}")[0]
     assert (status, attempts) == ("pending", 0)  # released untouched
     spawn()
-    poll(lambda: noop_log(f"select status from sync_jobs where id = {int(job_id)}")[0][0]
-         == "completed", timeout=20)
+    poll(
+        lambda: noop_log(f"select status from sync_jobs where id = {int(job_id)}")[0][0] == "completed",
+        timeout=20,
+    )
 
 
 @pytest.mark.slow
@@ -401,8 +427,12 @@ def test_serve_with_embedded_postgres_starts_answers_readyz_and_stops(tmp_path: 
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")}
     env["DEBOUNCE_DATA_DIR"] = str(tmp_path / "data")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "debounce", "serve", "--port", str(port)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "debounce", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -442,11 +472,16 @@ async def test_worker_survives_the_database_going_away_and_coming_back() -> None
             pool = open_pool(url, max_size=4, timeout=1.0)
             await pool.open(wait=True)
             syncer = ScriptedSyncer(lambda job: None)
-            worker = Worker(worker_settings(poll_interval_seconds=0.2, lease_seconds=2), pool,
-                            {"noop": syncer}, conninfo=url)
+            worker = Worker(
+                worker_settings(poll_interval_seconds=0.2, lease_seconds=2),
+                pool,
+                {"noop": syncer},
+                conninfo=url,
+            )
             task = asyncio.create_task(worker.run())
-            await one_job.enqueue(pool, "noop", "before", payload={}, event_id="a",
-                                debounce_seconds=0, max_wait_seconds=0)
+            await one_job.enqueue(
+                pool, "noop", "before", payload={}, event_id="a", debounce_seconds=0, max_wait_seconds=0
+            )
             await wait_for(lambda: len(syncer.calls) == 1)
             await asyncio.to_thread(server.cleanup)  # stop Postgres under the worker
             await asyncio.sleep(2.0)
@@ -454,8 +489,15 @@ async def test_worker_survives_the_database_going_away_and_coming_back() -> None
             server = pgserver.get_server(data_dir, cleanup_mode="stop")
             for _ in range(50):  # the test's own pool may hand out a dead connection first
                 try:
-                    r = await one_job.enqueue(pool, "noop", "after", payload={}, event_id="b",
-                                            debounce_seconds=0, max_wait_seconds=0)
+                    r = await one_job.enqueue(
+                        pool,
+                        "noop",
+                        "after",
+                        payload={},
+                        event_id="b",
+                        debounce_seconds=0,
+                        max_wait_seconds=0,
+                    )
                     break
                 except psycopg.OperationalError:
                     await asyncio.sleep(0.1)
@@ -481,8 +523,7 @@ async def test_rate_limited_source_is_paused_without_spinning(
     the pause ends instead of polling the database in a tight loop."""
     syncer = ScriptedSyncer(lambda job: RateLimited(1.0, "429"))
     await queue.enqueue(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0) for i in range(3)])
-    worker = Worker(worker_settings(worker_concurrency=1), pool, {"noop": syncer},
-                    conninfo=database_url)
+    worker = Worker(worker_settings(worker_concurrency=1), pool, {"noop": syncer}, conninfo=database_url)
     iterations = 0
     eligible = worker._eligible
 

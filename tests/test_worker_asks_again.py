@@ -43,31 +43,39 @@ async def statuses(pool: AsyncConnectionPool[Any]) -> dict[str, int]:
 
 
 async def test_a_workspace_at_its_limit_is_asked_again_when_one_of_its_syncs_ends(
-        pool: AsyncConnectionPool[Any], database_url: str) -> None:
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
     """A claim round that finds a workspace's jobs held (its K syncs in flight) sets the source
     aside; the end of one of those syncs asks again at once, not a poll interval later (a
     backfill of one workspace ran K syncs per poll interval: 122 pages took 60 s)."""
     key = Fernet.generate_key().decode()
-    settings = Settings(database_url="unused", secret_key=key, lease_seconds=30,
-                        poll_interval_seconds=30.0, worker_concurrency=4,
-                        workspace_concurrency=1)
-    row = await workspaces.save(pool, Keyring(key), source_type="noop", external_id="W",
-                                name="W", credentials={"access_token": "t"})
-    await queue.enqueue(pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0,
-                                             workspace_id=int(row["id"])) for i in range(2)])
+    settings = Settings(
+        database_url="unused",
+        secret_key=key,
+        lease_seconds=30,
+        poll_interval_seconds=30.0,
+        worker_concurrency=4,
+        workspace_concurrency=1,
+    )
+    row = await workspaces.save(
+        pool, Keyring(key), source_type="noop", external_id="W", name="W", credentials={"access_token": "t"}
+    )
+    await queue.enqueue(
+        pool, [JobEvent("noop", f"p{i}", {}, f"e{i}", 0, 0, workspace_id=int(row["id"])) for i in range(2)]
+    )
     gate = Gate()
     gate.hold = True
     worker = Worker(settings, pool, {"noop": gate}, conninfo=database_url)
     worker.outcomes.start()
     try:
-        assert await worker._claim_round() == 0.0               # the workspace's one sync
+        assert await worker._claim_round() == 0.0  # the workspace's one sync
         assert len(worker.running) == 1
-        assert await worker._claim_round() == 30.0              # held at K: nothing due
-        assert worker._eligible() == []                         # set aside
+        assert await worker._claim_round() == 30.0  # held at K: nothing due
+        assert worker._eligible() == []  # set aside
         gate.open.set()
-        await asyncio.wait(list(worker._tasks.values()))        # its outcome is recorded
+        await asyncio.wait(list(worker._tasks.values()))  # its outcome is recorded
         assert worker.completed == 1
-        assert worker._eligible() == [("noop", 3)]              # asked again at once
+        assert worker._eligible() == [("noop", 3)]  # asked again at once
         assert await worker._claim_round() == 0.0
         assert len(worker.running) == 1
         await asyncio.wait(list(worker._tasks.values()))

@@ -26,8 +26,13 @@ pytestmark = pytest.mark.slow
 
 
 def start_worker(env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "debounce", "worker"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "debounce", "worker"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 @pytest.fixture
@@ -41,8 +46,7 @@ def limited_role(database_url: str) -> Iterator[str]:
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f'create role "{role}" login')  # names are ours: <letter>_<hex>
         conn.execute(f'grant usage on schema "{schema}" to "{role}"')
-        conn.execute(f'grant select, insert, update, delete on all tables in schema "{schema}" '
-                     f'to "{role}"')
+        conn.execute(f'grant select, insert, update, delete on all tables in schema "{schema}" to "{role}"')
         conn.execute(f'grant usage on all sequences in schema "{schema}" to "{role}"')
         conn.execute(f'revoke insert, update on workspaces from "{role}"')
     try:
@@ -54,15 +58,20 @@ def limited_role(database_url: str) -> Iterator[str]:
 
 
 async def test_a_worker_that_cannot_prepare_says_why_once_a_try_and_still_returns_leases(
-        pool: AsyncConnectionPool[Any], limited_role: str) -> None:
+    pool: AsyncConnectionPool[Any], limited_role: str
+) -> None:
     # A job of no workspace, claimed by a worker that then died: its lease expires in 1 s.
     await queue.resync(pool, "slack", "C0DEAD")
-    dead = await queue.claim(pool, "worker-that-died", limit=1, lease_seconds=1.0,
-                                             source_slots={"slack": 1})
+    dead = await queue.claim(pool, "worker-that-died", limit=1, lease_seconds=1.0, source_slots={"slack": 1})
     assert len(dead) == 1
-    env = {**os.environ, "DATABASE_URL": limited_role, "NOTION_TOKEN": "secret_cannot_store",
-           "DEBOUNCE_LEASE_SECONDS": "1", "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.2",
-           "DEBOUNCE_LOG_FORMAT": "text"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": limited_role,
+        "NOTION_TOKEN": "secret_cannot_store",
+        "DEBOUNCE_LEASE_SECONDS": "1",
+        "DEBOUNCE_POLL_INTERVAL_SECONDS": "0.2",
+        "DEBOUNCE_LOG_FORMAT": "text",
+    }
     for name in ("SLACK_BOT_TOKEN", "DEBOUNCE_SECRET_KEY"):
         env.pop(name, None)
     proc = start_worker(env)
@@ -84,7 +93,9 @@ async def test_a_worker_that_cannot_prepare_says_why_once_a_try_and_still_return
     assert proc.returncode == 0, out
     said = [line for line in out.splitlines() if "cannot start" in line]
     assert said, out
-    assert "worker cannot start: preparing the workspaces failed with InsufficientPrivilege: " \
-           "permission denied for table workspaces; retrying in" in said[0]
+    assert (
+        "worker cannot start: preparing the workspaces failed with InsufficientPrivilege: "
+        "permission denied for table workspaces; retrying in" in said[0]
+    )
     assert "Traceback" not in out
     assert any("expired lease returned" in line for line in out.splitlines()), out

@@ -25,8 +25,9 @@ from debounce.worker.key_check import CredentialMarks
 TOKEN = "secret_workspace_token_0123456789"
 
 
-async def read_token(pool: AsyncConnectionPool[Any], keyring: Keyring | None,
-                     workspace_id: int) -> Mapping[str, Any] | None:
+async def read_token(
+    pool: AsyncConnectionPool[Any], keyring: Keyring | None, workspace_id: int
+) -> Mapping[str, Any] | None:
     """What a worker with ``keyring`` syncs workspace ``workspace_id`` with (as a backfill page
     reads it: ``Decrypter.for_workspace``)."""
     return await Decrypter(keyring, CredentialMarks(pool), pool).for_workspace(workspace_id)
@@ -36,8 +37,14 @@ async def test_credentials_are_encrypted_at_rest_and_never_listed(
     pool: AsyncConnectionPool[Any],
 ) -> None:
     keyring = Keyring(new_key())
-    row = await workspaces.save(pool, keyring, source_type="notion", external_id="ws-1",
-                                name="Acme", credentials={"access_token": TOKEN})
+    row = await workspaces.save(
+        pool,
+        keyring,
+        source_type="notion",
+        external_id="ws-1",
+        name="Acme",
+        credentials={"access_token": TOKEN},
+    )
     assert row["token_fingerprint"] == fingerprint(TOKEN) and "credentials" not in row
     async with pool.connection() as conn:
         cur = await conn.execute("select * from workspaces")  # test-only SQL
@@ -55,8 +62,14 @@ async def test_credentials_are_encrypted_at_rest_and_never_listed(
 
 async def test_a_key_rotates(pool: AsyncConnectionPool[Any]) -> None:
     old, new = new_key(), new_key()
-    row = await workspaces.save(pool, Keyring(old), source_type="slack", external_id="T1",
-                                name="Team", credentials={"access_token": "xoxb-1"})
+    row = await workspaces.save(
+        pool,
+        Keyring(old),
+        source_type="slack",
+        external_id="T1",
+        name="Team",
+        credentials={"access_token": "xoxb-1"},
+    )
     assert await workspaces.rotate_key(pool, Keyring(f"{new},{old}")) == 1
     creds = await read_token(pool, Keyring(new), row["id"])  # the old key is gone
     assert creds is not None and creds["access_token"] == "xoxb-1"
@@ -69,8 +82,7 @@ def test_a_malformed_key_is_a_configuration_error() -> None:
         Settings.from_env({"DEBOUNCE_SECRET_KEY": "not-a-fernet-key"})
 
 
-async def route(directory: workspaces.Directory, source_type: str,
-                external_id: str) -> workspaces.Route:
+async def route(directory: workspaces.Directory, source_type: str, external_id: str) -> workspaces.Route:
     """An event's route as the web finds it (``web/webhooks._routed``): the copy re-read when
     stale, then looked up."""
     if directory.stale():
@@ -83,8 +95,14 @@ async def test_routing_by_workspace(pool: AsyncConnectionPool[Any]) -> None:
     # No workspace at all for the source: as before workspaces existed.
     assert await route(directory, "notion", "ws-x") == workspaces.Route(True, None)
     keyring = Keyring(new_key())
-    a = await workspaces.save(pool, keyring, source_type="notion", external_id="ws-a", name="A",
-                              credentials={"access_token": "secret_a"})
+    a = await workspaces.save(
+        pool,
+        keyring,
+        source_type="notion",
+        external_id="ws-a",
+        name="A",
+        credentials={"access_token": "secret_a"},
+    )
     assert await route(directory, "notion", "ws-a") == workspaces.Route(True, a["id"])
     unknown = await route(directory, "notion", "ws-unknown")
     assert not unknown.accept and unknown.reason == "unknown_workspace"
@@ -105,23 +123,32 @@ async def test_jobs_of_a_paused_or_revoked_workspace_wait_and_others_are_claimed
     pool: AsyncConnectionPool[Any],
 ) -> None:
     keyring = Keyring(new_key())
-    a = await workspaces.save(pool, keyring, source_type="slack", external_id="TA", name="A",
-                              credentials={"access_token": "xoxb-a"})
-    b = await workspaces.save(pool, keyring, source_type="slack", external_id="TB", name="B",
-                              credentials={"access_token": "xoxb-b"})
-    await queue.enqueue(pool, [
-        JobEvent("slack", "CA", {}, "ea", 0, 0, workspace_id=a["id"]),
-        JobEvent("slack", "CB", {}, "eb", 0, 0, workspace_id=b["id"])])
+    a = await workspaces.save(
+        pool, keyring, source_type="slack", external_id="TA", name="A", credentials={"access_token": "xoxb-a"}
+    )
+    b = await workspaces.save(
+        pool, keyring, source_type="slack", external_id="TB", name="B", credentials={"access_token": "xoxb-b"}
+    )
+    await queue.enqueue(
+        pool,
+        [
+            JobEvent("slack", "CA", {}, "ea", 0, 0, workspace_id=a["id"]),
+            JobEvent("slack", "CB", {}, "eb", 0, 0, workspace_id=b["id"]),
+        ],
+    )
     await workspaces.set_status(pool, a["id"], "revoked", "invalid_auth")
     assert await queue.seconds_until_due(pool, ["notion", "slack"]) is not None
-    (claimed,) = [c.job for c in await queue.claim(
-        pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})]
+    (claimed,) = [
+        c.job for c in await queue.claim(pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})
+    ]
     assert claimed.source_page_id == "CB" and claimed.workspace_id == b["id"]
-    assert [c.job for c in await queue.claim(
-        pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})] == []
+    assert [
+        c.job for c in await queue.claim(pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})
+    ] == []
     await workspaces.set_status(pool, a["id"], "active")  # re-installed
-    (again,) = [c.job for c in await queue.claim(
-        pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})]
+    (again,) = [
+        c.job for c in await queue.claim(pool, "w", limit=10, lease_seconds=60, source_slots={"slack": 10})
+    ]
     assert again.source_page_id == "CA"
 
 
@@ -129,14 +156,18 @@ async def test_a_shared_channel_is_one_job_synced_by_the_team_that_spoke_last(
     pool: AsyncConnectionPool[Any],
 ) -> None:
     keyring = Keyring(new_key())
-    a = await workspaces.save(pool, keyring, source_type="slack", external_id="TA", name="A",
-                              credentials={"access_token": "xoxb-a"})
-    b = await workspaces.save(pool, keyring, source_type="slack", external_id="TB", name="B",
-                              credentials={"access_token": "xoxb-b"})
-    first = await one_job.enqueue_events(pool, [JobEvent("slack", "CSHARED", {}, "e1", 30, 300,
-                                                         workspace_id=a["id"])])
-    second = await one_job.enqueue_events(pool, [JobEvent("slack", "CSHARED", {}, "e2", 30, 300,
-                                                          workspace_id=b["id"])])
+    a = await workspaces.save(
+        pool, keyring, source_type="slack", external_id="TA", name="A", credentials={"access_token": "xoxb-a"}
+    )
+    b = await workspaces.save(
+        pool, keyring, source_type="slack", external_id="TB", name="B", credentials={"access_token": "xoxb-b"}
+    )
+    first = await one_job.enqueue_events(
+        pool, [JobEvent("slack", "CSHARED", {}, "e1", 30, 300, workspace_id=a["id"])]
+    )
+    second = await one_job.enqueue_events(
+        pool, [JobEvent("slack", "CSHARED", {}, "e2", 30, 300, workspace_id=b["id"])]
+    )
     assert first[0].job is not None and second[0].job is not None
     assert first[0].job.id == second[0].job.id and second[0].job.workspace_id == b["id"]
     assert second[0].job.event_count == 2
@@ -150,14 +181,15 @@ def old_schema(pg_server_url: str) -> Iterator[str]:
         conn.execute(f'create schema "{schema}"')  # name is ours
     url = make_conninfo(pg_server_url, options=f"-c search_path={schema}")
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("create table schema_migrations (version integer primary key, name text "
-                     "not null, applied_at timestamptz not null default now())")
+        conn.execute(
+            "create table schema_migrations (version integer primary key, name text "
+            "not null, applied_at timestamptz not null default now())"
+        )
         for version, name, text in migrations():
             if version >= 6:
                 break
             conn.execute(text.encode())
-            conn.execute("insert into schema_migrations (version, name) values (%s, %s)",
-                         (version, name))
+            conn.execute("insert into schema_migrations (version, name) values (%s, %s)", (version, name))
     try:
         yield url
     finally:
@@ -171,12 +203,16 @@ async def test_migrations_upgrade_a_populated_database(old_schema: str) -> None:
             await conn.execute(
                 "insert into sync_jobs (source_type, source_page_id, payload, event_id, "
                 "scheduled_at, first_event_at, max_wait_until, revision) values ('notion', %s, "
-                "'{}', %s, now(), now(), now(), 1)", [f"p{i}", f"e{i}"])
+                "'{}', %s, now(), now(), now(), 1)",
+                [f"p{i}", f"e{i}"],
+            )
         await conn.execute(
             "insert into documents (source_type, document_id, source_page_id, title, content, "
-            "content_sha256) values ('notion', 'd1', 'p1', 'Kept', '# Kept', 'x')")
+            "content_sha256) values ('notion', 'd1', 'p1', 'Kept', '# Kept', 'x')"
+        )
     assert [name for name in await migrate(old_schema)] == [
-        name for version, name, _ in migrations() if version >= 6]
+        name for version, name, _ in migrations() if version >= 6
+    ]
     async with await psycopg.AsyncConnection.connect(old_schema, autocommit=True) as conn:
         jobs = await queue.list_jobs(conn, limit=10)
         assert len(jobs.jobs) == 5 and all(j.workspace_id is None for j in jobs.jobs)
@@ -197,12 +233,19 @@ async def test_web_routes_events_by_workspace_and_slack_uninstall_revokes(
 
     keyring = Keyring(new_key())
     team = json.loads(body_of("slack", "message.json"))["team_id"]
-    connected = await workspaces.save(pool, keyring, source_type="slack", external_id=team,
-                                      name="Connected", credentials={"access_token": "xoxb-c"})
+    connected = await workspaces.save(
+        pool,
+        keyring,
+        source_type="slack",
+        external_id=team,
+        name="Connected",
+        credentials={"access_token": "xoxb-c"},
+    )
     app = create_app(settings(), pool=pool)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+    ):
         ok = await post(client, "slack", body_of("slack", "message.json"))
         assert ok.status_code == 200 and ok.json()["jobs"][0]["outcome"] == "created"
         stranger = json.loads(body_of("slack", "thread_reply.json"))
@@ -212,8 +255,13 @@ async def test_web_routes_events_by_workspace_and_slack_uninstall_revokes(
             auth["team_id"] = "TSTRANGER"
         dropped = await post(client, "slack", json.dumps(stranger).encode())
         assert dropped.status_code == 200 and dropped.json()["jobs"] == []
-        uninstall = {"type": "event_callback", "team_id": team, "event_id": "EvUninstall",
-                     "event": {"type": "app_uninstalled"}, "event_time": 1}
+        uninstall = {
+            "type": "event_callback",
+            "team_id": team,
+            "event_id": "EvUninstall",
+            "event": {"type": "app_uninstalled"},
+            "event_time": 1,
+        }
         gone = await post(client, "slack", json.dumps(uninstall).encode())
         assert gone.status_code == 200
         text = (await client.get("/metrics")).text
@@ -254,10 +302,12 @@ async def test_a_429_seen_by_one_worker_stops_every_worker_for_that_workspace_on
 
     key = new_key()
     keyring = Keyring(key)
-    a = await workspaces.save(pool, keyring, source_type="noop", external_id="A", name="A",
-                              credentials={"access_token": "a"})
-    b = await workspaces.save(pool, keyring, source_type="noop", external_id="B", name="B",
-                              credentials={"access_token": "b"})
+    a = await workspaces.save(
+        pool, keyring, source_type="noop", external_id="A", name="A", credentials={"access_token": "a"}
+    )
+    b = await workspaces.save(
+        pool, keyring, source_type="noop", external_id="B", name="B", credentials={"access_token": "b"}
+    )
     calls: list[tuple[int | None, datetime]] = []
 
     class Limited:
@@ -276,12 +326,19 @@ async def test_a_429_seen_by_one_worker_stops_every_worker_for_that_workspace_on
         async def aclose(self) -> None:
             return None
 
-    await queue.enqueue(pool, [JobEvent("noop", f"a{i}", {}, f"ea{i}", 0, 0, workspace_id=a["id"])
-                                    for i in range(8)]
-                              + [JobEvent("noop", f"b{i}", {}, f"eb{i}", 0, 0, workspace_id=b["id"])
-                                for i in range(4)])
-    settings = Settings(database_url=database_url, lease_seconds=30, poll_interval_seconds=0.2,
-                        worker_concurrency=2, shutdown_grace_seconds=1, secret_key=key)
+    await queue.enqueue(
+        pool,
+        [JobEvent("noop", f"a{i}", {}, f"ea{i}", 0, 0, workspace_id=a["id"]) for i in range(8)]
+        + [JobEvent("noop", f"b{i}", {}, f"eb{i}", 0, 0, workspace_id=b["id"]) for i in range(4)],
+    )
+    settings = Settings(
+        database_url=database_url,
+        lease_seconds=30,
+        poll_interval_seconds=0.2,
+        worker_concurrency=2,
+        shutdown_grace_seconds=1,
+        secret_key=key,
+    )
     workers = [Worker(settings, pool, {"noop": Limited()}, conninfo=database_url) for _ in range(2)]
     tasks = [asyncio.create_task(w.run()) for w in workers]
     try:

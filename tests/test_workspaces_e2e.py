@@ -40,22 +40,33 @@ async def world(pool: AsyncConnectionPool[Any], database_url: str) -> AsyncItera
     slack.oauth_client("slack-client", "slack-secret")
     with BackgroundServer(notion.app()) as ns, BackgroundServer(slack.app()) as ss:
         settings = Settings(
-            database_url=database_url, admin_token=ADMIN, secret_key=new_key(),
-            notion_base_url=ns.url, notion_client_id="notion-client",
-            notion_client_secret="notion-secret", notion_webhook_secret=NOTION_SECRET,
-            slack_api_url=ss.url + "/api/", slack_client_id="slack-client",
-            slack_client_secret="slack-secret", slack_signing_secret=SLACK_SECRET,
-            slack_authorize_url=ss.url + "/oauth/v2/authorize", public_url="https://debounce.test",
+            database_url=database_url,
+            admin_token=ADMIN,
+            secret_key=new_key(),
+            notion_base_url=ns.url,
+            notion_client_id="notion-client",
+            notion_client_secret="notion-secret",
+            notion_webhook_secret=NOTION_SECRET,
+            slack_api_url=ss.url + "/api/",
+            slack_client_id="slack-client",
+            slack_client_secret="slack-secret",
+            slack_signing_secret=SLACK_SECRET,
+            slack_authorize_url=ss.url + "/oauth/v2/authorize",
+            public_url="https://debounce.test",
             windows={"notion": SourceWindow(0, 0), "slack": SourceWindow(0, 0)},
             # Tokens and webhooks only: no backfill or reconciliation adds jobs of its own (those are
             # tests/test_backfill_e2e.py's).
-            backfill_on_connect=False, reconcile_interval_seconds=0)
+            backfill_on_connect=False,
+            reconcile_interval_seconds=0,
+        )
         app = create_app(settings, pool=pool)
-        async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="https://debounce.test"
-        ) as client:
-            yield {"notion": notion, "slack": slack, "client": client, "settings": settings,
-                   "pool": pool}
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="https://debounce.test"
+            ) as client,
+        ):
+            yield {"notion": notion, "slack": slack, "client": client, "settings": settings, "pool": pool}
 
 
 async def install(client: httpx.AsyncClient, source: str, code: str) -> httpx.Response:
@@ -63,8 +74,7 @@ async def install(client: httpx.AsyncClient, source: str, code: str) -> httpx.Re
     assert start.status_code == 302, start.text
     query = parse_qs(urlparse(start.headers["location"]).query)
     assert query["redirect_uri"] == [f"https://debounce.test/{source}/oauth_redirect"]
-    return await client.get(f"/{source}/oauth_redirect", params={"code": code,
-                                                                 "state": query["state"][0]})
+    return await client.get(f"/{source}/oauth_redirect", params={"code": code, "state": query["state"][0]})
 
 
 def got_ws(response: httpx.Response) -> dict[str, Any]:
@@ -80,8 +90,9 @@ async def test_forged_and_replayed_states_are_refused_and_store_nothing(world: d
     assert forged.status_code == 400 and "invalid" in forged.text
     start = await client.get("/notion/install")
     state = parse_qs(urlparse(start.headers["location"]).query)["state"][0]
-    assert (await client.get("/notion/oauth_redirect", params={"error": "access_denied",
-                                                               "state": state})).status_code == 400
+    assert (
+        await client.get("/notion/oauth_redirect", params={"error": "access_denied", "state": state})
+    ).status_code == 400
     replayed = await client.get("/notion/oauth_redirect", params={"code": "code-a", "state": state})
     assert replayed.status_code == 400  # the state was used up by the denied attempt
     other = await client.get("/slack/oauth_redirect", params={"code": "x", "state": state})
@@ -103,35 +114,48 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
         assert done.status_code == 200, done.text
     listed = (await client.get("/workspaces", headers={"Authorization": f"Bearer {ADMIN}"})).json()
     assert sorted(w["external_id"] for w in listed["workspaces"]) == sorted(
-        [NOTION_A, DEMO_SECOND_WORKSPACE_ID, DEFAULT_TEAM_ID, DEMO_SECOND_TEAM_ID])
+        [NOTION_A, DEMO_SECOND_WORKSPACE_ID, DEFAULT_TEAM_ID, DEMO_SECOND_TEAM_ID]
+    )
     dump = json.dumps(listed) + str(await scalar(pool, "select array_agg(credentials::text) from workspaces"))
     assert "ntn_token" not in dump and "xoxb-" not in dump
 
     async def send(source: str, body: dict[str, Any]) -> httpx.Response:
         raw = json.dumps(body).encode()
         secret = NOTION_SECRET if source == "notion" else SLACK_SECRET
-        return await client.post(f"/webhooks/{source}", content=raw,
-                                 headers=sign_request(source, raw, secret))
+        return await client.post(
+            f"/webhooks/{source}", content=raw, headers=sign_request(source, raw, secret)
+        )
 
     page_a = json.loads((EXAMPLES / "notion" / "page.created.json").read_text())
-    page_b = {**page_a, "id": "evt-b", "workspace_id": DEMO_SECOND_WORKSPACE_ID,
-              "entity": {"id": DEMO_SECOND_PAGE_ID, "type": "page"}}
+    page_b = {
+        **page_a,
+        "id": "evt-b",
+        "workspace_id": DEMO_SECOND_WORKSPACE_ID,
+        "entity": {"id": DEMO_SECOND_PAGE_ID, "type": "page"},
+    }
     message_a = json.loads((EXAMPLES / "slack" / "message.json").read_text())
-    message_b = {**message_a, "event_id": "EvB", "team_id": DEMO_SECOND_TEAM_ID,
-                 "authorizations": [], "event": {**message_a["event"], "channel": DEMO_SECOND_CHANNEL}}
+    message_b = {
+        **message_a,
+        "event_id": "EvB",
+        "team_id": DEMO_SECOND_TEAM_ID,
+        "authorizations": [],
+        "event": {**message_a["event"], "channel": DEMO_SECOND_CHANNEL},
+    }
     for source, body in (("notion", page_a), ("notion", page_b), ("slack", message_a), ("slack", message_b)):
         resp = await send(source, body)
         assert resp.status_code == 200 and resp.json()["jobs"][0]["outcome"] == "created", resp.text
 
     settings = world["settings"]
-    worker = Worker(settings, pool, registry.create_all(settings),
-                    conninfo=settings.database_url)
+    worker = Worker(settings, pool, registry.create_all(settings), conninfo=settings.database_url)
     running = asyncio.create_task(worker.run())
     try:
         await until(pool, "select count(*) = 4 from sync_jobs where status = 'completed'")
-        tagged = await scalar(pool, """select json_agg(json_build_array(d.source_type, d.source_page_id,
+        tagged = await scalar(
+            pool,
+            """select json_agg(json_build_array(d.source_type, d.source_page_id,
                                           w.external_id) order by d.document_id)
-                                        from documents d join workspaces w on w.id = d.workspace_id""")
+                                        from documents d join workspaces w on w.id = d.workspace_id""",
+        )
         pages = {(s, p.split("/")[0]): w for s, p, w in tagged}
         assert pages[("notion", DEMO_PAGE_ID)] == NOTION_A
         assert pages[("notion", DEMO_SECOND_PAGE_ID)] == DEMO_SECOND_WORKSPACE_ID
@@ -146,10 +170,13 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
             assert (await send("notion", {**page_b, "id": "evt-b" + suffix})).status_code == 200
         await until(pool, "select count(*) = 1 from workspaces where status = 'revoked'")
         await until(pool, "select count(*) = 5 from sync_jobs where status = 'completed'")
-        parked = await scalar(pool, f"""select json_build_array(j.status, j.last_error, w.status)
+        parked = await scalar(
+            pool,
+            f"""select json_build_array(j.status, j.last_error, w.status)
                                           from sync_jobs j join workspaces w on w.id = j.workspace_id
                                          where j.source_page_id = '{DEMO_PAGE_ID}'
-                                           and j.status in ('pending', 'processing')""")
+                                           and j.status in ('pending', 'processing')""",
+        )
         assert parked[0] == "pending" and "AuthRevoked" in parked[1] and parked[2] == "revoked"
         calls_before = sum(notion.calls.values())
         await asyncio.sleep(1.0)
@@ -173,7 +200,9 @@ async def until(pool: AsyncConnectionPool[Any], sql: str, timeout: float = 20) -
 
 
 async def test_operating_workspaces_from_the_cli_and_the_api(
-    world: dict[str, Any], database_url: str, monkeypatch: pytest.MonkeyPatch,
+    world: dict[str, Any],
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from debounce.cli import main
@@ -196,15 +225,17 @@ async def test_operating_workspaces_from_the_cli_and_the_api(
     (ws,) = (await client.get("/workspaces", headers=admin)).json()["workspaces"]
     paused = await client.post(f"/workspaces/{ws['id']}/pause", headers=admin)
     assert paused.status_code == 200 and paused.json()["workspace"]["status"] == "paused"
-    assert (await client.post(f"/workspaces/{ws['id']}/resume", headers=admin)).json()[
-        "workspace"]["status"] == "active"
+    assert (await client.post(f"/workspaces/{ws['id']}/resume", headers=admin)).json()["workspace"][
+        "status"
+    ] == "active"
     assert (await client.post("/workspaces/999/pause", headers=admin)).status_code == 404
     assert (await client.get("/workspaces/x", headers=admin)).status_code == 404
-    assert ws["budget"] == {"per_minute": 45.0, "burst": 5.0, "available": 5.0,
-                            "source_default": True}
+    assert ws["budget"] == {"per_minute": 45.0, "burst": 5.0, "available": 5.0, "source_default": True}
     wid = str(ws["id"])
-    assert await asyncio.to_thread(main, ["workspaces", "set-budget", wid, "--per-minute",
-                                          "1", "--burst", "1"]) == 0
+    assert (
+        await asyncio.to_thread(main, ["workspaces", "set-budget", wid, "--per-minute", "1", "--burst", "1"])
+        == 0
+    )
     assert "budget 1/min +1 (set for this workspace)" in capsys.readouterr().out
     got = (await client.get(f"/workspaces/{wid}", headers=admin)).json()["workspace"]["budget"]
     assert got == {"per_minute": 1.0, "burst": 1.0, "available": 1.0, "source_default": False}
@@ -224,15 +255,18 @@ async def test_operating_workspaces_from_the_cli_and_the_api(
     assert again.status_code == 202 and again.json()["workspace"]["backfill"]["id"] == first["id"]
     assert got_ws(await client.get(f"/workspaces/{wid}", headers=admin))["backfill"] == first
     assert (await client.post("/workspaces/999/backfill", headers=admin)).status_code == 404
-    assert await asyncio.to_thread(main, ["backfill", "slack", "--workspace", wid,
-                                          "--no-wait"]) == 0
+    assert await asyncio.to_thread(main, ["backfill", "slack", "--workspace", wid, "--no-wait"]) == 0
     assert "already running" in capsys.readouterr().out
     # --workspace takes the source's id of it too (issue 20, item 11); another source's is refused.
-    assert await asyncio.to_thread(main, ["backfill", "slack", "--workspace", DEMO_SECOND_TEAM_ID,
-                                          "--no-wait"]) == 0
+    assert (
+        await asyncio.to_thread(main, ["backfill", "slack", "--workspace", DEMO_SECOND_TEAM_ID, "--no-wait"])
+        == 0
+    )
     assert f"backfill of workspace {wid} ({DEMO_SECOND_TEAM_ID}): already running" in capsys.readouterr().out
-    assert await asyncio.to_thread(main, ["backfill", "notion", "--workspace", DEMO_SECOND_TEAM_ID,
-                                          "--no-wait"]) == 1
+    assert (
+        await asyncio.to_thread(main, ["backfill", "notion", "--workspace", DEMO_SECOND_TEAM_ID, "--no-wait"])
+        == 1
+    )
     assert f"no notion workspace {DEMO_SECOND_TEAM_ID}" in capsys.readouterr().err
     assert await asyncio.to_thread(main, ["workspaces", "set-reconcile", wid, "on"]) == 0
     assert "reconciliation on" in capsys.readouterr().out
@@ -241,8 +275,7 @@ async def test_operating_workspaces_from_the_cli_and_the_api(
     assert await asyncio.to_thread(main, ["workspaces", "remove", str(ws["id"])]) == 0
     # removed is a tombstone (migration 022): removing it again changes nothing, and may still
     # ask for its documents' deletion
-    assert await asyncio.to_thread(main, ["workspaces", "remove", str(ws["id"]),
-                                          "--purge-documents"]) == 0
+    assert await asyncio.to_thread(main, ["workspaces", "remove", str(ws["id"]), "--purge-documents"]) == 0
     assert "0 pending jobs and 0 backfills cancelled" in capsys.readouterr().out.splitlines()[-1]
     assert await asyncio.to_thread(main, ["workspaces", "remove", "999"]) == 1
     assert "no workspace" in capsys.readouterr().err
@@ -261,14 +294,21 @@ def test_a_worker_with_stored_tokens_and_no_key_exits_with_one_line(database_url
         from debounce.infra.secrets import Keyring
 
         async with Pool(database_url, kwargs={"autocommit": True}, open=False) as pool:
-            await ws.save(pool, Keyring(new_key()), source_type="slack", external_id="TX",
-                          name="X", credentials={"access_token": "xoxb-x"})
+            await ws.save(
+                pool,
+                Keyring(new_key()),
+                source_type="slack",
+                external_id="TX",
+                name="X",
+                credentials={"access_token": "xoxb-x"},
+            )
 
     asyncio.run(store())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEBOUNCE_", "SLACK_", "NOTION_"))}
     env["DATABASE_URL"] = database_url
-    done = subprocess.run([sys.executable, "-m", "debounce", "worker"], env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "debounce", "worker"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2, done.stderr
     assert "configuration error" in done.stderr and "DEBOUNCE_SECRET_KEY is not set" in done.stderr
     assert "Traceback" not in done.stderr

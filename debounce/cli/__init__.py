@@ -75,8 +75,13 @@ def _command(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any
     if args.command == "worker":
         return _worker(settings)
     if args.command in ("serve", "web"):
-        return serve(settings, args.host, args.port, demo=getattr(args, "demo", False),
-                     with_worker=args.command == "serve")
+        return serve(
+            settings,
+            args.host,
+            args.port,
+            demo=getattr(args, "demo", False),
+            with_worker=args.command == "serve",
+        )
     if args.command == "workspaces" and args.workspace_command == "new-key":
         return workspace_cmds.new_key_command(args)
     if args.command == "send":
@@ -122,5 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         raise
     except Exception as exc:  # the boundary: one line (.errors), never a traceback
-        return report(exc, "DATABASE_URL" if settings.database_url
-                      else f"the embedded database in {settings.data_dir}/")
+        return report(
+            exc, "DATABASE_URL" if settings.database_url else f"the embedded database in {settings.data_dir}/"
+        )

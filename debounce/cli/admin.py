@@ -24,14 +24,12 @@ def _print(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
-
 async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Manual re-sync of one page (due now); ``--workspace`` (id or the source's id): the
     workspace whose token reads a page debounce has not synced yet."""
     source = registry.sources().get(args.source)
     if source is None:
-        return fail(f"unknown source {args.source!r} (known: "
-                     f"{', '.join(registry.source_types())})", 2)
+        return fail(f"unknown source {args.source!r} (known: {', '.join(registry.source_types())})", 2)
     try:
         page_id = source.page_id(args.page_id)
     except ValueError as exc:
@@ -39,14 +37,19 @@ async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int
     workspace_id = None
     if args.workspace is not None:
         try:
-            workspace_id = int((await workspace_cmds.resolve_workspace(
-                pool, settings, args.workspace, args.source))["id"])
+            workspace_id = int(
+                (await workspace_cmds.resolve_workspace(pool, settings, args.workspace, args.source))["id"]
+            )
         except workspace_cmds.Refused as exc:
             return fail(str(exc), 1)
     try:
-        _print((await queue.resync(pool, args.source, page_id,
-                                   max_attempts=settings.max_attempts,
-                                   workspace_id=workspace_id)).to_json())
+        _print(
+            (
+                await queue.resync(
+                    pool, args.source, page_id, max_attempts=settings.max_attempts, workspace_id=workspace_id
+                )
+            ).to_json()
+        )
     except queue.JobConflict as exc:
         return fail(f"cannot re-sync: {exc}")
     return 0
@@ -55,19 +58,24 @@ async def resync(args: argparse.Namespace, settings: Settings, pool: Any) -> int
 async def jobs(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Jobs newest first: a table (payloads left out), or JSON with ``--json``."""
     try:
-        page = await queue.list_jobs(pool, status=args.status, source_type=args.source,
-                                     limit=args.limit, cursor=args.cursor)
+        page = await queue.list_jobs(
+            pool, status=args.status, source_type=args.source, limit=args.limit, cursor=args.cursor
+        )
     except ValueError as exc:
         return fail(f"error: {exc}", 2)
     if args.json:
         _print({"jobs": [j.to_json() for j in page.jobs], "next_cursor": page.next_cursor})
         return 0
-    print(f"{'id':>6}  {'source':8} {'page':38} {'status':10} {'events':>6} {'tries':>5}  "
-          f"{'due (UTC)':19}  last error")
+    print(
+        f"{'id':>6}  {'source':8} {'page':38} {'status':10} {'events':>6} {'tries':>5}  "
+        f"{'due (UTC)':19}  last error"
+    )
     for j in page.jobs:
         error = (j.last_error or "").splitlines()[0][:60] if j.last_error else ""
-        print(f"{j.id:>6}  {j.source_type:8} {j.source_page_id[:38]:38} {j.status.value:10} "
-              f"{j.event_count:>6} {j.attempts:>5}  {j.scheduled_at:%Y-%m-%d %H:%M:%S}  {error}")
+        print(
+            f"{j.id:>6}  {j.source_type:8} {j.source_page_id[:38]:38} {j.status.value:10} "
+            f"{j.event_count:>6} {j.attempts:>5}  {j.scheduled_at:%Y-%m-%d %H:%M:%S}  {error}"
+        )
     if page.next_cursor:
         print(f"more: debounce jobs --cursor {page.next_cursor}")
     return 0
@@ -91,8 +99,11 @@ async def retry(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
 
 async def prune(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Delete finished jobs, remembered event ids and feed changes past retention."""
-    done = await queue.prune(pool, args.older_than or settings.job_retention_seconds,
-                             event_older_than=settings.event_retention_seconds)
+    done = await queue.prune(
+        pool,
+        args.older_than or settings.job_retention_seconds,
+        event_older_than=settings.event_retention_seconds,
+    )
     assert done is not None
     done["changes"] = await feed.prune_changes(pool, settings.change_retention_seconds) or 0
     _print(done)
@@ -120,14 +131,17 @@ async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> 
         found = await _find_documents(pool, args.id)
         if len(found) > 1:
             listed = ", ".join(f"{r['id']} ({r['source_type']} {r['document_id']})" for r in found)
-            return fail(f"{args.id!r} names more than one document: {listed}; name the one "
-                         "you mean by its other id")
+            return fail(
+                f"{args.id!r} names more than one document: {listed}; name the one you mean by its other id"
+            )
         if not found:
             return fail(f"no document {args.id!r} (`debounce documents` lists the ids)")
         (row,) = found
-        print(f"# {row['title']}\n<!-- {row['source_type']} {row['document_id']} "
-              f"{row['url'] or ''} synced {row['synced_at']} -->\n"
-              f"<!-- audience: {audiences.describe(row)} -->\n")
+        print(
+            f"# {row['title']}\n<!-- {row['source_type']} {row['document_id']} "
+            f"{row['url'] or ''} synced {row['synced_at']} -->\n"
+            f"<!-- audience: {audiences.describe(row)} -->\n"
+        )
         print(row["content"])
         return 0
     rows = await reads.latest_documents(pool, source_type=args.source, limit=args.limit)
@@ -135,11 +149,15 @@ async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> 
         print(f"{'id':>6}  {'source':7} {'document id':45} {'size':>12}  {'audience':11} title")
     for r in rows:
         flag = " (deleted)" if r["deleted_at"] else ""
-        print(f"{r['id']:>6}  {r['source_type']:7} {r['document_id']:45} {r['chars']:6} chars  "
-              f"{audiences.short(r):11} {r['title'][:50]}{flag}")
+        print(
+            f"{r['id']:>6}  {r['source_type']:7} {r['document_id']:45} {r['chars']:6} chars  "
+            f"{audiences.short(r):11} {r['title'][:50]}{flag}"
+        )
     if rows:
-        print("newest first, as the dashboard's Documents page lists them; `debounce documents "
-              "--id ID` prints one: ID is the id or the document id")
+        print(
+            "newest first, as the dashboard's Documents page lists them; `debounce documents "
+            "--id ID` prints one: ID is the id or the document id"
+        )
     return 0
 
 
@@ -162,8 +180,7 @@ async def _find_documents(pool: Any, ref: str) -> list[Any]:
 
 def handshake_commands() -> dict[str, str]:
     """``{command name: source type}`` of the sources that have a handshake token."""
-    return {s.handshake_command: s.source_type for s in registry.sources().values()
-            if s.handshake_command}
+    return {s.handshake_command: s.source_type for s in registry.sources().values() if s.handshake_command}
 
 
 COMMANDS: dict[str, Command] = {

@@ -37,15 +37,18 @@ STALL_SECONDS = 15.0
 
 def add_parser(sub: Any) -> None:
     """Add ``backfill`` to the CLI's subparsers ``sub``."""
-    text = ("copy every page (channel) a workspace can see: list it and sync what is "
-            "missing or stale, in the bulk lane (the workers do it); shows the progress")
+    text = (
+        "copy every page (channel) a workspace can see: list it and sync what is "
+        "missing or stale, in the bulk lane (the workers do it); shows the progress"
+    )
     sp = sub.add_parser("backfill", help=text, description=text)
     sp.add_argument("source", choices=registry.source_types())
-    sp.add_argument("--workspace", metavar="ID",
-                    help="only this workspace: its id or the source's id of it (default: every "
-                         "active one of SOURCE)")
+    sp.add_argument(
+        "--workspace",
+        metavar="ID",
+        help="only this workspace: its id or the source's id of it (default: every active one of SOURCE)",
+    )
     sp.add_argument("--no-wait", action="store_true", help="request it and return")
-
 
 
 async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
@@ -62,22 +65,34 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         except Refused as exc:
             return fail(str(exc), exc.code)
     else:
-        rows = [r for r in await workspaces.list_workspaces(pool, budgets=settings.source_budgets())
-                if r["source_type"] == args.source]
+        rows = [
+            r
+            for r in await workspaces.list_workspaces(pool, budgets=settings.source_budgets())
+            if r["source_type"] == args.source
+        ]
     rows = [r for r in rows if r["status"] == "active"]
     source = registry.get(args.source)
     if not rows:
         token_env = next((s.env for s in source.settings if s.name == source.token_setting), None)
-        enough = (f"set {token_env} (its token is the environment's {args.source} workspace: "
-                  "enough for one), or connect one" if token_env and not token
-                  else "connect one")
-        return fail(f"no active {args.source} workspace: {enough} (debounce workspaces add "
-                    f"{args.source} --token …, or an install flow)")
+        enough = (
+            f"set {token_env} (its token is the environment's {args.source} workspace: "
+            "enough for one), or connect one"
+            if token_env and not token
+            else "connect one"
+        )
+        return fail(
+            f"no active {args.source} workspace: {enough} (debounce workspaces add "
+            f"{args.source} --token …, or an install flow)"
+        )
     for row in rows:
         started = await backfills.request(pool, row["id"], "backfill")
-        verb = ("is removed: nothing started" if started is None
-                else "started" if started.get("inserted")
-                else f"already running ({started['kind']})")
+        verb = (
+            "is removed: nothing started"
+            if started is None
+            else "started"
+            if started.get("inserted")
+            else f"already running ({started['kind']})"
+        )
         print(f"backfill of workspace {row['id']} ({row['external_id'] or row['name']}): {verb}")
     if args.no_wait:
         blocked = [b for row in rows if (b := await _blocked(pool, row)) is not None]
@@ -96,29 +111,35 @@ async def _blocked(pool: Any, row: dict[str, Any]) -> str | None:
     if error is None:
         return None
     reason, since = error
-    return (f"backfill of workspace {row['id']} ({row['source_type']} "
-            f"{row['external_id'] or row['name']}) blocked since "
-            f"{since.isoformat(timespec='seconds')}: {reason}; it goes on once a worker with the "
-            "right key starts")
+    return (
+        f"backfill of workspace {row['id']} ({row['source_type']} "
+        f"{row['external_id'] or row['name']}) blocked since "
+        f"{since.isoformat(timespec='seconds')}: {reason}; it goes on once a worker with the "
+        "right key starts"
+    )
 
 
 async def _watch(pool: Any, row: dict[str, Any], requests_per_page: float) -> int:
     """Show one workspace's backfill until it is done; 1 if it failed or is blocked."""
     per_minute = float(row["budget"]["per_minute"] or 0)
-    bar = tqdm(total=0, unit="page", desc=f"workspace {row['id']}", dynamic_ncols=True,
-               file=sys.stdout, disable=None)
+    bar = tqdm(
+        total=0, unit="page", desc=f"workspace {row['id']}", dynamic_ncols=True, file=sys.stdout, disable=None
+    )
     last, last_change, said = None, time.monotonic(), False
     try:
         while True:
-            p = await backfills.latest(pool, row["id"], per_minute=per_minute,
-                                          requests_per_page=requests_per_page)
+            p = await backfills.latest(
+                pool, row["id"], per_minute=per_minute, requests_per_page=requests_per_page
+            )
             if p is None:
                 return 1
             bar.total = max(p.enqueued + p.rechecks, 1)
             bar.n = p.synced
             eta = f"{p.eta_seconds:.0f} s" if p.eta_seconds is not None else "-"
-            bar.set_postfix_str(f"listed {p.discovered}, current {p.current}, "
-                                f"remaining {p.remaining}, ETA {eta} (budget)", refresh=False)
+            bar.set_postfix_str(
+                f"listed {p.discovered}, current {p.current}, remaining {p.remaining}, ETA {eta} (budget)",
+                refresh=False,
+            )
             bar.refresh()
             figures = (p.discovered, p.synced, p.remaining, p.status)
             if figures != last:
@@ -130,8 +151,10 @@ async def _watch(pool: Any, row: dict[str, Any], requests_per_page: float) -> in
                 bar.write(f"backfill failed: {p.error}")
                 return 1
             if p.status in ("done", "cancelled") and p.remaining == 0:
-                bar.write(f"workspace {row['id']}: {p.discovered} listed, {p.synced} synced, "
-                          f"{p.current} already current")
+                bar.write(
+                    f"workspace {row['id']}: {p.discovered} listed, {p.synced} synced, "
+                    f"{p.current} already current"
+                )
                 return 0
             blocked = await _blocked(pool, row)
             if blocked is not None:

@@ -27,9 +27,11 @@ def change_line(change: feed.Change) -> str:
     """One change as a line: op, source, document id, workspace, time (UTC), content hash and
     the cursor to resume after it."""
     workspace = change.workspace_id if change.workspace_id is not None else "-"
-    return (f"{change.op:6} {change.source:7} {change.document_id}  workspace={workspace}  "
-            f"{change.updated_at.isoformat()}  sha256={change.content_sha256[:16]}  "
-            f"cursor={change.cursor.encode()}")
+    return (
+        f"{change.op:6} {change.source:7} {change.document_id}  workspace={workspace}  "
+        f"{change.updated_at.isoformat()}  sha256={change.content_sha256[:16]}  "
+        f"cursor={change.cursor.encode()}"
+    )
 
 
 def _resume(cursor: feed.Cursor) -> str:
@@ -47,13 +49,14 @@ async def _check_workspace(pool: Any, workspace_id: int, source_type: str | None
     rows = await workspaces.list_workspaces(pool, workspace_id)
     if not rows:
         if not await feed.has_changes_of_workspace(pool, workspace_id):
-            raise CliError(f"error: no workspace {workspace_id} (`debounce workspaces list` "
-                           "shows the ids)")
+            raise CliError(f"error: no workspace {workspace_id} (`debounce workspaces list` shows the ids)")
         return
     kind = rows[0]["source_type"]
     if source_type is not None and kind != source_type:
-        raise CliError(f"error: workspace {workspace_id} is a {kind} workspace, not {source_type}: "
-                       "no change matches both filters")
+        raise CliError(
+            f"error: workspace {workspace_id} is a {kind} workspace, not {source_type}: "
+            "no change matches both filters"
+        )
 
 
 async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
@@ -87,8 +90,9 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         try:
             with contextlib.suppress(asyncio.CancelledError):
                 while True:
-                    page = await read_waiting(pool, signal, position, args.limit,
-                                              FOLLOW_WAIT_SECONDS, **filters)
+                    page = await read_waiting(
+                        pool, signal, position, args.limit, FOLLOW_WAIT_SECONDS, **filters
+                    )
                     for change in page.changes:
                         print(change_line(change), flush=True)
                     position = page.next

@@ -16,14 +16,18 @@ __all__ = ["add_parser", "hold_line", "run"]
 
 def add_parser(sub: Any) -> None:
     """Add ``deletions`` to the CLI's subparsers ``sub``."""
-    text = ("deletions held because they looked like a mistake (too many of a workspace at "
-            "once): list them, show what one holds, apply or dismiss it")
+    text = (
+        "deletions held because they looked like a mistake (too many of a workspace at "
+        "once): list them, show what one holds, apply or dismiss it"
+    )
     sp = sub.add_parser("deletions", help=text, description=text)
-    sp.add_argument("action", choices=["list", "show", "apply", "dismiss"],
-                    help="list: the open holds (--all: every one); show ID: what it holds; "
-                         "apply ID: delete its documents; dismiss ID: keep them")
-    sp.add_argument("hold", nargs="?", type=int, metavar="ID", help="the hold (show, apply, "
-                    "dismiss)")
+    sp.add_argument(
+        "action",
+        choices=["list", "show", "apply", "dismiss"],
+        help="list: the open holds (--all: every one); show ID: what it holds; "
+        "apply ID: delete its documents; dismiss ID: keep them",
+    )
+    sp.add_argument("hold", nargs="?", type=int, metavar="ID", help="the hold (show, apply, dismiss)")
     sp.add_argument("--all", action="store_true", help="list: resolved holds too")
     sp.add_argument("--limit", type=int, default=20, help="list, show: how many (default 20)")
 
@@ -31,10 +35,11 @@ def add_parser(sub: Any) -> None:
 def hold_line(hold: deletions.Hold) -> str:
     """One hold as a line: id, status, workspace, documents held, when, and the reason."""
     where = f"workspace={hold.workspace_id if hold.workspace_id is not None else '-'}"
-    count = (f"held={hold.held}" if hold.status == "held"
-             else f"{hold.status}={hold.resolved or 0}")
-    return (f"{hold.id:>5} {hold.status:9} {hold.source_type:7} {where}  {count}  "
-            f"since {hold.created_at.isoformat()}  {hold.reason}")
+    count = f"held={hold.held}" if hold.status == "held" else f"{hold.status}={hold.resolved or 0}"
+    return (
+        f"{hold.id:>5} {hold.status:9} {hold.source_type:7} {where}  {count}  "
+        f"since {hold.created_at.isoformat()}  {hold.reason}"
+    )
 
 
 async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
@@ -43,16 +48,16 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     if not 1 <= args.limit <= 1000:
         return fail("error: --limit must be between 1 and 1000", 2)
     if args.action == "list":
-        holds = await deletions.list_holds(pool, status=None if args.all else "held",
-                                           limit=args.limit)
+        holds = await deletions.list_holds(pool, status=None if args.all else "held", limit=args.limit)
         for hold in holds:
             print(hold_line(hold))
         if not holds:
             print("no held deletions" if not args.all else "no holds")
         return 0
     if args.hold is None:
-        return fail(f"error: deletions {args.action} needs the hold's id (debounce deletions "
-                    "list shows them)", 2)
+        return fail(
+            f"error: deletions {args.action} needs the hold's id (debounce deletions list shows them)", 2
+        )
     if args.action == "show":
         found = await deletions.get(pool, args.hold)
         if found is None:

@@ -41,9 +41,19 @@ from debounce.infra.secrets import Keyring, new_key
 if TYPE_CHECKING:
     from standins.demos import DemoSetup, DemoWorkspace
 
-__all__ = ["DEMO_ADMIN_TOKEN", "DEMO_LOCK_FILE", "DEMO_READ_TOKEN", "EXAMPLES", "Demo",
-           "connect_demo_workspaces", "demo_setups", "demo_tour", "fresh_event_id",
-           "hold_demo_lock", "start_demo"]
+__all__ = [
+    "DEMO_ADMIN_TOKEN",
+    "DEMO_LOCK_FILE",
+    "DEMO_READ_TOKEN",
+    "EXAMPLES",
+    "Demo",
+    "connect_demo_workspaces",
+    "demo_setups",
+    "demo_tour",
+    "fresh_event_id",
+    "hold_demo_lock",
+    "start_demo",
+]
 
 log = logging.getLogger("debounce.cli")
 
@@ -123,13 +133,14 @@ def hold_demo_lock(settings: Settings, host: str, port: int) -> int:
             f"a demo is already running in {settings.data_dir}/{where}: use it, stop it, or "
             f"start another with its own data: {unset}DEBOUNCE_DATA_DIR="
             f"{_free_data_dir(settings.data_dir)} PORT={_free_port(host, port)} debounce serve "
-            "--demo", 1) from None
+            "--demo",
+            1,
+        ) from None
     os.set_inheritable(fd, False)
     return fd
 
 
-def demo_setups(stack: contextlib.ExitStack | contextlib.AsyncExitStack
-                ) -> list[tuple[Source, DemoSetup]]:
+def demo_setups(stack: contextlib.ExitStack | contextlib.AsyncExitStack) -> list[tuple[Source, DemoSetup]]:
     """Start the stand-in of every registered source that has one (``standins.demos``),
     stopped by ``stack``; returns each source with its :class:`~standins.demos.DemoSetup`."""
     from standins.demos import DEMOS
@@ -172,9 +183,12 @@ def start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[Se
         changes["secret_key"] = _demo_key(Path(settings.data_dir))
     demo_run.state_file = Path(settings.data_dir) / DEMO_STATE_FILE
     stack.callback(demo_run.state_file.unlink, missing_ok=True)
-    demo = settings.with_(admin_token=settings.admin_token or DEMO_ADMIN_TOKEN,
-                          read_token=settings.read_token or DEMO_READ_TOKEN, windows=windows,
-                          **changes)
+    demo = settings.with_(
+        admin_token=settings.admin_token or DEMO_ADMIN_TOKEN,
+        read_token=settings.read_token or DEMO_READ_TOKEN,
+        windows=windows,
+        **changes,
+    )
     return demo, demo_run
 
 
@@ -196,16 +210,19 @@ async def connect_demo_workspaces(settings: Settings, pool: Any, demo_run: Demo)
     of each source), as ``debounce workspaces add`` would."""
     keyring = Keyring(settings.secret_key)
     for source_type, workspace in demo_run.workspaces:
-        await workspaces.save(pool, keyring, source_type=source_type,
-                              external_id=workspace.external_id, name=workspace.name,
-                              credentials={"access_token": workspace.token}, origin="cli")
-        log.info("demo: connected %s workspace %s (%s)", source_type, workspace.name,
-                 workspace.external_id)
+        await workspaces.save(
+            pool,
+            keyring,
+            source_type=source_type,
+            external_id=workspace.external_id,
+            name=workspace.name,
+            credentials={"access_token": workspace.token},
+            origin="cli",
+        )
+        log.info("demo: connected %s workspace %s (%s)", source_type, workspace.name, workspace.external_id)
 
 
-async def demo_tour(
-    settings: Settings, base: str, server: uvicorn.Server, pool: Any, demo_run: Demo
-) -> None:
+async def demo_tour(settings: Settings, base: str, server: uvicorn.Server, pool: Any, demo_run: Demo) -> None:
     """Once the server is up, log where the dashboard is and how to sign in and read, say where
     the demo is (:class:`~debounce.cli.send.DemoService`, for ``debounce send --demo``), post
     the example webhooks to ourselves (with event ids fresh to this run:
@@ -216,16 +233,23 @@ async def demo_tour(
     per wait)."""
     while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
         await asyncio.sleep(0.05)
-    how = (f"the admin token {DEMO_ADMIN_TOKEN!r} (the demo's; DEBOUNCE_ADMIN_TOKEN sets "
-           "another)" if settings.admin_token == DEMO_ADMIN_TOKEN else "DEBOUNCE_ADMIN_TOKEN")
+    how = (
+        f"the admin token {DEMO_ADMIN_TOKEN!r} (the demo's; DEBOUNCE_ADMIN_TOKEN sets another)"
+        if settings.admin_token == DEMO_ADMIN_TOKEN
+        else "DEBOUNCE_ADMIN_TOKEN"
+    )
     log.info("demo: dashboard at %s/admin/ — sign in with %s", base, how)
     read_token = settings.read_token or DEMO_READ_TOKEN
     demo_token = read_token == DEMO_READ_TOKEN
-    log.info("demo: consumers read the documents and the change feed with %s: curl -H "
-             "'Authorization: Bearer %s' %s/documents/changes",
-             f"the read token {DEMO_READ_TOKEN!r} (the demo's; DEBOUNCE_READ_TOKEN sets another)"
-             if demo_token else "DEBOUNCE_READ_TOKEN",
-             DEMO_READ_TOKEN if demo_token else "$DEBOUNCE_READ_TOKEN", base)
+    log.info(
+        "demo: consumers read the documents and the change feed with %s: curl -H "
+        "'Authorization: Bearer %s' %s/documents/changes",
+        f"the read token {DEMO_READ_TOKEN!r} (the demo's; DEBOUNCE_READ_TOKEN sets another)"
+        if demo_token
+        else "DEBOUNCE_READ_TOKEN",
+        DEMO_READ_TOKEN if demo_token else "$DEBOUNCE_READ_TOKEN",
+        base,
+    )
     local = base.replace("://0.0.0.0:", "://127.0.0.1:").replace("://[::]:", "://[::1]:")
     if demo_run.state_file is not None:
         DemoService(local, read_token, demo_run.edit_urls).save(demo_run.state_file.parent)
@@ -233,11 +257,12 @@ async def demo_tour(
     job_ids: set[int] = set()
     async with httpx.AsyncClient(timeout=10) as client:
         bodies = [(p.parent.name, _label(p), p.read_bytes()) for p in demo_run.files]
-        bodies += [(source, _workspace_label(source, w), json.dumps(w.event).encode())
-                   for source, w in demo_run.workspaces]
+        bodies += [
+            (source, _workspace_label(source, w), json.dumps(w.event).encode())
+            for source, w in demo_run.workspaces
+        ]
         for source, name, body in bodies:
-            job_ids.update(await _post(client, settings, base, source, name,
-                                       fresh_event_id(body, run)))
+            job_ids.update(await _post(client, settings, base, source, name, fresh_event_id(body, run)))
         await _drain(pool, server)
         after = await feed.head(pool)
         edits: list[tuple[str, str]] = []
@@ -249,9 +274,16 @@ async def demo_tour(
                 continue
             log.info("demo: the %s stand-in %s", source, edited.edited)
             edits.append((source, edited.text))
-            job_ids.update(await _post(client, settings, base, source,
-                                       f"{_label(path)} (its edit made real by the stand-in)",
-                                       edited.body))
+            job_ids.update(
+                await _post(
+                    client,
+                    settings,
+                    base,
+                    source,
+                    f"{_label(path)} (its edit made real by the stand-in)",
+                    edited.body,
+                )
+            )
     await _drain(pool, server)
     await _log_edits_in_feed(pool, server, after, edits)
     states: dict[str, int] = {}
@@ -260,15 +292,22 @@ async def demo_tour(
         state = job.status.value if job is not None else "gone"
         states[state] = states.get(state, 0) + 1
     documents = await reads.count_documents(pool)
-    log.info("demo: the examples' %d jobs: %s; %s documents in the `documents` table — see "
-             "them with `debounce documents` (DATABASE_URL unset uses the same embedded "
-             "database)", len(job_ids),
-             ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "none",
-             documents)
-    log.info("demo: edit the page again and see the change arrive: `%s`%s; then `debounce "
-             "documents changes` lists the feed", EDIT_COMMAND,
-             "" if demo_run.state_file is None or demo_run.state_file.parent == Path(".debounce")
-             else f" (with DEBOUNCE_DATA_DIR={demo_run.state_file.parent})")
+    log.info(
+        "demo: the examples' %d jobs: %s; %s documents in the `documents` table — see "
+        "them with `debounce documents` (DATABASE_URL unset uses the same embedded "
+        "database)",
+        len(job_ids),
+        ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "none",
+        documents,
+    )
+    log.info(
+        "demo: edit the page again and see the change arrive: `%s`%s; then `debounce "
+        "documents changes` lists the feed",
+        EDIT_COMMAND,
+        ""
+        if demo_run.state_file is None or demo_run.state_file.parent == Path(".debounce")
+        else f" (with DEBOUNCE_DATA_DIR={demo_run.state_file.parent})",
+    )
 
 
 def _label(path: Path) -> str:
@@ -283,16 +322,22 @@ def _workspace_label(source: str, workspace: DemoWorkspace) -> str:
     event = workspace.event
     inner = event.get("event")
     kind = inner.get("type") if isinstance(inner, dict) else event.get("type")
-    return (f"a {source} {kind} event of the second workspace, {workspace.name} "
-            f"({workspace.external_id}; built by the stand-in, no file)")
+    return (
+        f"a {source} {kind} event of the second workspace, {workspace.name} "
+        f"({workspace.external_id}; built by the stand-in, no file)"
+    )
 
 
-async def _post(client: httpx.AsyncClient, settings: Settings, base: str, source: str,
-                name: str, body: bytes) -> list[int]:
+async def _post(
+    client: httpx.AsyncClient, settings: Settings, base: str, source: str, name: str, body: bytes
+) -> list[int]:
     """Post one webhook ``body`` of ``source`` to ourselves, signed; log the answer; returns
     the job ids it names."""
-    resp = await client.post(f"{base}/webhooks/{source}", content=body,
-                             headers=sign_request(source, body, secret_for(settings, source)[0]))
+    resp = await client.post(
+        f"{base}/webhooks/{source}",
+        content=body,
+        headers=sign_request(source, body, secret_for(settings, source)[0]),
+    )
     log.info("demo: sent %s → %s %s", name, resp.status_code, resp.text[:200])
     return _job_ids(resp)
 
@@ -307,8 +352,9 @@ async def _drain(pool: Any, server: uvicorn.Server) -> None:
         await asyncio.sleep(0.5)
 
 
-async def _log_edits_in_feed(pool: Any, server: uvicorn.Server, after: feed.Cursor,
-                             edits: list[tuple[str, str]]) -> None:
+async def _log_edits_in_feed(
+    pool: Any, server: uvicorn.Server, after: feed.Cursor, edits: list[tuple[str, str]]
+) -> None:
     """Follow the change feed from ``after`` (:data:`DEMO_WAIT_SECONDS` at most) until each
     ``(source, text)`` of ``edits`` showed as a change of a document of ``source`` that
     contains ``text``; log each with that line of the document, or log the edits that did not
@@ -319,15 +365,24 @@ async def _log_edits_in_feed(pool: Any, server: uvicorn.Server, after: feed.Curs
         page = await feed.read_changes(pool, after, feed.MAX_LIMIT)
         after = page.next
         for change in page.changes:
-            row = (await reads.get_document(pool, change.source, change.document_id)
-                   if change.op == "upsert" else None)
+            row = (
+                await reads.get_document(pool, change.source, change.document_id)
+                if change.op == "upsert"
+                else None
+            )
             lines = str(row["content"]).splitlines() if row else []
             for edit in [e for e in remaining if e[0] == change.source]:
                 found = [line.strip() for line in lines if edit[1] in line]
                 if found:
                     remaining.remove(edit)
-                    log.info("demo: feed: %s %s/%s  %r  cursor=%s", change.op, change.source,
-                             change.document_id, found[0], change.cursor.encode())
+                    log.info(
+                        "demo: feed: %s %s/%s  %r  cursor=%s",
+                        change.op,
+                        change.source,
+                        change.document_id,
+                        found[0],
+                        change.cursor.encode(),
+                    )
                     break
         if remaining and page.at_head:
             await asyncio.sleep(0.25)
@@ -335,8 +390,12 @@ async def _log_edits_in_feed(pool: Any, server: uvicorn.Server, after: feed.Curs
         if server.should_exit:  # stopped early: the edit had no time, nothing went wrong
             log.info("demo: stopped before the %s edit %r reached the feed", source, text)
         else:
-            log.warning("demo: the %s edit %r did not reach the feed within %g s: see "
-                        "`debounce jobs`", source, text, DEMO_WAIT_SECONDS)
+            log.warning(
+                "demo: the %s edit %r did not reach the feed within %g s: see `debounce jobs`",
+                source,
+                text,
+                DEMO_WAIT_SECONDS,
+            )
 
 
 def _job_ids(resp: httpx.Response) -> list[int]:
@@ -346,5 +405,4 @@ def _job_ids(resp: httpx.Response) -> list[int]:
     except ValueError:
         return []
     jobs = body.get("jobs") if isinstance(body, dict) else None
-    return [int(j["job_id"]) for j in jobs or [] if isinstance(j, dict)
-            and isinstance(j.get("job_id"), int)]
+    return [int(j["job_id"]) for j in jobs or [] if isinstance(j, dict) and isinstance(j.get("job_id"), int)]

@@ -82,8 +82,7 @@ def one_line(exc: Exception, database: str = "DATABASE_URL") -> tuple[str, int]:
         return f"error: cannot reach{where}: {_first_line(exc)}", 1
     if isinstance(exc, OSError):
         return f"error: {_first_line(exc)}", 1
-    return (f"error: {exc.__class__.__name__}: {_first_line(exc)} "
-            "(DEBOUNCE_LOG_LEVEL=DEBUG shows where)"), 1
+    return (f"error: {exc.__class__.__name__}: {_first_line(exc)} (DEBOUNCE_LOG_LEVEL=DEBUG shows where)"), 1
 
 
 def report(exc: Exception, database: str = "DATABASE_URL") -> int:

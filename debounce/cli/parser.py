@@ -46,25 +46,36 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=text, description=text)
 
     command("migrate", "apply pending schema migrations (Procfile: release)")
-    for name, text in (("web", "run the HTTP service only (Procfile: web)"),
-                       ("serve", "web and worker in one process, migrating first; with no "
-                                 "DATABASE_URL an embedded Postgres under .debounce/ (which "
-                                 "the commands you run by hand then use too)")):
+    for name, text in (
+        ("web", "run the HTTP service only (Procfile: web)"),
+        (
+            "serve",
+            "web and worker in one process, migrating first; with no "
+            "DATABASE_URL an embedded Postgres under .debounce/ (which "
+            "the commands you run by hand then use too)",
+        ),
+    ):
         sp = command(name, text)
         sp.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
         sp.add_argument("--port", type=int, default=None, help="port (default $PORT or 8000)")
         if name == "serve":
-            sp.add_argument("--demo", action="store_true",
-                            help="start local stand-ins of the sources' APIs with demo "
-                                 "content, use demo secrets and short windows, and send the "
-                                 "example webhooks in examples/ to the service once it is up")
+            sp.add_argument(
+                "--demo",
+                action="store_true",
+                help="start local stand-ins of the sources' APIs with demo "
+                "content, use demo secrets and short windows, and send the "
+                "example webhooks in examples/ to the service once it is up",
+            )
     command("worker", "run the claim loop (Procfile: worker)")
     sp = command("resync", "sync one page now (manual re-sync, revives failed pages)")
     sp.add_argument("source", help=f"source type: {listed}")
     sp.add_argument("page_id", help="the page's id in its source (page, database, channel)")
-    sp.add_argument("--workspace", metavar="ID",
-                    help="the workspace whose token reads the page (its id or the source's id "
-                         "of it; default: the workspace of its document, else the environment's)")
+    sp.add_argument(
+        "--workspace",
+        metavar="ID",
+        help="the workspace whose token reads the page (its id or the source's id "
+        "of it; default: the workspace of its document, else the environment's)",
+    )
     sp = command("jobs", "list jobs, newest first (a table; --json for every field)")
     sp.add_argument("--status", choices=["pending", "processing", "completed", "failed"])
     sp.add_argument("--source", type=known_source, help=f"only this source ({listed})")
@@ -74,12 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     command("stats", "job counts by source and state, queue lag (JSON)")
     sp = command("retry", "retry a failed job now (attempts reset)")
     sp.add_argument("job_id", type=int, help="the job's id (debounce jobs --status failed)")
-    sp = command("prune", "delete finished jobs, remembered event ids and feed changes past "
-                          "retention")
+    sp = command("prune", "delete finished jobs, remembered event ids and feed changes past retention")
     sp.add_argument("--older-than", type=float, help="seconds (default 7 days)")
     sp = sub.add_parser(
-        "send", help="sign captured webhook bodies with the configured secret and post them to "
-        "a running service",
+        "send",
+        help="sign captured webhook bodies with the configured secret and post them to a running service",
         description="Sign captured webhook bodies with the configured secret and post them to a "
         "running service. With --demo, against a running `debounce serve --demo`: an example "
         "that describes an edit is first made real in the source's stand-in, and the command "
@@ -87,19 +97,29 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Edit a demo page and see the change arrive: `debounce send notion "
         "examples/notion/page.content_updated.json --demo` (Slack: `debounce send slack "
         "examples/slack/message_changed.json --demo`); then `debounce documents changes` "
-        "lists the feed.")
+        "lists the feed.",
+    )
     sp.add_argument("source", choices=names)
     sp.add_argument("files", nargs="+", help="JSON bodies, e.g. examples/<source>/<event>.json")
-    sp.add_argument("--url", default=None, help="service base URL (default: with --demo the "
-                    "running demo's, else http://127.0.0.1:$PORT)")
+    sp.add_argument(
+        "--url",
+        default=None,
+        help="service base URL (default: with --demo the running demo's, else http://127.0.0.1:$PORT)",
+    )
     sp.add_argument("--secret", help="signing secret (default: the source's configured secret)")
-    sp.add_argument("--demo", action="store_true",
-                    help="play the source's side of a running `debounce serve --demo` (the same "
-                         "DEBOUNCE_DATA_DIR): sign with its demo secret when the source's secret "
-                         "is not set, apply an example's edit to the stand-in before posting, "
-                         "and wait for the edit's change in the feed")
-    sp = command("standins", "run local stand-ins of the sources' APIs (with demo content) and "
-                             "print the variables that point debounce at them")
+    sp.add_argument(
+        "--demo",
+        action="store_true",
+        help="play the source's side of a running `debounce serve --demo` (the same "
+        "DEBOUNCE_DATA_DIR): sign with its demo secret when the source's secret "
+        "is not set, apply an example's edit to the stand-in before posting, "
+        "and wait for the edit's change in the feed",
+    )
+    sp = command(
+        "standins",
+        "run local stand-ins of the sources' APIs (with demo content) and "
+        "print the variables that point debounce at them",
+    )
     sp.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     for name, source in handshake_commands().items():
         sp = command(name, f"print the verification token {source} sent")
@@ -108,18 +128,29 @@ def build_parser() -> argparse.ArgumentParser:
     subscriptions.add_parser(sub)
     backfill.add_parser(sub)
     deletions.add_parser(sub)
-    sp = command("documents", "list synced documents, newest first (by id, as the dashboard's "
-                              "Documents page), or print one as Markdown; `documents changes` "
-                              "prints the change feed")
-    sp.add_argument("action", nargs="?", choices=["changes"],
-                    help="changes: the change feed, one line per change, then the cursor to "
-                         "resume from (docs/consumers.md)")
+    sp = command(
+        "documents",
+        "list synced documents, newest first (by id, as the dashboard's "
+        "Documents page), or print one as Markdown; `documents changes` "
+        "prints the change feed",
+    )
+    sp.add_argument(
+        "action",
+        nargs="?",
+        choices=["changes"],
+        help="changes: the change feed, one line per change, then the cursor to "
+        "resume from (docs/consumers.md)",
+    )
     sp.add_argument("--source", type=known_source, help=f"only this source ({listed})")
     sp.add_argument("--id", help="document id: print its Markdown")
     sp.add_argument("--limit", type=int, default=50, help="how many (default 50)")
-    sp.add_argument("--after", metavar="CURSOR", help="changes: after this cursor (default: "
-                    "from the oldest retained change)")
+    sp.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help="changes: after this cursor (default: from the oldest retained change)",
+    )
     sp.add_argument("--workspace", type=int, metavar="ID", help="changes: only this workspace")
-    sp.add_argument("--follow", action="store_true",
-                    help="changes: keep waiting for new changes until Ctrl-C")
+    sp.add_argument(
+        "--follow", action="store_true", help="changes: keep waiting for new changes until Ctrl-C"
+    )
     return p

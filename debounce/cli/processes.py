@@ -23,8 +23,7 @@ from debounce.infra.heap import freeze_startup_objects
 from debounce.infra.server import QuietServer
 from debounce.migrate import migrate, schema_status
 
-__all__ = ["PROCESS_COMMANDS", "bind", "database", "redact", "require_migrated", "run_worker",
-           "serve"]
+__all__ = ["PROCESS_COMMANDS", "bind", "database", "redact", "require_migrated", "run_worker", "serve"]
 
 log = logging.getLogger("debounce.cli")
 
@@ -61,16 +60,22 @@ async def database(settings: Settings, command: str) -> AsyncIterator[Settings]:
         yield settings
         return
     if command in PROCESS_COMMANDS:
-        raise CliError(f"configuration error: DATABASE_URL is not set (`debounce {command}` "
-                       "needs the service's database; only `debounce serve` starts an "
-                       "embedded Postgres)", 2)
+        raise CliError(
+            f"configuration error: DATABASE_URL is not set (`debounce {command}` "
+            "needs the service's database; only `debounce serve` starts an "
+            "embedded Postgres)",
+            2,
+        )
     from debounce.infra.embedded import EmbeddedPostgres
 
     embedded = EmbeddedPostgres(settings.data_dir)
     if command != "serve" and not embedded.exists():
-        raise CliError(f"configuration error: DATABASE_URL is not set and there is no "
-                       f"embedded database in {settings.data_dir}/ (`debounce serve` creates "
-                       "it; or set DATABASE_URL)", 2)
+        raise CliError(
+            f"configuration error: DATABASE_URL is not set and there is no "
+            f"embedded database in {settings.data_dir}/ (`debounce serve` creates "
+            "it; or set DATABASE_URL)",
+            2,
+        )
     url = await asyncio.to_thread(embedded.start, announce=command == "serve")
     try:
         yield settings.with_(database_url=url)
@@ -88,15 +93,18 @@ async def require_migrated(settings: Settings, *, embedded: bool) -> None:
         psycopg.OperationalError: the database is unreachable.
     """
     assert settings.database_url
-    async with await psycopg.AsyncConnection.connect(settings.database_url,
-                                                     autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(settings.database_url, autocommit=True) as conn:
         status = await schema_status(conn)
     if status.ok:
         return
-    how = ("run `debounce serve` (it migrates the embedded database in "
-           f"{settings.data_dir}/)" if embedded else "run `debounce migrate`")
-    raise CliError(f"database schema is not migrated (at version {status.current} of "
-                   f"{status.required}): {how}", 1)
+    how = (
+        f"run `debounce serve` (it migrates the embedded database in {settings.data_dir}/)"
+        if embedded
+        else "run `debounce migrate`"
+    )
+    raise CliError(
+        f"database schema is not migrated (at version {status.current} of {status.required}): {how}", 1
+    )
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -116,8 +124,9 @@ def bind(host: str, port: int) -> socket.socket:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise CliError(f"port {port} is in use: set PORT or --port", 1) from None
-        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}: "
-                       "set --host, PORT or --port", 1) from None
+        raise CliError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}: set --host, PORT or --port", 1
+        ) from None
     return sock
 
 
@@ -127,8 +136,12 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
 
     assert settings.database_url
     await check_connection_budget(settings.database_url, "worker", *settings.connections("worker"))
-    pool = open_pool(settings.database_url, max_size=settings.worker_pool_size(),
-                     timeout=settings.pool_timeout_seconds, name="debounce-worker")
+    pool = open_pool(
+        settings.database_url,
+        max_size=settings.worker_pool_size(),
+        timeout=settings.pool_timeout_seconds,
+        name="debounce-worker",
+    )
     await pool.open(wait=False)
     syncers = registry.create_all(settings)
     worker = Worker(settings, pool, syncers, conninfo=settings.database_url)
@@ -145,8 +158,11 @@ async def run_worker(settings: Settings, *, install_signal_handlers: bool = True
             metrics_server, _ = start_http_server(settings.metrics_port, registry=WORKER.registry)
         except OSError as exc:
             await pool.close()
-            raise CliError(f"cannot serve the worker's metrics on port {settings.metrics_port} "
-                           f"({exc.strerror or exc}): set DEBOUNCE_METRICS_PORT", 1) from None
+            raise CliError(
+                f"cannot serve the worker's metrics on port {settings.metrics_port} "
+                f"({exc.strerror or exc}): set DEBOUNCE_METRICS_PORT",
+                1,
+            ) from None
         log.info("worker metrics at http://0.0.0.0:%d/metrics", settings.metrics_port)
     try:
         await worker.run()
@@ -184,8 +200,7 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
         if demo_lock is not None:
             stack.callback(os.close, demo_lock)  # after the demo's state file is removed
         stack.callback(sock.close)
-        settings = await stack.enter_async_context(
-            database(settings, "serve" if with_worker else "web"))
+        settings = await stack.enter_async_context(database(settings, "serve" if with_worker else "web"))
         assert settings.database_url
         if with_worker:
             await migrate(settings.database_url)
@@ -194,19 +209,30 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
             settings, demo_run = start_demo(settings, stack)
         assert settings.database_url
         process = "serve" if with_worker else "web"
-        await check_connection_budget(settings.database_url, process,
-                                      *settings.connections(process))
-        pool = open_pool(settings.database_url,
-                         max_size=settings.pool_max_size + (4 if with_worker else 0),
-                         timeout=settings.pool_timeout_seconds, name="debounce")
+        await check_connection_budget(settings.database_url, process, *settings.connections(process))
+        pool = open_pool(
+            settings.database_url,
+            max_size=settings.pool_max_size + (4 if with_worker else 0),
+            timeout=settings.pool_timeout_seconds,
+            name="debounce",
+        )
         await pool.open(wait=True, timeout=30)
         stack.push_async_callback(pool.close)
         if demo_run is not None:
             await connect_demo_workspaces(settings, pool, demo_run)
         app = create_app(settings, pool=pool, freeze_heap=True)
-        server = QuietServer(uvicorn.Config(app, host=host, port=port, log_config=None,
-                                            access_log=False, lifespan="on", proxy_headers=True,
-                                            forwarded_allow_ips=settings.forwarded_allow_ips))
+        server = QuietServer(
+            uvicorn.Config(
+                app,
+                host=host,
+                port=port,
+                log_config=None,
+                access_log=False,
+                lifespan="on",
+                proxy_headers=True,
+                forwarded_allow_ips=settings.forwarded_allow_ips,
+            )
+        )
         worker = None
         if with_worker:
             syncers = registry.create_all(settings)
@@ -226,8 +252,13 @@ async def serve(settings: Settings, host: str, port: int, *, demo: bool, with_wo
         if worker is not None:
             tasks.append(asyncio.create_task(worker.run()))
         base = f"http://{host}:{port}"
-        log.info("serving %s (webhooks at %s/webhooks/{%s}; database %s)", base, base,
-                 ",".join(registry.source_types()), redact(settings.database_url))
+        log.info(
+            "serving %s (webhooks at %s/webhooks/{%s}; database %s)",
+            base,
+            base,
+            ",".join(registry.source_types()),
+            redact(settings.database_url),
+        )
         if demo_run is not None:
             tasks.append(asyncio.create_task(demo_tour(settings, base, server, pool, demo_run)))
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -254,8 +285,10 @@ async def standins(host: str) -> int:
             for name, value in setup.settings.items():
                 print(f"export {env.get(name, name.upper())}={value}")
             for w in setup.workspaces:  # sourcing skips comments: these are for a person
-                print(f"# another {source.source_type} workspace, {w.name} ({w.external_id}): "
-                      f"debounce workspaces add {source.source_type} --token {w.token}")
+                print(
+                    f"# another {source.source_type} workspace, {w.name} ({w.external_id}): "
+                    f"debounce workspaces add {source.source_type} --token {w.token}"
+                )
         print("# the stand-ins run until Ctrl-C", flush=True)
         await stopped.wait()
     return 0

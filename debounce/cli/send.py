@@ -24,8 +24,17 @@ from debounce import registry
 from debounce.cli.errors import CliError
 from debounce.config import Settings
 
-__all__ = ["DEMO_STATE_FILE", "DEMO_WAIT_SECONDS", "DemoEdited", "DemoService", "demo_edit",
-           "fresh_event_id", "secret_for", "send", "sign_request"]
+__all__ = [
+    "DEMO_STATE_FILE",
+    "DEMO_WAIT_SECONDS",
+    "DemoEdited",
+    "DemoService",
+    "demo_edit",
+    "fresh_event_id",
+    "secret_for",
+    "send",
+    "sign_request",
+]
 
 #: The file (in the data directory, ``DEBOUNCE_DATA_DIR``) in which a running ``serve --demo``
 #: says where it is; removed when it stops.
@@ -63,9 +72,11 @@ def secret_for(settings: Settings, source: str, *, demo: bool = False) -> tuple[
         return configured, spec.secret_env() or "the configured secret"
     if demo and spec.demo_secret:
         return spec.demo_secret, "the demo secret of `debounce serve --demo`"
-    raise SystemExit(f"error: {spec.secret_env() or 'the signing secret'} is not set: set it, "
-                     "pass --secret, or pass --demo to sign with the demo secret of "
-                     "`debounce serve --demo`")
+    raise SystemExit(
+        f"error: {spec.secret_env() or 'the signing secret'} is not set: set it, "
+        "pass --secret, or pass --demo to sign with the demo secret of "
+        "`debounce serve --demo`"
+    )
 
 
 def fresh_event_id(body: bytes, run: str) -> bytes:
@@ -102,8 +113,12 @@ class DemoService:
         data_dir.mkdir(parents=True, exist_ok=True)
         path = data_dir / DEMO_STATE_FILE
         path.touch(mode=0o600)
-        path.write_text(json.dumps({"url": self.url, "read_token": self.read_token,
-                                    "edit_urls": self.edit_urls}, indent=2) + "\n")
+        path.write_text(
+            json.dumps(
+                {"url": self.url, "read_token": self.read_token, "edit_urls": self.edit_urls}, indent=2
+            )
+            + "\n"
+        )
         return path
 
     @classmethod
@@ -114,12 +129,14 @@ class DemoService:
             raw = json.loads((data_dir / DEMO_STATE_FILE).read_text())
         except (OSError, ValueError):
             return None
-        if not (isinstance(raw, dict) and isinstance(raw.get("url"), str)
-                and isinstance(raw.get("read_token"), str)
-                and isinstance(raw.get("edit_urls"), dict)):
+        if not (
+            isinstance(raw, dict)
+            and isinstance(raw.get("url"), str)
+            and isinstance(raw.get("read_token"), str)
+            and isinstance(raw.get("edit_urls"), dict)
+        ):
             return None
-        return cls(raw["url"], raw["read_token"],
-                   {str(k): str(v) for k, v in raw["edit_urls"].items()})
+        return cls(raw["url"], raw["read_token"], {str(k): str(v) for k, v in raw["edit_urls"].items()})
 
 
 @dataclass(frozen=True)
@@ -140,19 +157,21 @@ async def demo_edit(client: httpx.AsyncClient, edit_url: str, body: bytes) -> De
         CliError: the stand-in is unreachable, or refused the example (one line).
     """
     try:
-        resp = await client.post(edit_url, content=body,
-                                 headers={"content-type": "application/json"})
+        resp = await client.post(edit_url, content=body, headers={"content-type": "application/json"})
     except httpx.HTTPError as exc:
-        raise CliError(f"cannot reach the demo's stand-in at {edit_url} ({exc}): is "
-                       "`debounce serve --demo` still running?") from None
+        raise CliError(
+            f"cannot reach the demo's stand-in at {edit_url} ({exc}): is "
+            "`debounce serve --demo` still running?"
+        ) from None
     answer = _json(resp)
     if resp.status_code == 404 and answer.get("error") == "not_an_edit":
         return None
     if resp.status_code != 200 or not isinstance(answer.get("webhook"), dict):
-        raise CliError(f"the demo's stand-in refused the edit: {resp.status_code} "
-                       f"{answer.get('detail') or resp.text[:200]}")
-    return DemoEdited(str(answer["edited"]), str(answer["text"]),
-                      json.dumps(answer["webhook"]).encode())
+        raise CliError(
+            f"the demo's stand-in refused the edit: {resp.status_code} "
+            f"{answer.get('detail') or resp.text[:200]}"
+        )
+    return DemoEdited(str(answer["edited"]), str(answer["text"]), json.dumps(answer["webhook"]).encode())
 
 
 def _json(resp: httpx.Response) -> dict[str, Any]:
@@ -174,8 +193,7 @@ class _Feed:
 
     async def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         try:
-            resp = await self.client.get(self.url + path, params=params, headers=self.headers,
-                                         timeout=60)
+            resp = await self.client.get(self.url + path, params=params, headers=self.headers, timeout=60)
         except httpx.HTTPError as exc:
             raise CliError(f"cannot read {self.url}{path} ({exc})") from None
         if resp.status_code != 200:
@@ -186,8 +204,9 @@ class _Feed:
         """The cursor past every change servable now."""
         after: str | None = None
         while True:
-            page = await self._get("/documents/changes",
-                                   {"limit": "1000", **({"after": after} if after else {})})
+            page = await self._get(
+                "/documents/changes", {"limit": "1000", **({"after": after} if after else {})}
+            )
             after = str(page["next"])
             if len(page["changes"]) < 1000:
                 return after
@@ -199,19 +218,22 @@ class _Feed:
         remaining = list(edits)
         deadline = time.monotonic() + DEMO_WAIT_SECONDS
         while remaining and (left := deadline - time.monotonic()) > 0:
-            page = await self._get("/documents/changes",
-                                   {"after": after, "wait": f"{min(left, 30.0):.1f}"})
+            page = await self._get("/documents/changes", {"after": after, "wait": f"{min(left, 30.0):.1f}"})
             after = str(page["next"])
             for change in page["changes"]:
                 found = await self._edit_in(change, remaining)
                 if found is not None:
                     remaining.remove(found[0])
-                    print(f"feed: {change['op']} {change['source']}/{change['document_id']}  "
-                          f"{found[1]!r}  cursor={change['cursor']}", flush=True)
+                    print(
+                        f"feed: {change['op']} {change['source']}/{change['document_id']}  "
+                        f"{found[1]!r}  cursor={change['cursor']}",
+                        flush=True,
+                    )
         return not remaining
 
-    async def _edit_in(self, change: dict[str, Any], edits: list[tuple[str, str]]
-                       ) -> tuple[tuple[str, str], str] | None:
+    async def _edit_in(
+        self, change: dict[str, Any], edits: list[tuple[str, str]]
+    ) -> tuple[tuple[str, str], str] | None:
         """The edit of ``edits`` that ``change``'s document now contains, and its line."""
         wanted = [e for e in edits if e[0] == change["source"]]
         if not wanted or change["op"] != "upsert":
@@ -225,8 +247,15 @@ class _Feed:
         return None
 
 
-async def send(source: str, files: list[str], url: str | None, secret: str | None,
-               settings: Settings, *, demo: bool = False) -> int:
+async def send(
+    source: str,
+    files: list[str],
+    url: str | None,
+    secret: str | None,
+    settings: Settings,
+    *,
+    demo: bool = False,
+) -> int:
     """Post each of ``files`` (raw webhook bodies) to ``url``'s ``/webhooks/{source}``, signed
     with ``secret`` (default: :func:`secret_for`; which one is said on stderr). ``url``
     defaults to the running demo's (with ``demo``), else ``http://127.0.0.1:$PORT``.
@@ -246,9 +275,11 @@ async def send(source: str, files: list[str], url: str | None, secret: str | Non
     """
     missing = [file for file in files if not await asyncio.to_thread(Path(file).is_file)]
     if missing:  # before the secret: the file is what the user typed last
-        print(f"{missing[0]}: cannot read: No such file or directory"
-              + (f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""),
-              file=sys.stderr)
+        print(
+            f"{missing[0]}: cannot read: No such file or directory"
+            + (f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""),
+            file=sys.stderr,
+        )
         return 1
     failures = 0
     key, origin = (secret, "--secret") if secret else secret_for(settings, source, demo=demo)
@@ -256,9 +287,11 @@ async def send(source: str, files: list[str], url: str | None, secret: str | Non
     service = DemoService.load(Path(settings.data_dir)) if demo else None
     url = (url or (service.url if service else f"http://127.0.0.1:{settings.port}")).rstrip("/")
     if demo and service is None:
-        print(f"no running `debounce serve --demo` here ({Path(settings.data_dir) / DEMO_STATE_FILE}"
-              " is missing): the files are posted as they are, no stand-in is edited",
-              file=sys.stderr)
+        print(
+            f"no running `debounce serve --demo` here ({Path(settings.data_dir) / DEMO_STATE_FILE}"
+            " is missing): the files are posted as they are, no stand-in is edited",
+            file=sys.stderr,
+        )
     edit_url = service.edit_urls.get(source) if service else None
     edits: list[tuple[str, str]] = []
     async with httpx.AsyncClient(timeout=10) as client:
@@ -288,12 +321,18 @@ async def send(source: str, files: list[str], url: str | None, secret: str | Non
             print(f"{file}: {resp.status_code} {resp.text}", flush=True)
             failures += resp.status_code >= 300
         if feed is not None and edits and after is not None and not failures:
-            print("waiting for the sync to write the edit (after the source's debounce "
-                  "window) and for its change in the feed …", file=sys.stderr, flush=True)
+            print(
+                "waiting for the sync to write the edit (after the source's debounce "
+                "window) and for its change in the feed …",
+                file=sys.stderr,
+                flush=True,
+            )
             if not await feed.await_edits(after, edits):
-                print(f"no change with {edits[0][1]!r} reached the feed within "
-                      f"{DEMO_WAIT_SECONDS:g} s: see `debounce jobs`", file=sys.stderr)
+                print(
+                    f"no change with {edits[0][1]!r} reached the feed within "
+                    f"{DEMO_WAIT_SECONDS:g} s: see `debounce jobs`",
+                    file=sys.stderr,
+                )
                 return 1
-            print("the whole feed: `debounce documents changes`; the documents: "
-                  "`debounce documents`")
+            print("the whole feed: `debounce documents changes`; the documents: `debounce documents`")
     return 1 if failures else 0

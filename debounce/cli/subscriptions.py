@@ -20,47 +20,73 @@ def add_parser(sub: Any) -> None:
     text = "push delivery: endpoints that receive the change feed, signed (Standard Webhooks)"
     p = sub.add_parser("subscriptions", help=text, description=text)
     acts = p.add_subparsers(dest="subscription_command", required=True, metavar="ACTION")
-    sp = acts.add_parser("add", help="register an endpoint; prints its secret (shown once)",
-                         description="Register an endpoint that receives the change feed in "
-                         "feed order, in batches; prints its id and its secret (whsec_…, "
-                         "shown this once: the receiver verifies with it).")
+    sp = acts.add_parser(
+        "add",
+        help="register an endpoint; prints its secret (shown once)",
+        description="Register an endpoint that receives the change feed in "
+        "feed order, in batches; prints its id and its secret (whsec_…, "
+        "shown this once: the receiver verifies with it).",
+    )
     sp.add_argument("url", help="the endpoint (http or https)")
     sp.add_argument("--source", choices=registry.source_types(), help="only this source")
     sp.add_argument("--workspace", type=int, metavar="ID", help="only this workspace")
-    sp.add_argument("--kinds", default="", help="only these kinds of change, comma-separated "
-                    f"({', '.join(delivery.KINDS)}; default every kind)")
-    sp.add_argument("--full-content", action="store_true",
-                    help="send each document's title, url and content with its change (when "
-                         "it fits the 20 kB body); default thin (ids, kinds, hashes, cursor)")
+    sp.add_argument(
+        "--kinds",
+        default="",
+        help=f"only these kinds of change, comma-separated ({', '.join(delivery.KINDS)}; default every kind)",
+    )
+    sp.add_argument(
+        "--full-content",
+        action="store_true",
+        help="send each document's title, url and content with its change (when "
+        "it fits the 20 kB body); default thin (ids, kinds, hashes, cursor)",
+    )
     sp.add_argument("--description", default="", help="a note for the operator")
-    sp.add_argument("--from", dest="start", default="head", metavar="START",
-                    help="head (the changes written from now on; default), oldest (every "
-                         "change retained) or a feed cursor")
+    sp.add_argument(
+        "--from",
+        dest="start",
+        default="head",
+        metavar="START",
+        help="head (the changes written from now on; default), oldest (every "
+        "change retained) or a feed cursor",
+    )
     sp = acts.add_parser("list", help="every subscription: status, lag, last answer")
     sp.add_argument("--json", action="store_true", help="JSON with every field")
-    for name, what in (("show", "one subscription (JSON)"),
-                       ("disable", "stop delivering (the position is kept)"),
-                       ("enable", "deliver again from where it stopped"),
-                       ("remove", "remove the subscription")):
+    for name, what in (
+        ("show", "one subscription (JSON)"),
+        ("disable", "stop delivering (the position is kept)"),
+        ("enable", "deliver again from where it stopped"),
+        ("remove", "remove the subscription"),
+    ):
         sp = acts.add_parser(name, help=what, description=what)
         sp.add_argument("id", type=int)
-    sp = acts.add_parser("rotate", help="a new secret (printed once); the current one signs "
-                         "too during the overlap")
+    sp = acts.add_parser(
+        "rotate", help="a new secret (printed once); the current one signs too during the overlap"
+    )
     sp.add_argument("id", type=int)
-    sp.add_argument("--overlap-seconds", type=float, default=86400.0,
-                    help="how long the current secret keeps signing (default a day)")
+    sp.add_argument(
+        "--overlap-seconds",
+        type=float,
+        default=86400.0,
+        help="how long the current secret keeps signing (default a day)",
+    )
     sp = acts.add_parser("replay", help="deliver again from a position")
     sp.add_argument("id", type=int)
-    sp.add_argument("--from", dest="start", required=True, metavar="START",
-                    help="head, oldest or a feed cursor (a change's `cursor`)")
+    sp.add_argument(
+        "--from",
+        dest="start",
+        required=True,
+        metavar="START",
+        help="head, oldest or a feed cursor (a change's `cursor`)",
+    )
 
 
 def _line(s: delivery.Subscription) -> str:
     state = s.status if s.status == "active" else f"disabled ({s.disabled_reason})"
     lag = f"{s.lag_changes}{'+' if s.lag_changes > 10000 else ''} changes, {s.lag_seconds:.1f} s"
-    last = (f"last answer {s.last_status or s.last_error or '-'}"
-            + (f", {s.attempts} failed attempts, next {s.next_attempt_at.isoformat()}"
-               if s.attempts else ""))
+    last = f"last answer {s.last_status or s.last_error or '-'}" + (
+        f", {s.attempts} failed attempts, next {s.next_attempt_at.isoformat()}" if s.attempts else ""
+    )
     return f"{s.id}  {s.url}  {state}  lag {lag}  delivered {s.delivered_changes}  {last}"
 
 
@@ -72,9 +98,15 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
             start = await delivery.parse_start(pool, args.start)
             kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
             sub, secret = await delivery.create(
-                pool, args.url, start=start, source_type=args.source,
-                workspace_id=args.workspace, kinds=kinds, full_content=args.full_content,
-                description=args.description)
+                pool,
+                args.url,
+                start=start,
+                source_type=args.source,
+                workspace_id=args.workspace,
+                kinds=kinds,
+                full_content=args.full_content,
+                description=args.description,
+            )
             print(f"subscription {sub.id}: {sub.url}")
             print(f"secret: {secret}")
             print("(shown this once: the receiver verifies each delivery with it)")
@@ -97,8 +129,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
             print(f"(the previous secret signs too until {sub.previous_secret_until})")
             return 0
         if action == "replay":
-            sub = await delivery.replay(pool, args.id,
-                                        await delivery.parse_start(pool, args.start))
+            sub = await delivery.replay(pool, args.id, await delivery.parse_start(pool, args.start))
         elif action == "disable":
             sub = await delivery.disable(pool, args.id)
         elif action == "enable":

@@ -66,7 +66,10 @@ from debounce.contract.sync import (
 from debounce.contract.webhooks import PageEvent, WebhookResult, header
 
 __all__ = [
-    "FILE_KEY_PREFIX", "FileRef", "FileRefresher", "FileTokenSource",
+    "FILE_KEY_PREFIX",
+    "FileRef",
+    "FileRefresher",
+    "FileTokenSource",
     "AUDIENCE_KINDS",
     "CONVERSATION_KINDS",
     "DEFAULT_WINDOW",

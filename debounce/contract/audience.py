@@ -69,8 +69,11 @@ class Audience:
             return None
         members = row.get("audience_members")
         accessible = row.get("audience_accessible_by")
-        return cls(str(kind), tuple(members) if members is not None else None,
-                   tuple(accessible) if accessible is not None else None)
+        return cls(
+            str(kind),
+            tuple(members) if members is not None else None,
+            tuple(accessible) if accessible is not None else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,9 @@ class Backfillable(Protocol):
     """A syncer that can list what it sees (with the workspace's token and meter of the
     ``context``, :class:`~debounce.contract.sync.SyncContext`)."""
 
-    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
-                            newest_first: bool = False) -> BackfillPage:
+    async def backfill_page(
+        self, cursor: str | None, context: SyncContext, *, newest_first: bool = False
+    ) -> BackfillPage:
         """One page of the backfill, from ``cursor`` (``None``: the first page).
 
         ``newest_first``: order by last edit, newest first, where the source can (Notion

@@ -66,8 +66,7 @@ class DocumentWriter(Protocol):
         fetches only part of a page keeps of the rest. Its ``audience`` is ``None``."""
         ...
 
-    async def current_matching(self, source_type: str,
-                               metadata: Mapping[str, Any]) -> list[Document]:
+    async def current_matching(self, source_type: str, metadata: Mapping[str, Any]) -> list[Document]:
         """The live stored documents of ``source_type`` whose ``metadata`` contains
         ``metadata`` (JSON containment: every key given, recursively, with its value; e.g.
         ``{"parent": {"id": "…"}}``), in document id order, each **without its content**
@@ -76,16 +75,18 @@ class DocumentWriter(Protocol):
         the source again."""
         ...
 
-    async def mark_deleted(self, source_type: str, document_ids: Sequence[str], *,
-                           why: str = "were found gone") -> list[str]:
+    async def mark_deleted(
+        self, source_type: str, document_ids: Sequence[str], *, why: str = "were found gone"
+    ) -> list[str]:
         """Mark these documents deleted; returns the ids marked now. The service may hold
         deletions that look like a mistake (too many of a workspace at once): held ones stay
         live and are not returned. ``why``: what the source answered, for the hold's reason
         (``"answered object_not_found"``)."""
         ...
 
-    async def mark_page_deleted(self, source_type: str, source_page_id: str, *,
-                                why: str = "were found gone") -> list[str]:
+    async def mark_page_deleted(
+        self, source_type: str, source_page_id: str, *, why: str = "were found gone"
+    ) -> list[str]:
         """Mark every document of job key ``source_page_id`` deleted; returns the ids marked
         now (held ones, as :meth:`mark_deleted`, are not)."""
         ...

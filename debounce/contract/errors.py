@@ -41,8 +41,7 @@ class RateLimited(SyncError):
     ``reason`` is what the source said (Notion's ``rate_limit_reason``, ``service_overload``,
     Slack's ``ratelimited``), for the operator and the metrics."""
 
-    def __init__(self, retry_after: float, message: str = "rate limited",
-                 reason: str | None = None) -> None:
+    def __init__(self, retry_after: float, message: str = "rate limited", reason: str | None = None) -> None:
         super().__init__(f"{message} (retry after {retry_after:g} s)")
         self.retry_after = max(0.0, float(retry_after))
         self.reason = reason or "rate_limited"

@@ -82,4 +82,3 @@ class FileRef:
     def with_url(self, url: str | None) -> FileRef:
         """This file with another download URL."""
         return replace(self, url=url)
-

@@ -28,12 +28,43 @@ __all__ = ["ENHANCED_TAGS", "enhanced_tags", "gfm_parser", "might_have_enhanced_
 
 #: Tag names of Notion's enhanced Markdown (the reference's block and rich text tags, and
 #: spellings seen in answers); any ``mention-…`` tag counts too.
-ENHANCED_TAGS = frozenset({
-    "audio", "br", "breadcrumb", "callout", "col", "colgroup", "column", "columns", "database",
-    "details", "empty-block", "file", "image", "meeting-notes", "notes", "page", "pdf", "span",
-    "summary", "synced_block", "synced_block_reference", "tab", "table", "table_of_contents",
-    "tabs", "td", "th", "tr", "transcript", "u", "unknown", "unsupported", "video",
-})
+ENHANCED_TAGS = frozenset(
+    {
+        "audio",
+        "br",
+        "breadcrumb",
+        "callout",
+        "col",
+        "colgroup",
+        "column",
+        "columns",
+        "database",
+        "details",
+        "empty-block",
+        "file",
+        "image",
+        "meeting-notes",
+        "notes",
+        "page",
+        "pdf",
+        "span",
+        "summary",
+        "synced_block",
+        "synced_block_reference",
+        "tab",
+        "table",
+        "table_of_contents",
+        "tabs",
+        "td",
+        "th",
+        "tr",
+        "transcript",
+        "u",
+        "unknown",
+        "unsupported",
+        "video",
+    }
+)
 
 _TAG = re.compile(r"</?([A-Za-z][A-Za-z0-9_-]*)(?=[\s/>])")
 _CHEAP = re.compile(

@@ -65,8 +65,7 @@ def _number(env: Mapping[str, str], name: str, default: float, what: str) -> flo
     return value
 
 
-def env_seconds(env: Mapping[str, str], name: str, default: float, *,
-                positive: bool = False) -> float:
+def env_seconds(env: Mapping[str, str], name: str, default: float, *, positive: bool = False) -> float:
     """Variable ``name`` as a number of seconds >= 0 (> 0 with ``positive``); ``default`` when
     unset or empty.
 
@@ -163,8 +162,9 @@ def setting(env: str, default: Any = None, *, kind: str = "str", help: str = "")
     """
     if kind not in KINDS:
         raise ValueError(f"unknown setting kind {kind!r} (expected one of {', '.join(KINDS)})")
-    return dataclasses.field(default=default, metadata={"env": env, "kind": kind, "help": help},
-                             repr=kind != "secret")
+    return dataclasses.field(
+        default=default, metadata={"env": env, "kind": kind, "help": help}, repr=kind != "secret"
+    )
 
 
 @dataclass(frozen=True)
@@ -176,9 +176,12 @@ def setting_specs(settings_type: type[Any]) -> tuple[SourceSetting, ...]:
     """The settings a settings dataclass declares, in field order (fields made without
     :func:`setting` are not read from the environment)."""
     return tuple(
-        SourceSetting(f.name, f.metadata["env"], f.default, f.metadata.get("kind", "str"),
-                      f.metadata.get("help", ""))
-        for f in dataclasses.fields(settings_type) if "env" in f.metadata)
+        SourceSetting(
+            f.name, f.metadata["env"], f.default, f.metadata.get("kind", "str"), f.metadata.get("help", "")
+        )
+        for f in dataclasses.fields(settings_type)
+        if "env" in f.metadata
+    )
 
 
 def settings_from_values(settings_type: type[S], values: Mapping[str, Any]) -> S:
@@ -186,4 +189,3 @@ def settings_from_values(settings_type: type[S], values: Mapping[str, Any]) -> S
     the rest keep their defaults."""
     names = {f.name for f in dataclasses.fields(settings_type)}  # type: ignore[arg-type]
     return settings_type(**{k: v for k, v in values.items() if k in names})
-

@@ -122,14 +122,19 @@ class Source:
                 :attr:`page_id_pattern`; the message says what the source's ids look like.
         """
         if any(ord(c) < 32 or ord(c) == 127 for c in raw):
-            raise ValueError(f"page_id must not contain control characters; a {self.source_type} "
-                             f"page id is {self.page_id_form}")
+            raise ValueError(
+                f"page_id must not contain control characters; a {self.source_type} "
+                f"page id is {self.page_id_form}"
+            )
         page_id = self.normalize_page_id(raw)
-        if not page_id or len(page_id) > MAX_PAGE_ID or (
-                self.page_id_pattern is not None
-                and re.fullmatch(self.page_id_pattern, page_id) is None):
-            raise ValueError(f"page_id {raw[:80]!r} is not a {self.source_type} page id: "
-                             f"one is {self.page_id_form}")
+        if (
+            not page_id
+            or len(page_id) > MAX_PAGE_ID
+            or (self.page_id_pattern is not None and re.fullmatch(self.page_id_pattern, page_id) is None)
+        ):
+            raise ValueError(
+                f"page_id {raw[:80]!r} is not a {self.source_type} page id: one is {self.page_id_form}"
+            )
         return page_id
 
     @property
@@ -171,13 +176,20 @@ class Source:
         """The two window variables, with this source's defaults."""
         prefix = self.env_prefix or self.source_type.upper()
         return (
-            SourceSetting("debounce_seconds", f"{prefix}_DEBOUNCE_SECONDS",
-                          self.window.debounce_seconds, "seconds",
-                          "debounce window: a page syncs this long after its latest event"),
-            SourceSetting("max_wait_seconds", f"{prefix}_MAX_WAIT_SECONDS",
-                          self.window.max_wait_seconds, "seconds",
-                          "max wait: a page edited non-stop still syncs this long after its "
-                          "first event"),
+            SourceSetting(
+                "debounce_seconds",
+                f"{prefix}_DEBOUNCE_SECONDS",
+                self.window.debounce_seconds,
+                "seconds",
+                "debounce window: a page syncs this long after its latest event",
+            ),
+            SourceSetting(
+                "max_wait_seconds",
+                f"{prefix}_MAX_WAIT_SECONDS",
+                self.window.max_wait_seconds,
+                "seconds",
+                "max wait: a page edited non-stop still syncs this long after its first event",
+            ),
         )
 
     def budget_settings(self) -> tuple[SourceSetting, SourceSetting]:
@@ -185,8 +197,18 @@ class Source:
         prefix = self.env_prefix or self.source_type.upper()
         budget = self.budget or ApiBudget(0.0, 1.0)
         return (
-            SourceSetting("budget_per_minute", f"{prefix}_BUDGET_PER_MINUTE", budget.per_minute,
-                          "number", "API requests per minute per workspace (0: unmetered)"),
-            SourceSetting("budget_burst", f"{prefix}_BUDGET_BURST", budget.burst, "number",
-                          "API requests a workspace may send at once (bucket capacity; at least 1)"),
+            SourceSetting(
+                "budget_per_minute",
+                f"{prefix}_BUDGET_PER_MINUTE",
+                budget.per_minute,
+                "number",
+                "API requests per minute per workspace (0: unmetered)",
+            ),
+            SourceSetting(
+                "budget_burst",
+                f"{prefix}_BUDGET_BURST",
+                budget.burst,
+                "number",
+                "API requests a workspace may send at once (bucket capacity; at least 1)",
+            ),
         )

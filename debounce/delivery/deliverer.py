@@ -67,11 +67,13 @@ class DeliverySettings:
     def of(cls, settings: Settings) -> DeliverySettings:
         """The delivery settings of the service's ``settings`` (``DEBOUNCE_DELIVERY_*``; the
         look for subscriptions to take every ``DEBOUNCE_POLL_INTERVAL_SECONDS``)."""
-        return cls(concurrency=settings.delivery_concurrency,
-                   timeout_seconds=settings.delivery_timeout_seconds,
-                   lease_seconds=settings.delivery_lease_seconds,
-                   disable_after_seconds=settings.delivery_disable_after_seconds,
-                   poll_seconds=settings.poll_interval_seconds)
+        return cls(
+            concurrency=settings.delivery_concurrency,
+            timeout_seconds=settings.delivery_timeout_seconds,
+            lease_seconds=settings.delivery_lease_seconds,
+            disable_after_seconds=settings.delivery_disable_after_seconds,
+            poll_seconds=settings.poll_interval_seconds,
+        )
 
     @property
     def lease(self) -> float:
@@ -95,12 +97,16 @@ class Next:
     idle: bool = False
 
 
-async def lease(db: Db, worker_id: str, limit: int, lease_seconds: float, *,
-                now: datetime | None = None) -> list[tuple[int, str]]:
+async def lease(
+    db: Db, worker_id: str, limit: int, lease_seconds: float, *, now: datetime | None = None
+) -> list[tuple[int, str]]:
     """Take up to ``limit`` active subscriptions no deliverer holds (leases run out before
     ``now``, default the database's clock) for ``lease_seconds``: ``[(id, token)]``."""
-    rows = await fetch_all(db, _Q["lease"], {"worker_id": worker_id, "limit": limit,
-                                             "lease_seconds": float(lease_seconds), "now": now})
+    rows = await fetch_all(
+        db,
+        _Q["lease"],
+        {"worker_id": worker_id, "limit": limit, "lease_seconds": float(lease_seconds), "now": now},
+    )
     return [(int(r["id"]), str(r["lease_token"])) for r in rows]
 
 
@@ -109,8 +115,15 @@ class Deliverer:
     (see the module docstring). ``http``: the session the POSTs go through; ``signal``: the
     process's feed watcher (``None``: none, a :class:`Next` then carries no generation)."""
 
-    def __init__(self, db: Db, http: aiohttp.ClientSession, settings: DeliverySettings,
-                 subscription_id: int, token: str, signal: ChangeSignal | None = None) -> None:
+    def __init__(
+        self,
+        db: Db,
+        http: aiohttp.ClientSession,
+        settings: DeliverySettings,
+        subscription_id: int,
+        token: str,
+        signal: ChangeSignal | None = None,
+    ) -> None:
         self.db = db
         self.http = http
         self.settings = settings
@@ -132,8 +145,9 @@ class Deliverer:
             Stopped: the lease is gone, or the subscription is disabled (then the lease is
                 given back) or removed.
         """
-        row = await fetch_one(self.db, _Q["renew"], {
-            **self._key(), "lease_seconds": self.settings.lease, "now": now})
+        row = await fetch_one(
+            self.db, _Q["renew"], {**self._key(), "lease_seconds": self.settings.lease, "now": now}
+        )
         if row is None:
             raise Stopped(f"subscription {self.id}: lease lost, or removed")
         if row["status"] != "active":
@@ -149,26 +163,44 @@ class Deliverer:
 
     async def _stage(self, row: Any, at: datetime, now: datetime | None) -> Next:
         """Read the changes after the position and make them the batch in flight."""
-        after = (feed.Cursor(row["epoch"], int(row["after_xid"]), int(row["after_seq"]))
-                 if row["after_xid"] is not None else None)
+        after = (
+            feed.Cursor(row["epoch"], int(row["after_xid"]), int(row["after_seq"]))
+            if row["after_xid"] is not None
+            else None
+        )
         since = self.signal.mark() if self.signal is not None else None
         try:
-            page = await feed.read_changes(self.db, after, BATCH_CHANGES,
-                                           source_type=row["source_type"],
-                                           workspace_id=row["workspace_id"])
+            page = await feed.read_changes(
+                self.db,
+                after,
+                BATCH_CHANGES,
+                source_type=row["source_type"],
+                workspace_id=row["workspace_id"],
+            )
         except feed.CursorGone as exc:
-            await fetch_one(self.db, _Q["disable"], {
-                "id": self.id, "now": now,
-                "reason": f"its position cannot be followed: {exc.explain()}; replay it from "
-                          f"a cursor (`debounce subscriptions replay {self.id} --from head`)"})
+            await fetch_one(
+                self.db,
+                _Q["disable"],
+                {
+                    "id": self.id,
+                    "now": now,
+                    "reason": f"its position cannot be followed: {exc.explain()}; replay it from "
+                    f"a cursor (`debounce subscriptions replay {self.id} --from head`)",
+                },
+            )
             await self.release()
             raise Stopped(f"subscription {self.id}: cursor gone ({exc.reason})") from None
         if page.behind:
             return Next(BEHIND_RECHECK_SECONDS)
         kinds = set(row["kinds"])
         changes = [c for c in page.changes if not kinds or c.op in kinds]
-        moved = {"from_xid": row["after_xid"], "from_seq": row["after_seq"],
-                 "epoch": page.next.epoch, "to_xid": str(page.next.xid), "to_seq": page.next.seq}
+        moved = {
+            "from_xid": row["after_xid"],
+            "from_seq": row["after_seq"],
+            "epoch": page.next.epoch,
+            "to_xid": str(page.next.xid),
+            "to_seq": page.next.seq,
+        }
         if not changes:
             if after != page.next:
                 await fetch_one(self.db, _Q["advance"], {**self._key(), **moved})
@@ -176,19 +208,33 @@ class Deliverer:
         documents = await self._documents(changes) if row["full_content"] else None
         batch = payload.build(changes, page.next, at, documents)
         batch_id = signing.new_message_id()
-        staged = await fetch_one(self.db, _Q["stage"], {
-            **self._key(), **moved, "to_xid": str(batch.cursor.xid), "to_seq": batch.cursor.seq,
-            "batch_id": batch_id, "body": batch.body, "changes": batch.count, "now": now})
+        staged = await fetch_one(
+            self.db,
+            _Q["stage"],
+            {
+                **self._key(),
+                **moved,
+                "to_xid": str(batch.cursor.xid),
+                "to_seq": batch.cursor.seq,
+                "batch_id": batch_id,
+                "body": batch.body,
+                "changes": batch.count,
+                "now": now,
+            },
+        )
         if staged is None:  # an operator moved the position meanwhile: read again
             return Next(0.0)
         # Its first attempt at once, under the lease renewed at the start of this step.
-        return await self._attempt({**row, "batch_id": batch_id, "batch_body": batch.body,
-                                    "attempts": 0}, at, now)
+        return await self._attempt(
+            {**row, "batch_id": batch_id, "batch_body": batch.body, "attempts": 0}, at, now
+        )
 
     async def _documents(self, changes: list[feed.Change]) -> dict[tuple[str, str], Any]:
-        rows = await fetch_all(self.db, _Q["documents"], {
-            "source_types": [c.source for c in changes],
-            "document_ids": [c.document_id for c in changes]})
+        rows = await fetch_all(
+            self.db,
+            _Q["documents"],
+            {"source_types": [c.source for c in changes], "document_ids": [c.document_id for c in changes]},
+        )
         return {(r["source_type"], r["document_id"]): r for r in rows}
 
     async def _attempt(self, row: Any, at: datetime, now: datetime | None) -> Next:
@@ -211,30 +257,42 @@ class Deliverer:
             disable, reason = True, "the endpoint answered 410 Gone"
         elif at - failing_since >= timedelta(seconds=self.settings.disable_after_seconds):
             disable = True
-            reason = (f"failing since {failing_since.isoformat()} ({attempts} attempts of "
-                      f"batch {row['batch_id']}; last: {error})")
-        done = await fetch_one(self.db, _Q["failed"], {
-            **key, "error": error, "retry_seconds": v.retry_seconds, "disable": disable,
-            "reason": reason})
+            reason = (
+                f"failing since {failing_since.isoformat()} ({attempts} attempts of "
+                f"batch {row['batch_id']}; last: {error})"
+            )
+        done = await fetch_one(
+            self.db,
+            _Q["failed"],
+            {**key, "error": error, "retry_seconds": v.retry_seconds, "disable": disable, "reason": reason},
+        )
         if done is None:
             raise Stopped(f"subscription {self.id}: lease lost during the attempt")
         if disable:
             log.warning("subscription %d disabled: %s", self.id, reason)
             await self.release()
             raise Stopped(f"subscription {self.id} disabled")
-        log.info("subscription %d: attempt %d of batch %s failed (%s); again in %.0f s",
-                 self.id, attempts, row["batch_id"], error, v.retry_seconds)
+        log.info(
+            "subscription %d: attempt %d of batch %s failed (%s); again in %.0f s",
+            self.id,
+            attempts,
+            row["batch_id"],
+            error,
+            v.retry_seconds,
+        )
         return Next(v.retry_seconds)
 
-    async def _post(self, url: str, body: str, headers: dict[str, str],
-                    at: datetime) -> tuple[int | None, str, float | None]:
+    async def _post(
+        self, url: str, body: str, headers: dict[str, str], at: datetime
+    ) -> tuple[int | None, str, float | None]:
         """``(status, error, retry_after)`` of one POST: ``status`` ``None`` when no answer
         came (``error`` says why), ``error`` the status and the start of the answer's body,
         ``retry_after`` the seconds its ``Retry-After`` asks (``None``: none)."""
         timeout = aiohttp.ClientTimeout(total=self.settings.timeout_seconds)
         try:
-            async with self.http.post(url, data=body.encode(), headers=headers,
-                                      allow_redirects=False, timeout=timeout) as answer:
+            async with self.http.post(
+                url, data=body.encode(), headers=headers, allow_redirects=False, timeout=timeout
+            ) as answer:
                 text = (await answer.content.read(ERROR_CHARS)).decode("utf-8", "replace")
                 wait = schedule.retry_after(answer.headers.get("retry-after"), at)
                 return answer.status, f"HTTP {answer.status}: {text}".strip(), wait
@@ -261,8 +319,7 @@ class DeliveryRunner:
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Deliver until ``stopping`` is set, then give every lease back."""
-        pool = open_pool(self.conninfo, min_size=1, max_size=self.settings.concurrency + 1,
-                         name="delivery")
+        pool = open_pool(self.conninfo, min_size=1, max_size=self.settings.concurrency + 1, name="delivery")
         await pool.open()
         signal = ChangeSignal(pool)
         backoff = Backoff()
@@ -275,8 +332,12 @@ class DeliveryRunner:
                         wait = self.settings.poll_seconds
                     except Exception as exc:
                         wait = backoff.next()
-                        log.warning("delivery: cannot lease subscriptions (%s: %s); again in "
-                                    "%.1f s", exc.__class__.__name__, exc, wait)
+                        log.warning(
+                            "delivery: cannot lease subscriptions (%s: %s); again in %.1f s",
+                            exc.__class__.__name__,
+                            exc,
+                            wait,
+                        )
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stopping.wait(), wait)
                 await self._stop_all()
@@ -286,8 +347,7 @@ class DeliveryRunner:
             await signal.close()
             await pool.close()
 
-    async def _lease_more(self, pool: Db, http: aiohttp.ClientSession,
-                          signal: ChangeSignal) -> None:
+    async def _lease_more(self, pool: Db, http: aiohttp.ClientSession, signal: ChangeSignal) -> None:
         for sub_id, task in list(self.tasks.items()):
             if task.done():
                 del self.tasks[sub_id]
@@ -299,8 +359,7 @@ class DeliveryRunner:
         self.crowded = False
         for sub_id, token in await lease(pool, self.worker_id, free, self.settings.lease):
             deliverer = Deliverer(pool, http, self.settings, sub_id, token, signal)
-            self.tasks[sub_id] = asyncio.create_task(self._follow(deliverer),
-                                                     name=f"deliver-{sub_id}")
+            self.tasks[sub_id] = asyncio.create_task(self._follow(deliverer), name=f"deliver-{sub_id}")
 
     async def _stop_all(self) -> None:
         for task in self.tasks.values():
@@ -324,8 +383,13 @@ class DeliveryRunner:
                     return
                 except Exception as exc:
                     nxt = Next(backoff.next())
-                    log.warning("delivery of subscription %d: %s: %s; again in %.1f s",
-                                deliverer.id, exc.__class__.__name__, exc, nxt.seconds)
+                    log.warning(
+                        "delivery of subscription %d: %s: %s; again in %.1f s",
+                        deliverer.id,
+                        exc.__class__.__name__,
+                        exc,
+                        nxt.seconds,
+                    )
                 if nxt.idle and self.crowded:
                     log.debug("delivery: subscription %d given back (others wait)", deliverer.id)
                     return  # the lease is given back below

@@ -38,13 +38,22 @@ class Batch:
 
 
 def _frame(timestamp: datetime, cursor: Cursor) -> bytes:
-    return orjson.dumps({"type": EVENT_TYPE, "timestamp": timestamp.isoformat(),
-                         "data": {"changes": [], "cursor": cursor.encode()}})
+    return orjson.dumps(
+        {
+            "type": EVENT_TYPE,
+            "timestamp": timestamp.isoformat(),
+            "data": {"changes": [], "cursor": cursor.encode()},
+        }
+    )
 
 
-def build(changes: Sequence[Change], end: Cursor, timestamp: datetime,
-          documents: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
-          max_bytes: int = MAX_BODY_BYTES) -> Batch:
+def build(
+    changes: Sequence[Change],
+    end: Cursor,
+    timestamp: datetime,
+    documents: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    max_bytes: int = MAX_BODY_BYTES,
+) -> Batch:
     """The body of the longest prefix of ``changes`` (feed order, at least one) that fits
     ``max_bytes``; its cursor is ``end`` (the read's next cursor, past changes the filters
     skipped) when every change fits, else the last change's. ``documents``: the full content
@@ -77,6 +86,11 @@ def build(changes: Sequence[Change], end: Cursor, timestamp: datetime,
         items.append(item)
         size += encoded
     cursor = end if len(items) == len(changes) else changes[len(items) - 1].cursor
-    body = orjson.dumps({"type": EVENT_TYPE, "timestamp": timestamp.isoformat(),
-                         "data": {"changes": items, "cursor": cursor.encode()}}).decode()
+    body = orjson.dumps(
+        {
+            "type": EVENT_TYPE,
+            "timestamp": timestamp.isoformat(),
+            "data": {"changes": items, "cursor": cursor.encode()},
+        }
+    ).decode()
     return Batch(body, len(items), cursor)

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-__all__ = ["LONGEST_WAIT", "SCHEDULE", "THROTTLES", "Verdict", "retry_after", "retry_delay",
-           "verdict"]
+__all__ = ["LONGEST_WAIT", "SCHEDULE", "THROTTLES", "Verdict", "retry_after", "retry_delay", "verdict"]
 
 #: Seconds from a batch's first attempt to each retry (Standard Webhooks): the last repeats
 #: until the endpoint has failed for the disable period.
@@ -39,8 +38,11 @@ def retry_after(value: str | None, now: datetime) -> float | None:
         return None
     text = value.strip()
     try:
-        seconds = float(text) if text.isdigit() else (
-            parsedate_to_datetime(text).astimezone(UTC) - now.astimezone(UTC)).total_seconds()
+        seconds = (
+            float(text)
+            if text.isdigit()
+            else (parsedate_to_datetime(text).astimezone(UTC) - now.astimezone(UTC)).total_seconds()
+        )
     except (TypeError, ValueError, OverflowError):
         return None
     return min(max(seconds, 0.0), LONGEST_WAIT)
@@ -56,8 +58,9 @@ class Verdict:
     retry_seconds: float = 0.0
 
 
-def verdict(status: int | None, attempts: int, retry_after_seconds: float | None,
-            rng: random.Random | None = None) -> Verdict:
+def verdict(
+    status: int | None, attempts: int, retry_after_seconds: float | None, rng: random.Random | None = None
+) -> Verdict:
     """The meaning of answer ``status`` (``None``: no answer — refused, reset, timed out) to a
     batch's attempt number ``attempts`` (≥ 1, this one included)."""
     if status is not None and 200 <= status < 300:

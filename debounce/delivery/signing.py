@@ -46,5 +46,9 @@ def headers(secrets_: Sequence[str], message_id: str, body: str, at: datetime) -
         raise ValueError("a delivery needs at least one secret")
     at = at.astimezone(UTC)
     signatures = " ".join(Webhook(s).sign(message_id, at, body) for s in secrets_)
-    return {"webhook-id": message_id, "webhook-timestamp": str(int(at.timestamp())),
-            "webhook-signature": signatures, "content-type": "application/json"}
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(at.timestamp())),
+        "webhook-signature": signatures,
+        "content-type": "application/json",
+    }

@@ -57,8 +57,11 @@ class Start:
     def params(self) -> dict[str, Any]:
         """The position as ``delivery.sql`` takes it."""
         c = self.cursor
-        return {"epoch": c.epoch if c else None, "after_xid": str(c.xid) if c else None,
-                "after_seq": c.seq if c else None}
+        return {
+            "epoch": c.epoch if c else None,
+            "after_xid": str(c.xid) if c else None,
+            "after_seq": c.seq if c else None,
+        }
 
 
 async def parse_start(db: Db, text: str | None) -> Start:
@@ -75,8 +78,7 @@ async def parse_start(db: Db, text: str | None) -> Start:
     try:
         return Start(feed.Cursor.decode(text))
     except feed.CursorError:
-        raise ValueError(f"start must be 'head', 'oldest' or a feed cursor, not {text[:80]!r}") \
-            from None
+        raise ValueError(f"start must be 'head', 'oldest' or a feed cursor, not {text[:80]!r}") from None
 
 
 @dataclass(frozen=True)
@@ -129,25 +131,43 @@ class Subscription:
 
 
 def _subscription(row: Any) -> Subscription:
-    cursor = (feed.Cursor(row["epoch"], int(row["after_xid"]), int(row["after_seq"])).encode()
-              if row["after_xid"] is not None else None)
+    cursor = (
+        feed.Cursor(row["epoch"], int(row["after_xid"]), int(row["after_seq"])).encode()
+        if row["after_xid"] is not None
+        else None
+    )
     lag_oldest = row.get("lag_oldest_at")
     read_at = row.get("read_at") or datetime.now(UTC)
     return Subscription(
-        id=int(row["id"]), url=row["url"], description=row["description"],
-        source_type=row["source_type"], workspace_id=row["workspace_id"],
-        kinds=list(row["kinds"]), full_content=bool(row["full_content"]), status=row["status"],
-        disabled_reason=row["disabled_reason"], disabled_at=row["disabled_at"], cursor=cursor,
-        batch_id=row["batch_id"], batch_changes=row["batch_changes"],
-        attempts=int(row["attempts"]), next_attempt_at=row["next_attempt_at"],
-        failing_since=row["failing_since"], last_status=row["last_status"],
-        last_error=row["last_error"], last_attempt_at=row["last_attempt_at"],
+        id=int(row["id"]),
+        url=row["url"],
+        description=row["description"],
+        source_type=row["source_type"],
+        workspace_id=row["workspace_id"],
+        kinds=list(row["kinds"]),
+        full_content=bool(row["full_content"]),
+        status=row["status"],
+        disabled_reason=row["disabled_reason"],
+        disabled_at=row["disabled_at"],
+        cursor=cursor,
+        batch_id=row["batch_id"],
+        batch_changes=row["batch_changes"],
+        attempts=int(row["attempts"]),
+        next_attempt_at=row["next_attempt_at"],
+        failing_since=row["failing_since"],
+        last_status=row["last_status"],
+        last_error=row["last_error"],
+        last_attempt_at=row["last_attempt_at"],
         last_success_at=row["last_success_at"],
         delivered_changes=int(row["delivered_changes"]),
-        delivered_batches=int(row["delivered_batches"]), leased_by=row["leased_by"],
-        lease_until=row["lease_until"], previous_secret_until=row["previous_secret_until"],
-        created_at=row["created_at"], lag_changes=int(row.get("lag_changes") or 0),
-        lag_seconds=max((read_at - lag_oldest).total_seconds(), 0.0) if lag_oldest else 0.0)
+        delivered_batches=int(row["delivered_batches"]),
+        leased_by=row["leased_by"],
+        lease_until=row["lease_until"],
+        previous_secret_until=row["previous_secret_until"],
+        created_at=row["created_at"],
+        lag_changes=int(row.get("lag_changes") or 0),
+        lag_seconds=max((read_at - lag_oldest).total_seconds(), 0.0) if lag_oldest else 0.0,
+    )
 
 
 def check_url(url: str) -> str:
@@ -170,14 +190,19 @@ def check_kinds(kinds: Sequence[str]) -> list[str]:
     """
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
-        raise ValueError(f"unknown kind(s) of change {', '.join(unknown)} (known: "
-                         f"{', '.join(KINDS)})")
+        raise ValueError(f"unknown kind(s) of change {', '.join(unknown)} (known: {', '.join(KINDS)})")
     return sorted(set(kinds))
 
 
 async def create(
-    db: Db, url: str, *, start: Start, source_type: str | None = None,
-    workspace_id: int | None = None, kinds: Sequence[str] = (), full_content: bool = False,
+    db: Db,
+    url: str,
+    *,
+    start: Start,
+    source_type: str | None = None,
+    workspace_id: int | None = None,
+    kinds: Sequence[str] = (),
+    full_content: bool = False,
     description: str = "",
 ) -> tuple[Subscription, str]:
     """Register endpoint ``url`` following the feed from ``start``, with its filters
@@ -188,10 +213,20 @@ async def create(
         ValueError: a malformed ``url`` or an unknown kind.
     """
     secret = new_secret()
-    row = await fetch_one(db, _Q["create"], {
-        "url": check_url(url), "description": description, "source_type": source_type,
-        "workspace_id": workspace_id, "kinds": check_kinds(kinds), "full_content": full_content,
-        "secret": secret, **start.params()})
+    row = await fetch_one(
+        db,
+        _Q["create"],
+        {
+            "url": check_url(url),
+            "description": description,
+            "source_type": source_type,
+            "workspace_id": workspace_id,
+            "kinds": check_kinds(kinds),
+            "full_content": full_content,
+            "secret": secret,
+            **start.params(),
+        },
+    )
     assert row is not None
     return _subscription(row), secret
 
@@ -230,8 +265,9 @@ async def remove(db: Db, subscription_id: int) -> None:
         raise SubscriptionNotFound(f"no subscription {subscription_id}")
 
 
-async def rotate(db: Db, subscription_id: int, overlap_seconds: float, *,
-                 now: datetime | None = None) -> tuple[Subscription, str]:
+async def rotate(
+    db: Db, subscription_id: int, overlap_seconds: float, *, now: datetime | None = None
+) -> tuple[Subscription, str]:
     """A new secret for subscription ``subscription_id``: deliveries are signed with both the
     new and the current secret for ``overlap_seconds`` after ``now`` (default: the database's
     clock), then with the new one only. Returns the subscription and the new secret (shown
@@ -244,13 +280,18 @@ async def rotate(db: Db, subscription_id: int, overlap_seconds: float, *,
     if not 0 <= overlap_seconds <= MAX_OVERLAP_SECONDS:
         raise ValueError(f"overlap must be between 0 and {MAX_OVERLAP_SECONDS:.0f} seconds")
     secret = new_secret()
-    sub = await _one(db, "rotate", subscription_id, {
-        "secret": secret, "overlap_seconds": float(overlap_seconds), "now": now})
+    sub = await _one(
+        db,
+        "rotate",
+        subscription_id,
+        {"secret": secret, "overlap_seconds": float(overlap_seconds), "now": now},
+    )
     return sub, secret
 
 
-async def disable(db: Db, subscription_id: int, reason: str = "disabled by an operator", *,
-                  now: datetime | None = None) -> Subscription:
+async def disable(
+    db: Db, subscription_id: int, reason: str = "disabled by an operator", *, now: datetime | None = None
+) -> Subscription:
     """Stop delivering to ``subscription_id``; its position and batch in flight are kept.
 
     Raises:
@@ -269,8 +310,7 @@ async def enable(db: Db, subscription_id: int, *, now: datetime | None = None) -
     return await _one(db, "enable", subscription_id, {"now": now})
 
 
-async def replay(db: Db, subscription_id: int, start: Start, *,
-                 now: datetime | None = None) -> Subscription:
+async def replay(db: Db, subscription_id: int, start: Start, *, now: datetime | None = None) -> Subscription:
     """Deliver to ``subscription_id`` again from ``start`` (active again; the batch in flight
     is dropped: its changes come again in new batches with new ids).
 

@@ -30,8 +30,7 @@ __all__ = ["COMMAND", "main", "reference"]
 COMMAND = "python -m debounce.devtools.config_reference > docs/configuration.md"
 
 #: A source setting's kind as the reference shows it (see ``debounce.contract.settings.KINDS``).
-_SOURCE_TYPES = {"str": "text", "secret": "secret", "seconds": "seconds ≥ 0",
-                 "number": "number ≥ 0"}
+_SOURCE_TYPES = {"str": "text", "secret": "secret", "seconds": "seconds ≥ 0", "number": "number ≥ 0"}
 
 _HEADER = "| variable | type | default | meaning |\n|---|---|---|---|"
 
@@ -58,19 +57,22 @@ def _source_default(default: object) -> str:
 
 
 def _source_rows(source: Source) -> Iterable[str]:
-    specs: list[SourceSetting] = [*source.settings, *source.window_settings(),
-                                  *source.budget_settings()]
+    specs: list[SourceSetting] = [*source.settings, *source.window_settings(), *source.budget_settings()]
     for spec in specs:
-        yield _row(spec.env, _SOURCE_TYPES.get(spec.kind, spec.kind),
-                   _source_default(spec.default), spec.help)
+        yield _row(
+            spec.env, _SOURCE_TYPES.get(spec.kind, spec.kind), _source_default(spec.default), spec.help
+        )
 
 
 def _refusal(source: Source) -> str:
     secret = source.secret_env()
     if secret is None:
         return ""
-    handshake = (f" (except its handshake, whose token `debounce {source.handshake_command}` "
-                 "shows)" if source.handshake_command else "")
+    handshake = (
+        f" (except its handshake, whose token `debounce {source.handshake_command}` shows)"
+        if source.handshake_command
+        else ""
+    )
     return f"While `{secret}` is unset they are refused with 503 naming it{handshake}. "
 
 
@@ -100,7 +102,8 @@ def reference(sources: Mapping[str, Source]) -> str:
             "",
             f"## Source `{source_type}`",
             "",
-            f"Its webhooks arrive at `POST /webhooks/{source_type}`. " + _refusal(source)
+            f"Its webhooks arrive at `POST /webhooks/{source_type}`. "
+            + _refusal(source)
             + "The budget is each workspace's default; `debounce workspaces set-budget` sets "
             "one workspace's.",
             "",
@@ -115,10 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     source) on stdout; returns the exit status."""
     parser = argparse.ArgumentParser(
         prog="python -m debounce.devtools.config_reference",
-        description=f"Print the configuration reference. The committed one: {COMMAND}")
-    parser.add_argument("--installed", action="store_true",
-                        help="list every registered source (third-party ones too), not only "
-                             "the built-in ones")
+        description=f"Print the configuration reference. The committed one: {COMMAND}",
+    )
+    parser.add_argument(
+        "--installed",
+        action="store_true",
+        help="list every registered source (third-party ones too), not only the built-in ones",
+    )
     args = parser.parse_args(argv)
     sources = registry.sources() if args.installed else registry.builtin_sources()
     sys.stdout.write(reference(sources))

@@ -43,7 +43,8 @@ _HEADER = """\
 
 _DROPPED = re.compile(
     r"^(SET |SELECT pg_catalog\.set_config|-- Dumped (from|by) |\\restrict |\\unrestrict )"
-    r"|SET \(pg_attver=")   # an attribute option some patched servers report
+    r"|SET \(pg_attver="
+)  # an attribute option some patched servers report
 
 
 def pg_dump_path() -> Path:
@@ -53,7 +54,7 @@ def pg_dump_path() -> Path:
         FileNotFoundError: the ``pgserver`` package has no ``pg_dump``.
     """
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # platformdirs: XDG_RUNTIME_DIR unset
+        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
         import pgserver
     path = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_dump"
     if not path.is_file():
@@ -72,7 +73,7 @@ def normalise(text: str, schema: str) -> str:
             continue
         line = qualifier.sub("", line).rstrip()
         line = line.replace(f"; Schema: {schema}; Owner: -", "").replace("; Owner: -", "")
-        if schema in line:   # the scratch schema's own CREATE SCHEMA and its heading
+        if schema in line:  # the scratch schema's own CREATE SCHEMA and its heading
             continue
         kept.append(line)
     # pg_dump heads each object with three lines ("--", "-- Name: ...", "--"): keep the
@@ -106,14 +107,23 @@ def dump(server_url: str) -> str:
     try:
         asyncio.run(migrate(make_conninfo(server_url, options=f"-c search_path={schema}")))
         done = subprocess.run(
-            [str(pg_dump_path()), "--schema-only", "--no-owner", "--no-privileges",
-             f"--schema={schema}", "--dbname", server_url],
-            check=True, capture_output=True, text=True)
+            [
+                str(pg_dump_path()),
+                "--schema-only",
+                "--no-owner",
+                "--no-privileges",
+                f"--schema={schema}",
+                "--dbname",
+                server_url,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return normalise(done.stdout, schema)
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("drop schema if exists {} cascade").format(
-                sql.Identifier(schema)))
+            conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
 
 
 @contextmanager
@@ -131,10 +141,15 @@ def embedded_server() -> Iterator[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m debounce.devtools.schema_dump", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database-url", help="a server to migrate a scratch schema on "
-                        "(default: a throwaway embedded Postgres)")
+    parser = argparse.ArgumentParser(
+        prog="python -m debounce.devtools.schema_dump",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--database-url",
+        help="a server to migrate a scratch schema on (default: a throwaway embedded Postgres)",
+    )
     args = parser.parse_args(argv)
     if args.database_url:
         text = dump(args.database_url)

@@ -26,8 +26,7 @@ from debounce.contract.jobs import SyncJob
 from debounce.infra.db import Db, fetch_all, fetch_one
 from debounce.infra.sql import queries
 
-__all__ = ["MAX_PAGE", "AudienceStore", "audience_json", "audience_of", "describe",
-           "list_visible", "short"]
+__all__ = ["MAX_PAGE", "AudienceStore", "audience_json", "audience_of", "describe", "list_visible", "short"]
 
 _Q = queries("audiences")
 
@@ -72,8 +71,10 @@ def describe(row: Mapping[str, Any]) -> str:
         n = len(audience.members)
         return f"{text}: {n} member{'s' if n != 1 else ''} ({_ids(audience.members)})"
     if audience.accessible_by:
-        return (f"{text}: accessible by {len(audience.accessible_by)} "
-                f"({_ids(audience.accessible_by)}), as its latest event said")
+        return (
+            f"{text}: accessible by {len(audience.accessible_by)} "
+            f"({_ids(audience.accessible_by)}), as its latest event said"
+        )
     return f"{text}: whoever the page is shared with there (the source does not say)"
 
 
@@ -83,8 +84,7 @@ def short(row: Mapping[str, Any]) -> str:
     audience = audience_of(row)
     if audience is None:
         return "-"
-    name = {"public_channel": "public", "private_channel": "private"}.get(audience.kind,
-                                                                          audience.kind)
+    name = {"public_channel": "public", "private_channel": "private"}.get(audience.kind, audience.kind)
     listed = audience.members if audience.members is not None else audience.accessible_by
     return f"{name}:{len(listed)}" if listed else name
 
@@ -95,8 +95,9 @@ class AudienceStore:
     id, lease token)`` every write is checked against (:meth:`fenced`); ``None``: unfenced (a
     listing, tests)."""
 
-    def __init__(self, db: Db, source_type: str, workspace_id: int | None,
-                 fence: tuple[int, str] | None = None) -> None:
+    def __init__(
+        self, db: Db, source_type: str, workspace_id: int | None, fence: tuple[int, str] | None = None
+    ) -> None:
         self.db = db
         self.source_type = source_type
         self.workspace_id = workspace_id
@@ -117,13 +118,20 @@ class AudienceStore:
         """The cached audiences of these conversations (missing ids: never learned)."""
         if not conversation_ids:
             return {}
-        rows = await fetch_all(self.db, _Q["get_audiences"], {
-            "source_type": self.source_type, "workspace_id": self.workspace_id,
-            "conversation_ids": list(conversation_ids)})
+        rows = await fetch_all(
+            self.db,
+            _Q["get_audiences"],
+            {
+                "source_type": self.source_type,
+                "workspace_id": self.workspace_id,
+                "conversation_ids": list(conversation_ids),
+            },
+        )
         return {
             r["conversation_id"]: CachedAudience(
                 Audience(r["kind"], tuple(r["members"]) if r["members"] is not None else None),
-                r["refreshed_at"].astimezone(UTC))
+                r["refreshed_at"].astimezone(UTC),
+            )
             for r in rows
         }
 
@@ -136,25 +144,42 @@ class AudienceStore:
             LeaseLost: fenced, and the claim no longer holds the job (nothing written).
         """
         if audience.kind not in CONVERSATION_KINDS:
-            raise ValueError(f"a conversation's audience kind is one of {CONVERSATION_KINDS}, "
-                             f"got {audience.kind!r}")
-        row = await fetch_one(self.db, _Q["put_audience"], {
-            "source_type": self.source_type, "workspace_id": self.workspace_id,
-            "conversation_id": conversation_id, "kind": audience.kind,
-            "members": list(audience.members) if audience.members is not None else None,
-            "fence_job_id": self.fence[0] if self.fence else None,
-            "fence_lease_token": self.fence[1] if self.fence else None,
-        })
+            raise ValueError(
+                f"a conversation's audience kind is one of {CONVERSATION_KINDS}, got {audience.kind!r}"
+            )
+        row = await fetch_one(
+            self.db,
+            _Q["put_audience"],
+            {
+                "source_type": self.source_type,
+                "workspace_id": self.workspace_id,
+                "conversation_id": conversation_id,
+                "kind": audience.kind,
+                "members": list(audience.members) if audience.members is not None else None,
+                "fence_job_id": self.fence[0] if self.fence else None,
+                "fence_lease_token": self.fence[1] if self.fence else None,
+            },
+        )
         if row is None or not row["ok"]:
             job = self.fence[0] if self.fence else "?"
-            raise LeaseLost(f"job {job} lost its claim before recording the audience of "
-                            f"{conversation_id}: nothing written")
+            raise LeaseLost(
+                f"job {job} lost its claim before recording the audience of "
+                f"{conversation_id}: nothing written"
+            )
         return int(row["changed"])
 
 
-async def list_visible(db: Db, *, source_type: str, workspace_id: int, user_id: str,
-                       after_id: int = 0, limit: int = 100, include_deleted: bool = False,
-                       updated_after: datetime | None = None) -> list[dict[str, Any]]:
+async def list_visible(
+    db: Db,
+    *,
+    source_type: str,
+    workspace_id: int,
+    user_id: str,
+    after_id: int = 0,
+    limit: int = 100,
+    include_deleted: bool = False,
+    updated_after: datetime | None = None,
+) -> list[dict[str, Any]]:
     """One page of the documents of ``source_type`` (a source whose documents carry
     audiences: Slack) in workspace ``workspace_id`` (``workspaces.id``) that its user
     ``user_id`` may read: the public channel documents plus those whose
@@ -174,8 +199,17 @@ async def list_visible(db: Db, *, source_type: str, workspace_id: int, user_id: 
         raise ValueError(f"after_id must be 0 or more, got {after_id}")
     if not user_id:
         raise ValueError("user_id must be a user id of the source, such as U0123ABCD")
-    rows = await fetch_all(db, _Q["list_visible"], {
-        "source_type": source_type, "workspace_id": workspace_id, "visible_to": user_id,
-        "after_id": after_id,
-        "limit": limit, "include_deleted": include_deleted, "updated_after": updated_after})
+    rows = await fetch_all(
+        db,
+        _Q["list_visible"],
+        {
+            "source_type": source_type,
+            "workspace_id": workspace_id,
+            "visible_to": user_id,
+            "after_id": after_id,
+            "limit": limit,
+            "include_deleted": include_deleted,
+            "updated_after": updated_after,
+        },
+    )
     return [dict(r) for r in rows]

@@ -95,27 +95,44 @@ class Hold:
     @classmethod
     def from_row(cls, row: Any) -> Hold:
         """A ``list_holds`` row (``held``: the count of documents it holds)."""
-        return cls(int(row["id"]), row["workspace_id"], row.get("workspace_name"),
-                   row["source_type"], row["status"], row["reason"], int(row.get("held") or 0),
-                   row["created_at"], row["updated_at"], row["resolved_at"], row["resolved"])
+        return cls(
+            int(row["id"]),
+            row["workspace_id"],
+            row.get("workspace_name"),
+            row["source_type"],
+            row["status"],
+            row["reason"],
+            int(row.get("held") or 0),
+            row["created_at"],
+            row["updated_at"],
+            row["resolved_at"],
+            row["resolved"],
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The hold as the admin API's JSON object (times ISO 8601 UTC)."""
-        return {"id": self.id, "workspace_id": self.workspace_id,
-                "workspace_name": self.workspace_name, "source": self.source_type,
-                "status": self.status, "reason": self.reason, "held": self.held,
-                "created_at": self.created_at.isoformat(),
-                "updated_at": self.updated_at.isoformat(),
-                "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
-                "resolved": self.resolved}
+        return {
+            "id": self.id,
+            "workspace_id": self.workspace_id,
+            "workspace_name": self.workspace_name,
+            "source": self.source_type,
+            "status": self.status,
+            "reason": self.reason,
+            "held": self.held,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
+            "resolved": self.resolved,
+        }
 
 
 class HoldNotOpen(LookupError):
     """The hold is not there, or an operator resolved it already."""
 
 
-async def list_holds(db: Db, *, status: str | None = "held", workspace_id: int | None = None,
-                     limit: int = 100) -> list[Hold]:
+async def list_holds(
+    db: Db, *, status: str | None = "held", workspace_id: int | None = None, limit: int = 100
+) -> list[Hold]:
     """Holds newest first, of ``status`` (``None``: any) and ``workspace_id`` (``None``: any).
 
     Raises:
@@ -125,8 +142,9 @@ async def list_holds(db: Db, *, status: str | None = "held", workspace_id: int |
         raise ValueError(f"status must be one of {', '.join(STATUSES)}")
     if not 1 <= limit <= 1000:
         raise ValueError("limit must be between 1 and 1000")
-    rows = await fetch_all(db, _Q["list_holds"], {"status": status, "workspace_id": workspace_id,
-                                                  "limit": limit})
+    rows = await fetch_all(
+        db, _Q["list_holds"], {"status": status, "workspace_id": workspace_id, "limit": limit}
+    )
     return [Hold.from_row(dict(r)) for r in rows]
 
 
@@ -139,8 +157,7 @@ async def get(db: Db, hold_id: int) -> Hold | None:
 async def held_documents(db: Db, hold_id: int, *, limit: int = 100) -> list[dict[str, Any]]:
     """The documents hold ``hold_id`` holds now (``source_type``, ``document_id``,
     ``source_page_id``, ``title``, ``url``), in id order, at most ``limit``."""
-    return [dict(r) for r in await fetch_all(db, _Q["held_documents"],
-                                              {"id": hold_id, "limit": limit})]
+    return [dict(r) for r in await fetch_all(db, _Q["held_documents"], {"id": hold_id, "limit": limit})]
 
 
 async def resolve(db: Db, hold_id: int, decision: str) -> Hold:
@@ -154,8 +171,7 @@ async def resolve(db: Db, hold_id: int, decision: str) -> Hold:
     """
     if decision not in DECISIONS:
         raise ValueError("decision must be apply or dismiss")
-    row = await fetch_one(db, _Q["resolve_hold"], {"id": hold_id,
-                                                   "decision": DECISIONS[decision]})
+    row = await fetch_one(db, _Q["resolve_hold"], {"id": hold_id, "decision": DECISIONS[decision]})
     if row is None:
         raise HoldNotOpen(f"no open hold {hold_id} (GET /admin/deletions lists them)")
     return Hold.from_row({**dict(row), "held": 0, "workspace_name": None})

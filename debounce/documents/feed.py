@@ -126,8 +126,9 @@ class CursorGone(Exception):
             "pruned": "changes after the cursor were pruned (DEBOUNCE_CHANGE_RETENTION_SECONDS)",
             "future": "the cursor is past this database's transactions (a point-in-time restore)",
         }[self.reason]
-        return (f"{why}: re-read the documents (GET /documents), then follow the feed from "
-                f"the cursor given here")
+        return (
+            f"{why}: re-read the documents (GET /documents), then follow the feed from the cursor given here"
+        )
 
 
 @dataclass(frozen=True)
@@ -150,11 +151,17 @@ class Change:
 
     def to_json(self) -> dict[str, Any]:
         """The change as the feed's JSON object (docs/consumers.md)."""
-        return {"cursor": self.cursor.encode(), "source": self.source,
-                "workspace_id": self.workspace_id, "document_id": self.document_id,
-                "source_page_id": self.source_page_id, "op": self.op,
-                "updated_at": self.updated_at.isoformat(), "content_sha256": self.content_sha256,
-                "sections": self.sections}
+        return {
+            "cursor": self.cursor.encode(),
+            "source": self.source,
+            "workspace_id": self.workspace_id,
+            "document_id": self.document_id,
+            "source_page_id": self.source_page_id,
+            "op": self.op,
+            "updated_at": self.updated_at.isoformat(),
+            "content_sha256": self.content_sha256,
+            "sections": self.sections,
+        }
 
 
 @dataclass(frozen=True)
@@ -195,9 +202,15 @@ class _State:
 async def _state(db: Db) -> _State:
     row = await fetch_one(db, _Q["state"], {})
     assert row is not None
-    return _State(row["epoch"], bool(row["epoch_current"]),
-                  (int(row["pruned_xid"]), int(row["pruned_seq"])), int(row["xmin"]),
-                  int(row["xmax"]), bool(row["standby"]), float(row["replica_lag_seconds"]))
+    return _State(
+        row["epoch"],
+        bool(row["epoch_current"]),
+        (int(row["pruned_xid"]), int(row["pruned_seq"])),
+        int(row["xmin"]),
+        int(row["xmax"]),
+        bool(row["standby"]),
+        float(row["replica_lag_seconds"]),
+    )
 
 
 async def _behind(after: Cursor, state: _State, primary: Db | None) -> bool:
@@ -268,9 +281,18 @@ async def read_changes(
     scan = max(limit, _SCAN) if filtered else limit
     changes: list[Change] = []
     for _ in range(4 if filtered else 1):
-        rows = await fetch_all(db, _Q["changes"], {
-            "after_xid": str(position[0]), "after_seq": position[1], "below": str(state.xmin),
-            "limit": scan, "source_type": source_type, "workspace_id": workspace_id})
+        rows = await fetch_all(
+            db,
+            _Q["changes"],
+            {
+                "after_xid": str(position[0]),
+                "after_seq": position[1],
+                "below": str(state.xmin),
+                "limit": scan,
+                "source_type": source_type,
+                "workspace_id": workspace_id,
+            },
+        )
         frontier = (int(rows[0]["pruned_xid"]), int(rows[0]["pruned_seq"]))
         if position < frontier:
             if after is not None or changes:  # pruned past the cursor while this read went on
@@ -294,9 +316,17 @@ async def read_changes(
 
 
 def _change(epoch: str, row: Any) -> Change:
-    return Change(Cursor(epoch, int(row["feed_xid"]), int(row["seq"])), row["source_type"],
-                  row["workspace_id"], row["document_id"], row["source_page_id"], row["op"],
-                  row["updated_at"], row["content_sha256"], row.get("sections"))
+    return Change(
+        Cursor(epoch, int(row["feed_xid"]), int(row["seq"])),
+        row["source_type"],
+        row["workspace_id"],
+        row["document_id"],
+        row["source_page_id"],
+        row["op"],
+        row["updated_at"],
+        row["content_sha256"],
+        row.get("sections"),
+    )
 
 
 async def replica_lag(db: Db) -> float:
@@ -332,7 +362,11 @@ async def lag(db: Db) -> float:
 
 
 async def prune_changes(
-    db: Db, older_than: float, *, limit: int | None = None, exclusive: bool = False,
+    db: Db,
+    older_than: float,
+    *,
+    limit: int | None = None,
+    exclusive: bool = False,
     now: datetime | None = None,
 ) -> int | None:
     """Delete changes written more than ``older_than`` seconds before ``now`` (default: the
@@ -348,9 +382,17 @@ async def prune_changes(
     if limit is not None and limit < 1:
         raise ValueError("limit must be at least 1")
     await reset_epoch(db)
-    row = await fetch_one(db, _Q["prune"], {
-        "older_than": float(older_than), "limit": limit, "exclusive": exclusive,
-        "lock_id": PRUNE_LOCK_ID, "now": now})
+    row = await fetch_one(
+        db,
+        _Q["prune"],
+        {
+            "older_than": float(older_than),
+            "limit": limit,
+            "exclusive": exclusive,
+            "lock_id": PRUNE_LOCK_ID,
+            "now": now,
+        },
+    )
     assert row is not None
     return int(row["changes"]) if row["ran"] else None
 

@@ -101,8 +101,11 @@ class ChangeSignal:
                 raise
             except Exception as exc:
                 delay = backoff.next()
-                log.warning("change feed: cannot read the frontier (%s), again in %.1f s",
-                            exc.__class__.__name__, delay)
+                log.warning(
+                    "change feed: cannot read the frontier (%s), again in %.1f s",
+                    exc.__class__.__name__,
+                    delay,
+                )
                 await asyncio.sleep(delay)
             await self._wanted.wait()
 
@@ -147,12 +150,12 @@ async def read_waiting(
     deadline = loop.time() + max(wait, 0.0)
     while True:
         since = signal.mark()
-        page = await read_changes(db, after, limit, source_type=source_type,
-                                  workspace_id=workspace_id, primary=primary)
+        page = await read_changes(
+            db, after, limit, source_type=source_type, workspace_id=workspace_id, primary=primary
+        )
         remaining = deadline - loop.time()
         if page.changes or remaining <= 0 or signal.stopping:
             return page
         after = page.next
         if page.at_head:
-            await signal.wait(since, min(remaining, BEHIND_RECHECK_SECONDS)
-                              if page.behind else remaining)
+            await signal.wait(since, min(remaining, BEHIND_RECHECK_SECONDS) if page.behind else remaining)

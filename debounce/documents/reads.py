@@ -29,34 +29,61 @@ _Q = queries("reads")
 
 
 async def list_documents(
-    db: Db, *, after_id: int, limit: int, source_type: str | None = None,
-    workspace_id: int | None = None, updated_after: datetime | None = None,
+    db: Db,
+    *,
+    after_id: int,
+    limit: int,
+    source_type: str | None = None,
+    workspace_id: int | None = None,
+    updated_after: datetime | None = None,
 ) -> list[Any]:
     """The read API's listing: documents with their content in id order after ``after_id``
     (keyset: each row at most once under concurrent writes), at most ``limit``, deleted ones
     included (``deleted_at`` set); each filter ``None`` for any."""
-    return await fetch_all(db, _Q["list_documents"], {
-        "after_id": after_id, "limit": limit, "source_type": source_type,
-        "workspace_id": workspace_id, "updated_after": updated_after})
+    return await fetch_all(
+        db,
+        _Q["list_documents"],
+        {
+            "after_id": after_id,
+            "limit": limit,
+            "source_type": source_type,
+            "workspace_id": workspace_id,
+            "updated_after": updated_after,
+        },
+    )
 
 
 async def get_document(db: Db, source_type: str, document_id: str) -> Any | None:
     """One document (with content, deleted ones too) by its source and document id, or
     ``None``."""
-    return await fetch_one(db, _Q["document"],
-                           {"source_type": source_type, "document_id": document_id})
+    return await fetch_one(db, _Q["document"], {"source_type": source_type, "document_id": document_id})
 
 
 async def browse_documents(
-    db: Db, *, source_type: str | None, title: str | None, cursor: int | None, limit: int,
-    workspace_id: int | None = None, state: str | None = None,
+    db: Db,
+    *,
+    source_type: str | None,
+    title: str | None,
+    cursor: int | None,
+    limit: int,
+    workspace_id: int | None = None,
+    state: str | None = None,
 ) -> list[Any]:
     """The dashboard's listing: documents without content, newest row id first, before
     ``cursor`` (``None``: from the newest), at most ``limit``; ``state`` ``"live"`` or
     ``"deleted"``, ``title`` a case-insensitive substring; each filter ``None`` for any."""
-    return await fetch_all(db, _Q["browse_documents"], {
-        "source_type": source_type, "title": title, "cursor": cursor, "limit": limit,
-        "workspace_id": workspace_id, "state": state})
+    return await fetch_all(
+        db,
+        _Q["browse_documents"],
+        {
+            "source_type": source_type,
+            "title": title,
+            "cursor": cursor,
+            "limit": limit,
+            "workspace_id": workspace_id,
+            "state": state,
+        },
+    )
 
 
 async def document_by_row_id(db: Db, row_id: int) -> Any | None:
@@ -67,8 +94,11 @@ async def document_by_row_id(db: Db, row_id: int) -> Any | None:
 async def page_documents(db: Db, source_type: str, source_page_id: str, *, limit: int) -> list[Any]:
     """The documents one job key produced (``id``, ``document_id``, ``title``, ``synced_at``,
     ``deleted_at``) by document id, at most ``limit``."""
-    return await fetch_all(db, _Q["page_documents"], {
-        "source_type": source_type, "source_page_id": source_page_id, "limit": limit})
+    return await fetch_all(
+        db,
+        _Q["page_documents"],
+        {"source_type": source_type, "source_page_id": source_page_id, "limit": limit},
+    )
 
 
 async def latest_documents(db: Db, *, source_type: str | None, limit: int) -> list[Any]:

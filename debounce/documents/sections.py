@@ -60,8 +60,13 @@ class Section:
 
     def to_json(self) -> dict[str, Any]:
         """The section as the read API and the ``documents.sections`` column keep it."""
-        return {"id": self.id, "path": list(self.path), "start": self.start, "end": self.end,
-                "sha256": self.sha256}
+        return {
+            "id": self.id,
+            "path": list(self.path),
+            "start": self.start,
+            "end": self.end,
+            "sha256": self.sha256,
+        }
 
 
 def _sha256(text: str) -> str:
@@ -89,8 +94,7 @@ def _headings(content: str) -> list[tuple[int, int, str]]:
         inline = tokens[i + 1] if i + 1 < len(tokens) else None
         text = inline.content.strip() if inline is not None and inline.type == "inline" else ""
         line = token.map[0]
-        found.append((starts[line] if line < len(starts) else len(content), int(token.tag[1:]),
-                      text))
+        found.append((starts[line] if line < len(starts) else len(content), int(token.tag[1:]), text))
     return found
 
 
@@ -129,8 +133,7 @@ def split_sections(content: str, anchors: Sequence[tuple[int, str]] = ()) -> lis
         end = cuts[n + 1][0] if n + 1 < len(cuts) else len(content)
         ordinal = seen.get(path, 0)
         seen[path] = ordinal + 1
-        sections.append(Section(_path_id(path, ordinal), path, start, end,
-                                _sha256(content[start:end])))
+        sections.append(Section(_path_id(path, ordinal), path, start, end, _sha256(content[start:end])))
     return sections
 
 
@@ -151,4 +154,3 @@ def _anchored(content: str, anchors: Sequence[tuple[int, str]]) -> list[Section]
         path = tuple(text for offset, _, text in heads if start <= offset < end)
         sections.append(Section(sid, path, start, end, _sha256(content[start:end])))
     return sections
-

@@ -54,6 +54,7 @@ log = logging.getLogger("debounce.documents")
 #: on a laptop: the worker's event loop keeps extending leases meanwhile).
 _PARSE_INLINE_LIMIT = 20_000
 
+
 def content_sha256(content: str) -> str:
     """Hex SHA-256 of the UTF-8 Markdown ``content``."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
@@ -67,8 +68,9 @@ def audience_params(audience: Audience | None) -> dict[str, Any]:
     return {
         "audience_kind": audience.kind,
         "audience_members": list(audience.members) if audience.members is not None else None,
-        "audience_accessible_by": (list(audience.accessible_by)
-                                   if audience.accessible_by is not None else None),
+        "audience_accessible_by": (
+            list(audience.accessible_by) if audience.accessible_by is not None else None
+        ),
     }
 
 
@@ -80,8 +82,9 @@ class DocumentStore:
     limits above which deletions are held (:class:`~debounce.documents.deletions.DeletionGuard`,
     from the settings)."""
 
-    def __init__(self, db: Db, fence: tuple[int, str] | None = None,
-                 guard: DeletionGuard = DEFAULT_GUARD) -> None:
+    def __init__(
+        self, db: Db, fence: tuple[int, str] | None = None, guard: DeletionGuard = DEFAULT_GUARD
+    ) -> None:
         self.db = db
         self.fence = fence
         #: ``(source type, document id, title)`` of each document this store inserted or
@@ -151,8 +154,9 @@ class DocumentStore:
             self.wrote.append((doc.source_type, doc.document_id, doc.title))
         return outcome
 
-    async def mark_deleted(self, source_type: str, document_ids: Sequence[str], *,
-                           why: str = "were found gone") -> list[str]:
+    async def mark_deleted(
+        self, source_type: str, document_ids: Sequence[str], *, why: str = "were found gone"
+    ) -> list[str]:
         """Mark these documents deleted through the deletion guard; returns the ids marked
         now. Deletions the guard holds (:mod:`~debounce.documents.deletions`) leave their
         documents live and are not returned; ``why`` (what the source answered) goes into the
@@ -166,26 +170,38 @@ class DocumentStore:
         rows = await fetch_all(
             self.db,
             _Q["mark_deleted"],
-            {"source_type": source_type, "document_ids": list(document_ids),
-             **self._guard_params(why), **self._fence_params()},
+            {
+                "source_type": source_type,
+                "document_ids": list(document_ids),
+                **self._guard_params(why),
+                **self._fence_params(),
+            },
         )
         return self._marked(rows, "marking documents deleted")
 
     def _guard_params(self, why: str) -> dict[str, Any]:
-        return {"why": why, "max_count": self.guard.max_count, "max_share": self.guard.max_share,
-                "window": self.guard.window_seconds}
+        return {
+            "why": why,
+            "max_count": self.guard.max_count,
+            "max_share": self.guard.max_share,
+            "window": self.guard.window_seconds,
+        }
 
     def _marked(self, rows: Sequence[Any], what: str) -> list[str]:
         if any(r["document_id"] is None for r in rows):
             raise self._refused(what)
         held = [r["document_id"] for r in rows if r["held"]]
         if held:
-            log.warning("deletion of %d document(s) held (debounce deletions list): %s",
-                        len(held), ", ".join(held[:5]) + (" ..." if len(held) > 5 else ""))
+            log.warning(
+                "deletion of %d document(s) held (debounce deletions list): %s",
+                len(held),
+                ", ".join(held[:5]) + (" ..." if len(held) > 5 else ""),
+            )
         return [r["document_id"] for r in rows if not r["held"]]
 
-    async def mark_page_deleted(self, source_type: str, source_page_id: str, *,
-                                why: str = "were found gone") -> list[str]:
+    async def mark_page_deleted(
+        self, source_type: str, source_page_id: str, *, why: str = "were found gone"
+    ) -> list[str]:
         """Mark every document of job key ``source_page_id`` deleted through the deletion
         guard; returns the ids marked now (held ones, as :meth:`mark_deleted`, are not).
 
@@ -195,8 +211,12 @@ class DocumentStore:
         rows = await fetch_all(
             self.db,
             _Q["mark_page_deleted"],
-            {"source_type": source_type, "source_page_id": source_page_id,
-             **self._guard_params(why), **self._fence_params()},
+            {
+                "source_type": source_type,
+                "source_page_id": source_page_id,
+                **self._guard_params(why),
+                **self._fence_params(),
+            },
         )
         return self._marked(rows, f"marking page {source_page_id} deleted")
 
@@ -214,22 +234,39 @@ class DocumentStore:
         )
         if row is None:
             return None
-        return Document(source_type=source_type, document_id=document_id,
-                        source_page_id=row["source_page_id"], title=row["title"],
-                        content=row["content"], url=row["url"], metadata=dict(row["metadata"]),
-                        source_updated_at=row["source_updated_at"])
+        return Document(
+            source_type=source_type,
+            document_id=document_id,
+            source_page_id=row["source_page_id"],
+            title=row["title"],
+            content=row["content"],
+            url=row["url"],
+            metadata=dict(row["metadata"]),
+            source_updated_at=row["source_updated_at"],
+        )
 
-    async def current_matching(self, source_type: str,
-                               metadata: Mapping[str, Any]) -> list[Document]:
+    async def current_matching(self, source_type: str, metadata: Mapping[str, Any]) -> list[Document]:
         """The live stored documents of ``source_type`` whose metadata contains ``metadata``
         (JSON containment, ``@>``), by document id, each with ``content`` ``""`` (left out)
         and audience ``None``."""
-        rows = await fetch_all(self.db, _Q["current_documents_matching"],
-                               {"source_type": source_type, "metadata": Jsonb(dict(metadata))})
-        return [Document(source_type=source_type, document_id=row["document_id"],
-                         source_page_id=row["source_page_id"], title=row["title"], content="",
-                         url=row["url"], metadata=dict(row["metadata"]),
-                         source_updated_at=row["source_updated_at"]) for row in rows]
+        rows = await fetch_all(
+            self.db,
+            _Q["current_documents_matching"],
+            {"source_type": source_type, "metadata": Jsonb(dict(metadata))},
+        )
+        return [
+            Document(
+                source_type=source_type,
+                document_id=row["document_id"],
+                source_page_id=row["source_page_id"],
+                title=row["title"],
+                content="",
+                url=row["url"],
+                metadata=dict(row["metadata"]),
+                source_updated_at=row["source_updated_at"],
+            )
+            for row in rows
+        ]
 
     async def get_state(self, source_type: str, source_page_id: str) -> dict[str, Any]:
         """The syncer's saved state for one job key (``{}`` if none)."""
@@ -249,8 +286,12 @@ class DocumentStore:
         row = await fetch_one(
             self.db,
             _Q["set_state"],
-            {"source_type": source_type, "source_page_id": source_page_id, "state": Jsonb(state),
-             **self._fence_params()},
+            {
+                "source_type": source_type,
+                "source_page_id": source_page_id,
+                "state": Jsonb(state),
+                **self._fence_params(),
+            },
         )
         if row is None or not row["ok"]:
             raise self._refused(f"saving the sync state of {source_page_id}")

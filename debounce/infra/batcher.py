@@ -111,8 +111,12 @@ class Batcher(Generic[T, R]):
             results = await self.flush(flat)
         except Exception as exc:
             if len(batch) > 1 and not is_transient(exc):
-                log.warning("%s: batch of %d submissions failed (%s); retrying each on its own",
-                            self.name, len(batch), exc.__class__.__name__)
+                log.warning(
+                    "%s: batch of %d submissions failed (%s); retrying each on its own",
+                    self.name,
+                    len(batch),
+                    exc.__class__.__name__,
+                )
                 for one in batch:
                     await self._run([one])
                 return

@@ -155,8 +155,7 @@ def open_pool(
         milliseconds = str(max(1, int(statement_timeout * 1000)))
 
         async def configure(conn: AsyncConnection[Any]) -> None:
-            await conn.execute(queries("session")["set_statement_timeout"],
-                               {"milliseconds": milliseconds})
+            await conn.execute(queries("session")["set_statement_timeout"], {"milliseconds": milliseconds})
 
     return AsyncConnectionPool(
         conninfo,
@@ -195,7 +194,8 @@ async def connection_limit(conninfo: str, *, connect_timeout: int = 3) -> Connec
         psycopg.Error: the server is unreachable or refused the connection.
     """
     async with await psycopg.AsyncConnection.connect(
-            conninfo, autocommit=True, connect_timeout=connect_timeout) as conn:
+        conninfo, autocommit=True, connect_timeout=connect_timeout
+    ) as conn:
         cur = await conn.execute(queries("session")["connection_limit"])
         row = await cur.fetchone()
     assert row is not None
@@ -205,8 +205,9 @@ async def connection_limit(conninfo: str, *, connect_timeout: int = 3) -> Connec
 _budget_log = logging.getLogger("debounce.db")
 
 
-async def check_connection_budget(conninfo: str, process: str, wanted: int,
-                                  how: str) -> ConnectionLimit | None:
+async def check_connection_budget(
+    conninfo: str, process: str, wanted: int, how: str
+) -> ConnectionLimit | None:
     """At a process's start: warn (one line, logger ``debounce.db``) when ``wanted``, the
     connections its pools may open (``how``: the settings that size them), exceeds what the
     server at ``conninfo`` leaves: ``max_connections`` − reserved − the connections other
@@ -222,8 +223,15 @@ async def check_connection_budget(conninfo: str, process: str, wanted: int,
             "this %s may open %d database connections (%s), but the server allows %d "
             "(max_connections %d - %d reserved) and %d are in use: at its busiest it will be "
             "refused connections; lower them or raise the plan's limit (docs/deploying.md, "
-            "\"Connections\")", process, wanted, how, limit.available, limit.max_connections,
-            limit.reserved, others)
+            '"Connections")',
+            process,
+            wanted,
+            how,
+            limit.available,
+            limit.max_connections,
+            limit.reserved,
+            others,
+        )
     return limit
 
 
@@ -231,8 +239,11 @@ def unreachable_reason(exc: BaseException) -> str | None:
     """Why a connection could not be made, in libpq's words on one line (``connection to
     server at "10.0.0.5", port 5432 failed: Connection refused``), when ``exc`` is such a
     failure (an ``OperationalError`` without a SQLSTATE: libpq's own); else ``None``."""
-    if (not isinstance(exc, psycopg.OperationalError) or isinstance(exc, PoolTimeout)
-            or exc.sqlstate is not None):
+    if (
+        not isinstance(exc, psycopg.OperationalError)
+        or isinstance(exc, PoolTimeout)
+        or exc.sqlstate is not None
+    ):
         return None  # a PoolTimeout is an OperationalError that does not say why
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return "; ".join(lines).removeprefix("connection failed: ") or exc.__class__.__name__
@@ -244,7 +255,8 @@ async def why_unreachable(conninfo: str, connect_timeout: int = 3) -> str | None
     when the connection succeeds (the pool was busy, not the database away)."""
     try:
         conn = await psycopg.AsyncConnection.connect(
-            conninfo, autocommit=True, connect_timeout=connect_timeout)
+            conninfo, autocommit=True, connect_timeout=connect_timeout
+        )
     except psycopg.Error as exc:
         return unreachable_reason(exc) or f"{exc.__class__.__name__}: {exc}".splitlines()[0]
     except OSError as exc:

@@ -50,8 +50,12 @@ class EmbeddedPostgres:
         except Exception as exc:  # pgserver raises plain exceptions with the pg_ctl output
             raise RuntimeError(f"embedded Postgres did not start in {self.data_dir}: {exc}") from exc
         url: str = self._server.get_uri()
-        log.log(logging.INFO if announce else logging.DEBUG,
-                "embedded Postgres: data in %s, url %s", self.data_dir, url)
+        log.log(
+            logging.INFO if announce else logging.DEBUG,
+            "embedded Postgres: data in %s, url %s",
+            self.data_dir,
+            url,
+        )
         return url
 
     def stop(self) -> None:

@@ -83,8 +83,7 @@ class WebMetrics:
         )
         self.workers_alive = Gauge(
             "debounce_workers_alive",
-            "Worker processes whose heartbeat was seen within the last 15 s (read at scrape "
-            "time).",
+            "Worker processes whose heartbeat was seen within the last 15 s (read at scrape time).",
             registry=self.registry,
         )
         self.last_claim_age = Gauge(
@@ -114,22 +113,27 @@ class WebMetrics:
         self.sync_requests = Gauge(
             "debounce_workspace_sync_requests",
             "Requests page syncs sent, per workspace and lane (live, bulk; read at scrape time).",
-            ["source", "workspace", "lane"], registry=self.registry)
+            ["source", "workspace", "lane"],
+            registry=self.registry,
+        )
         self.synced_pages = Gauge(
             "debounce_workspace_synced_pages",
             "Pages synced, per workspace and lane (read at scrape time).",
-            ["source", "workspace", "lane"], registry=self.registry)
+            ["source", "workspace", "lane"],
+            registry=self.registry,
+        )
         self.requests_per_page = Gauge(
             "debounce_workspace_requests_per_page",
             "Requests sent per page synced, per workspace and lane (read at scrape time).",
-            ["source", "workspace", "lane"], registry=self.registry)
+            ["source", "workspace", "lane"],
+            registry=self.registry,
+        )
 
     def count_webhook(self, source: str, outcome: str, n: int = 1) -> None:
         """Add ``n`` to ``debounce_webhooks_total{source, outcome}``."""
         child = self._webhook_children.get((source, outcome))
         if child is None:
-            child = self._webhook_children[(source, outcome)] = self.webhooks.labels(source,
-                                                                                     outcome)
+            child = self._webhook_children[(source, outcome)] = self.webhooks.labels(source, outcome)
         child.inc(n)
 
 
@@ -155,31 +159,52 @@ class WorkerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.sync_seconds = Histogram(
-            "debounce_sync_seconds", "Duration of each sync, by source and outcome (seconds).",
-            ["source", "outcome"], registry=self.registry,
-            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0))
+            "debounce_sync_seconds",
+            "Duration of each sync, by source and outcome (seconds).",
+            ["source", "outcome"],
+            registry=self.registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
+        )
         self.api_requests = Counter(
-            "debounce_api_requests", "Requests sent to a source's API, by HTTP status.",
-            ["source", "status"], registry=self.registry)
+            "debounce_api_requests",
+            "Requests sent to a source's API, by HTTP status.",
+            ["source", "status"],
+            registry=self.registry,
+        )
         self.api_rate_limited = Counter(
-            "debounce_api_rate_limited", "Requests a source's API answered with 429.",
-            ["source"], registry=self.registry)
+            "debounce_api_rate_limited",
+            "Requests a source's API answered with 429.",
+            ["source"],
+            registry=self.registry,
+        )
         self.rate_limits = Counter(
-            "debounce_rate_limits", "Rate limits (429, 529) that blocked a workspace, by reason.",
-            ["source", "reason"], registry=self.registry)
+            "debounce_rate_limits",
+            "Rate limits (429, 529) that blocked a workspace, by reason.",
+            ["source", "reason"],
+            registry=self.registry,
+        )
         self.budget_yields = Counter(
-            "debounce_budget_yields", "Syncs that yielded their slot to the workspace's budget.",
-            ["source"], registry=self.registry)
+            "debounce_budget_yields",
+            "Syncs that yielded their slot to the workspace's budget.",
+            ["source"],
+            registry=self.registry,
+        )
         self.jobs_claimed = Counter(
-            "debounce_jobs_claimed", "Jobs claimed by this process, by source.", ["source"],
-            registry=self.registry)
+            "debounce_jobs_claimed",
+            "Jobs claimed by this process, by source.",
+            ["source"],
+            registry=self.registry,
+        )
         self.lease_renewals = Counter(
-            "debounce_lease_renewals", "Leases of running syncs extended.", registry=self.registry)
+            "debounce_lease_renewals", "Leases of running syncs extended.", registry=self.registry
+        )
         self.sync_lag = Histogram(
             "debounce_sync_lag_seconds",
-            "First accepted event of a burst to its document written (seconds).", ["source"],
+            "First accepted event of a burst to its document written (seconds).",
+            ["source"],
             registry=self.registry,
-            buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200))
+            buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+        )
 
 
 #: The process's worker metrics.

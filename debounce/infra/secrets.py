@@ -44,14 +44,18 @@ class Keyring:
     def __init__(self, keys: str | None) -> None:
         parts = [k.strip() for k in (keys or "").split(",") if k.strip()]
         if not parts:
-            raise SecretKeyError("DEBOUNCE_SECRET_KEY is not set: it encrypts workspace "
-                                 "credentials (make one with `debounce workspaces new-key`)")
+            raise SecretKeyError(
+                "DEBOUNCE_SECRET_KEY is not set: it encrypts workspace "
+                "credentials (make one with `debounce workspaces new-key`)"
+            )
         try:
             self._fernet = MultiFernet([Fernet(k.encode()) for k in parts])
         except (ValueError, TypeError):
-            raise SecretKeyError("DEBOUNCE_SECRET_KEY must be Fernet keys (URL-safe base64 of 32 "
-                                 "bytes), comma-separated; make one with "
-                                 "`debounce workspaces new-key`") from None
+            raise SecretKeyError(
+                "DEBOUNCE_SECRET_KEY must be Fernet keys (URL-safe base64 of 32 "
+                "bytes), comma-separated; make one with "
+                "`debounce workspaces new-key`"
+            ) from None
 
     def encrypt(self, credentials: dict[str, Any]) -> bytes:
         """``credentials`` as a Fernet token (bytes), encrypted with the first key."""
@@ -66,8 +70,10 @@ class Keyring:
         try:
             value = json.loads(self._fernet.decrypt(bytes(token)))
         except InvalidToken:
-            raise SecretKeyError("stored credentials do not decrypt with DEBOUNCE_SECRET_KEY "
-                                 "(was the key that encrypted them removed?)") from None
+            raise SecretKeyError(
+                "stored credentials do not decrypt with DEBOUNCE_SECRET_KEY "
+                "(was the key that encrypted them removed?)"
+            ) from None
         if not isinstance(value, dict):
             raise SecretKeyError("stored credentials are not a JSON object")
         return value

@@ -71,8 +71,11 @@ def _parsed(name: str) -> tuple[dict[str, str], dict[str, str]]:
             lines.append(line)
     flush()
     # A fragment's own comment stays in the file; the statements get its SQL.
-    fragments = {k: "\n".join(ln for ln in v.splitlines() if not ln.startswith("--"))
-                 for k, v in out.items() if k.startswith("_")}
+    fragments = {
+        k: "\n".join(ln for ln in v.splitlines() if not ln.startswith("--"))
+        for k, v in out.items()
+        if k.startswith("_")
+    }
     return {k: v for k, v in out.items() if not k.startswith("_")}, fragments
 
 
@@ -100,8 +103,10 @@ def queries(name: str) -> dict[str, LiteralString]:
             where, fragment = match.group(1) or file, match.group(2)
             fragments = _parsed(where)[1]
             if fragment not in fragments:
-                raise ValueError(f"sql/queries/{name}.sql includes undefined fragment "
-                                 f"{(where + '.') if where != name else ''}{fragment}")
+                raise ValueError(
+                    f"sql/queries/{name}.sql includes undefined fragment "
+                    f"{(where + '.') if where != name else ''}{fragment}"
+                )
             return expand(fragments[fragment], where, depth + 1)
 
         return _INCLUDE.sub(include, text)

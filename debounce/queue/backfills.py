@@ -27,9 +27,22 @@ from debounce.contract import BackfillItem
 from debounce.infra.db import Db, fetch_all, fetch_one
 from debounce.infra.sql import queries
 
-__all__ = ["BULK_PRIORITY", "KINDS", "Progress", "defer", "fail", "finish", "latest", "lease",
-           "record_page", "release", "request", "schedule_backfills", "schedule_reconciliations",
-           "set_reconcile"]
+__all__ = [
+    "BULK_PRIORITY",
+    "KINDS",
+    "Progress",
+    "defer",
+    "fail",
+    "finish",
+    "latest",
+    "lease",
+    "record_page",
+    "release",
+    "request",
+    "schedule_backfills",
+    "schedule_reconciliations",
+    "set_reconcile",
+]
 
 _Q = queries("backfills")
 
@@ -50,18 +63,31 @@ async def request(db: Db, workspace_id: int, kind: str = "backfill") -> dict[str
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if kind == "backfill":
         await fetch_all(db, _Q["cancel_reconciliations"], {"workspace_id": workspace_id})
-    return await fetch_one(db, _Q["request_backfill"], {"workspace_id": workspace_id,
-                                                           "kind": kind})
+    return await fetch_one(db, _Q["request_backfill"], {"workspace_id": workspace_id, "kind": kind})
 
 
-async def schedule_reconciliations(db: Db, sources: Sequence[str], default_on: Sequence[str], *,
-                          interval: float, full_interval: float,
-                          now: datetime | None = None) -> list[dict[str, Any]]:
+async def schedule_reconciliations(
+    db: Db,
+    sources: Sequence[str],
+    default_on: Sequence[str],
+    *,
+    interval: float,
+    full_interval: float,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
     """Start the reconciliations that are due (``sql/queries/backfills.sql``,
     ``schedule_reconciliations``; intervals in seconds). Returns the rows started."""
-    return await fetch_all(db, _Q["schedule_reconciliations"], {
-        "sources": list(sources), "default_on": list(default_on), "interval": float(interval),
-        "full_interval": float(full_interval), "now": now})
+    return await fetch_all(
+        db,
+        _Q["schedule_reconciliations"],
+        {
+            "sources": list(sources),
+            "default_on": list(default_on),
+            "interval": float(interval),
+            "full_interval": float(full_interval),
+            "now": now,
+        },
+    )
 
 
 async def schedule_backfills(db: Db, sources: Sequence[str]) -> list[dict[str, Any]]:
@@ -70,51 +96,84 @@ async def schedule_backfills(db: Db, sources: Sequence[str]) -> list[dict[str, A
     return await fetch_all(db, _Q["schedule_backfills"], {"sources": list(sources)})
 
 
-async def lease(db: Db, owner: str, sources: Sequence[str], lease_seconds: float, *,
-                now: datetime | None = None) -> dict[str, Any] | None:
+async def lease(
+    db: Db, owner: str, sources: Sequence[str], lease_seconds: float, *, now: datetime | None = None
+) -> dict[str, Any] | None:
     """Take one running backfill for ``owner`` (those of kind backfill first), or ``None``."""
-    return await fetch_one(db, _Q["lease_backfill"], {
-        "owner": owner, "sources": list(sources), "lease_seconds": float(lease_seconds),
-        "now": now})
+    return await fetch_one(
+        db,
+        _Q["lease_backfill"],
+        {"owner": owner, "sources": list(sources), "lease_seconds": float(lease_seconds), "now": now},
+    )
 
 
-async def record_page(db: Db, backfill_id: int, owner: str, items: Sequence[BackfillItem],
-                      cursor: str | None, *, lease_seconds: float, max_attempts: int,
-                      now: datetime | None = None) -> dict[str, Any] | None:
+async def record_page(
+    db: Db,
+    backfill_id: int,
+    owner: str,
+    items: Sequence[BackfillItem],
+    cursor: str | None,
+    *,
+    lease_seconds: float,
+    max_attempts: int,
+    now: datetime | None = None,
+) -> dict[str, Any] | None:
     """Record one backfill page (enqueue what is stale, move the cursor), in one statement.
     Returns the backfill row (with ``page_enqueued``), or ``None`` when ``owner`` lost
     the lease or the workspace is removed (nothing written)."""
-    return await fetch_one(db, _Q["record_backfill_page"], {
-        "id": backfill_id, "owner": owner,
-        "page_ids": [i.source_page_id for i in items],
-        "edited_ats": [i.edited_at for i in items],
-        "payloads": [Jsonb(i.payload) for i in items],
-        "cursor": cursor, "priority": BULK_PRIORITY, "max_attempts": max_attempts,
-        "lease_seconds": float(lease_seconds), "now": now})
+    return await fetch_one(
+        db,
+        _Q["record_backfill_page"],
+        {
+            "id": backfill_id,
+            "owner": owner,
+            "page_ids": [i.source_page_id for i in items],
+            "edited_ats": [i.edited_at for i in items],
+            "payloads": [Jsonb(i.payload) for i in items],
+            "cursor": cursor,
+            "priority": BULK_PRIORITY,
+            "max_attempts": max_attempts,
+            "lease_seconds": float(lease_seconds),
+            "now": now,
+        },
+    )
 
 
-async def finish(db: Db, backfill_id: int, owner: str, *, max_attempts: int,
-                 now: datetime | None = None) -> dict[str, Any] | None:
+async def finish(
+    db: Db, backfill_id: int, owner: str, *, max_attempts: int, now: datetime | None = None
+) -> dict[str, Any] | None:
     """Complete a backfill (re-checks of vanished documents after a whole list). Returns its
     row, or ``None`` when ``owner`` lost the lease or the workspace is removed (nothing
     written)."""
-    return await fetch_one(db, _Q["finish_backfill"], {
-        "id": backfill_id, "owner": owner, "priority": BULK_PRIORITY,
-        "max_attempts": max_attempts, "now": now})
+    return await fetch_one(
+        db,
+        _Q["finish_backfill"],
+        {
+            "id": backfill_id,
+            "owner": owner,
+            "priority": BULK_PRIORITY,
+            "max_attempts": max_attempts,
+            "now": now,
+        },
+    )
 
 
-async def defer(db: Db, backfill_id: int, owner: str, seconds: float, error: str, *,
-                now: datetime | None = None) -> dict[str, Any] | None:
+async def defer(
+    db: Db, backfill_id: int, owner: str, seconds: float, error: str, *, now: datetime | None = None
+) -> dict[str, Any] | None:
     """Free the lease; the backfill continues from its cursor in ``seconds``."""
-    return await fetch_one(db, _Q["defer_backfill"], {
-        "id": backfill_id, "owner": owner, "seconds": float(seconds), "error": error[:2000],
-        "now": now})
+    return await fetch_one(
+        db,
+        _Q["defer_backfill"],
+        {"id": backfill_id, "owner": owner, "seconds": float(seconds), "error": error[:2000], "now": now},
+    )
 
 
 async def fail(db: Db, backfill_id: int, owner: str, error: str) -> dict[str, Any] | None:
     """Give up a backfill the source refuses (``failed``, ``error`` kept)."""
-    return await fetch_one(db, _Q["fail_backfill"], {
-        "id": backfill_id, "owner": owner, "error": error[:2000]})
+    return await fetch_one(
+        db, _Q["fail_backfill"], {"id": backfill_id, "owner": owner, "error": error[:2000]}
+    )
 
 
 async def release(db: Db, owner: str) -> int:
@@ -156,22 +215,30 @@ class Progress:
         return dict(self.__dict__)
 
 
-async def latest(db: Db, workspace_id: int, *, per_minute: float = 0.0,
-                 requests_per_page: float = 1.0) -> Progress | None:
+async def latest(
+    db: Db, workspace_id: int, *, per_minute: float = 0.0, requests_per_page: float = 1.0
+) -> Progress | None:
     """The latest backfill of ``workspace_id`` with its progress (``per_minute``: the
     workspace's budget, for the ETA). ``None``: it never had one."""
     row = await fetch_one(db, _Q["latest_backfill"], {"workspace_id": workspace_id})
     if row is None:
         return None
     remaining = int(row["remaining"])
-    eta = (remaining * requests_per_page / (per_minute / 60.0)
-           if per_minute > 0 and remaining else None)
+    eta = remaining * requests_per_page / (per_minute / 60.0) if per_minute > 0 and remaining else None
     return Progress(
-        id=row["id"], kind=row["kind"], status=row["status"], discovered=row["discovered"],
-        enqueued=row["enqueued"], current=row["current"], active=row["active"],
-        rechecks=row["rechecks"], remaining=remaining,
+        id=row["id"],
+        kind=row["kind"],
+        status=row["status"],
+        discovered=row["discovered"],
+        enqueued=row["enqueued"],
+        current=row["current"],
+        active=row["active"],
+        rechecks=row["rechecks"],
+        remaining=remaining,
         synced=max(0, row["enqueued"] + row["rechecks"] - remaining),
-        listing_pages=row["listing_pages"], eta_seconds=round(eta, 1) if eta else None,
+        listing_pages=row["listing_pages"],
+        eta_seconds=round(eta, 1) if eta else None,
         started_at=row["started_at"].isoformat(),
         finished_at=row["finished_at"].isoformat() if row["finished_at"] else None,
-        error=row["error"])
+        error=row["error"],
+    )

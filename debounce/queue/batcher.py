@@ -17,11 +17,11 @@ class EnqueueBatcher(Batcher[JobEvent, EnqueueBrief]):
     checked again); a batch
     with a job due within ``notify_within`` seconds wakes idle workers."""
 
-    def __init__(self, db: Db, *, flushers: int = 4, max_batch: int = 500,
-                 notify_within: float = 0.0) -> None:
+    def __init__(
+        self, db: Db, *, flushers: int = 4, max_batch: int = 500, notify_within: float = 0.0
+    ) -> None:
         async def enqueue(events: list[JobEvent]) -> list[EnqueueBrief]:
-            return await enqueue_events(db, events, notify_within=notify_within,
-                                             validated=True)
+            return await enqueue_events(db, events, notify_within=notify_within, validated=True)
 
         super().__init__(enqueue, flushers=flushers, max_batch=max_batch, name="enqueue")
         self.db = db

@@ -192,8 +192,5 @@ def validate_event(event: JobEvent, *, payload: bool = True) -> None:
     check_int("max_attempts", event.max_attempts, minimum=1)
     for kind in event.kinds:
         if not isinstance(kind, str) or not kind or "," in kind or len(kind) > 40:
-            raise ValueError(f"a change kind must be 1 to 40 characters without a comma, "
-                             f"got {kind!r}")
+            raise ValueError(f"a change kind must be 1 to 40 characters without a comma, got {kind!r}")
         check_text("kind", kind, max_bytes=40)
-
-

@@ -55,7 +55,11 @@ def job_of(row: Mapping[str, Any] | None) -> SyncJob | None:
 
 
 async def enqueue(
-    db: Db, events: Sequence[JobEvent], *, now: datetime | None = None, notify_within: float = 0.0,
+    db: Db,
+    events: Sequence[JobEvent],
+    *,
+    now: datetime | None = None,
+    notify_within: float = 0.0,
     validated: bool = False,
 ) -> list[EnqueueBrief]:
     """Debounce a batch of events in one statement and one transaction; answer per event, in
@@ -76,16 +80,20 @@ async def enqueue(
     if not events:
         check_now(now)
         return []
-    rows = await fetch_all(db, _Q["enqueue"],
-                           _enqueue_params(events, now, notify_within, validated))
-    return [EnqueueBrief(EnqueueOutcome(row["outcome"]), row["id"],
-                         row["scheduled_at"].astimezone(UTC)
-                         if row["scheduled_at"] is not None else None)
-            for row in rows]
+    rows = await fetch_all(db, _Q["enqueue"], _enqueue_params(events, now, notify_within, validated))
+    return [
+        EnqueueBrief(
+            EnqueueOutcome(row["outcome"]),
+            row["id"],
+            row["scheduled_at"].astimezone(UTC) if row["scheduled_at"] is not None else None,
+        )
+        for row in rows
+    ]
 
 
-def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, notify_within: float,
-                    validated: bool) -> dict[str, Any]:
+def _enqueue_params(
+    events: Sequence[JobEvent], now: datetime | None, notify_within: float, validated: bool
+) -> dict[str, Any]:
     """The statement's parameters; each payload serialised (and checked) once: the event's
     ``payload_json`` when the caller made it, else :func:`payload_text`.
 
@@ -100,8 +108,9 @@ def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, notify_wit
         "now": now,
         "source_types": [e.source_type for e in events],
         "source_page_ids": [e.source_page_id for e in events],
-        "payloads": [e.payload_json if e.payload_json is not None else payload_text(e.payload)
-                     for e in events],
+        "payloads": [
+            e.payload_json if e.payload_json is not None else payload_text(e.payload) for e in events
+        ],
         "event_ids": [e.event_id for e in events],
         "debounce_seconds": [float(e.debounce_seconds) for e in events],
         "max_wait_seconds": [float(e.max_wait_seconds) for e in events],
@@ -253,8 +262,7 @@ async def fail_many(
             "retry_afters": [f.retry_after for f in failures],
             "permanents": [bool(f.permanent) for f in failures],
             "backoffs": [f.backoff_seconds or 0.0 for f in failures],
-            "checkpoints": [Jsonb(f.checkpoint) if f.checkpoint is not None else None
-                            for f in failures],
+            "checkpoints": [Jsonb(f.checkpoint) if f.checkpoint is not None else None for f in failures],
             "keep_places": [bool(f.keep_place and f.retry_after is not None) for f in failures],
             "now": now,
         },
@@ -281,9 +289,7 @@ async def extend_leases(
     return {r["id"]: r["lease_expires_at"] for r in rows}
 
 
-async def release(
-    db: Db, jobs: SyncJob | Iterable[SyncJob], *, now: datetime | None = None
-) -> list[SyncJob]:
+async def release(db: Db, jobs: SyncJob | Iterable[SyncJob], *, now: datetime | None = None) -> list[SyncJob]:
     """Give claimed jobs back untouched (shutdown): ``pending`` at their due time, the attempt
     not counted. Returns the rows released (claims no longer held are skipped)."""
     check_now(now)
@@ -295,9 +301,7 @@ async def release(
     return [SyncJob.from_row(r) for r in rows]
 
 
-async def requeue_expired(
-    db: Db, *, limit: int = 1000, now: datetime | None = None
-) -> list[SyncJob]:
+async def requeue_expired(db: Db, *, limit: int = 1000, now: datetime | None = None) -> list[SyncJob]:
     """Return jobs whose lease expired (dead workers) to ``pending`` (due now), or ``failed``
     when their attempts are spent. Returns the rows changed (at most ``limit``)."""
     check_int("limit", limit, minimum=1)
@@ -324,9 +328,11 @@ async def repair_lines(db: Db, *, workspace_concurrency: int, batch: int = 1000)
     check_int("workspace_concurrency", workspace_concurrency, minimum=1)
     changed, after = 0, 0
     while True:
-        row = await fetch_one(db, _CLAIM["repair_lines"],
-                              {"after": after, "batch": batch,
-                               "workspace_concurrency": workspace_concurrency})
+        row = await fetch_one(
+            db,
+            _CLAIM["repair_lines"],
+            {"after": after, "batch": batch, "workspace_concurrency": workspace_concurrency},
+        )
         if row is None or row["last_id"] is None:
             return changed
         changed += int(row["changed"] or 0)

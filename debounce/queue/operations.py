@@ -69,7 +69,6 @@ class JobPage:
     next_cursor: int | None
 
 
-
 async def resync(
     db: Db,
     source_type: str,
@@ -112,8 +111,9 @@ async def resync(
     )
     job = job_of(row)
     if job is None:
-        raise JobConflict(f"the workspace of {source_type} page {source_page_id} is "
-                          "removed; nothing was re-synced")
+        raise JobConflict(
+            f"the workspace of {source_type} page {source_page_id} is removed; nothing was re-synced"
+        )
     return job
 
 
@@ -190,8 +190,9 @@ async def list_jobs(
     return JobPage(jobs=jobs, next_cursor=jobs[-1].id if len(rows) > limit else None)
 
 
-async def stats(db: Db, *, now: datetime | None = None,
-                alive_within: float = ALIVE_WITHIN_SECONDS) -> dict[str, Any]:
+async def stats(
+    db: Db, *, now: datetime | None = None, alive_within: float = ALIVE_WITHIN_SECONDS
+) -> dict[str, Any]:
     """Queue statistics::
 
         {"by_source": {"<source>": {"pending": 3, "processing": 1, "completed": 10, "failed": 0,
@@ -221,10 +222,11 @@ async def stats(db: Db, *, now: datetime | None = None,
         entry["oldest_due_age_seconds"] = max(entry["oldest_due_age_seconds"], age)
         oldest = max(oldest, age)
     claimed = None if seen is None else seen["last_claim_age_seconds"]
-    workers = {"alive": 0 if seen is None else int(seen["alive"]),
-               "last_claim_age_seconds": None if claimed is None else float(claimed)}
-    return {"by_source": by_source, "totals": totals, "oldest_due_age_seconds": oldest,
-            "workers": workers}
+    workers = {
+        "alive": 0 if seen is None else int(seen["alive"]),
+        "last_claim_age_seconds": None if claimed is None else float(claimed),
+    }
+    return {"by_source": by_source, "totals": totals, "oldest_due_age_seconds": oldest, "workers": workers}
 
 
 #: Advisory lock of the scheduled prune (one worker at a time): "prune" in ASCII.
@@ -258,8 +260,14 @@ async def prune(
     row = await fetch_one(
         db,
         _Q["prune"],
-        {"job_older_than": float(older_than), "event_older_than": float(events_age), "now": now,
-         "limit": limit, "exclusive": exclusive, "lock_id": PRUNE_LOCK_ID},
+        {
+            "job_older_than": float(older_than),
+            "event_older_than": float(events_age),
+            "now": now,
+            "limit": limit,
+            "exclusive": exclusive,
+            "lock_id": PRUNE_LOCK_ID,
+        },
     )
     assert row is not None
     if not row["ran"]:
@@ -283,8 +291,7 @@ async def seconds_until_due(db: Db, source_types: Sequence[str]) -> float | None
     return float(row["seconds"]) if row and row["seconds"] is not None else None
 
 
-async def cancel_removed(db: Db, *, workspace_id: int | None = None,
-                         batch: int = 500) -> dict[str, int]:
+async def cancel_removed(db: Db, *, workspace_id: int | None = None, batch: int = 500) -> dict[str, int]:
     """Finish the pending jobs (failed, ``last_error`` saying why) and running backfills
     (cancelled) of removed workspaces (``workspace_id``'s only, or every removed one), in
     statements of at most ``batch`` rows, each its own transaction when ``db`` is a pool. Rows

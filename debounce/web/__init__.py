@@ -39,8 +39,10 @@ def app_from_env() -> Starlette:
     try:
         settings = Settings.from_env()
         if not settings.database_url:
-            raise ValueError("DATABASE_URL is not set (`debounce serve` starts an embedded "
-                             "Postgres; the web process needs the service's database)")
+            raise ValueError(
+                "DATABASE_URL is not set (`debounce serve` starts an embedded "
+                "Postgres; the web process needs the service's database)"
+            )
         configure(settings.log_format, settings.log_level)
         return create_app(settings, freeze_heap=True)
     except ValueError as exc:

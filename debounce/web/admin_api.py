@@ -20,8 +20,16 @@ from debounce.web.inputs import source_param
 from debounce.web.state import WebState, web_state
 from debounce.workspaces import verification
 
-__all__ = ["DIGITS", "get_job", "list_jobs", "require_admin", "resync", "retry_job", "stats",
-           "verification_token"]
+__all__ = [
+    "DIGITS",
+    "get_job",
+    "list_jobs",
+    "require_admin",
+    "resync",
+    "retry_job",
+    "stats",
+    "verification_token",
+]
 
 log = logging.getLogger("debounce.web")
 
@@ -39,15 +47,21 @@ def require_admin(request: Request) -> WebState:
     state = web_state(request)
     expected = state.settings.admin_token
     if not expected:
-        raise ApiError(503, "admin_disabled", "admin routes are disabled: set "
-                       "DEBOUNCE_ADMIN_TOKEN and send 'Authorization: Bearer <token>'")
+        raise ApiError(
+            503,
+            "admin_disabled",
+            "admin routes are disabled: set DEBOUNCE_ADMIN_TOKEN and send 'Authorization: Bearer <token>'",
+        )
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(
         token.strip().encode("utf-8", "replace"), expected.encode()
     ):
-        raise ApiError(401, "unauthorized",
-                       "missing or wrong admin token (Authorization: Bearer $DEBOUNCE_ADMIN_TOKEN)",
-                       headers={"WWW-Authenticate": "Bearer"})
+        raise ApiError(
+            401,
+            "unauthorized",
+            "missing or wrong admin token (Authorization: Bearer $DEBOUNCE_ADMIN_TOKEN)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     return state
 
 
@@ -60,8 +74,7 @@ def int_param(raw: str | None, name: str, default: int | None = None) -> int | N
     if raw is None or raw == "":
         return default
     if not DIGITS.fullmatch(raw) or int(raw) > queue.MAX_BIGINT:
-        raise ApiError(400, "bad_request",
-                       f"{name} must be a whole number between 0 and {queue.MAX_BIGINT}")
+        raise ApiError(400, "bad_request", f"{name} must be a whole number between 0 and {queue.MAX_BIGINT}")
     return int(raw)
 
 
@@ -87,12 +100,15 @@ async def resync(request: Request) -> Response:
     if workspace_id is not None:
         named = await workspaces.name_and_source(state.db, workspace_id)
         if named is None or named[1] != source:
-            raise ApiError(400, "bad_request",
-                           f"workspace_id {workspace_id} is not a {source} workspace "
-                           "(GET /workspaces lists them)")
+            raise ApiError(
+                400,
+                "bad_request",
+                f"workspace_id {workspace_id} is not a {source} workspace (GET /workspaces lists them)",
+            )
     try:
-        job = await queue.resync(state.db, source, page_id, max_attempts=state.settings.max_attempts,
-                                 workspace_id=workspace_id)
+        job = await queue.resync(
+            state.db, source, page_id, max_attempts=state.settings.max_attempts, workspace_id=workspace_id
+        )
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
     except queue.JobConflict as exc:
@@ -111,8 +127,7 @@ async def list_jobs(request: Request) -> Response:
         page = await queue.list_jobs(
             state.db,
             status=params.get("status") or None,
-            source_type=(source_param(state.parsers, params["source"])
-                         if params.get("source") else None),
+            source_type=(source_param(state.parsers, params["source"]) if params.get("source") else None),
             source_page_id=params.get("page_id") or None,
             limit=limit,
             cursor=int_param(params.get("cursor"), "cursor"),

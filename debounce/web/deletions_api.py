@@ -36,8 +36,11 @@ async def list_holds(request: Request) -> Response:
     assert limit is not None
     try:
         holds = await deletions.list_holds(
-            state.db, status=None if status == "any" else status,
-            workspace_id=int_param(params.get("workspace_id"), "workspace_id"), limit=limit)
+            state.db,
+            status=None if status == "any" else status,
+            workspace_id=int_param(params.get("workspace_id"), "workspace_id"),
+            limit=limit,
+        )
     except ValueError as exc:
         raise ApiError(400, "bad_request", f"{exc} (or any)") from None
     return JSONResponse({"holds": [h.to_json() for h in holds]})
@@ -70,7 +73,9 @@ async def resolve_hold(request: Request) -> Response:
         hold = await deletions.resolve(state.db, hold_id, action)
     except deletions.HoldNotOpen as exc:
         raise ApiError(409, "conflict", str(exc)) from None
-    log.warning("held deletions %s", hold.status,
-                extra={"hold_id": hold.id, "workspace_id": hold.workspace_id,
-                       "documents": hold.resolved})
+    log.warning(
+        "held deletions %s",
+        hold.status,
+        extra={"hold_id": hold.id, "workspace_id": hold.workspace_id, "documents": hold.resolved},
+    )
     return JSONResponse({"hold": hold.to_json()})

@@ -35,8 +35,15 @@ log = logging.getLogger("debounce.web")
 #: Seconds a sender is asked to wait before redelivering after a 503.
 RETRY_AFTER_SECONDS = 5
 
-_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
-          409: "conflict", 413: "payload_too_large", 503: "unavailable"}
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    503: "unavailable",
+}
 
 
 def error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -47,9 +54,7 @@ def error(status: int, code: str, detail: str, headers: dict[str, str] | None = 
 class ApiError(HTTPException):
     """Raised by an endpoint to answer ``status`` with ``{"error": code, "detail": detail}``."""
 
-    def __init__(
-        self, status: int, code: str, detail: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(status_code=status, detail=detail, headers=headers)
         self.code = code
 
@@ -59,13 +64,11 @@ def db_unavailable(exc: BaseException) -> ApiError:
     ``TimeoutError``), with ``Retry-After`` so the sender redelivers."""
     if isinstance(exc, TimeoutError):
         log.warning("database too slow: no commit within the deadline")
-        detail = ("the database did not commit within the deadline; nothing was acknowledged, "
-                  "retry later")
+        detail = "the database did not commit within the deadline; nothing was acknowledged, retry later"
     else:
         log.warning("database unavailable: %s", exc.__class__.__name__)
         detail = "the database is unavailable; nothing was recorded, retry later"
-    return ApiError(503, "database_unavailable", detail,
-                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return ApiError(503, "database_unavailable", detail, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 def error_code(exc: BaseException) -> str | None:
@@ -87,8 +90,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
             detail = f"no route {request.method} {request.url.path}"
         elif exc.status_code == 405:
             detail = f"{request.method} not allowed on {request.url.path}"
-    return error(exc.status_code, code, detail,
-                 headers=dict(exc.headers) if exc.headers else None)
+    return error(exc.status_code, code, detail, headers=dict(exc.headers) if exc.headers else None)
 
 
 _reported: set[tuple[str, str]] = set()
@@ -103,10 +105,13 @@ def schema_missing(exc: BaseException) -> ApiError | None:
     """The 503 for a database whose schema lacks what this release uses, else ``None``."""
     if isinstance(exc, psycopg.Error) and exc.sqlstate in SCHEMA_SQLSTATES:
         log.error("database schema is not migrated: %s", str(exc).strip().splitlines()[0])
-        return ApiError(503, "schema_not_migrated",
-                        "the database schema is older than this release: run `debounce migrate` "
-                        "(the Procfile's release phase); nothing was recorded",
-                        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        return ApiError(
+            503,
+            "schema_not_migrated",
+            "the database schema is older than this release: run `debounce migrate` "
+            "(the Procfile's release phase); nothing was recorded",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
     return None
 
 
@@ -122,8 +127,12 @@ async def server_error(request: Request, exc: Exception) -> Response:
     route = request.scope.get("route")
     key = (str(getattr(route, "path", "?")), exc.__class__.__name__)
     if key in _reported:
-        log.error("unhandled error on %s %s: %s (traceback logged before)",
-                  request.method, key[0], exc.__class__.__name__)
+        log.error(
+            "unhandled error on %s %s: %s (traceback logged before)",
+            request.method,
+            key[0],
+            exc.__class__.__name__,
+        )
     else:
         _reported.add(key)
         log.error("unhandled error on %s %s", request.method, key[0], exc_info=exc)
@@ -136,9 +145,7 @@ class ErrorBoundary:
     full traceback for every such request.) An exception after the response started is
     re-raised: nothing else can be sent then."""
 
-    def __init__(
-        self, app: ASGIApp, handler: Callable[[Request, Exception], Awaitable[Response]]
-    ) -> None:
+    def __init__(self, app: ASGIApp, handler: Callable[[Request, Exception], Awaitable[Response]]) -> None:
         self.app = app
         self.handler = handler
 

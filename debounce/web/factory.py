@@ -58,12 +58,15 @@ ROUTES = [
     Route("/admin/deletions/{hold_id}/{action}", deletions_api.resolve_hold, methods=["POST"]),
     Route("/workspaces", workspace_api.list_workspaces, methods=["GET"]),
     Route("/workspaces/{workspace_id}", workspace_api.get_workspace, methods=["GET"]),
-    Route("/workspaces/{workspace_id}/{action}", workspace_api.set_workspace_status,
-          methods=["POST"]),
-    *[route for source in registry.source_types() for route in (
-        Route(f"/{source}/install", oauth.install, methods=["GET"]),
-        Route(f"/{source}/oauth_redirect", oauth.oauth_redirect, methods=["GET"]),
-    )],
+    Route("/workspaces/{workspace_id}/{action}", workspace_api.set_workspace_status, methods=["POST"]),
+    *[
+        route
+        for source in registry.source_types()
+        for route in (
+            Route(f"/{source}/install", oauth.install, methods=["GET"]),
+            Route(f"/{source}/oauth_redirect", oauth.oauth_redirect, methods=["GET"]),
+        )
+    ],
     Route("/subscriptions", subscriptions_api.list_all, methods=["GET"]),
     Route("/subscriptions", subscriptions_api.create, methods=["POST"]),
     Route("/subscriptions/{subscription_id}", subscriptions_api.one, methods=["GET", "DELETE"]),
@@ -96,8 +99,9 @@ def answer_waiters_on_signals(state: WebState) -> Callable[[], None]:
         if not callable(previous) or getattr(previous, "__module__", "") == "asyncio.unix_events":
             continue
 
-        def chained(signum: int, frame: FrameType | None,
-                    previous: Callable[[int, FrameType | None], Any] = previous) -> None:
+        def chained(
+            signum: int, frame: FrameType | None, previous: Callable[[int, FrameType | None], Any] = previous
+        ) -> None:
             loop.call_soon_threadsafe(state.stop_waiting)
             previous(signum, frame)
 
@@ -136,18 +140,21 @@ def create_app(
     if parsers is None:
         parsers = registry.parsers(settings)
     registered = registry.sources()
-    state = WebState(settings=settings, parsers=parsers, pool=pool,
-                     audience_sources=frozenset(name for name in parsers
-                                                if name in registered
-                                                and registered[name].audiences))
+    state = WebState(
+        settings=settings,
+        parsers=parsers,
+        pool=pool,
+        audience_sources=frozenset(
+            name for name in parsers if name in registered and registered[name].audiences
+        ),
+    )
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         own = state.pool is None
         if own:
             assert settings.database_url
-            await check_connection_budget(settings.database_url, "web",
-                                          *settings.connections("web"))
+            await check_connection_budget(settings.database_url, "web", *settings.connections("web"))
             state.pool = open_pool(
                 settings.database_url,
                 max_size=settings.pool_max_size,
@@ -166,8 +173,11 @@ def create_app(
             )
             await state.replica.open(wait=False)
         restore_signals = answer_waiters_on_signals(state)
-        state.batcher = EnqueueBatcher(state.db, flushers=max(1, min(4, settings.pool_max_size // 2)),
-                                       notify_within=settings.poll_interval_seconds)
+        state.batcher = EnqueueBatcher(
+            state.db,
+            flushers=max(1, min(4, settings.pool_max_size // 2)),
+            notify_within=settings.poll_interval_seconds,
+        )
         state.batcher.start()
         state.directory = Directory(state.db, env_tokens=env_tokens(settings))
         if freeze_heap:
@@ -195,8 +205,10 @@ def create_app(
     application = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(ErrorBoundary, handler=server_error),
-                    Middleware(ControlCharacterGuard, routes=routes)],
+        middleware=[
+            Middleware(ErrorBoundary, handler=server_error),
+            Middleware(ControlCharacterGuard, routes=routes),
+        ],
         exception_handlers={HTTPException: http_error},
     )
     application.state.web = state

@@ -42,8 +42,9 @@ async def readyz(request: Request) -> Response:
             async with state.db.connection(timeout=READY_TIMEOUT_SECONDS) as conn:
                 status = await schema_status(conn)
     except _UNREACHABLE as exc:
-        raise ApiError(503, "database_unavailable",
-                       f"database not reachable ({exc.__class__.__name__})") from None
+        raise ApiError(
+            503, "database_unavailable", f"database not reachable ({exc.__class__.__name__})"
+        ) from None
     if not status.ok:
         raise ApiError(503, "schema_not_migrated", status.problem())
     return JSONResponse({"ok": True, "database": "reachable", "schema_version": status.current})

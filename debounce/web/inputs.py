@@ -29,8 +29,9 @@ __all__ = ["ControlCharacterGuard", "source_param"]
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def source_param(sources: Collection[str], raw: str | None, name: str = "source", *,
-                 code: str = "unknown_source") -> str:
+def source_param(
+    sources: Collection[str], raw: str | None, name: str = "source", *, code: str = "unknown_source"
+) -> str:
     """``raw`` if it names a registered source.
 
     Raises:
@@ -40,9 +41,9 @@ def source_param(sources: Collection[str], raw: str | None, name: str = "source"
     """
     if raw is None or raw not in sources:
         shown = "" if raw is None else raw[:80]
-        raise ApiError(400, code,
-                       f"{name} must be one of {', '.join(sorted(sources)) or 'no source'}, "
-                       f"got {shown!r}")
+        raise ApiError(
+            400, code, f"{name} must be one of {', '.join(sorted(sources)) or 'no source'}, got {shown!r}"
+        )
     return raw
 
 
@@ -77,14 +78,13 @@ class ControlCharacterGuard:
         if scope["type"] == "http":
             detail = self._refusal(scope)
             if detail is not None:
-                response = JSONResponse({"error": "bad_request", "detail": detail},
-                                        status_code=400)
+                response = JSONResponse({"error": "bad_request", "detail": detail}, status_code=400)
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope) -> str | None:
-        for route in self.routes:   # the route that will answer: the first that matches
+        for route in self.routes:  # the route that will answer: the first that matches
             if route.matches(scope)[0] is Match.FULL:
                 if isinstance(route, Mount):
                     return None  # a mounted app (the dashboard) renders its own 4xx pages
@@ -93,8 +93,7 @@ class ControlCharacterGuard:
         if query:
             for key, value in parse_qsl(query, keep_blank_values=True):
                 if _CONTROL.search(key) or _CONTROL.search(value):
-                    return (f"query parameter {key[:80]!r} must not contain control "
-                            "characters (such as %00)")
+                    return f"query parameter {key[:80]!r} must not contain control characters (such as %00)"
         if _CONTROL.search(scope.get("path", "")):
             name = _path_parameter(self.routes, scope)
             where = f"path parameter {name!r}" if name else "the path"

@@ -24,13 +24,14 @@ __all__ = ["install", "oauth_redirect"]
 
 log = logging.getLogger("debounce.web")
 
-_PAGE = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head>"
-         "<body><h1>{title}</h1><p>{body}</p></body></html>")
+_PAGE = (
+    "<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+    "<body><h1>{title}</h1><p>{body}</p></body></html>"
+)
 
 
 def _page(status: int, title: str, body: str) -> HTMLResponse:
-    return HTMLResponse(_PAGE.format(title=html.escape(title), body=html.escape(body)),
-                        status_code=status)
+    return HTMLResponse(_PAGE.format(title=html.escape(title), body=html.escape(body)), status_code=status)
 
 
 def _installer(state: WebState, source: str) -> Installer | HTMLResponse:
@@ -70,13 +71,17 @@ async def oauth_redirect(request: Request) -> Response:
     given = params.get("state") or ""
     if not await workspaces.consume_state(state.db, source, given):
         log.warning("%s install refused: unknown, reused or expired state", source)
-        return HTMLResponse(flow.failure_page("This install link is invalid, was already used, "
-                                              "or expired. Start the installation again."),
-                            status_code=400)
+        return HTMLResponse(
+            flow.failure_page(
+                "This install link is invalid, was already used, or expired. Start the installation again."
+            ),
+            status_code=400,
+        )
     if params.get("error") or not params.get("code"):
         reason = params.get("error") or "no authorization code"
-        return HTMLResponse(flow.failure_page(f"The installation was not completed ({reason})."),
-                            status_code=400)
+        return HTMLResponse(
+            flow.failure_page(f"The installation was not completed ({reason})."), status_code=400
+        )
     try:
         keyring = Keyring(state.settings.secret_key)
     except SecretKeyError as exc:
@@ -90,6 +95,11 @@ async def oauth_redirect(request: Request) -> Response:
     if state.directory is not None:
         await state.directory.refresh(force=True)
     ws = installed.workspace
-    log.info("%s workspace %s (%s) connected, token %s", source, ws.get("external_id"),
-             ws.get("name"), ws.get("token_fingerprint"))
+    log.info(
+        "%s workspace %s (%s) connected, token %s",
+        source,
+        ws.get("external_id"),
+        ws.get("name"),
+        ws.get("token_fingerprint"),
+    )
     return HTMLResponse(flow.success_page(installed))

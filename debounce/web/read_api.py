@@ -25,8 +25,17 @@ from debounce.web.errors import ApiError
 from debounce.web.inputs import source_param
 from debounce.web.state import WebState, web_state
 
-__all__ = ["DEFAULT_LIMIT", "MAX_DOCUMENTS", "MAX_WAIT_SECONDS", "changes", "document_json",
-           "get_document", "list_documents", "require_reader", "served_by"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_DOCUMENTS",
+    "MAX_WAIT_SECONDS",
+    "changes",
+    "document_json",
+    "get_document",
+    "list_documents",
+    "require_reader",
+    "served_by",
+]
 
 
 #: Longest long-poll of ``GET /documents/changes`` (``wait``), seconds.
@@ -53,14 +62,16 @@ def require_reader(request: Request) -> WebState:
     state = web_state(request)
     tokens = [t for t in (state.settings.read_token, state.settings.admin_token) if t]
     if not tokens:
-        raise ApiError(503, "reads_disabled", "document reads are disabled: set "
-                       "DEBOUNCE_READ_TOKEN and send 'Authorization: Bearer <token>'")
+        raise ApiError(
+            503,
+            "reads_disabled",
+            "document reads are disabled: set DEBOUNCE_READ_TOKEN and send 'Authorization: Bearer <token>'",
+        )
     given = _bearer(request)
     # Compare with every token, so the time taken does not say which one nearly matched.
     matched = [given is not None and hmac.compare_digest(given, t.encode()) for t in tokens]
     if not any(matched):
-        raise ApiError(401, "unauthorized", _who_may_read(state),
-                       headers={"WWW-Authenticate": "Bearer"})
+        raise ApiError(401, "unauthorized", _who_may_read(state), headers={"WWW-Authenticate": "Bearer"})
     return state
 
 
@@ -72,8 +83,10 @@ def _who_may_read(state: WebState) -> str:
     elif settings.read_token:
         which = "the read token (DEBOUNCE_READ_TOKEN)"
     else:
-        which = ("the admin token (DEBOUNCE_ADMIN_TOKEN); DEBOUNCE_READ_TOKEN, unset here, "
-                 "sets a token that may read and nothing else")
+        which = (
+            "the admin token (DEBOUNCE_ADMIN_TOKEN); DEBOUNCE_READ_TOKEN, unset here, "
+            "sets a token that may read and nothing else"
+        )
     return f"missing or wrong token: reads take {which} as 'Authorization: Bearer <token>'"
 
 
@@ -97,8 +110,7 @@ def _wait(raw: str | None) -> float:
     except ValueError:
         wait = math.nan
     if not 0 <= wait <= MAX_WAIT_SECONDS:  # NaN fails too
-        raise ApiError(400, "bad_request",
-                       f"wait must be seconds between 0 and {MAX_WAIT_SECONDS:g}")
+        raise ApiError(400, "bad_request", f"wait must be seconds between 0 and {MAX_WAIT_SECONDS:g}")
     return wait
 
 
@@ -108,8 +120,12 @@ def _cursor(raw: str | None) -> feed.Cursor | None:
     try:
         return feed.Cursor.decode(raw)
     except feed.CursorError as exc:
-        raise ApiError(400, "bad_request", f"{exc}: pass a cursor this feed returned, or no "
-                       "'after' to start from the oldest retained change") from None
+        raise ApiError(
+            400,
+            "bad_request",
+            f"{exc}: pass a cursor this feed returned, or no "
+            "'after' to start from the oldest retained change",
+        ) from None
 
 
 async def changes(request: Request) -> Response:
@@ -127,23 +143,39 @@ async def changes(request: Request) -> Response:
     source_type = _source(state, params.get("source"))
     workspace_id = int_param(params.get("workspace_id"), "workspace_id")
     try:
-        page = await read_waiting(state.read_db, state.feed_signal(), after, limit, wait,
-                                  source_type=source_type, workspace_id=workspace_id,
-                                  primary=state.primary_if_replica)
+        page = await read_waiting(
+            state.read_db,
+            state.feed_signal(),
+            after,
+            limit,
+            wait,
+            source_type=source_type,
+            workspace_id=workspace_id,
+            primary=state.primary_if_replica,
+        )
     except feed.CursorGone as gone:
-        return JSONResponse({"error": "cursor_gone", "detail": gone.explain(),
-                             "reason": gone.reason, "cursor": gone.head.encode()},
-                            status_code=410)
-    return JSONResponse({"changes": [c.to_json() for c in page.changes],
-                         "next": page.next.encode()}, headers=served_by(page))
+        return JSONResponse(
+            {
+                "error": "cursor_gone",
+                "detail": gone.explain(),
+                "reason": gone.reason,
+                "cursor": gone.head.encode(),
+            },
+            status_code=410,
+        )
+    return JSONResponse(
+        {"changes": [c.to_json() for c in page.changes], "next": page.next.encode()}, headers=served_by(page)
+    )
 
 
 def served_by(page: feed.FeedPage) -> dict[str, str]:
     """The feed answer's headers: which kind of server answered (``Debounce-Served-By``:
     ``primary`` or ``standby``), its replay lag (``Debounce-Replica-Lag-Seconds``) and, when
     it had not replayed the cursor's transaction yet, ``Debounce-Behind: 1``."""
-    headers = {"Debounce-Served-By": "standby" if page.standby else "primary",
-               "Debounce-Replica-Lag-Seconds": f"{page.replica_lag:.3f}"}
+    headers = {
+        "Debounce-Served-By": "standby" if page.standby else "primary",
+        "Debounce-Replica-Lag-Seconds": f"{page.replica_lag:.3f}",
+    }
     if page.behind:
         headers["Debounce-Behind"] = "1"
     return headers
@@ -181,16 +213,26 @@ def _listing_filters(state: WebState, request: Request) -> dict[str, Any]:
         except ValueError:
             updated_after = None
         if updated_after is None or updated_after.tzinfo is None:
-            raise ApiError(400, "bad_request", "updated_after must be an ISO 8601 time with "
-                           "its offset, e.g. 2026-11-24T12:00:00+00:00")
-    filters = {"source_type": _source(state, params.get("source")),
-               "workspace_id": int_param(params.get("workspace_id"), "workspace_id"),
-               "updated_after": updated_after, "visible_to": params.get("visible_to") or None}
+            raise ApiError(
+                400,
+                "bad_request",
+                "updated_after must be an ISO 8601 time with its offset, e.g. 2026-11-24T12:00:00+00:00",
+            )
+    filters = {
+        "source_type": _source(state, params.get("source")),
+        "workspace_id": int_param(params.get("workspace_id"), "workspace_id"),
+        "updated_after": updated_after,
+        "visible_to": params.get("visible_to") or None,
+    }
     if filters["visible_to"] is not None:
         if filters["workspace_id"] is None:
-            raise ApiError(400, "bad_request", "visible_to needs workspace_id: the "
-                           "workspace_id of the documents (as GET /documents?source=slack "
-                           "shows it) whose user it names")
+            raise ApiError(
+                400,
+                "bad_request",
+                "visible_to needs workspace_id: the "
+                "workspace_id of the documents (as GET /documents?source=slack "
+                "shows it) whose user it names",
+            )
         # Only a source whose documents carry audiences (Source.audiences) can say who reads
         # them; with no source given, the one such source registered.
         with_audiences = sorted(state.audience_sources)
@@ -198,9 +240,13 @@ def _listing_filters(state: WebState, request: Request) -> dict[str, Any]:
         if source is None and len(with_audiences) == 1:
             source = with_audiences[0]
         if source not in with_audiences:
-            raise ApiError(400, "bad_request", "visible_to names a user of a source whose "
-                           "documents carry their audience (source="
-                           f"{' or '.join(with_audiences) or 'none registered'})")
+            raise ApiError(
+                400,
+                "bad_request",
+                "visible_to names a user of a source whose "
+                "documents carry their audience (source="
+                f"{' or '.join(with_audiences) or 'none registered'})",
+            )
         filters["source_type"] = source
     return filters
 
@@ -211,9 +257,13 @@ def _listing_cursor(raw: str | None) -> int:
     try:
         after_id = int_param(raw, "cursor", 0)
     except ApiError:
-        raise ApiError(400, "bad_request", "cursor must be the next_cursor of an earlier "
-                       "answer of GET /documents, passed back unchanged (or none to start "
-                       "from the first document)") from None
+        raise ApiError(
+            400,
+            "bad_request",
+            "cursor must be the next_cursor of an earlier "
+            "answer of GET /documents, passed back unchanged (or none to start "
+            "from the first document)",
+        ) from None
     assert after_id is not None
     return after_id
 
@@ -231,16 +281,26 @@ async def list_documents(request: Request) -> Response:
     after_id = _listing_cursor(request.query_params.get("cursor"))
     if filters["visible_to"] is not None:
         rows = await audiences.list_visible(
-            state.read_db, source_type=filters["source_type"], workspace_id=filters["workspace_id"],
-            user_id=filters["visible_to"], after_id=after_id, limit=limit, include_deleted=True,
-            updated_after=filters["updated_after"])
+            state.read_db,
+            source_type=filters["source_type"],
+            workspace_id=filters["workspace_id"],
+            user_id=filters["visible_to"],
+            after_id=after_id,
+            limit=limit,
+            include_deleted=True,
+            updated_after=filters["updated_after"],
+        )
     else:
         rows = await reads.list_documents(
-            state.read_db, after_id=after_id, limit=limit, source_type=filters["source_type"],
-            workspace_id=filters["workspace_id"], updated_after=filters["updated_after"])
+            state.read_db,
+            after_id=after_id,
+            limit=limit,
+            source_type=filters["source_type"],
+            workspace_id=filters["workspace_id"],
+            updated_after=filters["updated_after"],
+        )
     next_cursor = str(rows[-1]["id"]) if len(rows) == limit else None
-    return JSONResponse({"documents": [document_json(r) for r in rows],
-                         "next_cursor": next_cursor})
+    return JSONResponse({"documents": [document_json(r) for r in rows], "next_cursor": next_cursor})
 
 
 async def get_document(request: Request) -> Response:

@@ -56,8 +56,7 @@ async def _body(request: Request) -> dict[str, Any]:
 
 def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
     value = body.get(name, default)
-    if value is not None and (not isinstance(value, kind) or (isinstance(value, bool) and
-                              kind is not bool)):
+    if value is not None and (not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)):
         raise ApiError(400, "bad_request", f"{name} has the wrong type")
     return value
 
@@ -84,11 +83,15 @@ async def create(request: Request) -> Response:
     try:
         start = await delivery.parse_start(state.db, _field(body, "from", str))
         sub, secret = await delivery.create(
-            state.db, url, start=start,
+            state.db,
+            url,
+            start=start,
             source_type=source_param(state.parsers, source) if source else None,
-            workspace_id=workspace_id, kinds=kinds,
+            workspace_id=workspace_id,
+            kinds=kinds,
             full_content=bool(_field(body, "full_content", bool, False)),
-            description=_field(body, "description", str, "") or "")
+            description=_field(body, "description", str, "") or "",
+        )
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
     log.info("subscription %d created for %s", sub.id, sub.url)
@@ -129,11 +132,9 @@ async def act(request: Request) -> Response:
             start_text = _field(body, "from", str)
             if start_text is None:
                 raise ApiError(400, "bad_request", "from is required: head, oldest or a cursor")
-            sub = await delivery.replay(state.db, sub_id,
-                                        await delivery.parse_start(state.db, start_text))
+            sub = await delivery.replay(state.db, sub_id, await delivery.parse_start(state.db, start_text))
         else:
-            raise ApiError(404, "not_found",
-                           f"no action {action!r} (rotate, disable, enable or replay)")
+            raise ApiError(404, "not_found", f"no action {action!r} (rotate, disable, enable or replay)")
     except delivery.SubscriptionNotFound as exc:
         raise ApiError(404, "not_found", str(exc)) from None
     except ValueError as exc:

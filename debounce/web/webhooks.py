@@ -40,14 +40,14 @@ class _Json(JSONResponse):
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
 
+
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refusing (without reading it all) anything over ``limit`` bytes.
 
     Raises:
         ApiError: 413 over the limit; 400 when the client disconnected mid-body.
     """
-    too_large = ApiError(413, "payload_too_large",
-                         f"body exceeds {limit} bytes (DEBOUNCE_MAX_BODY_BYTES)")
+    too_large = ApiError(413, "payload_too_large", f"body exceeds {limit} bytes (DEBOUNCE_MAX_BODY_BYTES)")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise too_large
@@ -100,8 +100,11 @@ def _parse(state: WebState, source: str, request: Request, body: bytes) -> Webho
     except RecursionError:
         raise ApiError(400, "malformed_body", "the JSON body is nested too deeply") from None
     except WebhookError as exc:
-        log.info("webhook refused: %s", exc.detail,
-                 extra={"source": source, "status": exc.status, "error": exc.error})
+        log.info(
+            "webhook refused: %s",
+            exc.detail,
+            extra={"source": source, "status": exc.status, "error": exc.error},
+        )
         raise ApiError(exc.status, exc.error, exc.detail) from None
     if result.warning:
         state.metrics.warnings.labels(source).inc()
@@ -118,9 +121,12 @@ async def _handshake(state: WebState, source: str, token: str) -> Response:
     spec = registry.sources().get(source)
     log.warning(
         "%s verification token received: %r — paste it into the source's webhook settings to "
-        "verify the endpoint, then set it as %s (also shown by `debounce %s`)", source, token,
+        "verify the endpoint, then set it as %s (also shown by `debounce %s`)",
+        source,
+        token,
         (spec.secret_env() if spec else None) or "the source's signing secret",
-        (spec.handshake_command if spec else None) or "documents", extra={"source": source},
+        (spec.handshake_command if spec else None) or "documents",
+        extra={"source": source},
     )
     state.metrics.count_webhook(source, "handshake")
     return JSONResponse({"ok": True, "detail": "verification token received"})
@@ -130,13 +136,19 @@ async def _revoked(state: WebState, source: str, external_id: str) -> Response:
     """The source says a workspace's token is gone: mark it revoked (its jobs wait)."""
     async with asyncio.timeout(state.settings.webhook_deadline_seconds):
         changed = await workspaces.revoke_by_external_id(
-            state.db, source, external_id, "the source reported the app uninstalled or "
-            "its token revoked")
+            state.db, source, external_id, "the source reported the app uninstalled or its token revoked"
+        )
         if state.directory is not None:
             await state.directory.refresh(force=True)
     state.metrics.count_webhook(source, "workspace_revoked")
-    return JSONResponse({"ok": True, "detail": f"workspace {external_id} marked revoked"
-                         if changed else f"workspace {external_id} is not connected"})
+    return JSONResponse(
+        {
+            "ok": True,
+            "detail": f"workspace {external_id} marked revoked"
+            if changed
+            else f"workspace {external_id} is not connected",
+        }
+    )
 
 
 async def _routed(state: WebState, source: str, result: WebhookResult) -> list[tuple[Any, int | None]]:
@@ -180,8 +192,7 @@ def _events(state: WebState, source: str, routed: list[tuple[Any, int | None]]) 
                 max_attempts=settings.max_attempts,
                 workspace_id=workspace_id,
                 kinds=tuple(e.kinds),
-                payload_json=(queue.payload_text(e.payload) if isinstance(e.payload, Mapping)
-                              else None),
+                payload_json=(queue.payload_text(e.payload) if isinstance(e.payload, Mapping) else None),
             )
             queue.validate_event(event)
             events.append(event)
@@ -194,15 +205,17 @@ async def _enqueue(state: WebState, source: str, result: WebhookResult) -> Respo
     settings = state.settings
     routed = await _routed(state, source, result)
     if result.events and not routed:
-        return _Json({"ok": True, "detail": "workspace not connected: nothing enqueued",
-                      "jobs": []})
+        return _Json({"ok": True, "detail": "workspace not connected: nothing enqueued", "jobs": []})
     events = _events(state, source, routed)
     if not events:
         state.metrics.count_webhook(source, "handshake" if result.reply else "ignored")
         if result.note:
             log.info("%s webhook acknowledged: %s", source, result.note, extra={"source": source})
-        return _Json(result.reply if result.reply is not None
-                     else {"ok": True, "detail": result.note or "nothing to sync"})
+        return _Json(
+            result.reply
+            if result.reply is not None
+            else {"ok": True, "detail": result.note or "nothing to sync"}
+        )
     assert state.batcher is not None, "the app's lifespan has not started"
     started = time.perf_counter()
     try:
@@ -214,8 +227,9 @@ async def _enqueue(state: WebState, source: str, result: WebhookResult) -> Respo
     except psycopg.Error as exc:
         if _unstorable(exc):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ApiError(400, "unstorable_event",
-                           f"the database cannot store this event: {first}") from None
+            raise ApiError(
+                400, "unstorable_event", f"the database cannot store this event: {first}"
+            ) from None
         raise
     state.metrics.enqueue_seconds.observe(time.perf_counter() - started)
     debug = log.isEnabledFor(logging.DEBUG)
@@ -224,9 +238,11 @@ async def _enqueue(state: WebState, source: str, result: WebhookResult) -> Respo
         state.metrics.count_webhook(source, outcome.value)
         due = scheduled_at.isoformat() if scheduled_at is not None else None
         if debug and job_id is not None:
-            log.debug("event %s", outcome.value, extra={
-                "job_id": job_id, "source": source, "page": event.source_page_id,
-                "scheduled_at": due})
+            log.debug(
+                "event %s",
+                outcome.value,
+                extra={"job_id": job_id, "source": source, "page": event.source_page_id, "scheduled_at": due},
+            )
         jobs.append({"outcome": outcome.value, "job_id": job_id, "scheduled_at": due})
     body_out: dict[str, Any] = dict(result.reply) if result.reply else {"ok": True}
     body_out["jobs"] = jobs

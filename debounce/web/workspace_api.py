@@ -34,8 +34,7 @@ def _workspace_id(request: Request) -> int:
 
 
 def _json(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()
-            if k != "inserted"}
+    return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items() if k != "inserted"}
 
 
 async def _one(state: WebState, workspace_id: int) -> dict[str, Any]:
@@ -44,15 +43,17 @@ async def _one(state: WebState, workspace_id: int) -> dict[str, Any]:
     Raises:
         ApiError: 404, no such workspace.
     """
-    rows = await workspaces.list_workspaces(state.db, workspace_id,
-                                            budgets=state.settings.source_budgets())
+    rows = await workspaces.list_workspaces(state.db, workspace_id, budgets=state.settings.source_budgets())
     if not rows:
         raise ApiError(404, "not_found", f"no workspace {workspace_id}")
     row = _json(rows[0])
     source = registry.sources().get(row["source_type"])
     progress = await backfills.latest(
-        state.db, workspace_id, per_minute=float(row["budget"]["per_minute"] or 0),
-        requests_per_page=source.requests_per_page if source else 1.0)
+        state.db,
+        workspace_id,
+        per_minute=float(row["budget"]["per_minute"] or 0),
+        requests_per_page=source.requests_per_page if source else 1.0,
+    )
     row["backfill"] = progress.to_json() if progress else None
     return row
 
@@ -86,13 +87,11 @@ async def set_workspace_status(request: Request) -> Response:
         return await remove(request)
     status = {"pause": "paused", "resume": "active"}.get(action)
     if status is None:
-        raise ApiError(404, "not_found",
-                       f"no action {action!r} (pause, resume, backfill or remove)")
+        raise ApiError(404, "not_found", f"no action {action!r} (pause, resume, backfill or remove)")
     try:
         row = await workspaces.set_status(state.db, _workspace_id(request), status)
     except workspaces.WorkspaceNotFound:
-        raise ApiError(404, "not_found",
-                       f"no workspace {request.path_params['workspace_id']!r}") from None
+        raise ApiError(404, "not_found", f"no workspace {request.path_params['workspace_id']!r}") from None
     if state.directory is not None:
         await state.directory.refresh(force=True)
     log.info("workspace %s %s", row["id"], row["status"])
@@ -108,10 +107,13 @@ async def backfill(request: Request) -> Response:
     workspace_id = _workspace_id(request)
     row = await _one(state, workspace_id)
     if row["status"] != "active":
-        raise ApiError(409, "workspace_not_active",
-                       f"workspace {workspace_id} is removed: connect it again first"
-                       if row["status"] == "removed"
-                       else f"workspace {workspace_id} is {row['status']}: resume it first")
+        raise ApiError(
+            409,
+            "workspace_not_active",
+            f"workspace {workspace_id} is removed: connect it again first"
+            if row["status"] == "removed"
+            else f"workspace {workspace_id} is {row['status']}: resume it first",
+        )
     started = await backfills.request(state.db, workspace_id, "backfill")
     if started is None:
         raise ApiError(409, "workspace_not_active", f"workspace {workspace_id} is removed")
@@ -133,15 +135,18 @@ async def remove(request: Request) -> Response:
     if purge not in ("true", "false", "1", "0"):
         raise ApiError(400, "bad_request", "purge_documents must be true or false")
     try:
-        row = await workspaces.remove(state.db, workspace_id,
-                                      purge_documents=purge in ("true", "1"))
+        row = await workspaces.remove(state.db, workspace_id, purge_documents=purge in ("true", "1"))
     except workspaces.WorkspaceNotFound:
         raise ApiError(404, "not_found", f"no workspace {workspace_id}") from None
     cancelled = await queue.cancel_removed(state.db, workspace_id=workspace_id)
     deleted = await purge_removed(state.db, workspace_id=workspace_id) if purge in ("true", "1") else 0
     if state.directory is not None:
         await state.directory.refresh(force=True)
-    log.info("workspace %s removed: %d pending jobs, %d backfills cancelled, %d documents "
-             "marked deleted", workspace_id, cancelled["jobs"], cancelled["backfills"], deleted)
-    return JSONResponse({"workspace": _json(row), "cancelled": cancelled,
-                         "documents_deleted": deleted})
+    log.info(
+        "workspace %s removed: %d pending jobs, %d backfills cancelled, %d documents marked deleted",
+        workspace_id,
+        cancelled["jobs"],
+        cancelled["backfills"],
+        deleted,
+    )
+    return JSONResponse({"workspace": _json(row), "cancelled": cancelled, "documents_deleted": deleted})

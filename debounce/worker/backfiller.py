@@ -60,9 +60,15 @@ class Backfiller:
     part. ``decrypter``: the worker's (a backfill page runs with its workspace's credentials like a
     sync). ``owner`` is the worker id (the lease holder)."""
 
-    def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any],
-                 syncers: Mapping[str, Syncer], decrypter: Decrypter, owner: str,
-                 budgets: Mapping[str, ApiBudget]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: AsyncConnectionPool[Any],
+        syncers: Mapping[str, Syncer],
+        decrypter: Decrypter,
+        owner: str,
+        budgets: Mapping[str, ApiBudget],
+    ) -> None:
         self.settings = settings
         self.pool = pool
         self.syncers: dict[str, Backfillable] = {}
@@ -106,13 +112,17 @@ class Backfiller:
         sources = list(self.syncers)
         if self.settings.backfill_on_connect:
             for started in await backfills.schedule_backfills(self.pool, sources):
-                log.info("workspace %d connected: backfill %d started",
-                         started["workspace_id"], started["id"])
+                log.info(
+                    "workspace %d connected: backfill %d started", started["workspace_id"], started["id"]
+                )
         if self.settings.reconcile_interval_seconds > 0:
             await backfills.schedule_reconciliations(
-                self.pool, sources, self._default_on(),
+                self.pool,
+                sources,
+                self._default_on(),
                 interval=self.settings.reconcile_interval_seconds,
-                full_interval=self.settings.reconcile_full_interval_seconds)
+                full_interval=self.settings.reconcile_full_interval_seconds,
+            )
         leased = await backfills.lease(self.pool, self.owner, sources, self.lease_seconds)
         if leased is None:
             return False
@@ -141,8 +151,14 @@ class Backfiller:
             log.error("%s %d of workspace %d failed: %s", kind, eid, workspace_id, exc)
             await backfills.fail(self.pool, eid, self.owner, v.error)
         else:
-            log.warning("%s %d of workspace %d: backfill page failed (%s); again in %.0f s",
-                        kind, eid, workspace_id, v.error, RETRY_SECONDS)
+            log.warning(
+                "%s %d of workspace %d: backfill page failed (%s); again in %.0f s",
+                kind,
+                eid,
+                workspace_id,
+                v.error,
+                RETRY_SECONDS,
+            )
             await backfills.defer(self.pool, eid, self.owner, RETRY_SECONDS, v.error)
 
     async def walk(self, row: Mapping[str, Any]) -> None:
@@ -156,8 +172,7 @@ class Backfiller:
         except CredentialsUnreadable as exc:
             # Marked on the workspace and said once (the Decrypter); the lease skips the
             # workspace until the mark is cleared, then the walk goes on from its cursor.
-            await backfills.defer(self.pool, eid, self.owner, 0.0,
-                                  f"credentials error: {exc.reason}")
+            await backfills.defer(self.pool, eid, self.owner, 0.0, f"credentials error: {exc.reason}")
             return
         meter = WorkspaceMeter(self.pool, workspace_id, self.budgets.get(row["source_type"]))
         audiences = AudienceStore(self.pool, str(row["source_type"]), workspace_id)
@@ -175,17 +190,31 @@ class Backfiller:
                 done = done or len(fresh) < len(items)
                 items = fresh
             recorded = await backfills.record_page(
-                self.pool, eid, self.owner, items, None if done else page.cursor,
-                lease_seconds=self.lease_seconds, max_attempts=self.settings.max_attempts)
+                self.pool,
+                eid,
+                self.owner,
+                items,
+                None if done else page.cursor,
+                lease_seconds=self.lease_seconds,
+                max_attempts=self.settings.max_attempts,
+            )
             if recorded is None:
                 log.warning("%s %d: lease lost; another worker continues it", kind, eid)
                 return
             cursor = page.cursor
             if done:
-                finished = await backfills.finish(self.pool, eid, self.owner,
-                                                  max_attempts=self.settings.max_attempts)
+                finished = await backfills.finish(
+                    self.pool, eid, self.owner, max_attempts=self.settings.max_attempts
+                )
                 if finished is not None:
-                    log.info("%s %d of workspace %d done: %d listed, %d enqueued, %d current, "
-                             "%d re-checks", kind, eid, workspace_id, finished["discovered"],
-                             finished["enqueued"], finished["current"], finished["rechecks"])
+                    log.info(
+                        "%s %d of workspace %d done: %d listed, %d enqueued, %d current, %d re-checks",
+                        kind,
+                        eid,
+                        workspace_id,
+                        finished["discovered"],
+                        finished["enqueued"],
+                        finished["current"],
+                        finished["rechecks"],
+                    )
                 return

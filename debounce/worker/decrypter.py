@@ -26,8 +26,9 @@ class Decrypter:
     ``keyring``: this worker's key (``None``: ``DEBOUNCE_SECRET_KEY`` unset); ``marks``: where
     an unreadable token is marked; ``pool``: for :meth:`for_workspace`'s read."""
 
-    def __init__(self, keyring: Keyring | None, marks: CredentialMarks,
-                 pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(
+        self, keyring: Keyring | None, marks: CredentialMarks, pool: AsyncConnectionPool[Any]
+    ) -> None:
         self.keyring = keyring
         self.marks = marks
         self.pool = pool
@@ -46,9 +47,12 @@ class Decrypter:
         """
         if workspace is None:
             return None
-        out: dict[str, Any] = {"status": workspace.status, "origin": workspace.origin,
-                               "external_id": workspace.external_id,
-                               "bot_user_id": workspace.bot_user_id}
+        out: dict[str, Any] = {
+            "status": workspace.status,
+            "origin": workspace.origin,
+            "external_id": workspace.external_id,
+            "bot_user_id": workspace.bot_user_id,
+        }
         if workspace.credentials is None:
             return out
         key = (workspace.id, workspace.credentials)

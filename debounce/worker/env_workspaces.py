@@ -39,8 +39,12 @@ class Learner:
     recorded; ``meter_for(workspace id, source type)``: a fresh meter of the workspace's
     budget, for a question asked later because the budget was spent)."""
 
-    def __init__(self, settings: Settings, pool: AsyncConnectionPool[Any],
-                 meter_for: Callable[[int, str], Meter | None] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: AsyncConnectionPool[Any],
+        meter_for: Callable[[int, str], Meter | None] | None = None,
+    ) -> None:
         self.settings = settings
         self.pool = pool
         self.meter_for = meter_for
@@ -72,8 +76,7 @@ class Learner:
 
         self._later[workspace.id] = asyncio.create_task(later(), name=f"learn-{workspace.id}")
 
-    async def learn(self, workspace: ClaimedWorkspace, source_type: str,
-                    meter: Meter | None) -> None:
+    async def learn(self, workspace: ClaimedWorkspace, source_type: str, meter: Meter | None) -> None:
         """After a sync of ``workspace`` (of ``source_type``), when it is the environment's
         and its id is not known yet (:attr:`ClaimedWorkspace.unlearned`): ask the source who
         the token is (``users.me``, ``auth.test``) and record it. Best effort, never raises.
@@ -92,15 +95,20 @@ class Learner:
                 await meter.take()
             identity = await source.identify(source.configure(self.settings), str(token))
         except BudgetExhausted as spent:
-            self._learned.discard(workspace.id)   # after a later sync, or once it refills
+            self._learned.discard(workspace.id)  # after a later sync, or once it refills
             self._ask_later(workspace, source_type, spent.retry_after)
             return
         except Exception as exc:
-            log.warning("could not learn the id of the environment's %s workspace (%s)",
-                        source_type, exc.__class__.__name__)
+            log.warning(
+                "could not learn the id of the environment's %s workspace (%s)",
+                source_type,
+                exc.__class__.__name__,
+            )
             return
         if identity.external_id:
-            await workspaces.learn_external_id(self.pool, workspace.id, identity.external_id,
-                                               identity.name, identity.bot_user_id)
-            log.info("the environment's %s workspace is %s (%s)", source_type,
-                     identity.external_id, identity.name)
+            await workspaces.learn_external_id(
+                self.pool, workspace.id, identity.external_id, identity.name, identity.bot_user_id
+            )
+            log.info(
+                "the environment's %s workspace is %s (%s)", source_type, identity.external_id, identity.name
+            )

@@ -26,8 +26,9 @@ def log_db_error(what: str, exc: Exception, delay: float | None = None, **extra:
     retry = f"; retrying in {delay:.1f} s" if delay is not None else ""
     if is_transient(exc):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        log.warning("database unavailable: %s (%s: %s)%s", what, exc.__class__.__name__, first,
-                    retry, extra=extra)
+        log.warning(
+            "database unavailable: %s (%s: %s)%s", what, exc.__class__.__name__, first, retry, extra=extra
+        )
     else:
         log.error("unexpected error: %s%s", what, retry, exc_info=exc, extra=extra)
 

@@ -83,8 +83,11 @@ def _audience(row: dict[str, Any]) -> Audience | None:
     if not kind:
         return None
     members, accessible = row.get("audience_members"), row.get("audience_accessible_by")
-    return Audience(kind, tuple(members) if members is not None else None,
-                    tuple(accessible) if accessible is not None else None)
+    return Audience(
+        kind,
+        tuple(members) if members is not None else None,
+        tuple(accessible) if accessible is not None else None,
+    )
 
 
 class FileJobs:
@@ -98,10 +101,12 @@ class FileJobs:
         self.pool = pool
         self.store = store
         self.limits = ExtractionLimits.from_settings(settings)
-        self.policy = FetchPolicy(max_bytes=settings.file_max_bytes,
-                                  external_hosts=frozenset(settings.file_external_hosts),
-                                  token_hosts=frozenset(settings.file_token_hosts),
-                                  timeout_seconds=settings.file_timeout_seconds)
+        self.policy = FetchPolicy(
+            max_bytes=settings.file_max_bytes,
+            external_hosts=frozenset(settings.file_external_hosts),
+            token_hosts=frozenset(settings.file_token_hosts),
+            timeout_seconds=settings.file_timeout_seconds,
+        )
         self.max_attempts = settings.max_attempts
 
     async def after_sync(self, job: SyncJob, result: SyncResult, writer: DocumentWriter) -> int:
@@ -118,12 +123,20 @@ class FileJobs:
         before: dict[str, list[Any]] = (await writer.get_state(job.source_type, key)).get("files", {})
         shown = {ref.file_id: ref for ref in result.files}
         events = [
-            JobEvent(source_type=job.source_type, source_page_id=ref.job_key(),
-                     payload=ref.to_payload(), event_id=None,
-                     debounce_seconds=FILE_DEBOUNCE_SECONDS, max_wait_seconds=FILE_MAX_WAIT_SECONDS,
-                     priority=BULK_PRIORITY, max_attempts=self.max_attempts,
-                     workspace_id=job.workspace_id)
-            for ref in shown.values() if before.get(ref.file_id) != list(ref.identity())]
+            JobEvent(
+                source_type=job.source_type,
+                source_page_id=ref.job_key(),
+                payload=ref.to_payload(),
+                event_id=None,
+                debounce_seconds=FILE_DEBOUNCE_SECONDS,
+                max_wait_seconds=FILE_MAX_WAIT_SECONDS,
+                priority=BULK_PRIORITY,
+                max_attempts=self.max_attempts,
+                workspace_id=job.workspace_id,
+            )
+            for ref in shown.values()
+            if before.get(ref.file_id) != list(ref.identity())
+        ]
         gone = []
         for file_id, identity in before.items():
             if file_id in shown:
@@ -134,8 +147,9 @@ class FileJobs:
                 gone.append(FILE_KEY_PREFIX + file_id)
         if gone:
             await writer.mark_deleted(job.source_type, gone)
-        await writer.set_state(job.source_type, key,
-                               {"files": {i: list(r.identity()) for i, r in shown.items()}})
+        await writer.set_state(
+            job.source_type, key, {"files": {i: list(r.identity()) for i, r in shown.items()}}
+        )
         if events:
             await queue.enqueue(self.pool, events)
         return len(events)
@@ -164,29 +178,44 @@ class FileJobs:
             raise FileNotReady(f"file {ref.file_id} has no download URL yet")
         stored = await self.store.get(job.source_type, ref.document_id())
         metadata: dict[str, Any] = {
-            "kind": "file", "parent_document_id": ref.parent_document_id, "name": ref.name,
-            "media_type": ref.media_type, "size": ref.size, "edit_stamp": ref.edit_stamp,
+            "kind": "file",
+            "parent_document_id": ref.parent_document_id,
+            "name": ref.name,
+            "media_type": ref.media_type,
+            "size": ref.size,
+            "edit_stamp": ref.edit_stamp,
         }
         fd, path = tempfile.mkstemp(prefix="debounce-file-")
         os.close(fd)
         try:
             token = None
             if ref.with_token:
-                token = syncer.file_token(context) if isinstance(syncer, FileTokenSource) \
-                    else context.token(None)
+                token = (
+                    syncer.file_token(context) if isinstance(syncer, FileTokenSource) else context.token(None)
+                )
             outcome = await self._download(ref, path, context, refresher, token)
             if isinstance(outcome, ExtractionFailed):
                 content, extraction = self._failed(ref, outcome)
             else:
                 media_type = ref.media_type or outcome.media_type
                 metadata.update(media_type=media_type, size=outcome.size, sha256=outcome.sha256)
-                if stored is not None and stored["deleted_at"] is None and \
-                        stored["metadata"].get("sha256") == outcome.sha256:
-                    return await self._write(job, writer, ref, parent, stored["content"],
-                                             {**metadata, "extraction": stored["metadata"].get("extraction")})
+                if (
+                    stored is not None
+                    and stored["deleted_at"] is None
+                    and stored["metadata"].get("sha256") == outcome.sha256
+                ):
+                    return await self._write(
+                        job,
+                        writer,
+                        ref,
+                        parent,
+                        stored["content"],
+                        {**metadata, "extraction": stored["metadata"].get("extraction")},
+                    )
                 try:
-                    extracted = await asyncio.to_thread(extract_file, path, media_type, self.limits,
-                                                        name=ref.name)
+                    extracted = await asyncio.to_thread(
+                        extract_file, path, media_type, self.limits, name=ref.name
+                    )
                     content, extraction = self._extracted(extracted)
                 except ExtractionFailed as failed:
                     content, extraction = self._failed(ref, failed)
@@ -195,16 +224,27 @@ class FileJobs:
                 os.remove(path)
         return await self._write(job, writer, ref, parent, content, {**metadata, "extraction": extraction})
 
-    async def _download(self, ref: FileRef, path: str, context: SyncContext,
-                        refresher: FileRefresher | None, token: str | None
-                        ) -> Downloaded | ExtractionFailed:
+    async def _download(
+        self,
+        ref: FileRef,
+        path: str,
+        context: SyncContext,
+        refresher: FileRefresher | None,
+        token: str | None,
+    ) -> Downloaded | ExtractionFailed:
         """The download, or the :class:`ExtractionFailed` that says why there is none; an
         expired URL (403) is refreshed once through the source."""
         assert ref.url is not None
         for attempt in (1, 2):
             try:
-                return await download(ref.url, path, self.policy, token=token, external=ref.external,
-                                      expect_html=ref.media_type.startswith("text/html"))
+                return await download(
+                    ref.url,
+                    path,
+                    self.policy,
+                    token=token,
+                    external=ref.external,
+                    expect_html=ref.media_type.startswith("text/html"),
+                )
             except ExtractionFailed as exc:
                 if exc.code != "download_failed":
                     return exc
@@ -219,8 +259,12 @@ class FileJobs:
     @staticmethod
     def _extracted(extracted: Extracted) -> tuple[str, dict[str, Any]]:
         return extracted.markdown, {
-            "status": "extracted", "format": extracted.format, "pages": extracted.pages,
-            "truncated": extracted.truncated, "seconds": round(extracted.seconds, 3)}
+            "status": "extracted",
+            "format": extracted.format,
+            "pages": extracted.pages,
+            "truncated": extracted.truncated,
+            "seconds": round(extracted.seconds, 3),
+        }
 
     @staticmethod
     def _failed(ref: FileRef, failed: ExtractionFailed) -> tuple[str, dict[str, Any]]:
@@ -228,12 +272,25 @@ class FileJobs:
         text = f"_(no text extracted from {ref.name or 'this file'}: {failed.reason})_"
         return text, {"status": status, "code": failed.code, "reason": failed.reason}
 
-    async def _write(self, job: SyncJob, writer: DocumentWriter, ref: FileRef, parent: dict[str, Any],
-                     content: str, metadata: dict[str, Any]) -> SyncResult:
-        doc = Document(source_type=job.source_type, document_id=ref.document_id(),
-                       source_page_id=job.source_page_id, title=ref.name or ref.file_id,
-                       content=content, url=parent.get("url"), metadata=metadata,
-                       audience=_audience(parent))
+    async def _write(
+        self,
+        job: SyncJob,
+        writer: DocumentWriter,
+        ref: FileRef,
+        parent: dict[str, Any],
+        content: str,
+        metadata: dict[str, Any],
+    ) -> SyncResult:
+        doc = Document(
+            source_type=job.source_type,
+            document_id=ref.document_id(),
+            source_page_id=job.source_page_id,
+            title=ref.name or ref.file_id,
+            content=content,
+            url=parent.get("url"),
+            metadata=metadata,
+            audience=_audience(parent),
+        )
         outcome = await writer.upsert(doc)
         extraction = metadata.get("extraction") or {}
         if extraction.get("status") == "failed":

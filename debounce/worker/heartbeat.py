@@ -47,9 +47,13 @@ async def leave(pool: AsyncConnectionPool[Any], worker_id: str) -> None:
     await execute(pool, _Q["leave"], {"worker_id": worker_id})
 
 
-async def heartbeat(pool: AsyncConnectionPool[Any], worker_id: str,
-                    last_claim: Callable[[], float | None], *,
-                    interval: float = HEARTBEAT_SECONDS) -> None:
+async def heartbeat(
+    pool: AsyncConnectionPool[Any],
+    worker_id: str,
+    last_claim: Callable[[], float | None],
+    *,
+    interval: float = HEARTBEAT_SECONDS,
+) -> None:
     """Run forever: :func:`beat` every ``interval`` seconds. ``last_claim()`` gives the
     ``time.monotonic()`` of this worker's last claim that took a job (``None``: none yet).
     Forgets workers silent for :data:`FORGET_AFTER_SECONDS` once at start."""
@@ -60,8 +64,7 @@ async def heartbeat(pool: AsyncConnectionPool[Any], worker_id: str,
     while True:
         claimed = last_claim()
         try:
-            await beat(pool, worker_id,
-                       None if claimed is None else max(0.0, time.monotonic() - claimed))
+            await beat(pool, worker_id, None if claimed is None else max(0.0, time.monotonic() - claimed))
         except Exception as exc:
             log_db_error("saying the worker is alive", exc)
         stop_if_cancelled()

@@ -43,21 +43,33 @@ class CredentialMarks:
         if row is None or self._said.get(workspace_id) == reason:
             return
         self._said[workspace_id] = reason
-        log.warning("workspace %d (%s %s): %s; its jobs and backfills wait, no attempt spent, "
-                    "until a worker with the right key starts",
-                    workspace_id, row["source_type"], row["external_id"] or row["name"], reason)
+        log.warning(
+            "workspace %d (%s %s): %s; its jobs and backfills wait, no attempt spent, "
+            "until a worker with the right key starts",
+            workspace_id,
+            row["source_type"],
+            row["external_id"] or row["name"],
+            reason,
+        )
 
     async def readable(self, workspace_id: int) -> None:
         """This worker decrypts ``workspace_id``'s stored token: clear its credentials error
         (its jobs are claimed again), saying so once."""
         row = await workspaces.set_credentials_error(self.pool, workspace_id, None)
-        if row is None or row["previous_error"] is None or (
-                workspace_id in self._said and self._said[workspace_id] is None):
+        if (
+            row is None
+            or row["previous_error"] is None
+            or (workspace_id in self._said and self._said[workspace_id] is None)
+        ):
             return
         self._said[workspace_id] = None
-        log.info("workspace %d (%s %s): DEBOUNCE_SECRET_KEY decrypts its stored token; "
-                 "credentials error cleared, its jobs are claimed again", workspace_id,
-                 row["source_type"], row["external_id"] or row["name"])
+        log.info(
+            "workspace %d (%s %s): DEBOUNCE_SECRET_KEY decrypts its stored token; "
+            "credentials error cleared, its jobs are claimed again",
+            workspace_id,
+            row["source_type"],
+            row["external_id"] or row["name"],
+        )
 
 
 async def require_key(pool: AsyncConnectionPool[Any], keyring: Keyring | None) -> None:
@@ -71,13 +83,20 @@ async def require_key(pool: AsyncConnectionPool[Any], keyring: Keyring | None) -
         return
     stored = await workspaces.stored_count(pool)
     if stored:
-        raise SecretKeyError(f"credentials of {stored} workspace(s) are stored but "
-                             "DEBOUNCE_SECRET_KEY is not set: set the key they were "
-                             "encrypted with")
+        raise SecretKeyError(
+            f"credentials of {stored} workspace(s) are stored but "
+            "DEBOUNCE_SECRET_KEY is not set: set the key they were "
+            "encrypted with"
+        )
 
 
-async def check_stored(pool: AsyncConnectionPool[Any], keyring: Keyring | None,
-                       marks: CredentialMarks, *, only_flagged: bool = False) -> None:
+async def check_stored(
+    pool: AsyncConnectionPool[Any],
+    keyring: Keyring | None,
+    marks: CredentialMarks,
+    *,
+    only_flagged: bool = False,
+) -> None:
     """Try every stored token (``only_flagged``: those marked with a credentials error) with
     ``keyring``; mark those it cannot decrypt (unless ``only_flagged``: another worker's mark
     stays as it is) and clear the marks of those it can."""
@@ -90,8 +109,9 @@ async def check_stored(pool: AsyncConnectionPool[Any], keyring: Keyring | None,
             await marks.unreadable(int(row["id"]), reason)
 
 
-async def watch(pool: AsyncConnectionPool[Any], keyring: Keyring | None,
-                marks: CredentialMarks, stopping: asyncio.Event) -> None:
+async def watch(
+    pool: AsyncConnectionPool[Any], keyring: Keyring | None, marks: CredentialMarks, stopping: asyncio.Event
+) -> None:
     """Every :data:`RECHECK_SECONDS` until ``stopping`` is set: clear the marks of the
     workspaces whose token ``keyring`` decrypts (:func:`check_stored`). A worker without a
     key has nothing to check. A database error is logged and the next round tries again."""

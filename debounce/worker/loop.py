@@ -83,9 +83,14 @@ class Worker:
         self.settings = settings
         self.pool = pool
         self.syncers = dict(syncers)
-        self.store = DocumentStore(pool, guard=DeletionGuard(
-            settings.deletion_guard_count, settings.deletion_guard_share,
-            settings.deletion_guard_window_seconds))
+        self.store = DocumentStore(
+            pool,
+            guard=DeletionGuard(
+                settings.deletion_guard_count,
+                settings.deletion_guard_share,
+                settings.deletion_guard_window_seconds,
+            ),
+        )
         #: Files as documents of their own: enqueued after a sync, run as file jobs.
         self.files = FileJobs(settings, pool, self.store)
         self.worker_id = worker_id or default_worker_id()
@@ -107,8 +112,13 @@ class Worker:
         self.keyring = Keyring(settings.secret_key) if settings.secret_key else None
         self.marks = key_check.CredentialMarks(pool)
         self.decrypter = Decrypter(self.keyring, self.marks, pool)
-        self.learner = Learner(settings, pool, lambda workspace_id, source_type: WorkspaceMeter(
-            pool, workspace_id, self.budgets.get(source_type)))
+        self.learner = Learner(
+            settings,
+            pool,
+            lambda workspace_id, source_type: WorkspaceMeter(
+                pool, workspace_id, self.budgets.get(source_type)
+            ),
+        )
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._paused_until: dict[str, float] = {}
@@ -128,7 +138,8 @@ class Worker:
         self.last_claim: float | None = None
         #: Each source's default API budget (``Source.budget`` or its environment override).
         self.budgets: dict[str, ApiBudget] = {
-            s: b for s in self.syncers if (b := settings.budget(s)) is not None}
+            s: b for s in self.syncers if (b := settings.budget(s)) is not None
+        }
         self.workspace_concurrency = max(1, settings.workspace_concurrency)
         #: Requests a typical sync of each source costs (``Source.requests_per_page``).
         known = registry.sources()
@@ -158,18 +169,29 @@ class Worker:
 
     async def run(self) -> None:
         """Run until :meth:`stop`; then drain within the grace period, release the rest."""
-        log.info("worker %s started (concurrency %d, per source %d)", self.worker_id,
-                 self.concurrency, self.source_concurrency)
+        log.info(
+            "worker %s started (concurrency %d, per source %d)",
+            self.worker_id,
+            self.concurrency,
+            self.source_concurrency,
+        )
         self.outcomes.start()
         helpers: list[asyncio.Task[None]] = []
         try:
             if await maintenance.wait_for_schema(self.pool, self._stopping):
                 # Liveness first: the jobs of dead workers come back whatever else fails at
                 # start (a workspace row this worker cannot prepare must not keep them away).
-                helpers.append(asyncio.create_task(maintenance.reaper(
-                    self.pool, self.settings.lease_seconds, self.wake), name="reaper"))
-                helpers.append(asyncio.create_task(heartbeat.heartbeat(
-                    self.pool, self.worker_id, lambda: self.last_claim), name="heartbeat"))
+                helpers.append(
+                    asyncio.create_task(
+                        maintenance.reaper(self.pool, self.settings.lease_seconds, self.wake), name="reaper"
+                    )
+                )
+                helpers.append(
+                    asyncio.create_task(
+                        heartbeat.heartbeat(self.pool, self.worker_id, lambda: self.last_claim),
+                        name="heartbeat",
+                    )
+                )
                 if await maintenance.wait_until_prepared(self._prepare, self._stopping):
                     helpers += self._start_helpers()
                     await self._claim_loop()
@@ -188,8 +210,9 @@ class Worker:
                     log_db_error("saying the worker stopped", exc)
             await self.learner.close()
             await self.outcomes.stop()
-            log.info("worker %s stopped (%d completed, %d failed)", self.worker_id,
-                     self.completed, self.failed)
+            log.info(
+                "worker %s stopped (%d completed, %d failed)", self.worker_id, self.completed, self.failed
+            )
 
     async def _prepare(self) -> None:
         """At start: the environment's workspaces exist, each stored token is tried with
@@ -204,20 +227,33 @@ class Worker:
         lease = self.settings.lease_seconds
         helpers = [
             asyncio.create_task(listen(self.conninfo, self.wake), name="listen"),
-            asyncio.create_task(maintenance.lease_keeper(self.pool, self.running, self.finishing,
-                                                         lease), name="lease-keeper"),
+            asyncio.create_task(
+                maintenance.lease_keeper(self.pool, self.running, self.finishing, lease), name="lease-keeper"
+            ),
         ]
-        helpers.append(asyncio.create_task(key_check.watch(
-            self.pool, self.keyring, self.marks, self._stopping), name="credentials"))
-        backfiller = Backfiller(self.settings, self.pool, self.syncers, self.decrypter,
-                                self.worker_id, self.budgets)
+        helpers.append(
+            asyncio.create_task(
+                key_check.watch(self.pool, self.keyring, self.marks, self._stopping), name="credentials"
+            )
+        )
+        backfiller = Backfiller(
+            self.settings, self.pool, self.syncers, self.decrypter, self.worker_id, self.budgets
+        )
         helpers.append(asyncio.create_task(backfiller.run(self._stopping), name="backfiller"))
         if self.settings.prune_interval_seconds > 0:
-            helpers.append(asyncio.create_task(maintenance.pruner(
-                self.pool, self.settings.prune_interval_seconds,
-                self.settings.job_retention_seconds, self.settings.event_retention_seconds,
-                self.settings.change_retention_seconds,
-                workspace_concurrency=self.workspace_concurrency), name="pruner"))
+            helpers.append(
+                asyncio.create_task(
+                    maintenance.pruner(
+                        self.pool,
+                        self.settings.prune_interval_seconds,
+                        self.settings.job_retention_seconds,
+                        self.settings.event_retention_seconds,
+                        self.settings.change_retention_seconds,
+                        workspace_concurrency=self.workspace_concurrency,
+                    ),
+                    name="pruner",
+                )
+            )
         delivery = DeliveryRunner(DeliverySettings.of(self.settings), self.conninfo, self.worker_id)
         helpers.append(asyncio.create_task(delivery.run(self._stopping), name="delivery"))
         return helpers
@@ -242,8 +278,7 @@ class Worker:
         per_source = Counter(j.source_type for j in syncing)
         out = []
         for source in self.syncers:
-            if self._paused_until.get(source, 0.0) > now or self._nothing_until.get(source,
-                                                                                  0.0) > now:
+            if self._paused_until.get(source, 0.0) > now or self._nothing_until.get(source, 0.0) > now:
                 continue
             slots = min(free, self.source_concurrency - per_source[source])
             if slots > 0:
@@ -274,9 +309,15 @@ class Worker:
         asked = False
         if eligible and (free >= self.claim_batch or not syncing):
             jobs = await queue.claim(
-                self.pool, self.worker_id, limit=free, lease_seconds=self.settings.lease_seconds,
-                source_slots=dict(eligible), budgets=self.budgets,
-                workspace_concurrency=self.workspace_concurrency, costs=self.costs)
+                self.pool,
+                self.worker_id,
+                limit=free,
+                lease_seconds=self.settings.lease_seconds,
+                source_slots=dict(eligible),
+                budgets=self.budgets,
+                workspace_concurrency=self.workspace_concurrency,
+                costs=self.costs,
+            )
             for job, workspace in jobs:
                 self._start(job, workspace)
             if jobs and log.isEnabledFor(logging.INFO):  # one line a claim, not a job
@@ -300,8 +341,7 @@ class Worker:
         now = time.monotonic()
         # a rate-limited source becomes claimable again; a source found empty may have a job
         # due (woken early, the loop sleeps only until the first of them)
-        waits = [t - now for t in (*self._paused_until.values(), *self._nothing_until.values())
-                 if t > now]
+        waits = [t - now for t in (*self._paused_until.values(), *self._nothing_until.values()) if t > now]
         if waits:
             delay = min(delay, min(waits) + 0.001)
         return max(delay, 0.001)
@@ -310,10 +350,14 @@ class Worker:
         self.running[job.id] = job
         WORKER.jobs_claimed.labels(job.source_type).inc()
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("claimed (attempt %d, revision %d, %d events)", job.attempts,
-                      job.claimed_revision or 0, job.event_count, extra=job.log_fields())
-        self._tasks[job.id] = asyncio.create_task(self._run_job(job, workspace),
-                                                  name=f"sync-{job.id}")
+            log.debug(
+                "claimed (attempt %d, revision %d, %d events)",
+                job.attempts,
+                job.claimed_revision or 0,
+                job.event_count,
+                extra=job.log_fields(),
+            )
+        self._tasks[job.id] = asyncio.create_task(self._run_job(job, workspace), name=f"sync-{job.id}")
 
     async def _run_job(self, job: SyncJob, workspace: ClaimedWorkspace | None) -> None:
         """Sync ``job`` with its ``workspace`` as the claim read it (``None``: no workspace)
@@ -328,9 +372,13 @@ class Worker:
                 raise PermanentError(f"no syncer for source {job.source_type!r}")
             credentials = await self.decrypter.credentials(workspace)
             store = self.store.fenced(job)
-            context = SyncContext(store=store, credentials=credentials,
-                                  meter=meter, checkpoint=checkpoint,
-                                  audiences=AudienceStore.fenced(self.store.db, job))
+            context = SyncContext(
+                store=store,
+                credentials=credentials,
+                meter=meter,
+                checkpoint=checkpoint,
+                audiences=AudienceStore.fenced(self.store.db, job),
+            )
             if is_file_job(job):  # a file the source's documents show (debounce/worker/files.py)
                 result = await self.files.run(job, context, syncer)
             else:
@@ -344,9 +392,15 @@ class Worker:
         else:
             self._observe(job, started, "completed")
             self.completed += 1
-            log.info("synced in %.2f s (%d written%s, %d unchanged, %d deleted)",
-                     time.monotonic() - started, result.written, written_text(store.wrote),
-                     result.unchanged, result.deleted, extra=job.log_fields())
+            log.info(
+                "synced in %.2f s (%d written%s, %d unchanged, %d deleted)",
+                time.monotonic() - started,
+                result.written,
+                written_text(store.wrote),
+                result.unchanged,
+                result.deleted,
+                extra=job.log_fields(),
+            )
             await self._complete(job)
             await self._count_cost(job, meter, synced=True)
             if workspace is not None and workspace.unlearned:
@@ -358,8 +412,7 @@ class Worker:
                 self.finishing.discard(job.id)
                 self._wake.set()
 
-    async def _failed(self, job: SyncJob, started: float, checkpoint: Checkpoint,
-                      exc: Exception) -> None:
+    async def _failed(self, job: SyncJob, started: float, checkpoint: Checkpoint, exc: Exception) -> None:
         """Record what ``exc`` (raised by ``job``'s sync) means for the job
         (:func:`~debounce.worker.verdict.verdict`, the one mapping)."""
         v = verdict(exc)
@@ -373,16 +426,35 @@ class Worker:
             WORKER.budget_yields.labels(job.source_type).inc()
             # Normal operation, said in one line: the job stays pending at its place in
             # line (its due time, already past, is not news) until the bucket can pay.
-            whose = (f"workspace {job.workspace_id}'s" if job.workspace_id is not None
-                     else f"the {job.source_type} source's")
+            whose = (
+                f"workspace {job.workspace_id}'s"
+                if job.workspace_id is not None
+                else f"the {job.source_type} source's"
+            )
             fetched = len(checkpoint.responses)
-            kept = (f" (it keeps the {fetched} response{'s' if fetched != 1 else ''} fetched "
-                    "so far)" if fetched else "")
-            log.info("%s API budget is spent: job %d waits for a request, due in %.1f s%s",
-                     whose, job.id, v.retry_after, kept, extra=job.log_fields())
-            await self._record_failure(queue.Failure(
-                job, v.error, retry_after=v.retry_after, keep_place=True,
-                checkpoint=self._checkpoint_of(job, checkpoint)), said=True)
+            kept = (
+                f" (it keeps the {fetched} response{'s' if fetched != 1 else ''} fetched so far)"
+                if fetched
+                else ""
+            )
+            log.info(
+                "%s API budget is spent: job %d waits for a request, due in %.1f s%s",
+                whose,
+                job.id,
+                v.retry_after,
+                kept,
+                extra=job.log_fields(),
+            )
+            await self._record_failure(
+                queue.Failure(
+                    job,
+                    v.error,
+                    retry_after=v.retry_after,
+                    keep_place=True,
+                    checkpoint=self._checkpoint_of(job, checkpoint),
+                ),
+                said=True,
+            )
         elif kind is VerdictKind.CREDENTIALS:
             # Its workspace's token does not decrypt here (no key, another key): a
             # configuration problem, said once and marked on the workspace by the
@@ -393,23 +465,27 @@ class Worker:
         elif kind is VerdictKind.LEASE_LOST:
             # Stalled past the lease; another worker holds the job now and syncs the page.
             self._observe(job, started, kind)
-            log.warning("lease lost during the sync, nothing written (%s)", exc,
-                        extra=job.log_fields())
+            log.warning("lease lost during the sync, nothing written (%s)", exc, extra=job.log_fields())
         elif kind is VerdictKind.RATE_LIMITED:
             assert v.retry_after is not None and v.reason is not None
             self._observe(job, started, kind)
             WORKER.rate_limits.labels(job.source_type, v.reason).inc()
             if job.workspace_id is None or not await workspace_state.block(
-                    self.pool, job.workspace_id, v.retry_after, v.reason):
+                self.pool, job.workspace_id, v.retry_after, v.reason
+            ):
                 # No workspace to block (the source's settings): pause the source here.
                 self._paused_until[job.source_type] = time.monotonic() + v.retry_after
-            log.warning("rate limited (%s); retry in %.0f s", v.reason, v.retry_after,
-                        extra=job.log_fields())
-            await self._record_failure(queue.Failure(
-                job, v.error, retry_after=v.retry_after,
-                checkpoint=self._checkpoint_of(job, checkpoint)))
-        elif (kind is VerdictKind.REVOKED and job.workspace_id is not None
-              and await workspace_state.revoke(self.pool, job.workspace_id, str(exc))):
+            log.warning("rate limited (%s); retry in %.0f s", v.reason, v.retry_after, extra=job.log_fields())
+            await self._record_failure(
+                queue.Failure(
+                    job, v.error, retry_after=v.retry_after, checkpoint=self._checkpoint_of(job, checkpoint)
+                )
+            )
+        elif (
+            kind is VerdictKind.REVOKED
+            and job.workspace_id is not None
+            and await workspace_state.revoke(self.pool, job.workspace_id, str(exc))
+        ):
             # Parked: pending again, the attempt given back; the claim skips the jobs of a
             # revoked workspace, so nothing retries in a loop, and a re-install resumes it.
             self._observe(job, started, kind)
@@ -418,22 +494,19 @@ class Worker:
             self._observe(job, started, VerdictKind.PERMANENT)
             self.failed += 1
             log.error("permanent failure: %s", exc, extra=job.log_fields())
-            await self._record_failure(queue.Failure(job, f"PermanentError: {exc}",
-                                                     permanent=True))
+            await self._record_failure(queue.Failure(job, f"PermanentError: {exc}", permanent=True))
         else:
             self._observe(job, started, kind)
             log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())
             delay = backoff_delay(job.attempts, self.settings.backoff_seconds)
             await self._record_failure(queue.Failure(job, v.error, backoff_seconds=delay))
 
-    async def _count_cost(self, job: SyncJob, meter: WorkspaceMeter | None, *,
-                          synced: bool) -> None:
+    async def _count_cost(self, job: SyncJob, meter: WorkspaceMeter | None, *, synced: bool) -> None:
         """Add the requests ``job``'s sync sent (and its page, when it ``synced``) to its
         workspace's counts (a job of no workspace has no meter: not counted)."""
         if meter is None or job.workspace_id is None:
             return
-        self.sync_costs.add(job.workspace_id, job.priority, meter.taken,
-                            1 if synced else 0)
+        self.sync_costs.add(job.workspace_id, job.priority, meter.taken, 1 if synced else 0)
         await self.sync_costs.maybe_flush()
 
     def _meter(self, job: SyncJob) -> WorkspaceMeter | None:
@@ -442,8 +515,12 @@ class Worker:
             return None
         # The claim reserved one sync's requests (sql/queries/claim.sql); a resumed sync that already
         # holds responses in its checkpoint spends them first and its reservation after.
-        return WorkspaceMeter(self.pool, job.workspace_id, self.budgets.get(job.source_type),
-                              reserved=self.costs.get(job.source_type, 1.0))
+        return WorkspaceMeter(
+            self.pool,
+            job.workspace_id,
+            self.budgets.get(job.source_type),
+            reserved=self.costs.get(job.source_type, 1.0),
+        )
 
     @staticmethod
     def _resumed(job: SyncJob) -> Checkpoint:
@@ -477,8 +554,11 @@ class Worker:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
         elif row.status.value != "completed":
             self._ask_again(job.source_type)
-            log.info("edited during the sync: follow-up due %s", row.scheduled_at.isoformat(),
-                     extra=job.log_fields())
+            log.info(
+                "edited during the sync: follow-up due %s",
+                row.scheduled_at.isoformat(),
+                extra=job.log_fields(),
+            )
         elif job.workspace_id is not None:
             # One of its workspace's syncs in flight ended: its other jobs may be claimable now
             self._ask_again(job.source_type)
@@ -496,16 +576,19 @@ class Worker:
             if row.status.value == "pending" or job.workspace_id is not None:
                 self._ask_again(job.source_type)  # a retry, or one of its workspace's syncs ended
             if not said:
-                log.info("now %s (due %s)", row.status.value, row.scheduled_at.isoformat(),
-                         extra=job.log_fields())
+                log.info(
+                    "now %s (due %s)", row.status.value, row.scheduled_at.isoformat(), extra=job.log_fields()
+                )
 
     async def _drain(self) -> None:
         """Let running syncs finish within the grace period, then release what is left."""
         if self._tasks:
-            log.info("stopping: waiting up to %.0f s for %d running syncs",
-                     self.settings.shutdown_grace_seconds, len(self._tasks))
-            await asyncio.wait(list(self._tasks.values()),
-                               timeout=self.settings.shutdown_grace_seconds)
+            log.info(
+                "stopping: waiting up to %.0f s for %d running syncs",
+                self.settings.shutdown_grace_seconds,
+                len(self._tasks),
+            )
+            await asyncio.wait(list(self._tasks.values()), timeout=self.settings.shutdown_grace_seconds)
         leftover = [self.running[i] for i in list(self._tasks) if i in self.running]
         for task in list(self._tasks.values()):
             task.cancel()

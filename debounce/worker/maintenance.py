@@ -25,8 +25,16 @@ from debounce.migrate import schema_status
 from debounce.types import SyncJob
 from debounce.worker.errors import log_db_error, stop_if_cancelled
 
-__all__ = ["PRUNE_BATCH", "lease_keeper", "prune_once", "pruner", "reaper", "renew_leases",
-           "wait_for_schema", "wait_until_prepared"]
+__all__ = [
+    "PRUNE_BATCH",
+    "lease_keeper",
+    "prune_once",
+    "pruner",
+    "reaper",
+    "renew_leases",
+    "wait_for_schema",
+    "wait_until_prepared",
+]
 
 #: Rows deleted per prune statement (of jobs and of event ids): a long backlog is pruned in
 #: short statements rather than one that holds locks for minutes.
@@ -36,7 +44,9 @@ log = logging.getLogger("debounce.worker")
 
 
 async def renew_leases(
-    pool: AsyncConnectionPool[Any], running: Mapping[int, SyncJob], finishing: Collection[int],
+    pool: AsyncConnectionPool[Any],
+    running: Mapping[int, SyncJob],
+    finishing: Collection[int],
     lease_seconds: float,
 ) -> list[SyncJob]:
     """Extend the lease of every sync in ``running`` that is not ``finishing`` (its outcome
@@ -53,13 +63,18 @@ async def renew_leases(
     WORKER.lease_renewals.inc(len(kept))
     lost = [j for j in jobs if j.id not in kept and j.id in running and j.id not in finishing]
     for job in lost:
-        log.warning("lease lost while syncing: the job was requeued or re-claimed; this sync's "
-                    "writes will be refused", extra=job.log_fields())
+        log.warning(
+            "lease lost while syncing: the job was requeued or re-claimed; this sync's "
+            "writes will be refused",
+            extra=job.log_fields(),
+        )
     return lost
 
 
 async def lease_keeper(
-    pool: AsyncConnectionPool[Any], running: Mapping[int, SyncJob], finishing: Collection[int],
+    pool: AsyncConnectionPool[Any],
+    running: Mapping[int, SyncJob],
+    finishing: Collection[int],
     lease_seconds: float,
 ) -> None:
     """Run forever: :func:`renew_leases` every ``lease_seconds / 3``."""
@@ -80,8 +95,7 @@ async def reaper(pool: AsyncConnectionPool[Any], lease_seconds: float, wake: Cal
     while True:
         try:
             for job in await queue.requeue_expired(pool):
-                log.warning("expired lease returned: now %s", job.status.value,
-                            extra=job.log_fields())
+                log.warning("expired lease returned: now %s", job.status.value, extra=job.log_fields())
                 wake()
         except Exception as exc:
             log_db_error("requeueing expired leases", exc)
@@ -90,8 +104,13 @@ async def reaper(pool: AsyncConnectionPool[Any], lease_seconds: float, wake: Cal
 
 
 async def prune_once(
-    pool: AsyncConnectionPool[Any], job_retention: float, event_retention: float, *,
-    change_retention: float | None = None, batch: int = PRUNE_BATCH, now: datetime | None = None,
+    pool: AsyncConnectionPool[Any],
+    job_retention: float,
+    event_retention: float,
+    *,
+    change_retention: float | None = None,
+    batch: int = PRUNE_BATCH,
+    now: datetime | None = None,
 ) -> dict[str, int] | None:
     """Prune finished jobs older than ``job_retention`` seconds, event ids older than
     ``event_retention`` seconds and, unless ``change_retention`` is ``None``, the change
@@ -106,18 +125,21 @@ async def prune_once(
     total = {"jobs": 0, "events": 0, "changes": 0}
     ran = False
     while True:
-        done = await queue.prune(pool, job_retention, event_older_than=event_retention,
-                                 limit=batch, exclusive=True, now=now)
+        done = await queue.prune(
+            pool, job_retention, event_older_than=event_retention, limit=batch, exclusive=True, now=now
+        )
         if done is None:
             break
         ran = True
-        total = {"jobs": total["jobs"] + done["jobs"], "events": total["events"] + done["events"],
-                 "changes": total["changes"]}
+        total = {
+            "jobs": total["jobs"] + done["jobs"],
+            "events": total["events"] + done["events"],
+            "changes": total["changes"],
+        }
         if done["jobs"] < batch and done["events"] < batch:
             break
     while change_retention is not None and ran:
-        changes = await feed.prune_changes(pool, change_retention, limit=batch, exclusive=True,
-                                           now=now)
+        changes = await feed.prune_changes(pool, change_retention, limit=batch, exclusive=True, now=now)
         if changes is None:
             break
         total["changes"] += changes
@@ -127,8 +149,13 @@ async def prune_once(
 
 
 async def pruner(
-    pool: AsyncConnectionPool[Any], interval: float, job_retention: float, event_retention: float,
-    change_retention: float | None = None, *, workspace_concurrency: int,
+    pool: AsyncConnectionPool[Any],
+    interval: float,
+    job_retention: float,
+    event_retention: float,
+    change_retention: float | None = None,
+    *,
+    workspace_concurrency: int,
 ) -> None:
     """Run forever: :func:`prune_once` every ``interval`` seconds (the first soon after
     start, so a deployment that restarts often still prunes); the worker that pruned then
@@ -136,11 +163,14 @@ async def pruner(
     await asyncio.sleep(min(interval, 30.0))
     while True:
         try:
-            done = await prune_once(pool, job_retention, event_retention,
-                                    change_retention=change_retention)
+            done = await prune_once(pool, job_retention, event_retention, change_retention=change_retention)
             if done and any(done.values()):
-                log.info("pruned %d finished jobs, %d event ids and %d feed changes past "
-                         "retention", done["jobs"], done["events"], done["changes"])
+                log.info(
+                    "pruned %d finished jobs, %d event ids and %d feed changes past retention",
+                    done["jobs"],
+                    done["events"],
+                    done["changes"],
+                )
             if done is not None:
                 await upkeep(pool, workspace_concurrency=workspace_concurrency)
         except Exception as exc:
@@ -159,8 +189,12 @@ async def upkeep(pool: AsyncConnectionPool[Any], *, workspace_concurrency: int) 
     done = await queue.cancel_removed(pool)
     done["documents"] = await purge_removed(pool)
     if any(done.values()):
-        log.info("removed workspaces: %d pending jobs and %d backfills cancelled, %d documents "
-                 "marked deleted", done["jobs"], done["backfills"], done["documents"])
+        log.info(
+            "removed workspaces: %d pending jobs and %d backfills cancelled, %d documents marked deleted",
+            done["jobs"],
+            done["backfills"],
+            done["documents"],
+        )
     done["lines"] = await queue.repair_lines(pool, workspace_concurrency=workspace_concurrency)
     if done["lines"]:
         log.info("recomputed the claim's line of %d workspaces", done["lines"])
@@ -195,8 +229,12 @@ async def wait_for_schema(pool: AsyncConnectionPool[Any], stopping: asyncio.Even
                 stop_if_cancelled()
                 cause = await why_unreachable(str(pool.conninfo))
             if cause is not None:  # the line docs/deploying.md's alerts table promises
-                log.error("worker cannot start: cannot connect to the database at DATABASE_URL: "
-                          "%s (retrying in %.1f s)", cause, delay)
+                log.error(
+                    "worker cannot start: cannot connect to the database at DATABASE_URL: "
+                    "%s (retrying in %.1f s)",
+                    cause,
+                    delay,
+                )
             else:
                 log_db_error("checking the database schema", exc, delay)
         with contextlib.suppress(TimeoutError):
@@ -204,8 +242,7 @@ async def wait_for_schema(pool: AsyncConnectionPool[Any], stopping: asyncio.Even
     return False
 
 
-async def wait_until_prepared(prepare: Callable[[], Awaitable[None]],
-                              stopping: asyncio.Event) -> bool:
+async def wait_until_prepared(prepare: Callable[[], Awaitable[None]], stopping: asyncio.Event) -> bool:
     """Run ``prepare()`` (the worker's side of workspaces: the environment's workspaces, the
     stored tokens' check) until it succeeds; returns ``False`` when ``stopping`` is set first.
 
@@ -230,9 +267,13 @@ async def wait_until_prepared(prepare: Callable[[], Awaitable[None]],
                 log_db_error("preparing the workspaces", exc, delay)
             else:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                log.error("worker cannot start: preparing the workspaces failed with %s: %s; "
-                          "retrying in %.1f s (expired leases are still returned meanwhile)",
-                          exc.__class__.__name__, first, delay)
+                log.error(
+                    "worker cannot start: preparing the workspaces failed with %s: %s; "
+                    "retrying in %.1f s (expired leases are still returned meanwhile)",
+                    exc.__class__.__name__,
+                    first,
+                    delay,
+                )
                 log.debug("preparing the workspaces failed", exc_info=exc)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), timeout=delay)

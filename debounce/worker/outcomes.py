@@ -25,7 +25,8 @@ T = TypeVar("T")
 
 
 def _until_stored(
-    what: str, statement: Callable[[list[T]], Awaitable[dict[int, SyncJob]]],
+    what: str,
+    statement: Callable[[list[T]], Awaitable[dict[int, SyncJob]]],
     job_of: Callable[[T], SyncJob],
 ) -> Callable[[list[T]], Awaitable[list[SyncJob | None]]]:
     async def flush(items: list[T]) -> list[SyncJob | None]:
@@ -57,10 +58,14 @@ class Outcomes:
 
         self.completions: Batcher[SyncJob, SyncJob | None] = Batcher(
             _until_stored("completions", complete_many, lambda job: job),
-            flushers=flushers, name="completions")
+            flushers=flushers,
+            name="completions",
+        )
         self.failures: Batcher[queue.Failure, SyncJob | None] = Batcher(
             _until_stored("failures", fail_many, lambda failure: failure.job),
-            flushers=flushers, name="failures")
+            flushers=flushers,
+            name="failures",
+        )
 
     def start(self) -> None:
         """Start both batchers (inside a running event loop)."""
@@ -88,16 +93,20 @@ def written_text(wrote: list[tuple[str, str, str]]) -> str:
     two and how many more."""
     if not wrote:
         return ""
-    shown = ", ".join(f"{title!r} ({source}/{document_id})"
-                      for source, document_id, title in wrote[:2])
+    shown = ", ".join(f"{title!r} ({source}/{document_id})" for source, document_id, title in wrote[:2])
     return f": {shown}" + (f" and {len(wrote) - 2} more" if len(wrote) > 2 else "")
 
 
 def claimed_text(job: SyncJob) -> str:
     """A claimed job for the claim's log line: its id, page, and why it was due (its events'
     debounce window ended; a bulk job of a backfill or a re-check has no events)."""
-    why = (f"{job.event_count} event{'s' * (job.event_count != 1)}, its window ended"
-           if job.event_count else "bulk" if job.priority < 0 else "due")
+    why = (
+        f"{job.event_count} event{'s' * (job.event_count != 1)}, its window ended"
+        if job.event_count
+        else "bulk"
+        if job.priority < 0
+        else "due"
+    )
     if job.attempts > 1:
         why += f", attempt {job.attempts}"
     return f"job {job.id} ({job.source_type} {job.source_page_id}: {why})"

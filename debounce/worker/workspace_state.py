@@ -17,8 +17,7 @@ __all__ = ["block", "revoke"]
 log = logging.getLogger("debounce.worker")
 
 
-async def block(pool: AsyncConnectionPool[Any], workspace_id: int, seconds: float,
-                reason: str) -> bool:
+async def block(pool: AsyncConnectionPool[Any], workspace_id: int, seconds: float, reason: str) -> bool:
     """The source rate-limited ``workspace_id`` (``reason``: its own word for it): block it
     for every worker for ``seconds``. Returns ``False`` when that failed (the workspace is
     gone, or the database is away: then only the job or backfill at hand waits); never
@@ -43,6 +42,5 @@ async def revoke(pool: AsyncConnectionPool[Any], workspace_id: int, error: str) 
         await workspaces.set_status(pool, workspace_id, "revoked", error[:500])
     except workspaces.WorkspaceNotFound:
         return False
-    log.error("workspace %d revoked: %s; its jobs wait until it is re-installed",
-              workspace_id, error)
+    log.error("workspace %d revoked: %s; its jobs wait until it is re-installed", workspace_id, error)
     return True

@@ -38,8 +38,9 @@ _Q = queries("budgets")
 UNLIMITED = 1_000_000
 
 
-def budget_params(budgets: Mapping[str, ApiBudget] | None,
-                  costs: Mapping[str, float] | None = None) -> dict[str, Any]:
+def budget_params(
+    budgets: Mapping[str, ApiBudget] | None, costs: Mapping[str, float] | None = None
+) -> dict[str, Any]:
     """The sources' defaults as the statements that compute buckets take them (the claim,
     ``seconds_until_due``, the workspace listing): ``budget_sources``, ``budget_per_minutes``
     (``None``: unmetered unless a workspace sets its own), ``budget_bursts`` and
@@ -49,32 +50,36 @@ def budget_params(budgets: Mapping[str, ApiBudget] | None,
     sources = list(dict.fromkeys([*known, *per_sync]))
     return {
         "budget_sources": sources,
-        "budget_per_minutes": [float(known[s].per_minute) if s in known else None
-                               for s in sources],
+        "budget_per_minutes": [float(known[s].per_minute) if s in known else None for s in sources],
         "budget_bursts": [float(known[s].burst) if s in known else None for s in sources],
         "budget_costs": [max(1.0, float(per_sync.get(s, 1.0))) for s in sources],
     }
 
 
 def _defaults(budget: ApiBudget | None) -> dict[str, float | None]:
-    return {"default_per_minute": budget.per_minute if budget else None,
-            "default_burst": budget.burst if budget else None}
+    return {
+        "default_per_minute": budget.per_minute if budget else None,
+        "default_burst": budget.burst if budget else None,
+    }
 
 
-async def take(db: Db, workspace_id: int, default: ApiBudget | None, *, n: int = 1,
-               now: datetime | None = None) -> float:
+async def take(
+    db: Db, workspace_id: int, default: ApiBudget | None, *, n: int = 1, now: datetime | None = None
+) -> float:
     """Charge ``n`` requests to ``workspace_id``'s bucket; returns 0.0 when granted, else the
     seconds until they will be available (or until a 429 block ends), nothing taken. An
     unknown workspace is not metered (0.0)."""
-    row = await fetch_one(db, _Q["take_budget"], {"id": workspace_id, "n": float(n), "now": now,
-                                                   **_defaults(default)})
+    row = await fetch_one(
+        db, _Q["take_budget"], {"id": workspace_id, "n": float(n), "now": now, **_defaults(default)}
+    )
     if row is None or row["granted"]:
         return 0.0
     return max(float(row["wait_seconds"]), 0.001)
 
 
-async def set_budget(db: Db, workspace_id: int, per_minute: float | None,
-                     burst: float | None) -> dict[str, Any] | None:
+async def set_budget(
+    db: Db, workspace_id: int, per_minute: float | None, burst: float | None
+) -> dict[str, Any] | None:
     """Set workspace ``workspace_id``'s budget (``None``: back to the source's default); the
     bucket starts full. Returns the row (``id``, ``source_type``, ``budget_per_minute``,
     ``budget_burst``) or ``None`` for an unknown workspace.
@@ -86,8 +91,9 @@ async def set_budget(db: Db, workspace_id: int, per_minute: float | None,
         raise ValueError(f"per minute must be a number >= 0 (0: unmetered), got {per_minute}")
     if burst is not None and not (math.isfinite(burst) and burst >= 1):
         raise ValueError(f"burst must be a number >= 1, got {burst}")
-    return await fetch_one(db, _Q["set_budget"], {"id": workspace_id, "per_minute": per_minute,
-                                                  "burst": burst})
+    return await fetch_one(
+        db, _Q["set_budget"], {"id": workspace_id, "per_minute": per_minute, "burst": burst}
+    )
 
 
 class WorkspaceMeter:
@@ -99,8 +105,9 @@ class WorkspaceMeter:
     counts the requests granted.
     """
 
-    def __init__(self, db: Db, workspace_id: int, default: ApiBudget | None, *,
-                 reserved: float = 0.0) -> None:
+    def __init__(
+        self, db: Db, workspace_id: int, default: ApiBudget | None, *, reserved: float = 0.0
+    ) -> None:
         self.db = db
         self.workspace_id = workspace_id
         self.default = default

@@ -8,14 +8,14 @@ from typing import Any
 
 from debounce.infra.secrets import Keyring, SecretKeyError
 
-__all__ = ["NO_KEY", "WRONG_KEY", "CredentialsUnreadable", "decrypt",
-           "unreadable_reason"]
+__all__ = ["NO_KEY", "WRONG_KEY", "CredentialsUnreadable", "decrypt", "unreadable_reason"]
 
 #: A workspace's ``credentials_error`` when the worker has no key at all.
 NO_KEY = "the worker's DEBOUNCE_SECRET_KEY is not set: the stored token cannot be decrypted"
 #: A workspace's ``credentials_error`` when no key of the worker decrypts its token.
-WRONG_KEY = ("the worker's DEBOUNCE_SECRET_KEY does not decrypt the stored token (not the key "
-             "it was encrypted with)")
+WRONG_KEY = (
+    "the worker's DEBOUNCE_SECRET_KEY does not decrypt the stored token (not the key it was encrypted with)"
+)
 
 
 class CredentialsUnreadable(SecretKeyError):

@@ -78,14 +78,15 @@ class Directory:
             # Indexed once per refresh: an event's lookup is a dict access, however many
             # workspaces are connected.
             self._sources = {r["source_type"] for r in rows}
-            self._by_id = {(r["source_type"], r["external_id"]): r for r in rows
-                           if r["external_id"] is not None}
-            self._unlearned = {r["source_type"]: r for r in rows
-                               if r["origin"] == "env" and r["external_id"] is None}
+            self._by_id = {
+                (r["source_type"], r["external_id"]): r for r in rows if r["external_id"] is not None
+            }
+            self._unlearned = {
+                r["source_type"]: r for r in rows if r["origin"] == "env" and r["external_id"] is None
+            }
             self._loaded_at = time.monotonic()
 
-    def lookup(self, source_type: str, external_id: str | None,
-               enterprise_id: str | None = None) -> Route:
+    def lookup(self, source_type: str, external_id: str | None, enterprise_id: str | None = None) -> Route:
         """The :class:`Route` of an event of ``source_type`` naming ``external_id`` (and, for an
         org-wide install, ``enterprise_id``), from the copy as it is (no I/O: the caller
         refreshes it first)."""
@@ -106,9 +107,12 @@ class Directory:
         key = (source_type, external_id)
         if key not in self._warned:
             self._warned.add(key)
-            log.warning("%s event for workspace %r, which is not connected: acknowledged, "
-                        "nothing enqueued (logged once per workspace)", source_type,
-                        external_id)
+            log.warning(
+                "%s event for workspace %r, which is not connected: acknowledged, "
+                "nothing enqueued (logged once per workspace)",
+                source_type,
+                external_id,
+            )
         return Route(False, None, "unknown_workspace")
 
     def _accept(self, row: Mapping[str, Any], source_type: str, external_id: str) -> Route:
@@ -119,6 +123,10 @@ class Directory:
         key = (source_type, external_id)
         if key not in self._warned:
             self._warned.add(key)
-            log.warning("%s event for workspace %s, which is revoked: acknowledged, nothing "
-                        "enqueued (re-install to reconnect it)", source_type, external_id)
+            log.warning(
+                "%s event for workspace %s, which is revoked: acknowledged, nothing "
+                "enqueued (re-install to reconnect it)",
+                source_type,
+                external_id,
+            )
         return Route(False, int(row["id"]), "revoked_workspace")

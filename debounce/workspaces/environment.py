@@ -35,21 +35,34 @@ async def ensure_env_workspace(db: Db, source_type: str, token: str) -> dict[str
     """The environment's workspace of ``source_type`` (created if missing), its fingerprint
     kept current. The token itself stays in the environment. Returns its row (without
     credentials: it has none)."""
-    row = await fetch_one(db, _Q["ensure_env_workspace"],
-                          {"source_type": source_type, "fingerprint": fingerprint(token),
-                           "name": f"{source_type} (environment)"})
+    row = await fetch_one(
+        db,
+        _Q["ensure_env_workspace"],
+        {
+            "source_type": source_type,
+            "fingerprint": fingerprint(token),
+            "name": f"{source_type} (environment)",
+        },
+    )
     assert row is not None
     return dict(row)
 
 
-async def learn_external_id(db: Db, workspace_id: int, external_id: str, name: str,
-                            bot_user_id: str | None = None) -> None:
+async def learn_external_id(
+    db: Db, workspace_id: int, external_id: str, name: str, bot_user_id: str | None = None
+) -> None:
     """Record the source's id of the environment's workspace (learned on first use). Best
     effort: when the same workspace was also installed (the id is taken), both rows are kept
     apart and a warning says so."""
     try:
-        await fetch_one(db, _Q["learn_external_id"], {"id": workspace_id, "external_id": external_id,
-                                                      "name": name, "bot_user_id": bot_user_id})
+        await fetch_one(
+            db,
+            _Q["learn_external_id"],
+            {"id": workspace_id, "external_id": external_id, "name": name, "bot_user_id": bot_user_id},
+        )
     except Exception as exc:  # the same workspace was also installed: keep both rows apart
-        log.warning("cannot record workspace id %s of the environment's workspace: %s",
-                    external_id, exc.__class__.__name__)
+        log.warning(
+            "cannot record workspace id %s of the environment's workspace: %s",
+            external_id,
+            exc.__class__.__name__,
+        )

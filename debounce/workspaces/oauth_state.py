@@ -20,8 +20,9 @@ async def issue_state(db: Db, source_type: str, *, ttl: float = STATE_TTL_SECOND
     """A new single-use OAuth ``state`` for an install of ``source_type`` (random, 256 bits,
     URL-safe text), valid ``ttl`` seconds."""
     state = secrets.token_urlsafe(32)
-    await fetch_all(db, _Q["issue_oauth_state"], {"state": state, "source_type": source_type,
-                                                  "ttl": float(ttl)})
+    await fetch_all(
+        db, _Q["issue_oauth_state"], {"state": state, "source_type": source_type, "ttl": float(ttl)}
+    )
     return state
 
 

@@ -34,8 +34,15 @@ class WorkspaceNotFound(LookupError):
 
 
 async def save(
-    db: Db, keyring: Keyring, *, source_type: str, external_id: str, name: str,
-    credentials: dict[str, Any], origin: str = "oauth", enterprise_id: str | None = None,
+    db: Db,
+    keyring: Keyring,
+    *,
+    source_type: str,
+    external_id: str,
+    name: str,
+    credentials: dict[str, Any],
+    origin: str = "oauth",
+    enterprise_id: str | None = None,
     bot_user_id: str | None = None,
 ) -> dict[str, Any]:
     """Connect a workspace (or re-connect it: reactivated, credentials replaced; a removed
@@ -47,11 +54,17 @@ async def save(
         KeyError: ``credentials`` has no ``access_token``.
     """
     params = {
-        "source_type": source_type, "external_id": external_id, "enterprise_id": enterprise_id,
-        "name": name, "origin": origin, "credentials": keyring.encrypt(credentials),
-        "fingerprint": fingerprint(str(credentials["access_token"])), "bot_user_id": bot_user_id}
+        "source_type": source_type,
+        "external_id": external_id,
+        "enterprise_id": enterprise_id,
+        "name": name,
+        "origin": origin,
+        "credentials": keyring.encrypt(credentials),
+        "fingerprint": fingerprint(str(credentials["access_token"])),
+        "bot_user_id": bot_user_id,
+    }
     row = await fetch_one(db, _Q["save_workspace"], params)
-    assert row is not None   # an upsert returns its row
+    assert row is not None  # an upsert returns its row
     return _public(row)
 
 
@@ -73,8 +86,11 @@ async def set_status(db: Db, workspace_id: int, status: str, error: str | None =
 
 async def revoke_by_external_id(db: Db, source_type: str, external_id: str, error: str) -> list[int]:
     """Mark the workspace ``external_id`` of ``source_type`` revoked; returns the ids changed."""
-    rows = await fetch_all(db, _Q["revoke_by_external_id"],
-                           {"source_type": source_type, "external_id": external_id, "error": error})
+    rows = await fetch_all(
+        db,
+        _Q["revoke_by_external_id"],
+        {"source_type": source_type, "external_id": external_id, "error": error},
+    )
     return [int(r["id"]) for r in rows]
 
 
@@ -98,9 +114,13 @@ async def remove(db: Db, workspace_id: int, *, purge_documents: bool = False) ->
     return _public(row)
 
 
-async def list_workspaces(db: Db, workspace_id: int | None = None, *,
-                          budgets: Mapping[str, ApiBudget] | None = None,
-                          now: datetime | None = None) -> list[dict[str, Any]]:
+async def list_workspaces(
+    db: Db,
+    workspace_id: int | None = None,
+    *,
+    budgets: Mapping[str, ApiBudget] | None = None,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
     """Every workspace (or one) with its figures: jobs by state, documents, last sync, last
     error, ``credentials_error`` / ``credentials_error_at`` (a worker cannot decrypt its
     stored token: why and since when; ``None``: no such problem), and ``budget``
@@ -108,15 +128,18 @@ async def list_workspaces(db: Db, workspace_id: int | None = None, *,
     sources' default budgets, see ``debounce.workspaces.budgets``; ``available`` is the bucket at ``now``,
     UTC, default the database clock). Never the credentials: ``token_fingerprint`` stands for
     the token."""
-    rows = await fetch_all(db, _Q["list_workspaces"], {"id": workspace_id, "now": now,
-                                                       **budget_params(budgets)})
+    rows = await fetch_all(
+        db, _Q["list_workspaces"], {"id": workspace_id, "now": now, **budget_params(budgets)}
+    )
     out = []
     for r in rows:
         row = _public(r)
-        row["budget"] = {"per_minute": row.pop("budget_per_minute"),
-                         "burst": row.pop("budget_burst"),
-                         "available": round(row.pop("budget_available"), 2),
-                         "source_default": not row.pop("budget_overridden")}
+        row["budget"] = {
+            "per_minute": row.pop("budget_per_minute"),
+            "burst": row.pop("budget_burst"),
+            "available": round(row.pop("budget_available"), 2),
+            "source_default": not row.pop("budget_overridden"),
+        }
         out.append(row)
     return out
 
@@ -126,8 +149,9 @@ async def block(db: Db, workspace_id: int, seconds: float, reason: str) -> dict[
     later block never shortens an earlier one; ``reason``: at most 200 characters are kept).
     Returns ``{"id", "blocked_until", "rate_limit_reason"}`` or ``None`` if it no longer
     exists."""
-    row = await fetch_one(db, _Q["block_workspace"], {"id": workspace_id, "seconds": float(seconds),
-                                                      "reason": reason[:200]})
+    row = await fetch_one(
+        db, _Q["block_workspace"], {"id": workspace_id, "seconds": float(seconds), "reason": reason[:200]}
+    )
     return dict(row) if row else None
 
 

@@ -28,6 +28,7 @@ log = logging.getLogger("debounce.worker")
 
 _Q = queries("sync_costs")
 
+
 @dataclass(frozen=True)
 class Cost:
     """One workspace's counts in one lane, and their ratio (``None`` before a page synced)."""
@@ -74,13 +75,20 @@ class SyncCosts:
                 return
             keys = sorted(pending)
             try:
-                await fetch_one(self.db, _Q["add_sync_costs"], {
-                    "workspace_ids": [k[0] for k in keys], "priorities": [k[1] for k in keys],
-                    "requests": [pending[k][0] for k in keys],
-                    "pages": [pending[k][1] for k in keys]})
+                await fetch_one(
+                    self.db,
+                    _Q["add_sync_costs"],
+                    {
+                        "workspace_ids": [k[0] for k in keys],
+                        "priorities": [k[1] for k in keys],
+                        "requests": [pending[k][0] for k in keys],
+                        "pages": [pending[k][1] for k in keys],
+                    },
+                )
             except Exception as exc:  # counts are not worth a sync: keep them for later
-                log.warning("could not record sync costs (%s); kept for the next write",
-                            exc.__class__.__name__)
+                log.warning(
+                    "could not record sync costs (%s); kept for the next write", exc.__class__.__name__
+                )
                 for key, (requests, pages) in pending.items():
                     self.add(key[0], key[1], requests, pages)
 
@@ -88,5 +96,9 @@ class SyncCosts:
 async def read(db: Db, workspace_id: int | None = None) -> list[Cost]:
     """Every workspace's counts by lane (``workspace_id``: one workspace's)."""
     rows = await fetch_all(db, _Q["sync_costs"], {"workspace_id": workspace_id})
-    return [Cost(int(r["workspace_id"]), str(r["source_type"]), str(r["lane"]),
-                 int(r["requests"]), int(r["pages"])) for r in rows]
+    return [
+        Cost(
+            int(r["workspace_id"]), str(r["source_type"]), str(r["lane"]), int(r["requests"]), int(r["pages"])
+        )
+        for r in rows
+    ]

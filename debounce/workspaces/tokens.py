@@ -48,8 +48,9 @@ async def set_credentials_error(db: Db, workspace_id: int, error: str | None) ->
     that it can (``None``: cleared). While it is set, the claim and the backfills skip the
     workspace. Returns ``{"id", "source_type", "external_id", "name", "credentials_error",
     "credentials_error_at", "previous_error"}``, or ``None`` when the workspace is gone."""
-    row = await fetch_one(db, _Q["set_credentials_error"],
-                          {"id": workspace_id, "error": error[:500] if error else None})
+    row = await fetch_one(
+        db, _Q["set_credentials_error"], {"id": workspace_id, "error": error[:500] if error else None}
+    )
     return dict(row) if row else None
 
 
@@ -76,6 +77,9 @@ async def rotate_key(db: Db, keyring: Keyring) -> int:
     """
     rows = await fetch_all(db, _Q["stored_credentials"], {})
     for row in rows:
-        await fetch_all(db, _Q["replace_credentials"],
-                        {"id": row["id"], "credentials": keyring.rotate(row["credentials"])})
+        await fetch_all(
+            db,
+            _Q["replace_credentials"],
+            {"id": row["id"], "credentials": keyring.rotate(row["credentials"])},
+        )
     return len(rows)

@@ -20,8 +20,9 @@ KEPT = 5
 
 async def save(db: Db, source_type: str, token: str, *, keep: int = KEPT) -> None:
     """Remember ``token`` as ``source_type``'s newest, forgetting all but the newest ``keep``."""
-    await fetch_one(db, _Q["save_verification_token"],
-                    {"source_type": source_type, "token": token, "keep": keep})
+    await fetch_one(
+        db, _Q["save_verification_token"], {"source_type": source_type, "token": token, "keep": keep}
+    )
 
 
 async def latest(db: Db, source_type: str) -> tuple[str, datetime] | None:

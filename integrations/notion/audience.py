@@ -28,8 +28,9 @@ def accessible_by(payload: Mapping[str, Any]) -> tuple[str, ...] | None:
     listed = payload.get("accessible_by")
     if not isinstance(listed, list):
         return None
-    return tuple(str(u["id"]) for u in listed
-                 if isinstance(u, Mapping) and isinstance(u.get("id"), str) and u["id"])
+    return tuple(
+        str(u["id"]) for u in listed if isinstance(u, Mapping) and isinstance(u.get("id"), str) and u["id"]
+    )
 
 
 def audience_of_event(payload: Mapping[str, Any]) -> Audience:

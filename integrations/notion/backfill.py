@@ -39,8 +39,18 @@ from integrations.notion.richtext import plain_text
 from integrations.notion.webhook import normalize_id
 
 #: The fields of a search result a page sync reads (kept in the bulk job's payload).
-LISTING_FIELDS = ("object", "id", "url", "parent", "created_time", "last_edited_time",
-                  "created_by", "last_edited_by", "properties", "in_trash")
+LISTING_FIELDS = (
+    "object",
+    "id",
+    "url",
+    "parent",
+    "created_time",
+    "last_edited_time",
+    "created_by",
+    "last_edited_by",
+    "properties",
+    "in_trash",
+)
 
 __all__ = ["SEARCH_PAGE_SIZE", "NotionBackfill", "backfill_item"]
 
@@ -86,8 +96,9 @@ class NotionBackfill:
     def __init__(self, client: NotionClient) -> None:
         self.client = client
 
-    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
-                            newest_first: bool = False) -> BackfillPage:
+    async def backfill_page(
+        self, cursor: str | None, context: SyncContext, *, newest_first: bool = False
+    ) -> BackfillPage:
         """One page (up to 100) of what the context's workspace token can see, from
         ``cursor`` (Notion's ``next_cursor``; ``None``: the first page), sorted by
         ``last_edited_time`` (``newest_first``: descending; else ascending). Trashed objects
@@ -103,8 +114,10 @@ class NotionBackfill:
         call = self.client.bind(context)
         params: dict[str, Any] = {
             "page_size": SEARCH_PAGE_SIZE,
-            "sort": {"direction": "descending" if newest_first else "ascending",
-                     "timestamp": "last_edited_time"},
+            "sort": {
+                "direction": "descending" if newest_first else "ascending",
+                "timestamp": "last_edited_time",
+            },
         }
         if cursor:
             params["start_cursor"] = cursor
@@ -117,8 +130,12 @@ class NotionBackfill:
             raise
         if not isinstance(answer, dict):
             raise ValueError("Notion search answered something other than a JSON object")
-        items = [d for r in answer.get("results") or [] if isinstance(r, dict)
-                 if (d := backfill_item(r)) is not None and not _trashed(r)]
+        items = [
+            d
+            for r in answer.get("results") or []
+            if isinstance(r, dict)
+            if (d := backfill_item(r)) is not None and not _trashed(r)
+        ]
         next_cursor = answer.get("next_cursor")
         more = bool(answer.get("has_more")) and isinstance(next_cursor, str) and bool(next_cursor)
         return BackfillPage(items=items, cursor=next_cursor if more else None)

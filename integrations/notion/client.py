@@ -33,8 +33,14 @@ from debounce.contract import (
 )
 from integrations.notion.settings import NotionSettings
 
-__all__ = ["DEFAULT_RETRY_AFTER", "NOTION_VERSION", "NotionCall", "NotionClient", "api_error",
-           "endpoint_name"]
+__all__ = [
+    "DEFAULT_RETRY_AFTER",
+    "NOTION_VERSION",
+    "NotionCall",
+    "NotionClient",
+    "api_error",
+    "endpoint_name",
+]
 
 #: The Notion API version we speak, pinned so an SDK upgrade cannot change the response shapes
 #: under us: the newest (https://developers.notion.com/reference/versioning, "our latest version
@@ -61,9 +67,7 @@ _PERMANENT_CODES = frozenset(
     }
 )
 #: Codes meaning "this id is not (or no longer) an object of the kind asked for".
-_WRONG_KIND_CODES = frozenset(
-    {APIErrorCode.ObjectNotFound.value, APIErrorCode.ValidationError.value}
-)
+_WRONG_KIND_CODES = frozenset({APIErrorCode.ObjectNotFound.value, APIErrorCode.ValidationError.value})
 
 #: Retry-After to assume when a 429 carries none, seconds.
 DEFAULT_RETRY_AFTER = 30.0
@@ -290,6 +294,7 @@ class NotionCall:
 
     def bound(self, fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
         """``fn`` sent through :meth:`call` (for the SDK's pagination helpers)."""
+
         async def call(**kwargs: Any) -> Any:
             return await self.call(fn, **kwargs)
 

@@ -64,8 +64,11 @@ async def list_comments(call: NotionCall, page_id: str) -> list[dict[str, Any]]:
 
 def _author(comment: Mapping[str, Any]) -> str:
     shown = comment.get("display_name")
-    if isinstance(shown, dict) and isinstance(shown.get("resolved_name"), str) \
-            and shown["resolved_name"].strip():
+    if (
+        isinstance(shown, dict)
+        and isinstance(shown.get("resolved_name"), str)
+        and shown["resolved_name"].strip()
+    ):
         return str(shown["resolved_name"]).strip()
     user = comment.get("created_by")
     name = user.get("name") if isinstance(user, dict) else None
@@ -86,8 +89,7 @@ def comments_markdown(comments: list[dict[str, Any]]) -> str:
     """The ``## Comments`` section of ``comments`` threaded by discussion (module doc); ``""``
     when there are none."""
     threads: dict[str, list[dict[str, Any]]] = {}
-    for comment in sorted(comments, key=lambda c: (str(c.get("created_time") or ""),
-                                                   str(c.get("id") or ""))):
+    for comment in sorted(comments, key=lambda c: (str(c.get("created_time") or ""), str(c.get("id") or ""))):
         key = str(comment.get("discussion_id") or comment.get("id") or "")
         threads.setdefault(key, []).append(comment)
     if not threads:
@@ -96,8 +98,9 @@ def comments_markdown(comments: list[dict[str, Any]]) -> str:
     for n, thread in enumerate(threads.values(), 1):
         lines += ["", f"### Discussion {n}", ""]
         for comment in thread:
-            text = " ".join(render_rich_text(comment.get("rich_text"),
-                                             line_starts=False).replace("\\\n", " ").split())
+            text = " ".join(
+                render_rich_text(comment.get("rich_text"), line_starts=False).replace("\\\n", " ").split()
+            )
             when = _time(comment.get("created_time"))
             lines.append(f"- **{_author(comment)}**{', ' + when if when else ''}: {text}")
     return "\n".join(lines) + "\n"
@@ -122,4 +125,4 @@ def split_comments(content: str, metadata: Mapping[str, Any]) -> tuple[str, str]
     chars = info.get("chars") if isinstance(info, dict) else None
     if not isinstance(chars, int) or chars <= 0 or chars > len(content):
         return content, ""
-    return content[: len(content) - chars], content[len(content) - chars:].lstrip("\n")
+    return content[: len(content) - chars], content[len(content) - chars :].lstrip("\n")

@@ -36,8 +36,18 @@ __all__ = ["DATA_SOURCE_KEPT", "full_sync_requests", "sync_data_source"]
 SOURCE_TYPE = "notion"
 
 #: The fields of a data source object its table's rows sync needs again (kept in sync state).
-DATA_SOURCE_KEPT = ("object", "id", "title", "description", "parent", "properties", "url",
-                    "created_by", "last_edited_by", "last_edited_time")
+DATA_SOURCE_KEPT = (
+    "object",
+    "id",
+    "title",
+    "description",
+    "parent",
+    "properties",
+    "url",
+    "created_by",
+    "last_edited_by",
+    "last_edited_time",
+)
 
 _PAGE_SIZE = 100
 
@@ -56,11 +66,13 @@ def _iso(value: datetime) -> str:
 async def _query(call: NotionCall, ds_id: str, since: str | None) -> list[dict[str, Any]]:
     """Every page of ``data_sources.query`` (page size 100): all rows by creation, or with
     ``since`` those whose ``last_edited_time`` is on or after it."""
-    params: dict[str, Any] = {"data_source_id": ds_id, "page_size": _PAGE_SIZE,
-                              "sorts": [{"timestamp": "created_time", "direction": "ascending"}]}
+    params: dict[str, Any] = {
+        "data_source_id": ds_id,
+        "page_size": _PAGE_SIZE,
+        "sorts": [{"timestamp": "created_time", "direction": "ascending"}],
+    }
     if since is not None:
-        params["filter"] = {"timestamp": "last_edited_time",
-                            "last_edited_time": {"on_or_after": since}}
+        params["filter"] = {"timestamp": "last_edited_time", "last_edited_time": {"on_or_after": since}}
     out: list[dict[str, Any]] = []
     cursor: str | None = None
     while True:
@@ -69,8 +81,7 @@ async def _query(call: NotionCall, ds_id: str, since: str | None) -> list[dict[s
         answer = await call.call(call.api.data_sources.query, **params)
         if not isinstance(answer, dict):
             break
-        out += [r for r in answer.get("results") or []
-                if isinstance(r, dict) and r.get("object") == "page"]
+        out += [r for r in answer.get("results") or [] if isinstance(r, dict) and r.get("object") == "page"]
         cursor = answer.get("next_cursor") if answer.get("has_more") else None
         if not cursor:
             break
@@ -84,8 +95,7 @@ def _columns(ds: Mapping[str, Any], kept: Any = None) -> tuple[str, list[str]]:
     assert isinstance(props, dict)
     names = [n for n in kept if n in props] if isinstance(kept, list) else list(props)
     names += [n for n in props if n not in names]
-    title = next((n for n in names if isinstance(props[n], dict)
-                  and props[n].get("type") == "title"), "Name")
+    title = next((n for n in names if isinstance(props[n], dict) and props[n].get("type") == "title"), "Name")
     return title, [n for n in names if n != title]
 
 
@@ -108,7 +118,11 @@ def _watermark(api_rows: list[Row], stored: Mapping[str, Row], before: str | Non
 
 
 async def sync_data_source(
-    call: NotionCall, job: SyncJob, ds: dict[str, Any] | None, *, rows_only: bool,
+    call: NotionCall,
+    job: SyncJob,
+    ds: dict[str, Any] | None,
+    *,
+    rows_only: bool,
     write: Callable[[Document], Awaitable[SyncResult]],
     deleted: Callable[[], Awaitable[SyncResult]],
 ) -> SyncResult:
@@ -130,8 +144,10 @@ async def sync_data_source(
             ds = await call.fetch(call.api.data_sources.retrieve, data_source_id=ds_id)
         if ds is None or ds.get("in_trash") or ds.get("archived"):
             return await deleted()  # not found (unshared, deleted) or in the trash
-    stored = {d.document_id: row_of_document(d) for d in await writer.current_matching(
-        SOURCE_TYPE, {"parent": {"id": ds_id}})}
+    stored = {
+        d.document_id: row_of_document(d)
+        for d in await writer.current_matching(SOURCE_TYPE, {"parent": {"id": ds_id}})
+    }
     api_rows = [row_of_page(p) for p in await _query(call, ds_id, since)]
     if since is None:
         rows = {r.id: r for r in api_rows}  # the API's rows are the whole table
@@ -143,29 +159,42 @@ async def sync_data_source(
     if description:
         lines += [description, ""]
     props = ds.get("properties") if isinstance(ds.get("properties"), dict) else {}
-    lines += schema_markdown({"properties": {n: props[n] for n in (title_name, *columns)
-                                             if isinstance(props, dict) and n in props}})
-    lines += ["", f"## Rows ({len(rows)})", "",
-              *table_markdown(title_name, columns, list(rows.values()))]
-    await writer.set_state(SOURCE_TYPE, ds_id, {
-        "data_source": {k: ds[k] for k in DATA_SOURCE_KEPT if k in ds},
-        "columns": [title_name, *columns],
-        "watermark": _watermark(api_rows, stored, since),
-    })
+    lines += schema_markdown(
+        {
+            "properties": {
+                n: props[n] for n in (title_name, *columns) if isinstance(props, dict) and n in props
+            }
+        }
+    )
+    lines += ["", f"## Rows ({len(rows)})", "", *table_markdown(title_name, columns, list(rows.values()))]
+    await writer.set_state(
+        SOURCE_TYPE,
+        ds_id,
+        {
+            "data_source": {k: ds[k] for k in DATA_SOURCE_KEPT if k in ds},
+            "columns": [title_name, *columns],
+            "watermark": _watermark(api_rows, stored, since),
+        },
+    )
     metadata: dict[str, Any] = {
         "object": "data_source",
         "parent": parent_summary(ds.get("parent")),
         "created_by": user_id(ds.get("created_by")),
         "last_edited_by": user_id(ds.get("last_edited_by")),
-        "schema": {n: str(props[n].get("type")) for n in (title_name, *columns)
-                   if isinstance(props, dict) and isinstance(props.get(n), dict)},
+        "schema": {
+            n: str(props[n].get("type"))
+            for n in (title_name, *columns)
+            if isinstance(props, dict) and isinstance(props.get(n), dict)
+        },
         "columns": [title_name, *columns],
         "rows": len(rows),
     }
     newest = max((r.last_edited for r in rows.values() if r.last_edited), default=None)
     edited = parse_time(ds.get("last_edited_time"))
     doc = Document(
-        source_type=SOURCE_TYPE, document_id=str(ds.get("id") or ds_id), source_page_id=ds_id,
+        source_type=SOURCE_TYPE,
+        document_id=str(ds.get("id") or ds_id),
+        source_page_id=ds_id,
         title=plain_text(ds.get("title")).strip() or "Untitled data source",
         content="\n".join(lines) + "\n",
         url=ds.get("url") if isinstance(ds.get("url"), str) else None,

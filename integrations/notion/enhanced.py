@@ -51,16 +51,33 @@ _TR = re.compile(r"<tr\b[^>]*>(.*?)</tr>", re.DOTALL)
 _TD = re.compile(r"<t[dh]\b[^>]*>(.*?)</t[dh]>", re.DOTALL)
 
 #: Tags that open on a line of their own and close with ``</tag>`` on a later line.
-_CONTAINERS = frozenset({
-    "details", "callout", "columns", "column", "synced_block", "synced_block_reference",
-    "tabs", "tab", "meeting-notes", "summary", "notes", "transcript", "table",
-})
+_CONTAINERS = frozenset(
+    {
+        "details",
+        "callout",
+        "columns",
+        "column",
+        "synced_block",
+        "synced_block_reference",
+        "tabs",
+        "tab",
+        "meeting-notes",
+        "summary",
+        "notes",
+        "transcript",
+        "table",
+    }
+)
 _MEDIA_TAGS = frozenset({"audio", "video", "file", "pdf", "image"})
 _LINK_TAGS = frozenset({"bookmark", "embed", "link_preview", "link-preview"})
 
 
-def _node(block_type: str, data: dict[str, Any], children: list[BlockNode] | None = None,
-          block_id: str | None = None) -> BlockNode:
+def _node(
+    block_type: str,
+    data: dict[str, Any],
+    children: list[BlockNode] | None = None,
+    block_id: str | None = None,
+) -> BlockNode:
     block: dict[str, Any] = {"type": block_type, block_type: data}
     if block_id:
         block["id"] = block_id
@@ -153,8 +170,9 @@ class _Parser:
             return self.equation(i, end, depth, body)
         if (div := _DIV.match(body)) and div.group(2):
             return self.fenced_div(i, end, div.group(1), div.group(2), div.group(3) or "")
-        if (opened := _OPEN.match(body)) and (opened.group(1).lower() in _CONTAINERS
-                                              or opened.group(1).lower() in _V2_CONTAINERS):
+        if (opened := _OPEN.match(body)) and (
+            opened.group(1).lower() in _CONTAINERS or opened.group(1).lower() in _V2_CONTAINERS
+        ):
             tag = opened.group(1)
             close = self.closing(i, end, tag)
             node = self.container(tag.lower(), parse_attrs(opened.group(2)), i + 1, close)
@@ -165,8 +183,12 @@ class _Parser:
             # v2: "a single newline doesn't start a new block": the next lines of plain text
             # are this paragraph's, after a line break.
             texts = [body]
-            while stop < end and self.body(stop) and _depth(self.lines[stop]) == depth \
-                    and self._plain(self.body(stop), depth):
+            while (
+                stop < end
+                and self.body(stop)
+                and _depth(self.lines[stop]) == depth
+                and self._plain(self.body(stop), depth)
+            ):
                 texts.append(self.body(stop))
                 stop += 1
             return [_paragraph("<br>".join(texts)) if len(texts) > 1 else node], stop
@@ -190,8 +212,7 @@ class _Parser:
             j += 1
         source = "\n".join(_dedent(self.lines[k], depth) for k in range(i + 1, min(j, end)))
         language = info.strip().split("{", 1)[0].strip()
-        data = {"rich_text": [_plain_item(source)] if source else [], "language": language,
-                "caption": []}
+        data = {"rich_text": [_plain_item(source)] if source else [], "language": language, "caption": []}
         return [_node("code", data)], min(j + 1, end)
 
     def equation(self, i: int, end: int, depth: int, body: str) -> tuple[list[BlockNode], int]:
@@ -203,8 +224,9 @@ class _Parser:
         expression = "\n".join(_dedent(self.lines[k], depth) for k in range(i + 1, min(j, end)))
         return [_node("equation", {"expression": expression.strip("\n")})], min(j + 1, end)
 
-    def fenced_div(self, i: int, end: int, colons: str, name: str,
-                   attr_text: str) -> tuple[list[BlockNode], int]:
+    def fenced_div(
+        self, i: int, end: int, colons: str, name: str, attr_text: str
+    ) -> tuple[list[BlockNode], int]:
         """``::: callout {icon="…" color="…"}`` … ``:::`` (Pandoc-style fenced div)."""
         level, j = 0, i
         while j < end:
@@ -274,15 +296,17 @@ class _Parser:
     def line_block(self, body: str, depth: int) -> BlockNode:
         if m := _SELF_CLOSING.match(body):
             return _self_closing(m.group(1).lower(), parse_attrs(m.group(2)))
-        if (m := _ONE_LINE.match(body)) and (node := _tagged(m.group(1).lower(),
-                                                             parse_attrs(m.group(2)), m.group(3))):
+        if (m := _ONE_LINE.match(body)) and (
+            node := _tagged(m.group(1).lower(), parse_attrs(m.group(2)), m.group(3))
+        ):
             return node
         # v2 "saves {color="..."} as literal" text: an attribute list is v1's alone.
         text, attrs = (body, {}) if self.v2 else _strip_attrs(body)
         if m := _HEADING.match(text):
             level = min(len(m.group(1)), 4)
-            return _node(f"heading_{level}", _text_block(m.group(2) or "",
-                                                         is_toggleable=attrs.get("toggle") == "true"))
+            return _node(
+                f"heading_{level}", _text_block(m.group(2) or "", is_toggleable=attrs.get("toggle") == "true")
+            )
         if _DIVIDER.match(text):
             return _node("divider", {})
         if m := _TODO.match(text):
@@ -305,8 +329,7 @@ def _dedent(line: str, depth: int) -> str:
 
 
 def _plain_item(value: str) -> dict[str, Any]:
-    return {"type": "text", "text": {"content": value}, "plain_text": value, "href": None,
-            "annotations": {}}
+    return {"type": "text", "text": {"content": value}, "plain_text": value, "href": None, "annotations": {}}
 
 
 def _cell_text(raw: str) -> str:
@@ -350,8 +373,7 @@ def _tab(attrs: dict[str, str], kids: list[BlockNode]) -> BlockNode:
 
 
 def _media(kind: str, url: str, caption: str) -> BlockNode:
-    data: dict[str, Any] = {"type": "external", "external": {"url": url},
-                            "caption": parse_rich_text(caption)}
+    data: dict[str, Any] = {"type": "external", "external": {"url": url}, "caption": parse_rich_text(caption)}
     return _node(kind, data)
 
 
@@ -420,8 +442,7 @@ def parse_enhanced(markdown: str, version: str = "v1") -> list[BlockNode]:
     return _Parser(text, version).blocks(0, len(text.split("\n")))
 
 
-def enhanced_to_markdown(markdown: str, page_id: str | None = None,
-                         version: str = "v1") -> str:
+def enhanced_to_markdown(markdown: str, page_id: str | None = None, version: str = "v1") -> str:
     """Enhanced Markdown as the block walk's Markdown (one trailing newline, or ``""``):
     :func:`parse_enhanced` then :func:`~integrations.notion.render.render_blocks` with the
     page id (for links to blocks of the page)."""

@@ -60,8 +60,14 @@ def _make_parser() -> MarkdownIt:
     md = _Parser("commonmark", {"html": True})
     md.enable("strikethrough")
     md.disable(["entity", "autolink", "linkify"], ignoreInvalid=True)
-    dollarmath_plugin(md, allow_labels=False, allow_space=True, allow_digits=True,
-                      allow_blank_lines=False, double_inline=False)
+    dollarmath_plugin(
+        md,
+        allow_labels=False,
+        allow_space=True,
+        allow_digits=True,
+        allow_blank_lines=False,
+        double_inline=False,
+    )
     return md
 
 
@@ -99,9 +105,14 @@ class _Items:
         self.mention: tuple[str, dict[str, str], list[str]] | None = None
 
     def annotations(self, code: bool = False) -> dict[str, Any]:
-        return {"bold": self.bold > 0, "italic": self.italic > 0,
-                "strikethrough": self.strike > 0, "underline": False, "code": code,
-                "color": "default"}
+        return {
+            "bold": self.bold > 0,
+            "italic": self.italic > 0,
+            "strikethrough": self.strike > 0,
+            "underline": False,
+            "code": code,
+            "color": "default",
+        }
 
     def text(self, value: str, *, code: bool = False, href: str | None = None) -> None:
         if not value:
@@ -110,19 +121,32 @@ class _Items:
             self.mention[2].append(value)
             return
         link = href if href is not None else (self.links[-1] if self.links else None)
-        self.items.append({"type": "text", "text": {"content": value}, "plain_text": value,
-                           "href": link or None, "annotations": self.annotations(code)})
+        self.items.append(
+            {
+                "type": "text",
+                "text": {"content": value},
+                "plain_text": value,
+                "href": link or None,
+                "annotations": self.annotations(code),
+            }
+        )
 
     def equation(self, expression: str) -> None:
-        self.items.append({"type": "equation", "equation": {"expression": expression},
-                           "plain_text": expression, "href": None,
-                           "annotations": self.annotations()})
+        self.items.append(
+            {
+                "type": "equation",
+                "equation": {"expression": expression},
+                "plain_text": expression,
+                "href": None,
+                "annotations": self.annotations(),
+            }
+        )
 
     def plain(self, value: str) -> None:
         """Text with citations ``[^URL]`` made links labelled by their URL."""
         last = 0
         for match in _CITATION.finditer(value):
-            self.text(value[last:match.start()])
+            self.text(value[last : match.start()])
             target = match.group(1)
             self.text(target, href=target if re.match(r"https?://", target) else None)
             last = match.end()
@@ -142,8 +166,12 @@ class _Items:
             plain = inner or url
         if not plain:
             return
-        item: dict[str, Any] = {"type": "mention", "plain_text": plain,
-                                "href": href, "annotations": self.annotations()}
+        item: dict[str, Any] = {
+            "type": "mention",
+            "plain_text": plain,
+            "href": href,
+            "annotations": self.annotations(),
+        }
         target = _MENTION_KINDS.get(kind)
         object_id = notion_id(url) if target and url else None
         if target and object_id:
@@ -167,7 +195,7 @@ class _Items:
             return
         if not name.startswith("mention-"):
             return  # <span color|underline>, anything else: no Markdown for it, drop the tag
-        kind = name[len("mention-"):]
+        kind = name[len("mention-") :]
         if closing:
             if self.mention is not None and self.mention[0] == kind:
                 open_kind, attrs, parts = self.mention

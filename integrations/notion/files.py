@@ -44,9 +44,14 @@ def file_of_block(block: Mapping[str, Any], parent_document_id: str) -> FileRef 
     name = data.get("name") if isinstance(data.get("name"), str) else ""
     name = name or plain_text(data.get("caption")).strip() or path.rsplit("/", 1)[-1]
     stamp = block.get("last_edited_time")
-    return FileRef(file_id=path, name=str(name), parent_document_id=parent_document_id, url=url,
-                   edit_stamp=stamp if isinstance(stamp, str) else None,
-                   locator=str(block.get("id") or "") or None)
+    return FileRef(
+        file_id=path,
+        name=str(name),
+        parent_document_id=parent_document_id,
+        url=url,
+        edit_stamp=stamp if isinstance(stamp, str) else None,
+        locator=str(block.get("id") or "") or None,
+    )
 
 
 def hosted_files(nodes: Iterable[BlockNode], parent_document_id: str) -> tuple[FileRef, ...]:

@@ -42,8 +42,14 @@ from integrations.notion.richtext import NOTION_BASE_URL, notion_url
 #: Pages whose Markdown is longer than this (characters) are converted in a thread.
 _CONVERT_IN_THREAD_CHARS = 100_000
 
-__all__ = ["MARKDOWN_VERSION", "MAX_MARKDOWN_REQUESTS", "clean_markdown", "is_signed_url", "page_markdown",
-           "splice_unknown"]
+__all__ = [
+    "MARKDOWN_VERSION",
+    "MAX_MARKDOWN_REQUESTS",
+    "clean_markdown",
+    "is_signed_url",
+    "page_markdown",
+    "splice_unknown",
+]
 
 log = logging.getLogger("integrations.notion")
 
@@ -118,11 +124,12 @@ def splice_unknown(markdown: str, block_id: str, subtree: str) -> str:
         return markdown.rstrip("\n") + "\n\n" + body if body else markdown
     indent = match.group(1)
     lines = [indent + line if line else line for line in body.split("\n")] if body else []
-    return markdown[: match.start()] + "\n".join(lines) + markdown[match.end():]
+    return markdown[: match.start()] + "\n".join(lines) + markdown[match.end() :]
 
 
-async def page_markdown(call: NotionCall, page_id: str, refusals: EndpointRefusals,
-                        workspace_id: int | None = None) -> str | None:
+async def page_markdown(
+    call: NotionCall, page_id: str, refusals: EndpointRefusals, workspace_id: int | None = None
+) -> str | None:
     """Page ``page_id``'s content as stored Markdown through the markdown endpoint: unknown
     blocks fetched and spliced in, cleaned (:func:`clean_markdown`), then converted to the
     block walk's CommonMark/GFM (:func:`~integrations.notion.enhanced.enhanced_to_markdown`);
@@ -151,24 +158,29 @@ async def page_markdown(call: NotionCall, page_id: str, refusals: EndpointRefusa
         object_id = pending.pop(0)
         requests += 1
         if requests > MAX_MARKDOWN_REQUESTS:
-            log.warning("notion: page %s needs over %d markdown requests; block walk",
-                        page_id, MAX_MARKDOWN_REQUESTS)
+            log.warning(
+                "notion: page %s needs over %d markdown requests; block walk", page_id, MAX_MARKDOWN_REQUESTS
+            )
             return None
         try:
             # notion-client 3.1's pages.retrieve_markdown passes include_transcript only:
             # the SDK's generic request, to send markdown_version too.
-            answer = await call.call(call.api.request, path=f"pages/{object_id}/markdown",
-                                     method="GET", query={"markdown_version": MARKDOWN_VERSION})
+            answer = await call.call(
+                call.api.request,
+                path=f"pages/{object_id}/markdown",
+                method="GET",
+                query={"markdown_version": MARKDOWN_VERSION},
+            )
         except APIResponseError as exc:
             if exc.status >= 500 or exc.status in (401, 429):
                 raise
             code = getattr(exc.code, "value", exc.code)
             if exc.status == 403 or code == "invalid_request_url":
-                await refusals.remember(call.context, workspace_id, token,
-                                        f"{exc.status} {code}")
+                await refusals.remember(call.context, workspace_id, token, f"{exc.status} {code}")
             else:
-                log.info("notion: the markdown endpoint answered %s for %s; block walk",
-                         exc.status, object_id)
+                log.info(
+                    "notion: the markdown endpoint answered %s for %s; block walk", exc.status, object_id
+                )
             return None
         if requests == 1:
             await refusals.forget(call.context, workspace_id)
@@ -184,6 +196,5 @@ async def page_markdown(call: NotionCall, page_id: str, refusals: EndpointRefusa
     if len(cleaned) > _CONVERT_IN_THREAD_CHARS:
         # A very large page (~1 s of conversion for 14 000 lines): off the event loop, so the
         # worker's other syncs, lease renewals and LISTEN keep running meanwhile.
-        return await asyncio.to_thread(enhanced_to_markdown, cleaned, page_id,
-                                       MARKDOWN_VERSION)
+        return await asyncio.to_thread(enhanced_to_markdown, cleaned, page_id, MARKDOWN_VERSION)
     return enhanced_to_markdown(cleaned, page_id, MARKDOWN_VERSION)

@@ -15,8 +15,15 @@ from typing import Any
 
 from integrations.notion.richtext import _code_span, escape_markdown, plain_text
 
-__all__ = ["page_properties", "parent_summary", "parse_time", "property_cell", "property_value",
-           "schema_markdown", "title_of"]
+__all__ = [
+    "page_properties",
+    "parent_summary",
+    "parse_time",
+    "property_cell",
+    "property_value",
+    "schema_markdown",
+    "title_of",
+]
 
 
 def title_of(page: Mapping[str, Any]) -> str:
@@ -137,8 +144,11 @@ def page_properties(props: Any) -> dict[str, Any]:
     (:func:`property_cell`), whether the row comes from the API or from its stored document."""
     if not isinstance(props, dict):
         return {}
-    return {str(name): property_value(value) for name, value in props.items()
-            if isinstance(value, dict) and value.get("type") != "title"}
+    return {
+        str(name): property_value(value)
+        for name, value in props.items()
+        if isinstance(value, dict) and value.get("type") != "title"
+    }
 
 
 def property_cell(value: Any) -> str:
@@ -205,9 +215,7 @@ def _schema_details(prop: Mapping[str, Any]) -> str:
         target = config.get("data_source_id") or config.get("database_id")
         return f"→ {target}" if target else ""
     if kind == "rollup":
-        return " ".join(
-            str(config[k]) for k in ("function", "rollup_property_name") if config.get(k)
-        )
+        return " ".join(str(config[k]) for k in ("function", "rollup_property_name") if config.get(k))
     return ""
 
 

@@ -51,9 +51,13 @@ class EndpointRefusals:
     was looked up.
     """
 
-    def __init__(self, *, retry_after: timedelta = RETRY_AFTER,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 endpoint: str = "markdown-endpoint") -> None:
+    def __init__(
+        self,
+        *,
+        retry_after: timedelta = RETRY_AFTER,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        endpoint: str = "markdown-endpoint",
+    ) -> None:
         self.endpoint = endpoint
         self.retry_after = retry_after
         self.clock = clock
@@ -78,17 +82,23 @@ class EndpointRefusals:
             return False
         return self.clock() - since < self.retry_after
 
-    async def remember(self, context: SyncContext, workspace_id: int | None, token: str,
-                       reason: str) -> None:
+    async def remember(self, context: SyncContext, workspace_id: int | None, token: str, reason: str) -> None:
         """Record that the endpoint refused ``token`` now (``reason``: the answer)."""
         key = _key(workspace_id, self.endpoint)
-        memory = {"refused_at": self.clock().isoformat(), "token": token_fingerprint(token),
-                  "reason": reason[:200]}
+        memory = {
+            "refused_at": self.clock().isoformat(),
+            "token": token_fingerprint(token),
+            "reason": reason[:200],
+        }
         self._known[key] = memory
         await context.writer().set_state(_STATE_SOURCE, key, memory)
-        log.info("notion: the markdown endpoint refused workspace %s's token (%s); its pages "
-                 "use the block walk, asked again in %s or when its token changes",
-                 "env" if workspace_id is None else workspace_id, reason, self.retry_after)
+        log.info(
+            "notion: the markdown endpoint refused workspace %s's token (%s); its pages "
+            "use the block walk, asked again in %s or when its token changes",
+            "env" if workspace_id is None else workspace_id,
+            reason,
+            self.retry_after,
+        )
 
     async def forget(self, context: SyncContext, workspace_id: int | None) -> None:
         """The endpoint served this workspace: drop a remembered refusal (if any)."""

@@ -193,8 +193,7 @@ class _Renderer:
         transcript = refs.get("transcript_block_id") if isinstance(refs, Mapping) else None
         kept = [c for c in node.children if not transcript or c.id != transcript]
         shown = BlockNode(node.block, kept)
-        return self.with_children([f"Meeting notes: {title}" if title else "Meeting notes"],
-                                  shown)
+        return self.with_children([f"Meeting notes: {title}" if title else "Meeting notes"], shown)
 
     def block_link(self, node: BlockNode) -> str:
         """A stable link to the block in its page, ``""`` when the page is unknown."""

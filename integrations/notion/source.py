@@ -31,8 +31,6 @@ def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, st
     return {"Content-Type": "application/json", SIGNATURE_HEADER: f"sha256={digest}"}
 
 
-
-
 async def identify(settings: NotionSettings, token: str) -> Identity:
     """Who ``token`` is: its bot user (``GET /v1/users/me``,
     https://developers.notion.com/reference/get-self) — the workspace's id (``bot.workspace_id``
@@ -50,10 +48,16 @@ async def identify(settings: NotionSettings, token: str) -> Identity:
 
     # The SDK's own warning on an error answer would repeat what the raised error says (and
     # its default logger adds a console handler per client): a logger that keeps errors only.
-    client = AsyncClient(options=ClientOptions(auth=token, base_url=settings.notion_base_url.rstrip("/"),
-                                               notion_version=NOTION_VERSION, retry=False,
-                                               logger=logging.getLogger("integrations.notion.identify"),
-                                               log_level=logging.ERROR))
+    client = AsyncClient(
+        options=ClientOptions(
+            auth=token,
+            base_url=settings.notion_base_url.rstrip("/"),
+            notion_version=NOTION_VERSION,
+            retry=False,
+            logger=logging.getLogger("integrations.notion.identify"),
+            log_level=logging.ERROR,
+        )
+    )
     try:
         me: Any = await client.users.me()
     except APIResponseError as exc:
@@ -66,9 +70,11 @@ async def identify(settings: NotionSettings, token: str) -> Identity:
     bot = me.get("bot") if isinstance(me, dict) else None
     bot = bot if isinstance(bot, dict) else {}
     workspace = bot.get("workspace_id")
-    return Identity(external_id=str(workspace) if workspace else "",
-                    name=str(bot.get("workspace_name") or me.get("name") or ""),
-                    bot_user_id=str(me.get("id")) if me.get("id") else None)
+    return Identity(
+        external_id=str(workspace) if workspace else "",
+        name=str(bot.get("workspace_name") or me.get("name") or ""),
+        bot_user_id=str(me.get("id")) if me.get("id") else None,
+    )
 
 
 #: Each workspace's default API budget. Notion limits each connection to a budget per 60-second

@@ -92,9 +92,12 @@ class NotionSyncer:
         refusals: EndpointRefusals | None = None,
     ) -> None:
         self.settings = settings
-        self.client = NotionClient(settings, retry_delays=retry_delays,
-                                   max_inline_wait=max_inline_wait,
-                                   timeout_seconds=timeout_seconds)
+        self.client = NotionClient(
+            settings,
+            retry_delays=retry_delays,
+            max_inline_wait=max_inline_wait,
+            timeout_seconds=timeout_seconds,
+        )
         self.backfill = NotionBackfill(self.client)
         self.page_size = page_size
         #: Use the listing's page object and the job's change kinds (issue 31); ``False``:
@@ -108,8 +111,9 @@ class NotionSyncer:
         #: Pages whose stored content was found holding enhanced-Markdown tags (warned once).
         self._warned_dialect: set[str] = set()
 
-    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
-                            newest_first: bool = False) -> BackfillPage:
+    async def backfill_page(
+        self, cursor: str | None, context: SyncContext, *, newest_first: bool = False
+    ) -> BackfillPage:
         """One page of what the context's token can see
         (:meth:`~integrations.notion.backfill.NotionBackfill.backfill_page`)."""
         return await self.backfill.backfill_page(cursor, context, newest_first=newest_first)
@@ -124,9 +128,7 @@ class NotionSyncer:
         mid-walk (404) becomes a childless node rather than failing the sync."""
         bound = call.bound(call.api.blocks.children.list)
         try:
-            results = await async_collect_paginated_api(
-                bound, block_id=block_id, page_size=self.page_size
-            )
+            results = await async_collect_paginated_api(bound, block_id=block_id, page_size=self.page_size)
         except APIResponseError as exc:
             if depth > 0 and _code(exc) == APIErrorCode.ObjectNotFound.value:
                 return []
@@ -150,9 +152,12 @@ class NotionSyncer:
         tags = enhanced_tags(content)
         if tags:
             self._warned_dialect.add(page_id)
-            log.warning("notion: page %s: its Markdown keeps enhanced-Markdown tags %s "
-                        "(stored as is; see docs/notion.md, One Markdown)", page_id,
-                        ", ".join(f"<{t}>" for t in tags))
+            log.warning(
+                "notion: page %s: its Markdown keeps enhanced-Markdown tags %s "
+                "(stored as is; see docs/notion.md, One Markdown)",
+                page_id,
+                ", ".join(f"<{t}>" for t in tags),
+            )
 
     # -- sync ----------------------------------------------------------------------------
 
@@ -215,17 +220,18 @@ class NotionSyncer:
         return await self._deleted(call, job)  # not found as a page, database or data source
 
     @staticmethod
-    async def _deleted(call: NotionCall, job: SyncJob, *,
-                       why: str = "answered object_not_found") -> SyncResult:
+    async def _deleted(
+        call: NotionCall, job: SyncJob, *, why: str = "answered object_not_found"
+    ) -> SyncResult:
         """Mark the page's documents deleted (the service may hold the deletion: then it
         stays live and is not counted as deleted). ``why``: what Notion answered."""
-        marked = await call.context.writer().mark_page_deleted(SOURCE_TYPE, job.source_page_id,
-                                                               why=why)
+        marked = await call.context.writer().mark_page_deleted(SOURCE_TYPE, job.source_page_id, why=why)
         return SyncResult(deleted=len(marked))
 
     @staticmethod
-    async def _write(call: NotionCall, job: SyncJob, doc: Document,
-                     files: tuple[FileRef, ...] | None = None) -> SyncResult:
+    async def _write(
+        call: NotionCall, job: SyncJob, doc: Document, files: tuple[FileRef, ...] | None = None
+    ) -> SyncResult:
         """Write ``doc`` with its audience: the workspace, and the ``accessible_by`` of the
         job's latest event (:mod:`integrations.notion.audience`); ``files``: the files it
         shows (``None``: not reported)."""
@@ -243,8 +249,13 @@ class NotionSyncer:
         # (page.created, page.moved, …: "everything", which absorbs a comment event of the same
         # burst); else the stored ones are kept.
         comments = not kinds or job.priority != 0 or "comments" in kinds
-        everything = _Plan(page=None, stored=None, fetch_page=True, fetch_content=True,
-                           fetch_comments=comments and self.ask_what_changed)
+        everything = _Plan(
+            page=None,
+            stored=None,
+            fetch_page=True,
+            fetch_content=True,
+            fetch_comments=comments and self.ask_what_changed,
+        )
         if not self.ask_what_changed:
             return everything
         listing = _listing(job.payload)
@@ -258,12 +269,18 @@ class NotionSyncer:
                 # The stored document is newer than the listing (a sync since): the listing
                 # would take its properties back in time.
                 return everything
-            return _Plan(page=listing, stored=stored, fetch_page=False, fetch_content=True,
-                         fetch_comments=True)
+            return _Plan(
+                page=listing, stored=stored, fetch_page=False, fetch_content=True, fetch_comments=True
+            )
         if stored is None:
             return everything  # nothing stored to keep the other half from
-        return _Plan(page=None, stored=stored, fetch_page="properties" in kinds,
-                     fetch_content="content" in kinds, fetch_comments="comments" in kinds)
+        return _Plan(
+            page=None,
+            stored=stored,
+            fetch_page="properties" in kinds,
+            fetch_content="content" in kinds,
+            fetch_comments="comments" in kinds,
+        )
 
     async def _comments(self, call: NotionCall, job: SyncJob, page_id: str) -> tuple[str, int]:
         """The page's ``## Comments`` section (:mod:`.comments`) and its comment count; the
@@ -277,8 +294,7 @@ class NotionSyncer:
         except APIResponseError as exc:
             if exc.status != 403:
                 raise
-            await refusals.remember(call.context, job.workspace_id, call.token,
-                                    f"{exc.status} {_code(exc)}")
+            await refusals.remember(call.context, job.workspace_id, call.token, f"{exc.status} {_code(exc)}")
             return "", 0
         await refusals.forget(call.context, job.workspace_id)
         return comments_markdown(found), len(found)
@@ -297,8 +313,7 @@ class NotionSyncer:
         assert plan.stored is not None
         stored = plan.stored
         try:
-            body, section, counts, files = await self._body_and_comments(
-                call, job, job.source_page_id, plan)
+            body, section, counts, files = await self._body_and_comments(call, job, job.source_page_id, plan)
         except APIResponseError as exc:
             if _code(exc) == APIErrorCode.ObjectNotFound.value:
                 return await self._deleted(call, job)
@@ -307,17 +322,19 @@ class NotionSyncer:
         known = stored.source_updated_at
         edited = parse_time(job.payload.get("timestamp")) if plan.fetch_content else None
         doc = dataclasses.replace(
-            stored, source_page_id=job.source_page_id, content=content,
+            stored,
+            source_page_id=job.source_page_id,
+            content=content,
             metadata={**stored.metadata, "comments": {**counts, "chars": chars}},
             # A body edit: the event's time (Notion's own last_edited_time is the minute of
             # the last edit, so this is never older); never back in time.
-            source_updated_at=max(t for t in (edited, known) if t is not None)
-            if edited or known else None)
+            source_updated_at=max(t for t in (edited, known) if t is not None) if edited or known else None,
+        )
         return await self._write(call, job, doc, files)
 
-    async def _body_and_comments(self, call: NotionCall, job: SyncJob, page_id: str,
-                                 plan: _Plan | None
-                                 ) -> tuple[str, str, dict[str, int], tuple[FileRef, ...] | None]:
+    async def _body_and_comments(
+        self, call: NotionCall, job: SyncJob, page_id: str, plan: _Plan | None
+    ) -> tuple[str, str, dict[str, int], tuple[FileRef, ...] | None]:
         """The body, the comments section, ``{"discussions", "comments"}`` counts and the
         body's files (as :meth:`_content` finds them; ``None`` when the body was not fetched):
         each fetched if the plan says so (no plan: both), else the stored document's."""
@@ -325,23 +342,27 @@ class NotionSyncer:
         if plan is not None and not plan.fetch_comments and stored is None:
             # A sync of everything but the comments keeps the stored ones.
             stored = await call.context.writer().current(SOURCE_TYPE, page_id)
-        kept_body, kept_section = (split_comments(stored.content, stored.metadata)
-                                   if stored is not None else ("", ""))
+        kept_body, kept_section = (
+            split_comments(stored.content, stored.metadata) if stored is not None else ("", "")
+        )
         kept = stored.metadata.get("comments") if stored is not None else None
-        counts = {k: int(v) for k, v in kept.items() if k in ("discussions", "comments")
-                  and isinstance(v, int)} if isinstance(kept, dict) else {}
+        counts = (
+            {k: int(v) for k, v in kept.items() if k in ("discussions", "comments") and isinstance(v, int)}
+            if isinstance(kept, dict)
+            else {}
+        )
         fetch_content = plan is None or plan.fetch_content or stored is None
         fetch_comments = plan is None or plan.fetch_comments
-        body, files = (await self._content(call, job, page_id) if fetch_content
-                       else (kept_body, None))
+        body, files = await self._content(call, job, page_id) if fetch_content else (kept_body, None)
         section = kept_section
         if fetch_comments:
             section, total = await self._comments(call, job, page_id)
             counts = {"discussions": section.count("\n### Discussion "), "comments": total}
         return body, section, counts, files
 
-    async def _content(self, call: NotionCall, job: SyncJob, page_id: str
-                       ) -> tuple[str, tuple[FileRef, ...] | None]:
+    async def _content(
+        self, call: NotionCall, job: SyncJob, page_id: str
+    ) -> tuple[str, tuple[FileRef, ...] | None]:
         """The page's body as stored Markdown: the markdown endpoint, else the block walk;
         and the Notion-hosted files the block walk found (:mod:`.files`; ``None``: the markdown
         endpoint served, files are not reported)."""
@@ -371,7 +392,10 @@ class NotionSyncer:
             raise
 
     async def _sync_page(
-        self, call: NotionCall, job: SyncJob, page: dict[str, Any] | None,
+        self,
+        call: NotionCall,
+        job: SyncJob,
+        page: dict[str, Any] | None,
         plan: _Plan | None = None,
     ) -> SyncResult:
         if page is None:
@@ -407,9 +431,7 @@ class NotionSyncer:
         )
         return await self._write(call, job, doc, files)
 
-    async def _sync_database(
-        self, call: NotionCall, job: SyncJob, db: dict[str, Any] | None
-    ) -> SyncResult:
+    async def _sync_database(self, call: NotionCall, job: SyncJob, db: dict[str, Any] | None) -> SyncResult:
         if db is None:
             return await self._deleted(call, job)  # database not found (deleted or no longer shared)
         if db.get("in_trash") or db.get("archived"):
@@ -459,8 +481,7 @@ class NotionSyncer:
     ) -> SyncResult:
         """The data source's document with its table (:mod:`.datasource`); ``ds``: the object
         when already fetched (``None``: fetched there, unless a rows sync needs none)."""
-        rows_only = (self.ask_what_changed and job.priority <= 0
-                     and frozenset(job.change_kinds) == {"rows"})
+        rows_only = self.ask_what_changed and job.priority <= 0 and frozenset(job.change_kinds) == {"rows"}
 
         async def write(doc: Document) -> SyncResult:
             return await self._write(call, job, doc)
@@ -468,14 +489,14 @@ class NotionSyncer:
         async def deleted() -> SyncResult:
             return await self._deleted(call, job)
 
-        return await sync_data_source(call, job, ds, rows_only=rows_only, write=write,
-                                      deleted=deleted)
+        return await sync_data_source(call, job, ds, rows_only=rows_only, write=write, deleted=deleted)
 
 
 #: The kinds a page sync can fetch on their own (the rest, or none, mean everything).
 #: ``comments``: the page's open discussions (``comment.*``); ``audience``: who may see it,
 #: carried by the event itself (``page.permissions_updated`` with ``accessible_by``).
 _PARTIAL_KINDS = frozenset({"content", "properties", "comments", "audience"})
+
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:

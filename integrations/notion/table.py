@@ -51,11 +51,14 @@ def row_of_page(page: Mapping[str, Any]) -> Row:
     same title and properties its page sync writes to its document."""
     url = page.get("url")
     created = page.get("created_time")
-    return Row(id=str(page.get("id") or ""), title=title_of(page) or "Untitled",
-               url=url if isinstance(url, str) else None,
-               properties=page_properties(page.get("properties")),
-               created_time=created if isinstance(created, str) else "",
-               last_edited=parse_time(page.get("last_edited_time")))
+    return Row(
+        id=str(page.get("id") or ""),
+        title=title_of(page) or "Untitled",
+        url=url if isinstance(url, str) else None,
+        properties=page_properties(page.get("properties")),
+        created_time=created if isinstance(created, str) else "",
+        last_edited=parse_time(page.get("last_edited_time")),
+    )
 
 
 def row_of_document(doc: Document) -> Row:
@@ -63,10 +66,14 @@ def row_of_document(doc: Document) -> Row:
     from gives the same row)."""
     props = doc.metadata.get("properties")
     created = doc.metadata.get("created_time")
-    return Row(id=doc.document_id, title=doc.title, url=doc.url,
-               properties=props if isinstance(props, dict) else {},
-               created_time=created if isinstance(created, str) else "",
-               last_edited=doc.source_updated_at)
+    return Row(
+        id=doc.document_id,
+        title=doc.title,
+        url=doc.url,
+        properties=props if isinstance(props, dict) else {},
+        created_time=created if isinstance(created, str) else "",
+        last_edited=doc.source_updated_at,
+    )
 
 
 def _line(cells: Sequence[str]) -> str:
@@ -78,19 +85,20 @@ def _title_cell(row: Row) -> str:
     return f"[{label}]({link_target(row.url or notion_url(row.id))})"
 
 
-def table_markdown(title_name: str, columns: Sequence[str], rows: Sequence[Row], *,
-                   section_rows: int = SECTION_ROWS) -> list[str]:
+def table_markdown(
+    title_name: str, columns: Sequence[str], rows: Sequence[Row], *, section_rows: int = SECTION_ROWS
+) -> list[str]:
     """The rows as GFM table lines: a header (``title_name``, then ``columns``), a row per
     page ordered by creation (module doc); over ``section_rows`` rows, sections headed
     ``### Rows a–b of n`` each with the header again; ``["(no rows)"]`` when there are none."""
     if not rows:
         return ["(no rows)"]
     ordered = sorted(rows, key=lambda r: (r.created_time, r.id))
-    header = [_line([escape_markdown(n).replace("|", "\\|")
-                     for n in (title_name, *columns)]),
-              _line(["---"] * (1 + len(columns)))]
-    body = [_line([_title_cell(r), *(property_cell(r.properties.get(c)) for c in columns)])
-            for r in ordered]
+    header = [
+        _line([escape_markdown(n).replace("|", "\\|") for n in (title_name, *columns)]),
+        _line(["---"] * (1 + len(columns))),
+    ]
+    body = [_line([_title_cell(r), *(property_cell(r.properties.get(c)) for c in columns)]) for r in ordered]
     if len(body) <= section_rows:
         return [*header, *body]
     out: list[str] = []

@@ -156,13 +156,14 @@ class NotionWebhooks:
         if self.settings.notion_webhook_secret:
             if not header(headers, SIGNATURE_HEADER):
                 raise WebhookError(
-                    401, "invalid_signature",
+                    401,
+                    "invalid_signature",
                     "unsigned verification request refused: NOTION_WEBHOOK_SECRET is already "
-                    "set (to verify a new subscription, unset it and restart first)")
+                    "set (to verify a new subscription, unset it and restart first)",
+                )
             self._verify_signature(headers, body)
         if not VERIFICATION_TOKEN.fullmatch(token):
-            raise _malformed("verification_token must be 'secret_' followed by 16 to 200 "
-                             "letters or digits")
+            raise _malformed("verification_token must be 'secret_' followed by 16 to 200 letters or digits")
         return WebhookResult(verification_token=token, note="verification request")
 
     def _verify_signature(self, headers: Mapping[str, str], body: bytes) -> None:
@@ -212,9 +213,15 @@ class NotionWebhooks:
         else:
             return WebhookResult(note=f"ignored event type {event_type}")
         return WebhookResult(
-            events=[PageEvent(source_page_id=normalize_id(key), event_id=event_id, payload=event,
-                              kinds=event_kinds(event_type, event),
-                              workspace=_text(event.get("workspace_id")))]
+            events=[
+                PageEvent(
+                    source_page_id=normalize_id(key),
+                    event_id=event_id,
+                    payload=event,
+                    kinds=event_kinds(event_type, event),
+                    workspace=_text(event.get("workspace_id")),
+                )
+            ]
         )
 
 

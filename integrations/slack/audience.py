@@ -36,8 +36,7 @@ from typing import Any
 from debounce.contract import Audience, AudienceCache, BudgetExhausted, CachedAudience
 from integrations.slack.client import SlackCall, SlackClient, _ChannelGone
 
-__all__ = ["MEMBERS_KEY_PREFIX", "MEMBERS_PAGE_LIMIT", "AudienceKeeper", "kind_of",
-           "members_key"]
+__all__ = ["MEMBERS_KEY_PREFIX", "MEMBERS_PAGE_LIMIT", "AudienceKeeper", "kind_of", "members_key"]
 
 #: Members asked per ``conversations.members`` page (Slack recommends no more than 200).
 MEMBERS_PAGE_LIMIT = 200
@@ -67,8 +66,9 @@ class AudienceKeeper:
     :class:`~integrations.slack.client.SlackClient` (see the module). ``max_age_seconds``:
     how long a cached audience is used before a sync lists it again."""
 
-    def __init__(self, client: SlackClient, max_age_seconds: float,
-                 page_limit: int = MEMBERS_PAGE_LIMIT) -> None:
+    def __init__(
+        self, client: SlackClient, max_age_seconds: float, page_limit: int = MEMBERS_PAGE_LIMIT
+    ) -> None:
         self.client = client
         self.max_age = timedelta(seconds=max(0.0, max_age_seconds))
         self.page_limit = max(1, min(page_limit, 999))
@@ -76,8 +76,9 @@ class AudienceKeeper:
     def _fresh(self, cached: CachedAudience | None, now: datetime) -> bool:
         return cached is not None and now - cached.refreshed_at < self.max_age
 
-    async def for_sync(self, call: SlackCall, channel: str, *, force: bool = False,
-                       now: datetime | None = None) -> Audience:
+    async def for_sync(
+        self, call: SlackCall, channel: str, *, force: bool = False, now: datetime | None = None
+    ) -> Audience:
         """``channel``'s audience for the documents a sync writes: the cached one while fresh
         (``force``: never), else learned from Slack and cached (which also updates the
         conversation's stored documents).
@@ -94,8 +95,9 @@ class AudienceKeeper:
                 return cached.audience
         return await self.learn(call, channel, cache)
 
-    async def learn(self, call: SlackCall, channel: str, cache: AudienceCache | None, *,
-                    kind: str | None = None) -> Audience:
+    async def learn(
+        self, call: SlackCall, channel: str, cache: AudienceCache | None, *, kind: str | None = None
+    ) -> Audience:
         """Ask Slack for ``channel``'s kind (``conversations.info``, unless ``kind`` is
         given) and members (``conversations.members``, all pages; not for a public channel),
         and record them in ``cache`` (if any)."""
@@ -117,8 +119,9 @@ class AudienceKeeper:
         found: list[str] = []
         cursor: str | None = None
         while True:
-            page = await call.call("conversations.members", channel=channel,
-                                   limit=self.page_limit, cursor=cursor)
+            page = await call.call(
+                "conversations.members", channel=channel, limit=self.page_limit, cursor=cursor
+            )
             page = page or {}
             found.extend(m for m in page.get("members") or [] if isinstance(m, str))
             meta = page.get("response_metadata")
@@ -126,8 +129,9 @@ class AudienceKeeper:
             if not (isinstance(cursor, str) and cursor):
                 return tuple(found)
 
-    async def refresh_listed(self, call: SlackCall, conversations: Sequence[Mapping[str, Any]],
-                             *, now: datetime | None = None) -> int:
+    async def refresh_listed(
+        self, call: SlackCall, conversations: Sequence[Mapping[str, Any]], *, now: datetime | None = None
+    ) -> int:
         """The reconciliation's part: of one backfill page's conversation objects,
         refresh those whose cached kind differs from the listing's or whose cache is older
         than the maximum age (or missing); returns how many were refreshed. No-op without a
@@ -142,8 +146,7 @@ class AudienceKeeper:
         if cache is None:
             return 0
         now = now or datetime.now(UTC)
-        kinds = {str(c["id"]): kind_of(c) for c in conversations
-                 if isinstance(c.get("id"), str) and c["id"]}
+        kinds = {str(c["id"]): kind_of(c) for c in conversations if isinstance(c.get("id"), str) and c["id"]}
         cached = await cache.get(list(kinds))
         refreshed = 0
         for channel, kind in kinds.items():

@@ -50,8 +50,13 @@ def backfill_item(channel: Mapping[str, Any]) -> BackfillItem | None:
         return None
     name = channel.get("name")
     user = channel.get("user")
-    title = (name if isinstance(name, str) and name
-             else f"DM {user}" if isinstance(user, str) and user else channel_id)
+    title = (
+        name
+        if isinstance(name, str) and name
+        else f"DM {user}"
+        if isinstance(user, str) and user
+        else channel_id
+    )
     return BackfillItem(source_page_id=channel_id, edited_at=None, payload={}, title=title)
 
 
@@ -59,16 +64,18 @@ class SlackBackfill:
     """The conversations the bot is in (:class:`debounce.contract.Backfillable`), through the
     source's shared :class:`~integrations.slack.client.SlackClient`."""
 
-    def __init__(self, client: SlackClient, list_limit: int = LIST_LIMIT, *,
-                 audiences: AudienceKeeper | None = None) -> None:
+    def __init__(
+        self, client: SlackClient, list_limit: int = LIST_LIMIT, *, audiences: AudienceKeeper | None = None
+    ) -> None:
         self.client = client
         #: Refreshes the audiences a backfill page shows changed or aged (``None``: never).
         self.audiences = audiences
         #: Conversations asked per request (``limit``; tests page with fewer).
         self.list_limit = list_limit
 
-    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
-                            newest_first: bool = False) -> BackfillPage:
+    async def backfill_page(
+        self, cursor: str | None, context: SyncContext, *, newest_first: bool = False
+    ) -> BackfillPage:
         """One page (up to :attr:`list_limit`) of the conversations the bot is a member of,
         archived ones left out, from ``cursor`` (``response_metadata.next_cursor``; ``None``:
         the first page). ``newest_first`` is ignored: the listing cannot be sorted. With an
@@ -87,19 +94,29 @@ class SlackBackfill:
         if not self.client.token(context):
             raise PermanentError(
                 "SLACK_BOT_TOKEN is not set: set it to the app's Bot User OAuth Token (xoxb-…) "
-                "to list Slack conversations")
+                "to list Slack conversations"
+            )
         call = self.client.bind(context)
         data = await call.call(
-            "users.conversations", types=CONVERSATION_TYPES, exclude_archived=True,
-            limit=self.list_limit, cursor=cursor or None)
+            "users.conversations",
+            types=CONVERSATION_TYPES,
+            exclude_archived=True,
+            limit=self.list_limit,
+            cursor=cursor or None,
+        )
         assert data is not None  # only conversations.replies answers None
         if self.audiences is not None:
             await self.audiences.refresh_listed(
-                call, [c for c in data.get("channels") or [] if isinstance(c, dict)])
-        items = [d for c in data.get("channels") or [] if isinstance(c, dict)
-                 if (d := backfill_item(c)) is not None]
+                call, [c for c in data.get("channels") or [] if isinstance(c, dict)]
+            )
+        items = [
+            d
+            for c in data.get("channels") or []
+            if isinstance(c, dict)
+            if (d := backfill_item(c)) is not None
+        ]
         meta = data.get("response_metadata")
         next_cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
-        return BackfillPage(items=items,
-                             cursor=next_cursor if isinstance(next_cursor, str) and next_cursor
-                             else None)
+        return BackfillPage(
+            items=items, cursor=next_cursor if isinstance(next_cursor, str) and next_cursor else None
+        )

@@ -151,8 +151,7 @@ def _initial(el: Mapping[str, Any], names: Names) -> str:
         value = el.get(key)
         if isinstance(value, str) and value:
             return sigil + names.get(value, value)
-    for key, sigil in (("initial_users", "@"), ("initial_channels", "#"),
-                       ("initial_conversations", "#")):
+    for key, sigil in (("initial_users", "@"), ("initial_channels", "#"), ("initial_conversations", "#")):
         values = el.get(key)
         if isinstance(values, list) and values:
             return ", ".join(sigil + names.get(str(v), str(v)) for v in values)
@@ -171,8 +170,10 @@ def _initial(el: Mapping[str, Any], names: Names) -> str:
 def _styled(pieces: list[Piece], style: Any) -> list[Piece]:
     if not isinstance(style, Mapping) or not pieces:
         return pieces
-    marks = ("~~" if style.get("strike") else "") + ("**" if style.get("bold") else "") + (
-        "*" if style.get("italic") else ""
+    marks = (
+        ("~~" if style.get("strike") else "")
+        + ("**" if style.get("bold") else "")
+        + ("*" if style.get("italic") else "")
     )
     if not marks:
         return pieces
@@ -230,9 +231,7 @@ def _inline_one(el: Mapping[str, Any], names: Names) -> list[Piece]:
     if kind == "date":
         shown = date_text(el.get("timestamp"), el.get("fallback"), el.get("format"))
         target = el.get("url")
-        return _styled(
-            [link(target, shown) if isinstance(target, str) and target else literal(shown)], style
-        )
+        return _styled([link(target, shown) if isinstance(target, str) and target else literal(shown)], style)
     if kind == "color":
         return [literal(str(el.get("value") or ""))]
     other = el.get("text")
@@ -243,8 +242,12 @@ def _inline(elements: Any, names: Names) -> list[Piece]:
     merged: list[Mapping[str, Any]] = []
     for el in _maps(elements):
         prev = merged[-1] if merged else None
-        if (prev is not None and el.get("type") == "text" and prev.get("type") == "text"
-                and (el.get("style") or {}) == (prev.get("style") or {})):
+        if (
+            prev is not None
+            and el.get("type") == "text"
+            and prev.get("type") == "text"
+            and (el.get("style") or {}) == (prev.get("style") or {})
+        ):
             merged[-1] = {**prev, "text": str(prev.get("text") or "") + str(el.get("text") or "")}
         else:
             merged.append(el)
@@ -367,8 +370,12 @@ def block(blk: Mapping[str, Any], names: Names) -> list[Piece]:
         text = _text(blk.get("text"), names)
         return [Piece("### ", ""), *text] if text else []
     if kind == "context":
-        items = [element(e, names, context=True) if e.get("type") not in ("mrkdwn", "plain_text")
-                 else _text(e, names) for e in _maps(blk.get("elements"))]
+        items = [
+            element(e, names, context=True)
+            if e.get("type") not in ("mrkdwn", "plain_text")
+            else _text(e, names)
+            for e in _maps(blk.get("elements"))
+        ]
         return _join(items, Piece(" · ", " · "))
     if kind == "divider":
         return [Piece("---", "")]
@@ -390,18 +397,27 @@ def block(blk: Mapping[str, Any], names: Names) -> list[Piece]:
         url = blk.get("title_url") or blk.get("video_url")
         head = [link(url, title)] if isinstance(url, str) and url else [literal(title)]
         return _join([head if title else [], _text(blk.get("description"), names)])
-    if kind == "markdown":  # already Markdown (https://docs.slack.dev/reference/block-kit/blocks/markdown-block)
+    if (
+        kind == "markdown"
+    ):  # already Markdown (https://docs.slack.dev/reference/block-kit/blocks/markdown-block)
         source = str(blk.get("text") or "").strip()
         return [Piece(source, source)] if source else []
     if kind == "table":
         return _table(blk, names)
     if kind in ("container", "card", "carousel", "plan"):
-        head = _text(blk.get("title"), names) if not isinstance(blk.get("title"), str) else [
-            literal(blk["title"])]
-        children = [block(b, names) for b in _maps(blk.get("child_blocks") or blk.get("elements")
-                                                    or blk.get("tasks"))]
-        rest = [_text(blk.get("subtitle"), names), _text(blk.get("body"), names),
-                _join([element(e, names) for e in _maps(blk.get("actions"))], Piece(" ", " "))]
+        head = (
+            _text(blk.get("title"), names)
+            if not isinstance(blk.get("title"), str)
+            else [literal(blk["title"])]
+        )
+        children = [
+            block(b, names) for b in _maps(blk.get("child_blocks") or blk.get("elements") or blk.get("tasks"))
+        ]
+        rest = [
+            _text(blk.get("subtitle"), names),
+            _text(blk.get("body"), names),
+            _join([element(e, names) for e in _maps(blk.get("actions"))], Piece(" ", " ")),
+        ]
         return _join([[Piece("**", ""), *head, Piece("**", "")] if head else [], *rest, *children])
     if kind == "task_card":
         done = "x" if blk.get("status") == "complete" else " "
@@ -441,9 +457,16 @@ def attachment(att: Mapping[str, Any], names: Names) -> list[Piece]:
         head = [Piece("**", ""), literal(name), Piece("**", ""), Piece(": ", ": ")] if name else []
         fields.append([*head, *value])
     inner.append(_fields(fields))
-    inner.append(_join([[_button(_plain(a.get("text"), names), a.get("url"))]
-                        for a in _maps(att.get("actions")) if _plain(a.get("text"), names)],
-                       Piece(" ", " ")))
+    inner.append(
+        _join(
+            [
+                [_button(_plain(a.get("text"), names), a.get("url"))]
+                for a in _maps(att.get("actions"))
+                if _plain(a.get("text"), names)
+            ],
+            Piece(" ", " "),
+        )
+    )
     inner.append(_text(att.get("footer"), names))
     body = _join(inner)
     if not body and not att.get("pretext"):

@@ -67,8 +67,7 @@ DEFAULT_RETRY_AFTER_SECONDS = 60.0
 HTTP_TIMEOUT_SECONDS = 30.0
 
 #: Error codes that mean the workspace's token no longer works: the workspace is revoked.
-AUTH_ERRORS = frozenset({"invalid_auth", "token_revoked", "token_expired", "account_inactive",
-                         "not_authed"})
+AUTH_ERRORS = frozenset({"invalid_auth", "token_revoked", "token_expired", "account_inactive", "not_authed"})
 
 #: Error codes after which retrying cannot help, with what the operator should do
 #: (https://docs.slack.dev/reference/methods/conversations.history#errors).
@@ -99,16 +98,18 @@ METHODS: Mapping[str, str] = {
 #: The methods whose answers a sync keeps in its checkpoint (a resumed sync reads them
 #: again for free; a sync that yielded between a conversation's info and its member pages
 #: does not pay for them twice); listings are always asked afresh.
-CACHED_METHODS = frozenset({"conversations.history", "conversations.replies",
-                            "conversations.info", "conversations.members"})
+CACHED_METHODS = frozenset(
+    {"conversations.history", "conversations.replies", "conversations.info", "conversations.members"}
+)
 
 #: A thread that no longer exists (``conversations.replies``).
 _THREAD_GONE = frozenset({"thread_not_found", "message_not_found"})
 #: A file this token cannot read (``files.info``: a Slack Connect file of another organisation,
 #: a deleted file, an app without ``files:read``): the file is skipped, the sync goes on
 #: (https://docs.slack.dev/reference/methods/files.info#errors).
-_FILE_UNREADABLE = frozenset({"access_denied", "file_not_found", "file_deleted", "missing_scope",
-                              "no_permission"})
+_FILE_UNREADABLE = frozenset(
+    {"access_denied", "file_not_found", "file_deleted", "missing_scope", "no_permission"}
+)
 
 
 class SlackApiFailure(Exception):
@@ -130,12 +131,10 @@ def _retry_after(response: Any) -> float:
 #: The context of the Web API call in progress in this task (set by :func:`call_api` around
 #: the SDK call): the session's trace, shared by every sync, charges its meter. Private to the
 #: source: the service hands each sync its context as an argument.
-_CALLING: contextvars.ContextVar[SyncContext | None] = contextvars.ContextVar(
-    "slack_calling", default=None)
+_CALLING: contextvars.ContextVar[SyncContext | None] = contextvars.ContextVar("slack_calling", default=None)
 
 
-async def _charge_attempt(session: aiohttp.ClientSession, context: SimpleNamespace,
-                          params: object) -> None:
+async def _charge_attempt(session: aiohttp.ClientSession, context: SimpleNamespace, params: object) -> None:
     calling = _CALLING.get()
     if calling is not None:
         await calling.charge()
@@ -151,8 +150,9 @@ def charging_trace() -> aiohttp.TraceConfig:
     return trace
 
 
-async def call_api(client: AsyncWebClient, context: SyncContext, method: str, /,
-                   **params: Any) -> dict[str, Any] | None:
+async def call_api(
+    client: AsyncWebClient, context: SyncContext, method: str, /, **params: Any
+) -> dict[str, Any] | None:
     """One Web API call of ``method`` (one of :data:`METHODS`: ``conversations.history``,
     ``conversations.replies``, ``users.conversations``, ``conversations.list``,
     ``conversations.info``, ``conversations.members``, ``files.info``) with
@@ -222,8 +222,9 @@ def _failure(e: SlackApiError, method: str, channel: Any) -> Exception | None:
     data = getattr(response, "data", None)
     code = data.get("error") if isinstance(data, dict) else None
     if status == 429 or code == "ratelimited":
-        return RateLimited(_retry_after(response), f"Slack {method} rate limited",
-                           reason=f"ratelimited:{method}")
+        return RateLimited(
+            _retry_after(response), f"Slack {method} rate limited", reason=f"ratelimited:{method}"
+        )
     if code == "channel_not_found" and channel:
         return _ChannelGone(method)
     if code in _THREAD_GONE and method == "conversations.replies":
@@ -234,8 +235,7 @@ def _failure(e: SlackApiError, method: str, channel: Any) -> Exception | None:
         return AuthRevoked(f"Slack {method}: {code} ({PERMANENT_ERRORS[code]})")
     if isinstance(code, str) and code in PERMANENT_ERRORS:
         return PermanentError(f"Slack {method}{where}: {code} ({PERMANENT_ERRORS[code]})")
-    return SlackApiFailure(f"Slack {method}{where} failed: HTTP {status}, "
-                           f"error {code or '(none)'}")
+    return SlackApiFailure(f"Slack {method}{where} failed: HTTP {status}, error {code or '(none)'}")
 
 
 class SlackClient:
@@ -291,5 +291,3 @@ class SlackCall:
     async def call(self, method: str, /, **params: Any) -> dict[str, Any] | None:
         """:func:`call_api` with this call's client and context."""
         return await call_api(self.web, self.context, method, **params)
-
-

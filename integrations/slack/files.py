@@ -67,8 +67,14 @@ def file_ref(f: Mapping[str, Any], parent_document_id: str) -> FileRef | None:
     file_id = str(f["id"])
     external = bool(f.get("is_external"))
     url = _text(f.get("url_private_download")) or _text(f.get("url_private"))
-    stamp = next((f[k] for k in ("updated", "timestamp", "created")
-                  if isinstance(f.get(k), int | str) and not isinstance(f.get(k), bool)), None)
+    stamp = next(
+        (
+            f[k]
+            for k in ("updated", "timestamp", "created")
+            if isinstance(f.get(k), int | str) and not isinstance(f.get(k), bool)
+        ),
+        None,
+    )
     size = f.get("size")
     return FileRef(
         file_id=file_id,
@@ -99,8 +105,9 @@ def message_files(messages: Iterable[Mapping[str, Any]]) -> list[Mapping[str, An
     return found
 
 
-async def thread_files(call: SlackCall, document_id: str, messages: Sequence[Mapping[str, Any]],
-                       log_fields: Mapping[str, Any]) -> list[FileRef]:
+async def thread_files(
+    call: SlackCall, document_id: str, messages: Sequence[Mapping[str, Any]], log_fields: Mapping[str, Any]
+) -> list[FileRef]:
     """The files a thread's ``messages`` show (its document: ``document_id``); a Slack Connect
     stub is read with ``files.info`` (one request through ``call``), skipped with a logged
     reason when it cannot be.
@@ -114,9 +121,13 @@ async def thread_files(call: SlackCall, document_id: str, messages: Sequence[Map
             data = await call.call("files.info", file=str(f["id"]))
             full = data.get("file") if data is not None else None
             if not isinstance(full, dict):
-                log.info("Slack file %s in %s: files.info cannot read it (access_denied, "
-                         "file_not_found or no files:read scope): no file document",
-                         f["id"], document_id, extra=dict(log_fields))
+                log.info(
+                    "Slack file %s in %s: files.info cannot read it (access_denied, "
+                    "file_not_found or no files:read scope): no file document",
+                    f["id"],
+                    document_id,
+                    extra=dict(log_fields),
+                )
                 continue
             f = full
         ref = file_ref(f, document_id)

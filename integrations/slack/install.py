@@ -23,8 +23,17 @@ __all__ = ["DEFAULT_SCOPES", "SlackInstaller", "WorkspaceInstallationStore", "in
 #: Bot scopes the sync needs (history of public and private channels, DMs, group DMs, the
 #: channel lists, and the files messages share: ``url_private`` and ``files.info``):
 #: https://docs.slack.dev/reference/scopes
-DEFAULT_SCOPES = ("channels:history", "groups:history", "im:history", "mpim:history",
-                  "channels:read", "groups:read", "im:read", "mpim:read", "files:read")
+DEFAULT_SCOPES = (
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "channels:read",
+    "groups:read",
+    "im:read",
+    "mpim:read",
+    "files:read",
+)
 
 
 class WorkspaceInstallationStore(AsyncInstallationStore):
@@ -40,22 +49,33 @@ class WorkspaceInstallationStore(AsyncInstallationStore):
         if not installation.bot_token or not installation.team_id:
             raise InstallError("Slack's answer carries no bot token or team")
         self.saved = await self._save(
-            source_type="slack", external_id=installation.team_id,
+            source_type="slack",
+            external_id=installation.team_id,
             name=installation.team_name or installation.team_id,
-            credentials={"access_token": installation.bot_token,
-                         "bot_user_id": installation.bot_user_id,
-                         "scopes": list(installation.bot_scopes or [])},
-            origin="oauth", enterprise_id=installation.enterprise_id,
-            bot_user_id=installation.bot_user_id)
+            credentials={
+                "access_token": installation.bot_token,
+                "bot_user_id": installation.bot_user_id,
+                "scopes": list(installation.bot_scopes or []),
+            },
+            origin="oauth",
+            enterprise_id=installation.enterprise_id,
+            bot_user_id=installation.bot_user_id,
+        )
 
-    async def async_find_bot(self, *, enterprise_id: str | None, team_id: str | None,
-                             is_enterprise_install: bool | None = False) -> Bot | None:
+    async def async_find_bot(
+        self, *, enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None = False
+    ) -> Bot | None:
         """Not used: the worker reads credentials through ``debounce.workspaces``."""
         return None
 
-    async def async_find_installation(self, *, enterprise_id: str | None, team_id: str | None,
-                                      user_id: str | None = None,
-                                      is_enterprise_install: bool | None = False) -> Installation | None:
+    async def async_find_installation(
+        self,
+        *,
+        enterprise_id: str | None,
+        team_id: str | None,
+        user_id: str | None = None,
+        is_enterprise_install: bool | None = False,
+    ) -> Installation | None:
         """Not used: the worker reads credentials through ``debounce.workspaces``."""
         return None
 
@@ -66,25 +86,32 @@ class SlackInstaller:
 
     def __init__(self, settings: SlackSettings) -> None:
         if not settings.slack_client_id or not settings.slack_client_secret:
-            raise InstallError("the Slack install flow is not configured: set SLACK_CLIENT_ID "
-                               "and SLACK_CLIENT_SECRET (the app's Basic Information page)")
+            raise InstallError(
+                "the Slack install flow is not configured: set SLACK_CLIENT_ID "
+                "and SLACK_CLIENT_SECRET (the app's Basic Information page)"
+            )
         self.settings = settings
         self.client_id: str = settings.slack_client_id
         self.client_secret: str = settings.slack_client_secret
         scopes = [s.strip() for s in (settings.slack_scopes or "").split(",") if s.strip()]
         self.scopes = scopes or list(DEFAULT_SCOPES)
-        self.pages = RedirectUriPageRenderer(install_path="/slack/install",
-                                             redirect_uri_path="/slack/oauth_redirect")
+        self.pages = RedirectUriPageRenderer(
+            install_path="/slack/install", redirect_uri_path="/slack/oauth_redirect"
+        )
 
     def authorize_url(self, state: str, redirect_uri: str) -> str:
         """Slack's authorize URL for ``state`` (``settings.slack_authorize_url`` points it at
         a stand-in in tests)."""
         return AuthorizeUrlGenerator(
-            client_id=self.client_id, redirect_uri=redirect_uri, scopes=self.scopes,
-            authorization_url=self.settings.slack_authorize_url).generate(state)
+            client_id=self.client_id,
+            redirect_uri=redirect_uri,
+            scopes=self.scopes,
+            authorization_url=self.settings.slack_authorize_url,
+        ).generate(state)
 
-    async def complete(self, code: str, redirect_uri: str,
-                       save: Callable[..., Awaitable[Mapping[str, Any]]]) -> Installed:
+    async def complete(
+        self, code: str, redirect_uri: str, save: Callable[..., Awaitable[Mapping[str, Any]]]
+    ) -> Installed:
         """Exchange ``code`` (``oauth.v2.access``) and store the installation.
 
         Raises:
@@ -92,35 +119,53 @@ class SlackInstaller:
         """
         client = AsyncWebClient(base_url=self.settings.slack_api_url)
         try:
-            resp: Any = (await client.oauth_v2_access(
-                client_id=self.client_id, client_secret=self.client_secret,
-                code=code, redirect_uri=redirect_uri)).data
+            resp: Any = (
+                await client.oauth_v2_access(
+                    client_id=self.client_id,
+                    client_secret=self.client_secret,
+                    code=code,
+                    redirect_uri=redirect_uri,
+                )
+            ).data
         except SlackApiError as exc:
             error = exc.response.get("error") if exc.response is not None else None
             raise InstallError(f"Slack refused the installation ({error or 'error'})") from None
         team = resp.get("team") or {}
         enterprise = resp.get("enterprise") or {}
         installation = Installation(
-            app_id=resp.get("app_id"), enterprise_id=enterprise.get("id"),
-            enterprise_name=enterprise.get("name"), team_id=team.get("id"),
-            team_name=team.get("name"), bot_token=resp.get("access_token"),
-            bot_id=resp.get("bot_id"), bot_user_id=resp.get("bot_user_id"),
-            bot_scopes=resp.get("scope") or "", user_id=(resp.get("authed_user") or {}).get("id") or "",
+            app_id=resp.get("app_id"),
+            enterprise_id=enterprise.get("id"),
+            enterprise_name=enterprise.get("name"),
+            team_id=team.get("id"),
+            team_name=team.get("name"),
+            bot_token=resp.get("access_token"),
+            bot_id=resp.get("bot_id"),
+            bot_user_id=resp.get("bot_user_id"),
+            bot_scopes=resp.get("scope") or "",
+            user_id=(resp.get("authed_user") or {}).get("id") or "",
             is_enterprise_install=bool(resp.get("is_enterprise_install")),
-            token_type=resp.get("token_type"))
+            token_type=resp.get("token_type"),
+        )
         store = WorkspaceInstallationStore(save)
         await store.async_save(installation)
         assert store.saved is not None
-        return Installed(store.saved, {"app_id": resp.get("app_id") or "",
-                                       "team_id": team.get("id"),
-                                       "is_enterprise_install": installation.is_enterprise_install})
+        return Installed(
+            store.saved,
+            {
+                "app_id": resp.get("app_id") or "",
+                "team_id": team.get("id"),
+                "is_enterprise_install": installation.is_enterprise_install,
+            },
+        )
 
     def success_page(self, installed: Installed) -> str:
         """``RedirectUriPageRenderer``'s success page."""
         details = installed.details
-        return self.pages.render_success_page(app_id=str(details.get("app_id") or ""),
-                                              team_id=details.get("team_id"),
-                                              is_enterprise_install=bool(details.get("is_enterprise_install")))
+        return self.pages.render_success_page(
+            app_id=str(details.get("app_id") or ""),
+            team_id=details.get("team_id"),
+            is_enterprise_install=bool(details.get("is_enterprise_install")),
+        )
 
     def failure_page(self, reason: str) -> str:
         """``RedirectUriPageRenderer``'s failure page."""

@@ -104,8 +104,9 @@ def escape_markdown(text: str, *, literal: bool = False) -> str:
         out = out.replace("*", "\\*").replace("`", "\\`").replace("~", "\\~")
         out = _INTRAWORD_UNDERSCORE.sub(r"\\_", out)
         out = _QUOTE.sub(r"\1\\>", out)
-        out = _LIST.sub(lambda m: m.group(1) + (f"\\{m.group(2)}" if m.group(2) else
-                                                 f"{m.group(3)}\\{m.group(4)}"), out)
+        out = _LIST.sub(
+            lambda m: m.group(1) + (f"\\{m.group(2)}" if m.group(2) else f"{m.group(3)}\\{m.group(4)}"), out
+        )
         out = _RULE.sub(r"\1\\\2", out)
     return out
 

@@ -91,10 +91,24 @@ def _is_root(msg: Mapping[str, Any]) -> bool:
 #: content (they say what the channel is about) and are kept.
 NO_CONTENT_SUBTYPES = frozenset(
     {
-        "channel_join", "channel_leave", "group_join", "group_leave", "bot_add", "bot_remove",
-        "bot_enable", "bot_disable", "channel_archive", "channel_unarchive", "group_archive",
-        "group_unarchive", "pinned_item", "unpinned_item", "ekm_access_denied",
-        "channel_posting_permissions", "app_conversation_join", "app_conversation_leave",
+        "channel_join",
+        "channel_leave",
+        "group_join",
+        "group_leave",
+        "bot_add",
+        "bot_remove",
+        "bot_enable",
+        "bot_disable",
+        "channel_archive",
+        "channel_unarchive",
+        "group_archive",
+        "group_unarchive",
+        "pinned_item",
+        "unpinned_item",
+        "ekm_access_denied",
+        "channel_posting_permissions",
+        "app_conversation_join",
+        "app_conversation_leave",
     }
 )
 
@@ -276,4 +290,3 @@ def _fingerprint(msg: Mapping[str, Any]) -> str:
         sort_keys=True,
     )
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
-

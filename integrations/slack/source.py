@@ -30,10 +30,11 @@ def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, st
     ts = str(int(time.time()) if timestamp is None else timestamp)
     signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
     assert signature is not None  # None only when timestamp or body is None
-    return {"Content-Type": "application/json", "X-Slack-Request-Timestamp": ts,
-            "X-Slack-Signature": signature}
-
-
+    return {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": signature,
+    }
 
 
 async def identify(settings: SlackSettings, token: str) -> Identity:
@@ -61,8 +62,12 @@ async def identify(settings: SlackSettings, token: str) -> Identity:
         session = getattr(client, "session", None)
         if session is not None and not session.closed:
             await session.close()
-    return Identity(external_id=str(data.get("team_id") or ""), name=str(data.get("team") or ""),
-                    bot_user_id=data.get("user_id"), enterprise_id=data.get("enterprise_id") or None)
+    return Identity(
+        external_id=str(data.get("team_id") or ""),
+        name=str(data.get("team") or ""),
+        bot_user_id=data.get("user_id"),
+        enterprise_id=data.get("enterprise_id") or None,
+    )
 
 
 #: Each team's default API budget. Slack limits each Web API method per workspace per app;
@@ -95,7 +100,10 @@ SOURCE = Source(
     # conversations.history call per channel (Tier 3, or 1/min outside the Marketplace).
     reconcile_by_default=False,
     audiences=True,  # each document's conversation kind and members (docs/slack.md, "Audience")
-    audience_labels={"public_channel": "Slack public channel",
-                     "private_channel": "Slack private channel", "mpim": "Slack group DM",
-                     "im": "Slack DM"},
+    audience_labels={
+        "public_channel": "Slack public channel",
+        "private_channel": "Slack private channel",
+        "mpim": "Slack group DM",
+        "im": "Slack DM",
+    },
 )

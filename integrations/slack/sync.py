@@ -100,8 +100,9 @@ class SlackSyncer:
         self.audiences = AudienceKeeper(self.client, settings.slack_audience_max_age_seconds)
         self.backfill = SlackBackfill(self.client, audiences=self.audiences)
 
-    async def backfill_page(self, cursor: str | None, context: SyncContext, *,
-                            newest_first: bool = False) -> BackfillPage:
+    async def backfill_page(
+        self, cursor: str | None, context: SyncContext, *, newest_first: bool = False
+    ) -> BackfillPage:
         """One page of the conversations the bot is in
         (:meth:`~integrations.slack.backfill.SlackBackfill.backfill_page`)."""
         return await self.backfill.backfill_page(cursor, context, newest_first=newest_first)
@@ -161,7 +162,8 @@ class SlackSyncer:
         except _ChannelGone as gone:
             raise PermanentError(
                 f"Slack {gone.method}: channel_not_found for {channel} (deleted, or the app is "
-                "not in it): its member list was not refreshed") from None
+                "not in it): its member list was not refreshed"
+            ) from None
         return SyncResult()
 
 
@@ -180,8 +182,7 @@ class _ChannelSync:
         self.call = call
         self.job = job
         self.channel = job.source_page_id
-        self.own_ids = own_ids(syncer.settings,
-                               job.payload if isinstance(job.payload, dict) else None)
+        self.own_ids = own_ids(syncer.settings, job.payload if isinstance(job.payload, dict) else None)
         self.state: dict[str, Any] = {}
         #: The conversation's audience, set on every document this run writes.
         self.audience: Audience | None = None
@@ -229,7 +230,8 @@ class _ChannelSync:
             await self._save()
         except _ChannelGone as gone:
             marked = await self.store.mark_page_deleted(
-                SOURCE_TYPE, self.channel, why=f"answered channel_not_found ({gone.method})")
+                SOURCE_TYPE, self.channel, why=f"answered channel_not_found ({gone.method})"
+            )
             await self.store.set_state(SOURCE_TYPE, self.channel, {})
             raise PermanentError(
                 f"Slack {gone.method}: channel_not_found for {self.channel} (deleted, or the app "
@@ -308,8 +310,9 @@ class _ChannelSync:
             self.written += 1
 
     async def _mark_deleted(self, thread_ts: str) -> None:
-        marked = await self.store.mark_deleted(SOURCE_TYPE, [f"{self.channel}/{thread_ts}"],
-                                               why="were deleted in Slack")
+        marked = await self.store.mark_deleted(
+            SOURCE_TYPE, [f"{self.channel}/{thread_ts}"], why="were deleted in Slack"
+        )
         self.deleted += len(marked)
         self.threads.pop(thread_ts, None)
         self.state["files"].pop(thread_ts, None)
@@ -348,9 +351,7 @@ class _ChannelSync:
         lookback = self.syncer.lookback_seconds
         if resume:
             scan = dict(self.state["scan"] or {})
-            oldest, latest, top = _str(scan.get("oldest")), _str(scan.get("latest")), _str(
-                scan.get("top")
-            )
+            oldest, latest, top = _str(scan.get("oldest")), _str(scan.get("latest")), _str(scan.get("top"))
         else:
             wm = self.state["watermark"]
             oldest = _ts_minus(wm, lookback) if wm else None
@@ -368,9 +369,7 @@ class _ChannelSync:
             )
             assert data is not None
             messages = [
-                m
-                for m in data.get("messages") or []
-                if isinstance(m, dict) and isinstance(m.get("ts"), str)
+                m for m in data.get("messages") or [] if isinstance(m, dict) and isinstance(m.get("ts"), str)
             ]
             next_cursor = (data.get("response_metadata") or {}).get("next_cursor") or None
             more = bool(data.get("has_more")) and next_cursor is not None and bool(messages)
@@ -379,9 +378,7 @@ class _ChannelSync:
             await self._process_page(messages, horizon)
             page_min = min((m["ts"] for m in messages), key=_ts_key) if messages else None
             lower = page_min if more else oldest
-            await self._detect_vanished(
-                {m["ts"] for m in messages}, lower, lower_inclusive=more, upper=upper
-            )
+            await self._detect_vanished({m["ts"] for m in messages}, lower, lower_inclusive=more, upper=upper)
             if more:
                 self.state["scan"] = {"oldest": oldest, "latest": page_min, "top": top}
                 await self._save()

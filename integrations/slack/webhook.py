@@ -71,13 +71,11 @@ class SlackWebhooks:
 
     source_type = "slack"
 
-    def __init__(self, settings: SlackSettings, *,
-                 clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, settings: SlackSettings, *, clock: Callable[[], float] | None = None) -> None:
         self.settings = settings
         self._clock: Clock = _FnClock(clock) if clock is not None else Clock()
         secret = settings.slack_signing_secret
-        self._verifier = (SignatureVerifier(secret, clock=self._clock)
-                          if secret and secret.strip() else None)
+        self._verifier = SignatureVerifier(secret, clock=self._clock) if secret and secret.strip() else None
 
     def parse_webhook(self, headers: Mapping[str, str], body: bytes) -> WebhookResult:
         """Verify and map one Events API delivery (no I/O).
@@ -121,9 +119,7 @@ class SlackWebhooks:
         if kind == "url_verification":
             challenge = envelope.get("challenge")
             if not isinstance(challenge, str):
-                raise WebhookError(
-                    400, "malformed_body", "url_verification without a string 'challenge'"
-                )
+                raise WebhookError(400, "malformed_body", "url_verification without a string 'challenge'")
             return WebhookResult(reply={"challenge": challenge}, note="url_verification")
         if kind == "app_rate_limited":
             return WebhookResult(
@@ -163,18 +159,24 @@ class SlackWebhooks:
         try:
             sent = int(timestamp.strip())
         except ValueError:
-            return WebhookError(401, "invalid_timestamp",
-                                f"X-Slack-Request-Timestamp must be Unix seconds, got {timestamp[:40]!r}")
+            return WebhookError(
+                401,
+                "invalid_timestamp",
+                f"X-Slack-Request-Timestamp must be Unix seconds, got {timestamp[:40]!r}",
+            )
         age = self._clock.now() - sent
         if abs(age) > SIGNATURE_MAX_AGE_SECONDS:
             return WebhookError(
-                401, "stale_timestamp",
+                401,
+                "stale_timestamp",
                 f"request timestamp is {abs(age):.0f} s from now; Slack requests more than "
                 f"{SIGNATURE_MAX_AGE_SECONDS // 60} minutes old are refused (replay protection)",
             )
         return WebhookError(
-            401, "invalid_signature",
-            "X-Slack-Signature does not match the body signed with SLACK_SIGNING_SECRET")
+            401,
+            "invalid_signature",
+            "X-Slack-Signature does not match the body signed with SLACK_SIGNING_SECRET",
+        )
 
     def _event_callback(self, envelope: dict[str, Any]) -> WebhookResult:
         event = envelope.get("event")
@@ -189,9 +191,12 @@ class SlackWebhooks:
             # https://docs.slack.dev/reference/events/app_uninstalled, .../tokens_revoked
             if event_type == "tokens_revoked" and not _bot_tokens_revoked(event):
                 return WebhookResult(note="tokens_revoked for user tokens only: nothing to do")
-            return WebhookResult(note=f"{event_type} for team {team}", revoked_workspace=team,
-                                 warning=f"Slack says the app lost team {team} ({event_type}): "
-                                         "the workspace is marked revoked until re-installed")
+            return WebhookResult(
+                note=f"{event_type} for team {team}",
+                revoked_workspace=team,
+                warning=f"Slack says the app lost team {team} ({event_type}): "
+                "the workspace is marked revoked until re-installed",
+            )
         if event_type in MEMBER_EVENTS:
             return self._member_event(envelope, event, event_id, team, enterprise)
         if event_type != "message":
@@ -206,11 +211,18 @@ class SlackWebhooks:
         own = self._own_author(envelope, event)
         if own is not None:
             return WebhookResult(note=f"ignored message posted by our own bot {own}")
-        return WebhookResult(events=[PageEvent(channel, event_id, envelope, workspace=team,
-                                               enterprise=enterprise)])
+        return WebhookResult(
+            events=[PageEvent(channel, event_id, envelope, workspace=team, enterprise=enterprise)]
+        )
 
-    def _member_event(self, envelope: dict[str, Any], event: Mapping[str, Any], event_id: str,
-                      team: str | None, enterprise: str | None) -> WebhookResult:
+    def _member_event(
+        self,
+        envelope: dict[str, Any],
+        event: Mapping[str, Any],
+        event_id: str,
+        team: str | None,
+        enterprise: str | None,
+    ) -> WebhookResult:
         """``member_joined_channel`` / ``member_left_channel``
         (https://docs.slack.dev/reference/events/member_joined_channel, ``…/member_left_channel``:
         ``user``, ``channel``, ``channel_type`` — one letter, not the kind —, ``team``): a job
@@ -219,14 +231,13 @@ class SlackWebhooks:
         conversation itself (its history is new to us; event id ``<event_id>/history``)."""
         channel = event.get("channel")
         if not isinstance(channel, str) or not channel:
-            raise WebhookError(400, "malformed_body",
-                               f"{event.get('type')} event without 'event.channel'")
-        events = [PageEvent(members_key(channel), event_id, envelope, workspace=team,
-                            enterprise=enterprise)]
+            raise WebhookError(400, "malformed_body", f"{event.get('type')} event without 'event.channel'")
+        events = [PageEvent(members_key(channel), event_id, envelope, workspace=team, enterprise=enterprise)]
         user = _str(event.get("user"))
         if event.get("type") == "member_joined_channel" and user in self._own_ids(envelope):
-            events.append(PageEvent(channel, f"{event_id}/history", envelope, workspace=team,
-                                    enterprise=enterprise))
+            events.append(
+                PageEvent(channel, f"{event_id}/history", envelope, workspace=team, enterprise=enterprise)
+            )
         return WebhookResult(events=events)
 
     def _own_ids(self, envelope: Mapping[str, Any] | None = None) -> set[str]:

@@ -33,26 +33,39 @@ class VersionedIntegration:
         self.rng = random.Random(os.getpid())
 
     async def _log(self, store: DocumentStore, job: SyncJob, version: int, landed: bool) -> None:
-        await fetch_one(store.db,
-                        "insert into sync_log (job_id, page, version, landed, started_revision) "
-                        "values (%(job)s, %(page)s, %(version)s, %(landed)s, %(rev)s)",
-                        {"job": job.id, "page": job.source_page_id, "version": version,
-                         "landed": landed, "rev": job.claimed_revision})
+        await fetch_one(
+            store.db,
+            "insert into sync_log (job_id, page, version, landed, started_revision) "
+            "values (%(job)s, %(page)s, %(version)s, %(landed)s, %(rev)s)",
+            {
+                "job": job.id,
+                "page": job.source_page_id,
+                "version": version,
+                "landed": landed,
+                "rev": job.claimed_revision,
+            },
+        )
 
     async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
         store = context.store
         assert isinstance(store, DocumentStore)  # the worker's, fenced by the claim
-        row = await fetch_one(store.db, "select version from api_pages where page = %(p)s",
-                              {"p": job.source_page_id})
+        row = await fetch_one(
+            store.db, "select version from api_pages where page = %(p)s", {"p": job.source_page_id}
+        )
         version = int(row["version"]) if row else 0
         await asyncio.sleep(self.rng.uniform(0, 0.02))  # the API's latency
         if self.rng.random() < FAIL_RATE:
             raise ConnectionError("simulated transient API failure")
         try:
-            await store.upsert(Document(
-                source_type="versioned", document_id=job.source_page_id,
-                source_page_id=job.source_page_id, title=job.source_page_id,
-                content=f"v{version}"))
+            await store.upsert(
+                Document(
+                    source_type="versioned",
+                    document_id=job.source_page_id,
+                    source_page_id=job.source_page_id,
+                    title=job.source_page_id,
+                    content=f"v{version}",
+                )
+            )
         except LeaseLost:
             await self._log(store, job, version, False)
             raise

@@ -68,14 +68,21 @@ class DashboardSessions:
     """ASGI middleware: Starlette's ``SessionMiddleware`` with the cookie's ``Secure`` flag
     chosen per request (HTTPS, or always when ``force_secure``); see the module docstring."""
 
-    def __init__(self, app: ASGIApp, *, admin_token: str | None, path: str = "/admin",
-                 force_secure: bool = False) -> None:
+    def __init__(
+        self, app: ASGIApp, *, admin_token: str | None, path: str = "/admin", force_secure: bool = False
+    ) -> None:
         key = session_key(admin_token)
 
         def sessions(https_only: bool) -> SessionMiddleware:
-            return SessionMiddleware(app, secret_key=key, session_cookie=SESSION_COOKIE,
-                                     max_age=SESSION_MAX_AGE, path=path, same_site="strict",
-                                     https_only=https_only)
+            return SessionMiddleware(
+                app,
+                secret_key=key,
+                session_cookie=SESSION_COOKIE,
+                max_age=SESSION_MAX_AGE,
+                path=path,
+                same_site="strict",
+                https_only=https_only,
+            )
 
         self.secure = sessions(True)
         self.plain = sessions(False)
@@ -95,10 +102,13 @@ def admin_enabled(request: Request) -> WebState:
     """
     state = web_state(request)
     if not state.settings.admin_token:
-        raise ApiError(503, "admin_disabled",
-                       "The dashboard is disabled because no admin token is configured. Set "
-                       "DEBOUNCE_ADMIN_TOKEN in the web process's environment and restart it, "
-                       "then sign in here with that token.")
+        raise ApiError(
+            503,
+            "admin_disabled",
+            "The dashboard is disabled because no admin token is configured. Set "
+            "DEBOUNCE_ADMIN_TOKEN in the web process's environment and restart it, "
+            "then sign in here with that token.",
+        )
     return state
 
 
@@ -140,8 +150,9 @@ async def _form(request: Request) -> dict[str, str]:
             raise ApiError(413, "payload_too_large", f"a form is at most {MAX_FORM_BYTES} bytes")
     if kind != "application/x-www-form-urlencoded":
         return {}
-    pairs = parse_qsl(body.decode("latin-1"), keep_blank_values=True, max_num_fields=50,
-                      encoding="utf-8", errors="replace")
+    pairs = parse_qsl(
+        body.decode("latin-1"), keep_blank_values=True, max_num_fields=50, encoding="utf-8", errors="replace"
+    )
     return dict(pairs)
 
 
@@ -154,11 +165,18 @@ async def checked_form(request: Request) -> dict[str, str]:
     form = await _form(request)
     expected = request.session.get("csrf")
     given = form.get("csrf_token", "")
-    if not isinstance(expected, str) or not expected or not given or not hmac.compare_digest(
-        given.encode("utf-8", "replace"), expected.encode("utf-8")
+    if (
+        not isinstance(expected, str)
+        or not expected
+        or not given
+        or not hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8"))
     ):
-        raise ApiError(403, "csrf", "This form is missing its CSRF token, or the token belongs to "
-                       "another session. Reload the page and try again.")
+        raise ApiError(
+            403,
+            "csrf",
+            "This form is missing its CSRF token, or the token belongs to "
+            "another session. Reload the page and try again.",
+        )
     return form
 
 
@@ -166,8 +184,13 @@ def safe_next(request: Request, value: str | None) -> str:
     """``value`` when it is a path under the dashboard (no scheme, host or ``//``), else the
     overview: where to go after signing in or after an action (no open redirect)."""
     base = base_path(request)
-    if (value and value.startswith(base + "/") and "//" not in value and "\\" not in value
-            and not any(ord(c) < 32 for c in value)):
+    if (
+        value
+        and value.startswith(base + "/")
+        and "//" not in value
+        and "\\" not in value
+        and not any(ord(c) < 32 for c in value)
+    ):
         return value
     return base + "/"
 
@@ -176,8 +199,9 @@ async def login_form(request: Request) -> Response:
     """``GET /admin/login``: the sign-in form (503 page while the dashboard is disabled)."""
     admin_enabled(request)
     ensure_csrf(request)
-    return page(request, "login.html", {"next": safe_next(request, request.query_params.get("next")),
-                                         "error": None})
+    return page(
+        request, "login.html", {"next": safe_next(request, request.query_params.get("next")), "error": None}
+    )
 
 
 async def login(request: Request) -> Response:
@@ -190,9 +214,12 @@ async def login(request: Request) -> Response:
     assert expected
     token = form.get("token", "").strip()
     if not token or not hmac.compare_digest(token.encode("utf-8", "replace"), expected.encode()):
-        return page(request, "login.html",
-                    {"next": safe_next(request, form.get("next")), "error": "Wrong admin token."},
-                    status=401)
+        return page(
+            request,
+            "login.html",
+            {"next": safe_next(request, form.get("next")), "error": "Wrong admin token."},
+            status=401,
+        )
     request.session.clear()
     request.session["auth"] = True
     ensure_csrf(request)
@@ -207,4 +234,3 @@ async def logout(request: Request) -> Response:
     request.session.clear()
     flash(request, "ok", "Signed out.")
     return RedirectResponse(f"{base_path(request)}/login", status_code=303)
-

@@ -96,16 +96,27 @@ async def overview(db: Db, source_types: list[str], *, now: datetime | None = No
     recent: dict[str, Recent] = {}
     total = Recent()
     for r in rows:
-        value = Recent(completed=int(r["completed"]), failed=int(r["failed"]),
-                       lag_p50_seconds=r["lag_p50_seconds"], lag_p95_seconds=r["lag_p95_seconds"],
-                       lag_max_seconds=r["lag_max_seconds"])
+        value = Recent(
+            completed=int(r["completed"]),
+            failed=int(r["failed"]),
+            lag_p50_seconds=r["lag_p50_seconds"],
+            lag_p95_seconds=r["lag_p95_seconds"],
+            lag_max_seconds=r["lag_max_seconds"],
+        )
         if r["source_type"] is None:
             total = value
         else:
             recent[r["source_type"]] = value
-    return Overview(counts=counts, totals=dict(stats["totals"]), oldest_due_age_seconds=ages,
-                    overall_due_age=float(stats["oldest_due_age_seconds"]), recent=recent,
-                    recent_total=total, window_seconds=RECENT_SECONDS, states=states)
+    return Overview(
+        counts=counts,
+        totals=dict(stats["totals"]),
+        oldest_due_age_seconds=ages,
+        overall_due_age=float(stats["oldest_due_age_seconds"]),
+        recent=recent,
+        recent_total=total,
+        window_seconds=RECENT_SECONDS,
+        states=states,
+    )
 
 
 @dataclass(frozen=True)
@@ -119,9 +130,15 @@ class JobList:
 
 
 async def list_jobs(
-    db: Db, *, status: str | None = None, source_type: str | None = None,
-    source_page_id: str | None = None, workspace_id: int | None = None,
-    finished_within: float | None = None, cursor: int | None = None, limit: int = 50,
+    db: Db,
+    *,
+    status: str | None = None,
+    source_type: str | None = None,
+    source_page_id: str | None = None,
+    workspace_id: int | None = None,
+    finished_within: float | None = None,
+    cursor: int | None = None,
+    limit: int = 50,
     now: datetime | None = None,
 ) -> JobList:
     """Jobs newest first, each filter ``None`` for any: in state ``status``, of
@@ -129,14 +146,23 @@ async def list_jobs(
     the last ``finished_within`` seconds (as the Sources page counts "completed"), before the
     job id ``cursor``. The caller checks the values (the dashboard's handlers do)."""
     rows = await activity.list_jobs(
-        db, status=status, source_type=source_type, source_page_id=source_page_id,
-        workspace_id=workspace_id, finished_within=finished_within, cursor=cursor,
-        limit=limit + 1, now=now)
+        db,
+        status=status,
+        source_type=source_type,
+        source_page_id=source_page_id,
+        workspace_id=workspace_id,
+        finished_within=finished_within,
+        cursor=cursor,
+        limit=limit + 1,
+        now=now,
+    )
     jobs = [SyncJob.from_row(r) for r in rows[:limit]]
-    names = {int(r["workspace_id"]): r["workspace_name"] or "(unnamed)" for r in rows[:limit]
-             if r["workspace_id"] is not None}
-    return JobList(jobs=jobs, workspace_names=names,
-                   next_cursor=jobs[-1].id if len(rows) > limit else None)
+    names = {
+        int(r["workspace_id"]): r["workspace_name"] or "(unnamed)"
+        for r in rows[:limit]
+        if r["workspace_id"] is not None
+    }
+    return JobList(jobs=jobs, workspace_names=names, next_cursor=jobs[-1].id if len(rows) > limit else None)
 
 
 async def workspace_name(db: Db, workspace_id: int) -> tuple[str, str] | None:
@@ -155,15 +181,27 @@ class DocumentPage:
 
 
 async def list_documents(
-    db: Db, *, source_type: str | None, title: str | None, cursor: int | None, limit: int = 50,
-    workspace_id: int | None = None, state: str | None = None,
+    db: Db,
+    *,
+    source_type: str | None,
+    title: str | None,
+    cursor: int | None,
+    limit: int = 50,
+    workspace_id: int | None = None,
+    state: str | None = None,
 ) -> DocumentPage:
     """Documents without their content, newest first: of ``source_type`` and of workspace
     ``workspace_id``, ``state`` "live" or "deleted" (marked deleted), whose title contains
     ``title`` case-insensitively (each ``None``: any), before the row id ``cursor``."""
     rows = await reads.browse_documents(
-        db, source_type=source_type, title=title, cursor=cursor, limit=limit + 1,
-        workspace_id=workspace_id, state=state)
+        db,
+        source_type=source_type,
+        title=title,
+        cursor=cursor,
+        limit=limit + 1,
+        workspace_id=workspace_id,
+        state=state,
+    )
     docs = [_row(r) for r in rows[:limit]]
     return DocumentPage(documents=docs, next_cursor=docs[-1]["id"] if len(rows) > limit else None)
 

@@ -34,10 +34,11 @@ async def resolve(request: Request) -> Response:
     except deletions.HoldNotOpen as exc:
         flash(request, "error", f"Nothing done: {exc}.")
     else:
-        log.warning("held deletions %s (dashboard)", hold.status,
-                    extra={"hold_id": hold.id, "workspace_id": hold.workspace_id,
-                           "documents": hold.resolved})
+        log.warning(
+            "held deletions %s (dashboard)",
+            hold.status,
+            extra={"hold_id": hold.id, "workspace_id": hold.workspace_id, "documents": hold.resolved},
+        )
         verb = "deleted" if hold.status == "applied" else "kept"
-        flash(request, "ok", f"Hold {hold.id} {hold.status}: {hold.resolved or 0} document(s) "
-                             f"{verb}.")
+        flash(request, "ok", f"Hold {hold.id} {hold.status}: {hold.resolved or 0} document(s) {verb}.")
     return RedirectResponse(back, status_code=303)

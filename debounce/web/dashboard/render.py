@@ -111,8 +111,14 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, window=_window,
-                       seconds_param=_seconds_param, pretty_json=_pretty_json)
+    env.filters.update(
+        ts=_ts,
+        ago=_ago,
+        seconds=_seconds,
+        window=_window,
+        seconds_param=_seconds_param,
+        pretty_json=_pretty_json,
+    )
     return env
 
 
@@ -168,17 +174,29 @@ async def login_required(request: Request, exc: Exception) -> Response:
     return RedirectResponse(str(url.include_query_params(next=exc.next_path)), status_code=303)
 
 
-_TITLES = {400: "Bad request", 401: "Not signed in", 403: "Forbidden", 404: "Not found",
-           405: "Method not allowed", 409: "Conflict", 413: "Too large",
-           500: "Internal error", 503: "Unavailable"}
+_TITLES = {
+    400: "Bad request",
+    401: "Not signed in",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    413: "Too large",
+    500: "Internal error",
+    503: "Unavailable",
+}
 
 
-def error_page(request: Request, status: int, detail: str,
-               headers: Mapping[str, str] | None = None) -> Response:
+def error_page(
+    request: Request, status: int, detail: str, headers: Mapping[str, str] | None = None
+) -> Response:
     """The HTML error page: ``status`` with its title and ``detail`` (escaped)."""
-    response = page(request, "error.html",
-                    {"status": status, "title": _TITLES.get(status, "Error"), "detail": detail},
-                    status=status)
+    response = page(
+        request,
+        "error.html",
+        {"status": status, "title": _TITLES.get(status, "Error"), "detail": detail},
+        status=status,
+    )
     for key, value in (headers or {}).items():
         response.headers[key] = value
     return response
@@ -206,8 +224,9 @@ async def html_server_error(request: Request, exc: Exception) -> Response:
     except (ValueError, KeyError, TypeError):
         detail = "unexpected error; see the service log"
     retry_after = mapped.headers.get("retry-after")
-    return error_page(request, mapped.status_code, detail,
-                      {"Retry-After": retry_after} if retry_after else None)
+    return error_page(
+        request, mapped.status_code, detail, {"Retry-After": retry_after} if retry_after else None
+    )
 
 
 class SecurityHeaders:
@@ -224,8 +243,9 @@ class SecurityHeaders:
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {k.lower() for k, _ in message.get("headers", [])}
-                extra = [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()
-                         if k.encode() not in present]
+                extra = [
+                    (k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items() if k.encode() not in present
+                ]
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 

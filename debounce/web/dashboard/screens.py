@@ -126,12 +126,19 @@ async def _workspace_param(request: Request, state: WebState) -> _Workspace | No
         return None
     value = _row_id(raw)
     if value is None:
-        raise ApiError(400, "bad_request", f"workspace must be a workspace's numeric id (1 or "
-                       f"more: the id column of `debounce workspaces list`), got {raw[:40]!r}")
+        raise ApiError(
+            400,
+            "bad_request",
+            f"workspace must be a workspace's numeric id (1 or "
+            f"more: the id column of `debounce workspaces list`), got {raw[:40]!r}",
+        )
     found = await data.workspace_name(state.read_db, value)
     if found is None:
-        raise ApiError(404, "not_found", f"no workspace {value} (the Sources page and "
-                       "`debounce workspaces list` show the connected ones)")
+        raise ApiError(
+            404,
+            "not_found",
+            f"no workspace {value} (the Sources page and `debounce workspaces list` show the connected ones)",
+        )
     return _Workspace(value, *found)
 
 
@@ -148,8 +155,7 @@ def _seconds_param(request: Request, name: str) -> float | None:
     if not raw:
         return None
     if not _SECONDS.fullmatch(raw) or float(raw) <= 0:
-        raise ApiError(400, "bad_request",
-                       f"{name} must be a number of seconds above 0, got {raw[:40]!r}")
+        raise ApiError(400, "bad_request", f"{name} must be a number of seconds above 0, got {raw[:40]!r}")
     return float(raw)
 
 
@@ -164,8 +170,9 @@ async def overview(request: Request) -> Response:
     state = signed_in(request)
     view = await data.overview(state.read_db, _source_names(state))
     held = await deletions.list_holds(state.read_db)
-    return page(request, "overview.html", {"nav": "overview", "o": view, "holds": held,
-                                            "here": request.url.path})
+    return page(
+        request, "overview.html", {"nav": "overview", "o": view, "holds": held, "here": request.url.path}
+    )
 
 
 async def sources(request: Request) -> Response:
@@ -183,9 +190,9 @@ async def sources(request: Request) -> Response:
         else:
             configured[name] = (source.signing_secret(state.settings) is not None, source.secret_env())
     retention = state.settings.job_retention_seconds
-    views = await ws_data.source_views(state.read_db, configured,
-                                       budgets=state.settings.source_budgets(),
-                                       completed_window_seconds=retention)
+    views = await ws_data.source_views(
+        state.read_db, configured, budgets=state.settings.source_budgets(), completed_window_seconds=retention
+    )
     return page(request, "sources.html", {"nav": "sources", "sources": views})
 
 
@@ -197,8 +204,11 @@ async def jobs(request: Request) -> Response:
     params = request.query_params
     status = params.get("status", "").strip() or None
     if status is not None and status not in {s.value for s in JobStatus}:
-        raise ApiError(400, "bad_request", f"unknown job status {status!r} (expected one of: "
-                       f"{', '.join(s.value for s in JobStatus)})")
+        raise ApiError(
+            400,
+            "bad_request",
+            f"unknown job status {status!r} (expected one of: {', '.join(s.value for s in JobStatus)})",
+        )
     source = _text_param(request, "source")
     page_id = _text_param(request, "page_id")
     within = _seconds_param(request, "finished_within")
@@ -206,21 +216,41 @@ async def jobs(request: Request) -> Response:
     if cursor == 0:
         raise ApiError(400, "bad_request", "cursor must be a job id (1 or more)")
     workspace = await _workspace_param(request, state)
-    result = await data.list_jobs(state.read_db, status=status, source_type=source,
-                                  source_page_id=page_id,
-                                  workspace_id=workspace.id if workspace else None,
-                                  finished_within=within, limit=PAGE_SIZE, cursor=cursor)
-    filters = {"status": status or "", "source": source or "", "page_id": page_id or "",
-               "workspace": str(workspace.id) if workspace else "",
-               "finished_within": params.get("finished_within", "").strip() if within else ""}
-    return page(request, "jobs.html", {
-        "nav": "jobs", "jobs": result.jobs, "workspace_names": result.workspace_names,
-        "next_cursor": result.next_cursor, "filters": filters, "workspace": workspace,
-        "finished_within": within, "query": urlencode({k: v for k, v in filters.items() if v}),
-        "paged": cursor is not None,
-        "states": [s.value for s in JobStatus], "source_names": _source_names(state),
-        "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
-    })
+    result = await data.list_jobs(
+        state.read_db,
+        status=status,
+        source_type=source,
+        source_page_id=page_id,
+        workspace_id=workspace.id if workspace else None,
+        finished_within=within,
+        limit=PAGE_SIZE,
+        cursor=cursor,
+    )
+    filters = {
+        "status": status or "",
+        "source": source or "",
+        "page_id": page_id or "",
+        "workspace": str(workspace.id) if workspace else "",
+        "finished_within": params.get("finished_within", "").strip() if within else "",
+    }
+    return page(
+        request,
+        "jobs.html",
+        {
+            "nav": "jobs",
+            "jobs": result.jobs,
+            "workspace_names": result.workspace_names,
+            "next_cursor": result.next_cursor,
+            "filters": filters,
+            "workspace": workspace,
+            "finished_within": within,
+            "query": urlencode({k: v for k, v in filters.items() if v}),
+            "paged": cursor is not None,
+            "states": [s.value for s in JobStatus],
+            "source_names": _source_names(state),
+            "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        },
+    )
 
 
 async def job(request: Request) -> Response:
@@ -233,11 +263,22 @@ async def job(request: Request) -> Response:
     if found is None:
         raise ApiError(404, "not_found", f"no job {job_id}")
     documents = await data.page_documents(state.read_db, found.source_type, found.source_page_id)
-    owner = (await workspaces.list_workspaces(state.read_db, found.workspace_id)
-             if found.workspace_id is not None else [])
-    return page(request, "job.html", {"nav": "jobs", "job": found, "documents": documents,
-                                       "workspace": owner[0] if owner else None,
-                                       "here": request.url.path})
+    owner = (
+        await workspaces.list_workspaces(state.read_db, found.workspace_id)
+        if found.workspace_id is not None
+        else []
+    )
+    return page(
+        request,
+        "job.html",
+        {
+            "nav": "jobs",
+            "job": found,
+            "documents": documents,
+            "workspace": owner[0] if owner else None,
+            "here": request.url.path,
+        },
+    )
 
 
 async def retry(request: Request) -> Response:
@@ -255,8 +296,11 @@ async def retry(request: Request) -> Response:
         flash(request, "error", f"Not retried: {exc}.")
     else:
         log.info("manual retry (dashboard)", extra=done.log_fields())
-        flash(request, "ok", f"Job {done.id} ({done.source_type}/{done.source_page_id}) is "
-                             "pending again, due now.")
+        flash(
+            request,
+            "ok",
+            f"Job {done.id} ({done.source_type}/{done.source_page_id}) is pending again, due now.",
+        )
     return RedirectResponse(back, status_code=303)
 
 
@@ -280,8 +324,7 @@ async def resync(request: Request) -> Response:
     log.info("manual re-sync requested (dashboard)", extra=done.log_fields())
     flash(request, "ok", f"Re-sync of {source}/{page_id} requested: job {done.id} is due now.")
     default = f"{base_path(request)}/jobs/{done.id}"
-    return RedirectResponse(safe_next(request, form.get("back") or default),
-                            status_code=303)
+    return RedirectResponse(safe_next(request, form.get("back") or default), status_code=303)
 
 
 async def workspace(request: Request) -> Response:
@@ -291,17 +334,32 @@ async def workspace(request: Request) -> Response:
     last sync, its newest jobs — and its backfill button."""
     state = signed_in(request)
     workspace_id = _path_id(request, "workspace_id", "workspace")
-    view = await ws_data.workspace_view(state.read_db, workspace_id,
-                                        budgets=state.settings.source_budgets(),
-                                        completed_window_seconds=state.settings.job_retention_seconds)
+    view = await ws_data.workspace_view(
+        state.read_db,
+        workspace_id,
+        budgets=state.settings.source_budgets(),
+        completed_window_seconds=state.settings.job_retention_seconds,
+    )
     if view is None:
-        raise ApiError(404, "not_found", f"no workspace {workspace_id} (the Sources page and "
-                       "`debounce workspaces list` show the connected ones)")
+        raise ApiError(
+            404,
+            "not_found",
+            f"no workspace {workspace_id} (the Sources page and "
+            "`debounce workspaces list` show the connected ones)",
+        )
     recent = await data.list_jobs(state.read_db, workspace_id=workspace_id, limit=RECENT_JOBS)
-    return page(request, "workspace.html", {
-        "nav": "sources", "w": view, "jobs": recent.jobs, "more_jobs": recent.next_cursor,
-        "window": state.settings.job_retention_seconds, "here": request.url.path,
-    })
+    return page(
+        request,
+        "workspace.html",
+        {
+            "nav": "sources",
+            "w": view,
+            "jobs": recent.jobs,
+            "more_jobs": recent.next_cursor,
+            "window": state.settings.job_retention_seconds,
+            "here": request.url.path,
+        },
+    )
 
 
 async def backfill(request: Request) -> Response:
@@ -325,13 +383,22 @@ async def backfill(request: Request) -> Response:
         if started is None:
             raise ApiError(404, "not_found", f"workspace {workspace_id} is removed")
         fresh = bool(started.get("inserted"))
-        log.info("backfill of workspace %d %s (dashboard)", workspace_id,
-                 "requested" if fresh else "already running")
+        log.info(
+            "backfill of workspace %d %s (dashboard)",
+            workspace_id,
+            "requested" if fresh else "already running",
+        )
         blocked = rows[0].get("credentials_error")
-        flash(request, "error" if blocked else "ok",
-              f"Backfill of workspace {named} {'started' if fresh else 'already running'}: "
-              + (f"it waits, as the workspace's jobs do, because {blocked}." if blocked else
-                 "a worker lists the workspace and syncs what is missing."))
+        flash(
+            request,
+            "error" if blocked else "ok",
+            f"Backfill of workspace {named} {'started' if fresh else 'already running'}: "
+            + (
+                f"it waits, as the workspace's jobs do, because {blocked}."
+                if blocked
+                else "a worker lists the workspace and syncs what is missing."
+            ),
+        )
     return RedirectResponse(back, status_code=303)
 
 
@@ -344,23 +411,45 @@ async def documents(request: Request) -> Response:
     title = _text_param(request, "q")
     shown = request.query_params.get("state", "").strip() or None
     if shown not in (None, *DOCUMENT_STATES):
-        raise ApiError(400, "bad_request", f"unknown document state {shown[:40]!r} (expected "
-                       f"one of: {', '.join(DOCUMENT_STATES)})")
+        raise ApiError(
+            400,
+            "bad_request",
+            f"unknown document state {shown[:40]!r} (expected one of: {', '.join(DOCUMENT_STATES)})",
+        )
     cursor = int_param(request.query_params.get("cursor"), "cursor")
     if cursor == 0:
         raise ApiError(400, "bad_request", "cursor must be a document id (1 or more)")
     workspace = await _workspace_param(request, state)
-    result = await data.list_documents(state.read_db, source_type=source, title=title, cursor=cursor,
-                                       limit=PAGE_SIZE, state=shown,
-                                       workspace_id=workspace.id if workspace else None)
-    filters = {"source": source or "", "workspace": str(workspace.id) if workspace else "",
-               "state": shown or "", "q": title or ""}
-    return page(request, "documents.html", {
-        "nav": "documents", "documents": result.documents, "next_cursor": result.next_cursor,
-        "filters": filters, "workspace": workspace, "paged": cursor is not None,
-        "query": urlencode({k: v for k, v in filters.items() if v}),
-        "source_names": _source_names(state), "document_states": DOCUMENT_STATES,
-    })
+    result = await data.list_documents(
+        state.read_db,
+        source_type=source,
+        title=title,
+        cursor=cursor,
+        limit=PAGE_SIZE,
+        state=shown,
+        workspace_id=workspace.id if workspace else None,
+    )
+    filters = {
+        "source": source or "",
+        "workspace": str(workspace.id) if workspace else "",
+        "state": shown or "",
+        "q": title or "",
+    }
+    return page(
+        request,
+        "documents.html",
+        {
+            "nav": "documents",
+            "documents": result.documents,
+            "next_cursor": result.next_cursor,
+            "filters": filters,
+            "workspace": workspace,
+            "paged": cursor is not None,
+            "query": urlencode({k: v for k, v in filters.items() if v}),
+            "source_names": _source_names(state),
+            "document_states": DOCUMENT_STATES,
+        },
+    )
 
 
 async def document(request: Request) -> Response:
@@ -372,9 +461,17 @@ async def document(request: Request) -> Response:
     if doc is None:
         raise ApiError(404, "not_found", f"no document {doc_id}")
     rendered = Markup(data.render_markdown(doc["content"]))  # html disabled: safe
-    return page(request, "document.html", {"nav": "documents", "doc": doc, "rendered": rendered,
-                                            "audience": audiences.describe(doc),
-                                            "here": request.url.path})
+    return page(
+        request,
+        "document.html",
+        {
+            "nav": "documents",
+            "doc": doc,
+            "rendered": rendered,
+            "audience": audiences.describe(doc),
+            "here": request.url.path,
+        },
+    )
 
 
 ROUTES = [
@@ -393,8 +490,7 @@ ROUTES = [
     Route("/documents/{doc_id}", document, methods=["GET"]),
     Route("/subscriptions", subscription_screens.subscriptions, methods=["GET"]),
     Route("/subscriptions", subscription_screens.add, methods=["POST"]),
-    Route("/subscriptions/{subscription_id}/{action}", subscription_screens.act,
-          methods=["POST"]),
+    Route("/subscriptions/{subscription_id}/{action}", subscription_screens.act, methods=["POST"]),
     Route("/holds/{hold_id}/{action}", holds.resolve, methods=["POST"]),
 ]
 
@@ -407,8 +503,12 @@ def mount(settings: Settings, state: WebState, path: str = "/admin") -> Mount:
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(ErrorBoundary, handler=html_server_error),
-            Middleware(DashboardSessions, admin_token=settings.admin_token, path=path,
-                       force_secure=settings.dashboard_secure_cookie),
+            Middleware(
+                DashboardSessions,
+                admin_token=settings.admin_token,
+                path=path,
+                force_secure=settings.dashboard_secure_cookie,
+            ),
         ],
         exception_handlers={HTTPException: html_error, LoginRequired: login_required},
     )

@@ -22,17 +22,29 @@ __all__ = ["ACTIONS", "act", "add", "subscriptions"]
 log = logging.getLogger("debounce.web")
 
 #: The actions of the page, with what each says when done.
-ACTIONS = {"disable": "disabled", "enable": "enabled: delivery goes on from where it stopped",
-           "replay": "replaying every change retained"}
+ACTIONS = {
+    "disable": "disabled",
+    "enable": "enabled: delivery goes on from where it stopped",
+    "replay": "replaying every change retained",
+}
 
 
 async def subscriptions(request: Request) -> Response:
     """``GET /admin/subscriptions``: every subscription with its state and lag."""
     state = signed_in(request)
     subs = await delivery.list_subscriptions(state.read_db)
-    return page(request, "subscriptions.html", {
-        "nav": "subscriptions", "subscriptions": subs, "sources": sorted(state.parsers),
-        "kinds": delivery.KINDS, "created": None, "secret": None})
+    return page(
+        request,
+        "subscriptions.html",
+        {
+            "nav": "subscriptions",
+            "subscriptions": subs,
+            "sources": sorted(state.parsers),
+            "kinds": delivery.KINDS,
+            "created": None,
+            "secret": None,
+        },
+    )
 
 
 async def add(request: Request) -> Response:
@@ -48,17 +60,31 @@ async def add(request: Request) -> Response:
             raise ValueError(f"unknown source {source!r}")
         start = await delivery.parse_start(state.db, form.get("start") or "head")
         sub, secret = await delivery.create(
-            state.db, form.get("url", "").strip(), start=start, source_type=source,
-            kinds=[kind] if kind else [], full_content=form.get("full_content") == "on",
-            description=form.get("description", "").strip()[:500])
+            state.db,
+            form.get("url", "").strip(),
+            start=start,
+            source_type=source,
+            kinds=[kind] if kind else [],
+            full_content=form.get("full_content") == "on",
+            description=form.get("description", "").strip()[:500],
+        )
     except ValueError as exc:
         flash(request, "error", f"Not added: {exc}.")
         return RedirectResponse(f"{base_path(request)}/subscriptions", status_code=303)
     log.info("subscription %d created for %s (dashboard)", sub.id, sub.url)
     subs = await delivery.list_subscriptions(state.db)
-    return page(request, "subscriptions.html", {
-        "nav": "subscriptions", "subscriptions": subs, "sources": sorted(state.parsers),
-        "kinds": delivery.KINDS, "created": sub, "secret": secret})
+    return page(
+        request,
+        "subscriptions.html",
+        {
+            "nav": "subscriptions",
+            "subscriptions": subs,
+            "sources": sorted(state.parsers),
+            "kinds": delivery.KINDS,
+            "created": sub,
+            "secret": secret,
+        },
+    )
 
 
 async def act(request: Request) -> Response:

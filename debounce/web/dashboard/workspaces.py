@@ -29,7 +29,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class WorkspaceView:
     """One workspace of a source: a connected workspace (``status`` active, paused,
@@ -103,8 +102,10 @@ def _budget_text(budget: dict[str, Any]) -> str:
     if not budget["per_minute"]:
         return "unmetered"
     origin = "source default" if budget["source_default"] else "set for this workspace"
-    return (f"{budget['per_minute']:g}/min, burst {budget['burst']:g} ({origin}); "
-            f"{budget['available']:g} available now")
+    return (
+        f"{budget['per_minute']:g}/min, burst {budget['burst']:g} ({origin}); "
+        f"{budget['available']:g} available now"
+    )
 
 
 _KIND_NAMES = {"backfill": "backfill", "reconcile": "reconciliation", "full_reconcile": "full reconciliation"}
@@ -120,12 +121,16 @@ def backfill_text(p: backfills.Progress | None) -> str | None:
     if p is None:
         return None
     kind = _KIND_NAMES.get(p.kind, p.kind)
-    text = (f"{kind} {p.status}: {p.discovered} listed = {p.current} current + {p.enqueued} "
-            f"to sync + {p.active} already had a job")
+    text = (
+        f"{kind} {p.status}: {p.discovered} listed = {p.current} current + {p.enqueued} "
+        f"to sync + {p.active} already had a job"
+    )
     if p.rechecks:
-        text += (f"; {p.rechecks} re-check (a document the listing no longer shows)"
-                 if p.rechecks == 1 else
-                 f"; {p.rechecks} re-checks (documents the listing no longer shows)")
+        text += (
+            f"; {p.rechecks} re-check (a document the listing no longer shows)"
+            if p.rechecks == 1
+            else f"; {p.rechecks} re-checks (documents the listing no longer shows)"
+        )
     text += f"; {p.synced} synced, {p.remaining} remaining"
     if p.eta_seconds:
         text += f", ETA {p.eta_seconds:.0f} s"
@@ -135,14 +140,22 @@ def backfill_text(p: backfills.Progress | None) -> str | None:
 async def _progress(db: Db, w: dict[str, Any]) -> backfills.Progress | None:
     sources = registry.sources()
     return await backfills.latest(
-        db, w["id"], per_minute=float(w["budget"]["per_minute"] or 0),
-        requests_per_page=(sources[w["source_type"]].requests_per_page
-                           if w["source_type"] in sources else 1.0))
+        db,
+        w["id"],
+        per_minute=float(w["budget"]["per_minute"] or 0),
+        requests_per_page=(
+            sources[w["source_type"]].requests_per_page if w["source_type"] in sources else 1.0
+        ),
+    )
 
 
 async def source_views(
-    db: Db, configured: dict[str, tuple[bool, str | None]], *, now: datetime | None = None,
-    budgets: dict[str, ApiBudget] | None = None, completed_window_seconds: float,
+    db: Db,
+    configured: dict[str, tuple[bool, str | None]],
+    *,
+    now: datetime | None = None,
+    budgets: dict[str, ApiBudget] | None = None,
+    completed_window_seconds: float,
 ) -> list[SourceView]:
     """The sources screen: one :class:`SourceView` per source of ``configured``
     (``{source_type: (secret set, secret's variable)}``), sorted by name; ``budgets``: the
@@ -151,38 +164,61 @@ async def source_views(
     names = sorted(configured)
     stats = await queue.stats(db, now=now)
     all_workspaces = await workspaces.list_workspaces(db, budgets=budgets)
-    by_workspace = {int(r["workspace_id"]): r for r in await activity.workspace_activity(
-        db, window_seconds=completed_window_seconds, now=now)}
+    by_workspace = {
+        int(r["workspace_id"]): r
+        for r in await activity.workspace_activity(db, window_seconds=completed_window_seconds, now=now)
+    }
     progress = {w["id"]: await _progress(db, w) for w in all_workspaces}
-    rows = {r["source_type"]: r for r in await activity.source_activity(
-        db, names, window_seconds=completed_window_seconds, now=now)}
+    rows = {
+        r["source_type"]: r
+        for r in await activity.source_activity(db, names, window_seconds=completed_window_seconds, now=now)
+    }
     views: list[SourceView] = []
     for name in names:
         row = rows.get(name, {})
         is_set, env = configured[name]
-        shown = [_workspace_view(w, by_workspace.get(int(w["id"]), {}), progress[w["id"]], now)
-                 for w in all_workspaces if w["source_type"] == name]
+        shown = [
+            _workspace_view(w, by_workspace.get(int(w["id"]), {}), progress[w["id"]], now)
+            for w in all_workspaces
+            if w["source_type"] == name
+        ]
         if not shown:
-            jobs = {s.value: int(stats["by_source"].get(name, {}).get(s.value, 0))
-                    for s in JobStatus}
+            jobs = {s.value: int(stats["by_source"].get(name, {}).get(s.value, 0)) for s in JobStatus}
             jobs["completed"] = int(row.get("completed") or 0)
-            shown = [WorkspaceView(
-                name="default", configured=is_set, jobs=jobs, source_type=name,
-                last_sync_at=as_utc(row.get("last_sync_at")),
-                last_error=row.get("last_error"), last_error_job_id=row.get("last_error_job_id"),
-                last_error_at=as_utc(row.get("last_error_at")),
-                last_error_status=row.get("last_error_status"))]
-        views.append(SourceView(source_type=name, configured=is_set, secret_env=env,
-                                documents=int(row.get("documents") or 0),
-                                deleted_documents=int(row.get("deleted_documents") or 0),
-                                workspaces=shown,
-                                completed_window_seconds=completed_window_seconds))
+            shown = [
+                WorkspaceView(
+                    name="default",
+                    configured=is_set,
+                    jobs=jobs,
+                    source_type=name,
+                    last_sync_at=as_utc(row.get("last_sync_at")),
+                    last_error=row.get("last_error"),
+                    last_error_job_id=row.get("last_error_job_id"),
+                    last_error_at=as_utc(row.get("last_error_at")),
+                    last_error_status=row.get("last_error_status"),
+                )
+            ]
+        views.append(
+            SourceView(
+                source_type=name,
+                configured=is_set,
+                secret_env=env,
+                documents=int(row.get("documents") or 0),
+                deleted_documents=int(row.get("deleted_documents") or 0),
+                workspaces=shown,
+                completed_window_seconds=completed_window_seconds,
+            )
+        )
     return views
 
 
 async def workspace_view(
-    db: Db, workspace_id: int, *, now: datetime | None = None,
-    budgets: dict[str, ApiBudget] | None = None, completed_window_seconds: float,
+    db: Db,
+    workspace_id: int,
+    *,
+    now: datetime | None = None,
+    budgets: dict[str, ApiBudget] | None = None,
+    completed_window_seconds: float,
 ) -> WorkspaceView | None:
     """The workspace page's figures of ``workspace_id`` (``None``: no such workspace); the
     arguments as :func:`source_views` takes them."""
@@ -191,36 +227,54 @@ async def workspace_view(
         return None
     w = found[0]
     rows = await activity.workspace_activity(
-        db, workspace_id, window_seconds=completed_window_seconds, now=now)
+        db, workspace_id, window_seconds=completed_window_seconds, now=now
+    )
     view = _workspace_view(w, rows[0] if rows else {}, await _progress(db, w), now)
     costs = {c.lane: c for c in await sync_costs.read(db, workspace_id)}
     return dataclasses.replace(view, costs=costs)
 
 
-def _workspace_view(w: dict[str, Any], activity: Any, progress: backfills.Progress | None,
-                    now: datetime | None) -> WorkspaceView:
+def _workspace_view(
+    w: dict[str, Any], activity: Any, progress: backfills.Progress | None, now: datetime | None
+) -> WorkspaceView:
     """A connected workspace's figures: ``w`` from ``workspaces.list_workspaces``,
     ``activity`` its row of ``workspace_activity`` (empty when it has none)."""
     a = {k: as_utc(v) for k, v in dict(activity).items()}
     blocked_until = as_utc(w["blocked_until"])
     return WorkspaceView(
-        name=w["name"] or "(unnamed)", source_id=w["external_id"], origin=w["origin"],
-        source_type=w["source_type"], configured=w["status"] == "active",
-        jobs={"pending": int(w["pending_jobs"]), "processing": int(w["processing_jobs"]),
-              "completed": int(a.get("completed") or 0), "failed": int(w["failed_jobs"])},
+        name=w["name"] or "(unnamed)",
+        source_id=w["external_id"],
+        origin=w["origin"],
+        source_type=w["source_type"],
+        configured=w["status"] == "active",
+        jobs={
+            "pending": int(w["pending_jobs"]),
+            "processing": int(w["processing_jobs"]),
+            "completed": int(a.get("completed") or 0),
+            "failed": int(w["failed_jobs"]),
+        },
         documents=int(a.get("documents") or 0),
         deleted_documents=int(a.get("deleted_documents") or 0),
-        last_sync_at=max((as_utc(t) for t in (w["last_synced_at"], a.get("last_completed_at"))
-                          if t is not None), default=None),
+        last_sync_at=max(
+            (as_utc(t) for t in (w["last_synced_at"], a.get("last_completed_at")) if t is not None),
+            default=None,
+        ),
         last_error=a.get("last_error"),
         last_error_job_id=a.get("last_error_job_id"),
         last_error_at=a.get("last_error_at"),
-        last_error_status=a.get("last_error_status"), status=w["status"],
-        last_auth_error=w["last_auth_error"], last_auth_error_at=as_utc(w["last_auth_error_at"]),
+        last_error_status=a.get("last_error_status"),
+        status=w["status"],
+        last_auth_error=w["last_auth_error"],
+        last_auth_error_at=as_utc(w["last_auth_error_at"]),
         credentials_error=w["credentials_error"],
         credentials_error_at=as_utc(w["credentials_error_at"]),
-        rate_budget=_budget_text(w["budget"]), budget=dict(w["budget"]),
-        blocked_until=blocked_until, rate_limit_reason=w["rate_limit_reason"],
+        rate_budget=_budget_text(w["budget"]),
+        budget=dict(w["budget"]),
+        blocked_until=blocked_until,
+        rate_limit_reason=w["rate_limit_reason"],
         blocked=blocked_until is not None and blocked_until > (now or datetime.now(UTC)),
-        workspace_id=int(w["id"]), backfill=backfill_text(progress), progress=progress,
-        connected_at=as_utc(w["connected_at"]))
+        workspace_id=int(w["id"]),
+        backfill=backfill_text(progress),
+        progress=progress,
+        connected_at=as_utc(w["connected_at"]),
+    )

@@ -13,6 +13,12 @@ from debounce.worker.extraction.limits import (
 )
 
 __all__ = [
-    "DEFAULT_MEDIA_TYPES", "MEDIA_FORMATS", "Extracted", "ExtractionFailed", "ExtractionLimits",
-    "extract_bytes", "extract_file", "format_of",
+    "DEFAULT_MEDIA_TYPES",
+    "MEDIA_FORMATS",
+    "Extracted",
+    "ExtractionFailed",
+    "ExtractionLimits",
+    "extract_bytes",
+    "extract_file",
+    "format_of",
 ]

@@ -84,8 +84,9 @@ class _PublicOnly(AbstractResolver):
         #: Why the last name was refused (aiohttp wraps the error and drops its text).
         self.refused = ""
 
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         answers = await self._inner.resolve(host, port, family)
         refused = [a["host"] for a in answers if not _public(a["host"])]
         if refused:
@@ -126,8 +127,15 @@ def _refuse(reason: str) -> ExtractionFailed:
     return ExtractionFailed("refused", reason)
 
 
-async def download(url: str, path: str, policy: FetchPolicy, *, token: str | None = None,
-                   external: bool = False, expect_html: bool = False) -> Downloaded:
+async def download(
+    url: str,
+    path: str,
+    policy: FetchPolicy,
+    *,
+    token: str | None = None,
+    external: bool = False,
+    expect_html: bool = False,
+) -> Downloaded:
     """GET ``url`` into the file ``path`` within ``policy``.
 
     ``token``: a bearer token for the source's own hosts (never sent elsewhere). ``external``:
@@ -166,8 +174,9 @@ def _check_hop(url: str, policy: FetchPolicy, external: bool) -> None:
         raise _refuse(f"refused: {host} is not a public address")
 
 
-async def _download(url: str, path: str, policy: FetchPolicy, token: str | None, external: bool,
-                    expect_html: bool) -> Downloaded:
+async def _download(
+    url: str, path: str, policy: FetchPolicy, token: str | None, external: bool, expect_html: bool
+) -> Downloaded:
     resolver = _PublicOnly()
     connector = aiohttp.TCPConnector(resolver=resolver) if external else aiohttp.TCPConnector()
     timeout = aiohttp.ClientTimeout(total=policy.timeout_seconds)
@@ -196,16 +205,17 @@ async def _download(url: str, path: str, policy: FetchPolicy, token: str | None,
         raise _refuse(f"refused: more than {MAX_REDIRECTS} redirects")
 
 
-async def _body(response: aiohttp.ClientResponse, url: str, path: str, policy: FetchPolicy,
-                expect_html: bool) -> Downloaded:
+async def _body(
+    response: aiohttp.ClientResponse, url: str, path: str, policy: FetchPolicy, expect_html: bool
+) -> Downloaded:
     if response.status != 200:
         reason = f"download failed: HTTP {response.status} from {_host(url)}"
         raise ExtractionFailed("download_failed", reason)
     media_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
     if media_type == "text/html" and not expect_html:
         raise ExtractionFailed(
-            "missing_scope", "a sign-in page where a file was expected: the token lacks the "
-                             "files:read scope")
+            "missing_scope", "a sign-in page where a file was expected: the token lacks the files:read scope"
+        )
     declared = response.content_length
     if declared is not None and declared > policy.max_bytes:
         limit = megabytes(policy.max_bytes)
@@ -223,4 +233,3 @@ async def _body(response: aiohttp.ClientResponse, url: str, path: str, policy: F
     finally:
         await asyncio.to_thread(f.close)
     return Downloaded(path=path, size=size, sha256=digest.hexdigest(), media_type=media_type)
-

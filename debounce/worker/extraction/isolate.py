@@ -45,8 +45,7 @@ __all__ = ["extract_bytes", "extract_file", "format_of"]
 _PRELOAD = ["__main__", "debounce.worker.extraction.formats"]
 #: Media types that say nothing about the content: the file's name decides then.
 _GENERIC = {"", "application/octet-stream", "binary/octet-stream", "application/binary"}
-_BY_SUFFIX = {".md": "text/markdown", ".markdown": "text/markdown", ".csv": "text/csv",
-              ".txt": "text/plain"}
+_BY_SUFFIX = {".md": "text/markdown", ".markdown": "text/markdown", ".csv": "text/csv", ".txt": "text/plain"}
 
 _lock = threading.Lock()
 _context: ForkServerContext | None = None
@@ -100,8 +99,12 @@ def _child(conn: Connection, path: str, fmt: str, limits: ExtractionLimits) -> N
     except ExtractionFailed as exc:
         message = ("failed", exc.code, exc.reason, _peak())
     except MemoryError:
-        message = ("failed", "out_of_memory",
-                   f"out of memory: needed more than {megabytes(limits.memory_bytes)}", _peak())
+        message = (
+            "failed",
+            "out_of_memory",
+            f"out of memory: needed more than {megabytes(limits.memory_bytes)}",
+            _peak(),
+        )
     conn.send(message)
     conn.close()
 
@@ -148,8 +151,9 @@ def extract_file(path: str, media_type: str, limits: ExtractionLimits, *, name: 
         raise ExtractionFailed("not_extracted", f"{what}: not extracted (metadata only)")
     context = _forkserver()
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(sender, path, fmt, limits), daemon=True,
-                              name="debounce-extraction")
+    process = context.Process(
+        target=_child, args=(sender, path, fmt, limits), daemon=True, name="debounce-extraction"
+    )
     started = time.monotonic()
     process.start()
     sender.close()
@@ -171,8 +175,14 @@ def extract_file(path: str, media_type: str, limits: ExtractionLimits, *, name: 
     if message[0] == "failed":
         raise ExtractionFailed(message[1], message[2])
     _, markdown, truncated, pages, peak = message
-    return Extracted(markdown=markdown, truncated=truncated, pages=pages, format=fmt,
-                     child_peak_bytes=peak, seconds=seconds)
+    return Extracted(
+        markdown=markdown,
+        truncated=truncated,
+        pages=pages,
+        format=fmt,
+        child_peak_bytes=peak,
+        seconds=seconds,
+    )
 
 
 def extract_bytes(data: bytes, media_type: str, limits: ExtractionLimits, *, name: str = "") -> Extracted:

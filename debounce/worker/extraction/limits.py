@@ -15,8 +15,13 @@ from dataclasses import dataclass, field
 from debounce.config import DEFAULT_FILE_MEDIA_TYPES, Settings
 
 __all__ = [
-    "DEFAULT_MEDIA_TYPES", "MEDIA_FORMATS", "Extracted", "ExtractionFailed", "ExtractionLimits",
-    "megabytes", "too_large",
+    "DEFAULT_MEDIA_TYPES",
+    "MEDIA_FORMATS",
+    "Extracted",
+    "ExtractionFailed",
+    "ExtractionLimits",
+    "megabytes",
+    "too_large",
 ]
 
 #: The media types extracted by default, and the format each is read as. Images, audio and
@@ -78,10 +83,13 @@ class ExtractionLimits:
     @classmethod
     def from_settings(cls, settings: Settings) -> ExtractionLimits:
         """The limits the service's settings set (``DEBOUNCE_FILE_*``)."""
-        return cls(max_bytes=settings.file_max_bytes, max_chars=settings.file_max_characters,
-                   timeout_seconds=settings.file_timeout_seconds,
-                   memory_bytes=settings.file_memory_mb * 1024 * 1024,
-                   media_types=frozenset(settings.file_media_types))
+        return cls(
+            max_bytes=settings.file_max_bytes,
+            max_chars=settings.file_max_characters,
+            timeout_seconds=settings.file_timeout_seconds,
+            memory_bytes=settings.file_memory_mb * 1024 * 1024,
+            media_types=frozenset(settings.file_media_types),
+        )
 
     def format_of(self, media_type: str) -> str | None:
         """The format ``media_type`` is extracted as (``pdf``, ``docx``, ...), or ``None`` when

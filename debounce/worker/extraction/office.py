@@ -122,4 +122,3 @@ def _sheets(workbook: openpyxl.Workbook, out: Out, limits: ExtractionLimits) -> 
                 return
     finally:
         workbook.close()
-

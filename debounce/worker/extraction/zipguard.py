@@ -50,8 +50,7 @@ def check_zip(path: str, limits: ExtractionLimits) -> None:
     with archive:
         members = archive.infolist()
         if len(members) > limits.max_zip_members:
-            raise ExtractionFailed(
-                "zip_bomb", f"zip bomb: {len(members)} members > {limits.max_zip_members}")
+            raise ExtractionFailed("zip_bomb", f"zip bomb: {len(members)} members > {limits.max_zip_members}")
         total = 0
         for info in members:
             if info.is_dir():
@@ -65,24 +64,25 @@ def check_zip(path: str, limits: ExtractionLimits) -> None:
                         size += len(chunk)
                         total += len(chunk)
                         if is_xml and len(head) < _PROLOG_BYTES:
-                            head += chunk[:_PROLOG_BYTES - len(head)]
+                            head += chunk[: _PROLOG_BYTES - len(head)]
                         if total > limits.max_zip_total_bytes:
                             raise ExtractionFailed(
-                                "zip_bomb", f"zip bomb: more than {megabytes(limits.max_zip_total_bytes)}"
-                                            " uncompressed")
+                                "zip_bomb",
+                                f"zip bomb: more than {megabytes(limits.max_zip_total_bytes)} uncompressed",
+                            )
                         if size > _RATIO_FLOOR and size > limits.max_zip_ratio * max(info.compress_size, 1):
                             raise ExtractionFailed(
-                                "zip_bomb", f"zip bomb: {info.filename} expands more than "
-                                            f"{limits.max_zip_ratio:g} times")
+                                "zip_bomb",
+                                f"zip bomb: {info.filename} expands more than {limits.max_zip_ratio:g} times",
+                            )
             except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as exc:
                 raise ExtractionFailed("malformed", f"broken zip member {info.filename} ({exc})") from None
             if is_xml and _prolog_has_dtd(_prolog(head)):
-                raise ExtractionFailed(
-                    "xml_entities", f"{info.filename} declares a DTD (entities refused)")
+                raise ExtractionFailed("xml_entities", f"{info.filename} declares a DTD (entities refused)")
 
 
 def _prolog(head: bytes) -> bytes:
     """The part of ``head`` before the first element's start tag (``<`` followed by a name
     character), where a DOCTYPE must stand."""
     match = re.search(rb"<[A-Za-z_]", head)
-    return head if match is None else head[:match.start()]
+    return head if match is None else head[: match.start()]

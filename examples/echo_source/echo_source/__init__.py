@@ -44,7 +44,8 @@ class EchoSettings:
     """What the source reads from the environment (field names are unique across sources)."""
 
     echo_signing_secret: str | None = setting(
-        "ECHO_SIGNING_SECRET", kind="secret", help="the secret that signs echo webhooks")
+        "ECHO_SIGNING_SECRET", kind="secret", help="the secret that signs echo webhooks"
+    )
 
 
 def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, str]:
@@ -93,10 +94,15 @@ class EchoSyncer:
     async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
         """Write the page's document (unchanged content is not rewritten)."""
         payload: dict[str, Any] = job.payload
-        outcome = await context.writer().upsert(Document(
-            source_type="echo", document_id=job.source_page_id,
-            source_page_id=job.source_page_id, title=str(payload.get("title") or "Untitled"),
-            content=str(payload.get("text") or "") + "\n"))
+        outcome = await context.writer().upsert(
+            Document(
+                source_type="echo",
+                document_id=job.source_page_id,
+                source_page_id=job.source_page_id,
+                title=str(payload.get("title") or "Untitled"),
+                content=str(payload.get("text") or "") + "\n",
+            )
+        )
         unchanged = outcome is WriteOutcome.UNCHANGED
         return SyncResult(written=0 if unchanged else 1, unchanged=1 if unchanged else 0)
 
