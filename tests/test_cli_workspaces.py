@@ -192,7 +192,7 @@ def test_backfill_registers_the_environments_workspace_before_any_worker_ran(dat
     notion workspace" although NOTION_TOKEN was set: the command registers the environment's
     workspace as the worker and the web do when they start."""
     env = clean_env(DATABASE_URL=database_url)
-    assert "no active notion workspace: connect one first" in one_line_error(
+    assert "no active notion workspace: set NOTION_TOKEN" in one_line_error(
         debounce("backfill", "notion", "--no-wait", env=env), 1
     )
     env["NOTION_TOKEN"] = notion_demo.DEMO_TOKEN
@@ -350,9 +350,9 @@ def test_serve_demo_says_how_to_sign_in_and_a_second_run_syncs_again(
     second = serve_demo(database_url, tmp_path / "data")
     assert "documents in the `documents` table" in second, second
     outcomes = [x for x in second.splitlines() if "demo: sent " in x]
-    assert len(outcomes) == 10 and not [x for x in outcomes if '"duplicate"' in x], outcomes
+    assert len(outcomes) == 12 and not [x for x in outcomes if '"duplicate"' in x], outcomes
     (closing,) = [x for x in second.splitlines() if "documents in the `documents` table" in x]
-    assert "demo: the examples' 6 jobs: 6 completed; " in closing, closing
+    assert "demo: the examples' 7 jobs: 7 completed; " in closing, closing
     # the stand-ins start afresh: the first edit of this run writes again
     assert "demo: feed: upsert notion/153104cd-477e-809d-8dc4-ff2d96ae3090  'Hello world (edit 1, " in second
     assert "synced in" in second  # the worker synced them again (unchanged pages: not rewritten)

@@ -202,7 +202,7 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
     assert "demo: the examples' 7 jobs: 7 completed; " in log, log
     # The first run says what it does (issue 42, point 6): the README's claimed line, the
     # synced line naming the document it wrote, every sent line naming what it sent.
-    assert "claimed job " in log and f"(notion {DEMO_PAGE_ID}: 4 events, its window ended)" in log, log
+    assert "claimed job " in log and f"(notion {DEMO_PAGE_ID}: 5 events, its window ended)" in log, log
     assert "synced in " in log and f"(1 written: 'Launch plan' (notion/{DEMO_PAGE_ID}), 0 unchanged" in log, (
         log
     )

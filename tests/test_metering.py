@@ -140,12 +140,16 @@ async def test_a_notion_sync_charges_every_request_sent_retries_included(
         await syncer.aclose()
     sent = sum(fake.calls.values())
     # pages.retrieve 500 + again, markdown 403, the page's 5 blocks in 3 pages (one 429 and
-    # again), the toggle's 3 children in 2.
-    assert sent == fake.usage().requests == 9
+    # again), the toggle's 3 children in 2, and its comments (a sync that was told nothing of
+    # what changed reads them: docs/notion.md, "Comments").
+    assert sent == fake.usage().requests == 10
     assert meter.taken == sent
     # Every read answered is in the checkpoint (not the errors, not the 403).
     assert len(checkpoint.responses) == sent - 3
-    assert all(k.startswith(("pages.retrieve ", "blocks.children.list ")) for k in checkpoint.responses)
+    assert all(
+        k.startswith(("pages.retrieve ", "blocks.children.list ", "CommentsEndpoint.list "))
+        for k in checkpoint.responses
+    )
 
 
 async def test_notion_discover_charges_each_listing_and_never_serves_it_from_the_checkpoint(
@@ -194,8 +198,9 @@ async def test_a_dry_budget_stops_a_notion_sync_and_the_resumed_one_sends_only_t
         assert (await second.sync(page_job(page), metered(meter, store, saved))).written == 1
     finally:
         await second.aclose()
-    assert meter.taken == 3 and sum(fake.calls.values()) == 6
-    assert fake.calls == {"pages.retrieve": 1, "pages.markdown": 5}
+    # The rest: the 3 markdown requests the budget stopped, and the comments (read last).
+    assert meter.taken == 4 and sum(fake.calls.values()) == 7
+    assert fake.calls == {"pages.retrieve": 1, "pages.markdown": 5, "comments.list": 1}
     doc = await store.get("notion", page)
     assert doc is not None and all(f"part {i}" in doc["content"] for i in range(6))
 
