@@ -800,6 +800,7 @@ CREATE TABLE deletion_holds (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     resolved_at timestamp with time zone,
     resolved integer,
+    CONSTRAINT deletion_holds_finite CHECK ((isfinite(created_at) AND isfinite(updated_at) AND isfinite(resolved_at))),
     CONSTRAINT deletion_holds_status_check CHECK ((status = ANY (ARRAY['held'::text, 'applied'::text, 'dismissed'::text])))
 );
 

@@ -36,10 +36,9 @@ alter table documents alter column created_xid set default pg_current_xact_id();
 alter table backfills add column started_snapshot pg_snapshot;
 alter table backfills alter column started_snapshot set default pg_current_snapshot();
 
--- No foreign key to workspaces: a hold is written inside a document write, and a row that
--- refers to a workspace must not start while the workspace is being removed (migration 021's
--- reference lock); a removed workspace's holds are left out of every listing (they join
--- workspaces) and its documents keep nothing but a dangling held_by.
+-- No foreign key to workspaces: a hold is written inside a document write.
+-- A removed workspace (a tombstone since migration 022) keeps its row:
+-- its holds are left out of every listing by its status.
 create table deletion_holds (
     id           bigint generated always as identity primary key,
     workspace_id bigint,
@@ -51,7 +50,10 @@ create table deletion_holds (
     updated_at   timestamptz not null default now(),
     resolved_at  timestamptz,
     -- the documents the operator's decision deleted (applied) or kept (dismissed)
-    resolved     integer
+    resolved     integer,
+    -- no infinity reaches psycopg, which cannot load one (tests/test_liveness.py)
+    constraint deletion_holds_finite
+        check (isfinite(created_at) and isfinite(updated_at) and isfinite(resolved_at))
 );
 -- At most one open hold per workspace and source: later held deletions join it.
 create unique index deletion_holds_open
