@@ -426,6 +426,7 @@ async def test_demo_launch_plan_renders_its_callout_and_table_as_elements(
         assert [h.text for h in rendered.find_elements(By.TAG_NAME, "h2")] == [
             "Checklist",
             "How a sync works",
+            "Comments",  # the page's open discussions (issue 41)
         ]
         text = rendered.text
         for literal in ("<callout", "<table", "<details", "<tr>", "<td>", "<database", "</"):
