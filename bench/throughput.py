@@ -126,6 +126,12 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute("delete from sync_jobs")
                     conn.execute(INSERT_JOBS, {"n": n})
+                    # No cascade since migration 022 (a removal is a tombstone): the previous
+                    # run's rows that refer to its workspaces go first, in the scratch database.
+                    conn.execute("delete from workspace_sync_costs")
+                    conn.execute("delete from documents")
+                    conn.execute("delete from backfills")
+                    conn.execute("delete from conversation_audiences")
                     conn.execute("delete from workspaces where source_type = 'noop'")
                     if variant == "debounce_workspaces":
                         token = Keyring(SECRET_KEY).encrypt({"access_token": "bench-token"})
