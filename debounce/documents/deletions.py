@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from debounce.infra.db import Db, fetch_all, fetch_one
+from debounce.infra.db import Db, connection, fetch_all, fetch_one
 from debounce.infra.sql import queries
 
 __all__ = [
@@ -162,7 +162,8 @@ async def held_documents(db: Db, hold_id: int, *, limit: int = 100) -> list[dict
 
 async def resolve(db: Db, hold_id: int, decision: str) -> Hold:
     """Apply (``"apply"``: delete the held documents) or dismiss (``"dismiss"``: keep them
-    live) open hold ``hold_id``, in one statement. Returns the closed hold (``resolved``: the
+    live) open hold ``hold_id``, in one transaction of two ordered steps (its documents, then
+    the hold). Returns the closed hold (``resolved``: the
     documents deleted or kept).
 
     Raises:
@@ -171,7 +172,9 @@ async def resolve(db: Db, hold_id: int, decision: str) -> Hold:
     """
     if decision not in DECISIONS:
         raise ValueError("decision must be apply or dismiss")
-    row = await fetch_one(db, _Q["resolve_hold"], {"id": hold_id, "decision": DECISIONS[decision]})
+    async with connection(db) as conn, conn.transaction():  # two ordered steps, one commit
+        await fetch_all(conn, _Q["lock_held_documents"], {"id": hold_id})
+        row = await fetch_one(conn, _Q["resolve_hold"], {"id": hold_id, "decision": DECISIONS[decision]})
     if row is None:
         raise HoldNotOpen(f"no open hold {hold_id} (GET /admin/deletions lists them)")
     return Hold.from_row({**dict(row), "held": 0, "workspace_name": None})

@@ -34,33 +34,38 @@ select d.source_type, d.document_id, d.source_page_id, d.title, d.url
  order by d.id
  limit %(limit)s
 
+-- lock_held_documents --
+-- The first step of an operator's decision on hold %(id)s (deletions.resolve, one transaction):
+-- its documents locked in id order, as the deletion guard locks them (docs/claim.md), before
+-- resolve_hold locks the hold row.
+select d.id from documents d
+ where d.held_by = %(id)s::bigint and d.deleted_at is null
+ order by d.id
+   for update
+
 -- resolve_hold --
--- An operator's decision on hold %(id)s: %(decision)s 'applied' marks its documents deleted
--- (they were held live), 'dismissed' keeps them live and releases them; either way the hold
--- is closed with how many documents the decision touched. Only an open hold: no row when it
--- is not open (already resolved) or not there. The documents are locked before the hold row,
--- in id order, as the deletion guard locks them (docs/claim.md).
-with locked as (
-    select d.id from documents d
-     where d.held_by = %(id)s::bigint and d.deleted_at is null
-     order by d.id
-       for update
-), hold as (
+-- The second step: the decision %(decision)s on hold %(id)s, whose documents the first step
+-- locked. 'applied' marks them deleted (they were held live), 'dismissed' keeps them live and
+-- releases them; either way the hold is closed with how many documents the decision touched.
+-- Only an open hold: no row when it is not open (already resolved) or not there.
+with hold as (
     select h.id from deletion_holds h
      where h.id = %(id)s::bigint and h.status = 'held'
-       and (select count(*) from locked) >= 0
        for update
+), held as (
+    select d.id from documents d
+     where d.held_by = %(id)s::bigint and d.deleted_at is null
 ), applied as (
     update documents d
        set deleted_at = now(), synced_at = now(), updated_at = now()
      where %(decision)s::text = 'applied'
-       and d.id in (select id from locked) and exists (select 1 from hold)
+       and d.id in (select id from held) and exists (select 1 from hold)
     returning 1
 ), dismissed as (
     update documents d
        set held_by = null
      where %(decision)s::text = 'dismissed'
-       and d.id in (select id from locked) and exists (select 1 from hold)
+       and d.id in (select id from held) and exists (select 1 from hold)
     returning 1
 )
 update deletion_holds h
