@@ -34,6 +34,7 @@ from debounce.infra.secrets import Keyring
 from debounce.types import ApiBudget, ClaimedWorkspace, SyncJob
 from debounce.worker import env_workspaces, heartbeat, key_check, maintenance, workspace_state
 from debounce.worker.backfiller import Backfiller
+from debounce.worker.checkpoints import resumed, to_keep
 from debounce.worker.decrypter import Decrypter
 from debounce.worker.env_workspaces import Learner
 from debounce.worker.errors import log_db_error
@@ -365,7 +366,7 @@ class Worker:
         syncer = self.syncers.get(job.source_type)
         started = time.monotonic()
         credentials: Mapping[str, Any] | None = None
-        checkpoint = self._resumed(job)
+        checkpoint = resumed(job)
         meter = self._meter(job)
         try:
             if syncer is None:
@@ -451,7 +452,7 @@ class Worker:
                     v.error,
                     retry_after=v.retry_after,
                     keep_place=True,
-                    checkpoint=self._checkpoint_of(job, checkpoint),
+                    checkpoint=to_keep(job, checkpoint),
                 ),
                 said=True,
             )
@@ -477,9 +478,7 @@ class Worker:
                 self._paused_until[job.source_type] = time.monotonic() + v.retry_after
             log.warning("rate limited (%s); retry in %.0f s", v.reason, v.retry_after, extra=job.log_fields())
             await self._record_failure(
-                queue.Failure(
-                    job, v.error, retry_after=v.retry_after, checkpoint=self._checkpoint_of(job, checkpoint)
-                )
+                queue.Failure(job, v.error, retry_after=v.retry_after, checkpoint=to_keep(job, checkpoint))
             )
         elif (
             kind is VerdictKind.REVOKED
@@ -521,22 +520,6 @@ class Worker:
             self.budgets.get(job.source_type),
             reserved=self.costs.get(job.source_type, 1.0),
         )
-
-    @staticmethod
-    def _resumed(job: SyncJob) -> Checkpoint:
-        """The checkpoint an earlier claim of the same revision left (else an empty one)."""
-        saved = job.checkpoint
-        if saved and saved.get("revision") == job.claimed_revision:
-            return Checkpoint.from_json(saved)
-        return Checkpoint()
-
-    @staticmethod
-    def _checkpoint_of(job: SyncJob, checkpoint: Checkpoint) -> dict[str, Any] | None:
-        """What to keep with a job that yields: its responses, tagged with the revision they
-        belong to (``None`` when there are none)."""
-        if not checkpoint.responses:
-            return None
-        return {"revision": job.claimed_revision, **checkpoint.to_json()}
 
     @staticmethod
     def _observe(job: SyncJob, started: float, outcome: str) -> None:
