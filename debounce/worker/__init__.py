@@ -24,7 +24,8 @@ Several worker processes against one database are safe: that is how it scales ou
 Modules: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
 :mod:`.outcomes` (completions and failures, each batched into one statement), :mod:`.notifier`
 (``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper, the wait for the schema),
-:mod:`.errors` (how a loop reports a database error), :mod:`.checkpoints` (a yielded sync's checkpoint across claims), :mod:`.verdict` (the one mapping from
+:mod:`.errors` (how a loop reports a database error),
+:mod:`.checkpoints` (a yielded sync's checkpoint across claims), :mod:`.verdict` (the one mapping from
 what a sync or a backfill page raised to what happens to its job), :mod:`.heartbeat` (this
 worker's row in ``workers``: alive, when it last claimed), :mod:`.backfiller` (backfills and
 reconciliations, one worker at a time per workspace); the workspaces' side, one concern
