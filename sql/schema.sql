@@ -546,16 +546,18 @@ $$;
 -- Name: debounce_section_changes(jsonb, jsonb); Type: FUNCTION
 
 CREATE FUNCTION debounce_section_changes(old_s jsonb, new_s jsonb) RETURNS jsonb
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     AS $$
-    with o as (
+begin
+    if new_s is null then return null; end if;
+    return (with o as (
         select coalesce(jsonb_object_agg(e->>'id', e->>'sha256'), '{}'::jsonb) as m
           from jsonb_array_elements(coalesce(old_s, '[]'::jsonb)) e
     ), n as (
         select coalesce(jsonb_object_agg(e->>'id', e->>'sha256'), '{}'::jsonb) as m
           from jsonb_array_elements(coalesce(new_s, '[]'::jsonb)) e
     )
-    select case when new_s is null then null else jsonb_build_object(
+    select jsonb_build_object(
         'added', coalesce((select jsonb_agg(x.e->'id' order by x.i)
                              from jsonb_array_elements(new_s) with ordinality x(e, i), o
                             where not o.m ? (x.e->>'id')), '[]'::jsonb),
@@ -566,9 +568,8 @@ CREATE FUNCTION debounce_section_changes(old_s jsonb, new_s jsonb) RETURNS jsonb
                                from jsonb_array_elements(coalesce(old_s, '[]'::jsonb))
                                     with ordinality x(e, i), n
                               where not n.m ? (x.e->>'id')), '[]'::jsonb))
-    end
-      from o, n
-$$;
+      from o, n);
+end $$;
 
 -- Name: document_feed_append(); Type: FUNCTION
 
