@@ -28,7 +28,7 @@ from debounce.documents import feed
 from debounce.documents.store import Document, DocumentStore
 
 SETTINGS = d.DeliverySettings(
-    concurrency=2, timeout_seconds=0.3, lease_seconds=60.0, disable_after_seconds=3600.0, poll_seconds=0.05
+    concurrency=2, timeout_seconds=2.0, lease_seconds=60.0, disable_after_seconds=3600.0, poll_seconds=0.05
 )
 
 
@@ -128,7 +128,7 @@ async def test_every_change_in_order_through_failures_timeouts_and_throttles(
     assert secret.startswith("whsec_")
     receiver.script = [
         Answer(500),
-        Answer(delay=1.0),
+        Answer(delay=3.0),  # past the 2 s timeout (a loaded machine answers in time)
         Answer(429, {"Retry-After": "7"}),
         Answer(200),
         Answer(503),
@@ -306,14 +306,14 @@ async def test_the_runner_leases_delivers_and_gives_back(
     stopping = asyncio.Event()
     task = asyncio.create_task(runner.run(stopping))
     try:
-        for _ in range(400):  # a real socket: wait for the deliveries
+        for _ in range(2400):  # a real socket: wait for the deliveries (60 s at most)
             if sum(len(b["data"]["changes"]) for _, b in batches(receiver, secret)) == 20:
                 break
             await asyncio.sleep(0.025)
         held = await delivery.get(pool, sub.id)
         assert held.leased_by == "runner-1"
         await write(pool, [doc(n) for n in range(20, 25)])  # followed as they come
-        for _ in range(400):
+        for _ in range(2400):
             if sum(len(b["data"]["changes"]) for _, b in batches(receiver, secret)) == 25:
                 break
             await asyncio.sleep(0.025)
