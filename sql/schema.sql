@@ -507,21 +507,37 @@ begin
                    and h.status = 'held'
                    for update;
             end if;
-            update deletion_holds
-               set reason = format('%s %s document%s %s within %s: %s %% of the workspace%s',
-                                   total - awaiting, w.source_type,
-                                   case when total - awaiting = 1 then '' else 's' end,
-                                   p_why, span,
-                                   round(100.0 * total / greatest(live + recent, 1)),
-                                   case when awaiting > 0
-                                        then format(' with the %s more a sweep is re-checking',
-                                                    awaiting) else '' end),
-                   updated_at = now()
-             where id = hold;
             return query
                 update documents d set held_by = hold
                  where d.id = any(fresh)
                 returning d.document_id, true;
+            -- The reason, counted after the hold row's lock: a holder of the same workspace
+            -- that took it first has committed, and this statement's snapshot sees its
+            -- documents held, so the last holder's reason counts every one (counted before
+            -- the lock, it missed those still in flight: "10 … with the 1 more" for 12 held).
+            update deletion_holds h
+               set reason = format('%s %s document%s %s within %s: %s %% of the workspace%s',
+                                   recent + n.held, w.source_type,
+                                   case when recent + n.held = 1 then '' else 's' end,
+                                   p_why, span,
+                                   round(100.0 * (recent + n.held + n.awaiting)
+                                         / greatest(live + recent, 1)),
+                                   case when n.awaiting > 0
+                                        then format(' with the %s more a sweep is re-checking',
+                                                    n.awaiting) else '' end),
+                   updated_at = now()
+              from (select (select count(*) from documents d
+                             where d.held_by = hold and d.deleted_at is null) as held,
+                           (select count(*)
+                              from sync_jobs j
+                              join documents d on d.source_type = j.source_type
+                                              and d.source_page_id = j.source_page_id
+                             where j.workspace_id = w.workspace_id
+                               and j.source_type = w.source_type
+                               and j.status in ('pending', 'processing')
+                               and j.payload ? 'recheck'
+                               and d.deleted_at is null and d.held_by is null) as awaiting) n
+             where h.id = hold;
         else
             return query
                 update documents d
