@@ -268,7 +268,7 @@ def test_the_cli_lists_and_prints_each_document_s_audience(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[-2:] == ["audience", "title"]
     by_title = {ln.split()[-1]: ln.split()[-2] for ln in lines[1:4]}
-    assert by_title == {"Leads": "private:3", "General": "public", "Archive": "-"}
+    assert by_title == {"Leads": "private(3)", "General": "public", "Archive": "-"}
     assert main(["documents", "--id", "G1/1.1"]) == 0
     assert (
         "<!-- audience: Slack private channel: 3 members (U1, U2, U3) -->"

@@ -79,14 +79,16 @@ def describe(row: Mapping[str, Any]) -> str:
 
 
 def short(row: Mapping[str, Any]) -> str:
-    """A few characters of the audience for a listing: ``public``, ``private:3``, ``mpim:4``,
-    ``im:2``, ``workspace`` (``workspace:2`` with an accessible_by list), ``-`` unknown."""
+    """A few characters of the audience for a listing, a count in parentheses (members, or the
+    accessible_by list of a Notion page): ``public``, ``private(3)``, ``mpim(4)``, ``im(2)``,
+    ``workspace`` (``workspace(2)`` with an accessible_by list), ``-`` unknown. (``private:3``
+    before: ``workspace:2`` read like workspace number 2.)"""
     audience = audience_of(row)
     if audience is None:
         return "-"
     name = {"public_channel": "public", "private_channel": "private"}.get(audience.kind, audience.kind)
     listed = audience.members if audience.members is not None else audience.accessible_by
-    return f"{name}:{len(listed)}" if listed else name
+    return f"{name}({len(listed)})" if listed else name
 
 
 class AudienceStore:
