@@ -17,7 +17,9 @@ Before it is stored it is completed and cleaned (see ``docs/notion.md``, "Markdo
   (the Markdown does not name the file's block, so the block walk's ``#<block>`` anchor is not
   available); a hosted image ``![cap](signed)`` becomes a link ``[Image: cap](…)``, as the
   block walk writes it, since the target is not an image. Nothing signed is ever stored, and
-  an unchanged page renders byte for byte the same.
+  an unchanged page renders byte for byte the same. The page's files are read from the answer
+  before this (:func:`raw_page_markdown`, then
+  :func:`integrations.notion.files.files_of_markdown`).
 - **Relative links** (``](/…)``, ``url="/…"``, ``src="/…"``) are made absolute on
   ``https://www.notion.so``.
 
