@@ -16,6 +16,7 @@ from typing import Any
 
 from debounce.contract import SourceWindow
 from standins.demo_edits import EDIT_PATH, with_edits
+from standins.file_host import FileHost
 from standins.notion_api import (
     DEMO_SECOND_PAGE_ID,
     DEMO_SECOND_TOKEN,
@@ -23,7 +24,7 @@ from standins.notion_api import (
     DEMO_SECOND_WORKSPACE_NAME,
     FakeNotion,
 )
-from standins.notion_demo import NotionDemoEdits
+from standins.notion_demo import NotionDemoEdits, attach_demo_files
 from standins.server import BackgroundServer
 from standins.slack_api import (
     DEMO_SECOND_CHANNEL,
@@ -59,7 +60,8 @@ class DemoSetup:
     tour posts, where the stand-in listens (``url``, for the log), and ``stop`` to call at
     exit. ``edits`` names the examples that describe an edit of content: the tour posts them
     after the others, each once ``POST edit_url`` (:mod:`standins.demo_edits`) has made its
-    edit real in the stand-in."""
+    edit real in the stand-in. ``file_documents``: the ids of the file documents the demo's
+    files become (the tour shows their text)."""
 
     settings: dict[str, Any]
     window: SourceWindow
@@ -69,14 +71,25 @@ class DemoSetup:
     workspaces: tuple[DemoWorkspace, ...] = ()
     edits: tuple[str, ...] = ()
     edit_url: str | None = None
+    file_documents: tuple[str, ...] = ()
 
 
 def notion_demo() -> DemoSetup:
     """Start the local Notion API stand-in with demo content (``standins.notion_api``); the
     ``notion`` source's settings point at it."""
     fake = FakeNotion.demo()
+    host = FileHost()
+    file_server = BackgroundServer(host.app())
+    file_server.start()
+    host.base_url = file_server.url
+    file_documents = attach_demo_files(fake, host)  # a PDF and a spreadsheet on the demo page
     server = BackgroundServer(with_edits(fake.app(), NotionDemoEdits(fake).apply))
     server.start()
+
+    def stop() -> None:
+        server.stop()
+        file_server.stop()
+
     second = DemoWorkspace(
         external_id=DEMO_SECOND_WORKSPACE_ID,
         name=DEMO_SECOND_WORKSPACE_NAME,
@@ -102,10 +115,11 @@ def notion_demo() -> DemoSetup:
         # (an edit: a row renamed): the Launch tasks table, updated.
         examples=("page.*.json", "comment.*.json", "data_source.*.json"),
         url=server.url,
-        stop=server.stop,
+        stop=stop,
         workspaces=(second,),
         edits=("page.content_updated.json", "data_source.content_updated.json"),
         edit_url=server.url + EDIT_PATH,
+        file_documents=file_documents,
     )
 
 

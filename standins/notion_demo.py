@@ -42,8 +42,10 @@ from standins.notion_blocks import (
     toggle,
 )
 from standins.notion_http import DEFAULT_USER, norm_id
+from standins.sample_files import spreadsheet, text_pdf
 
 if TYPE_CHECKING:
+    from standins.file_host import FileHost
     from standins.notion_api import FakeNotion
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "DEMO_SECOND_WORKSPACE_NAME",
     "DEMO_TOKEN",
     "NotionDemoEdits",
+    "attach_demo_files",
     "seed_demo",
 ]
 
@@ -234,6 +237,49 @@ def _seed_default(fake: FakeNotion) -> None:
         DEMO_PAGE_ID, "Typo in the title.", name="Ada Lovelace", created_time="2026-11-19T08:00:00.000Z"
     )
     fake.resolve(done)
+
+
+#: The files the demo page carries (key on the file host, name, media type).
+DEMO_FILES = (
+    ("demo/launch-brief.pdf", "launch-brief.pdf", "application/pdf"),
+    (
+        "demo/launch-budget.xlsx",
+        "launch-budget.xlsx",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ),
+)
+
+
+def attach_demo_files(fake: FakeNotion, host: FileHost) -> tuple[str, ...]:
+    """Make a PDF (written by pypdf) and a spreadsheet (written by openpyxl), serve them from
+    ``host`` (presigned S3 URLs, as Notion-hosted files) and append a ``pdf`` and a ``file``
+    block holding them to the demo page :data:`DEMO_PAGE_ID`, under an "Attachments"
+    heading; returns the ids of the file documents they become (``file:<URL path>``)."""
+    contents = {
+        "demo/launch-brief.pdf": text_pdf(
+            [
+                ["Launch brief", "Public launch on 2026-12-03.", "Owner: Ada Lovelace."],
+                ["Risks", "Webhook bursts from large workspaces; the debounce window absorbs them."],
+            ],
+            title="Launch brief",
+        ),
+        "demo/launch-budget.xlsx": spreadsheet(
+            {"Budget": [["Item", "Cost (EUR)"], ["Hosting", 1200], ["Launch event", 3500], ["Total", 4700]]}
+        ),
+    }
+    blocks: list[dict[str, Any]] = [heading(2, "Attachments")]
+    for key, name, media_type in DEMO_FILES:
+        host.add(key, contents[key], media_type)
+        kind = "pdf" if media_type == "application/pdf" else "file"
+        source = {
+            "type": "file",
+            "file": {"url": host.presign(key), "expiry_time": "2026-11-21T00:55:00.000Z"},
+        }
+        blocks.append({"type": kind, kind: {**source, "caption": [], "name": name}})
+    page = norm_id(DEMO_PAGE_ID) or DEMO_PAGE_ID
+    kept = fake.children.pop(page, [])
+    fake.children[page] = kept + fake.set_blocks(page, blocks)
+    return tuple(f"file:/s3/{key}" for key, _, _ in DEMO_FILES)
 
 
 def _seed_second(fake: FakeNotion) -> None:

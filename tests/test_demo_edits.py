@@ -263,6 +263,20 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
             sent[source] = change.split("'")[1]
     reader = {"Authorization": "Bearer demo-read-token"}
     base = f"http://127.0.0.1:{port}"
+    # The demo page's PDF and spreadsheet (made at start by pypdf and openpyxl, served as
+    # Notion-hosted files): documents of their text, hanging off the page (issue 39).
+    for document, title, first in (
+        ("file:/s3/demo/launch-brief.pdf", "launch-brief.pdf", "Launch brief"),
+        ("file:/s3/demo/launch-budget.xlsx", "launch-budget.xlsx", "## Budget"),
+    ):
+        assert (
+            f"demo: file document notion/{document} '{title}' (extracted, from notion/{DEMO_PAGE_ID}): "
+            f"'{first}'"
+        ) in log, log
+    pdf = httpx.get(f"{base}/documents/notion/file:/s3/demo/launch-brief.pdf", headers=reader, timeout=10)
+    assert "Public launch on 2026-12-03." in pdf.json()["document"]["content"], pdf.text
+    sheet = httpx.get(f"{base}/documents/notion/file:/s3/demo/launch-budget.xlsx", headers=reader, timeout=10)
+    assert "| Launch event | 3500 |" in sheet.json()["document"]["content"], sheet.text
     for source, document in (("notion", DEMO_PAGE_ID), ("slack", SLACK_DOC)):
         got = httpx.get(f"{base}/documents/{source}/{document}", headers=reader, timeout=10)
         assert sent[source] in got.json()["document"]["content"], got.text

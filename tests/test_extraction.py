@@ -211,9 +211,13 @@ def test_characters_cap_marks_the_text_truncated() -> None:
 
 def test_media_types_not_extracted_keep_metadata_only() -> None:
     caught = failure(b"\x89PNG\r\n\x1a\n", "image/png")
-    assert (caught.code, caught.reason) == ("not_extracted", "image/png: not extracted (metadata only)")
+    assert (caught.code, caught.reason) == ("not_extracted", "image/png: metadata only (no OCR)")
+    heard = failure(b"ID3", "audio/mpeg")
+    assert heard.reason == "audio/mpeg: metadata only (no transcription)"
+    assert failure(b"\0", "video/mp4").reason == "video/mp4: metadata only (no transcription)"
     limits = ExtractionLimits(media_types=frozenset({"text/plain"}))
-    assert failure(text_pdf([["x"]]), PDF, limits).code == "not_extracted"
+    other = failure(text_pdf([["x"]]), PDF, limits)
+    assert (other.code, other.reason) == ("not_extracted", "application/pdf: not extracted (metadata only)")
 
 
 def test_limits_come_from_the_settings() -> None:

@@ -139,7 +139,7 @@ async def _deleted(store: DocumentStore, document_id: str) -> bool:
     return doc is not None and doc["deleted_at"] is not None
 
 
-def test_only_hosted_file_and_pdf_blocks_are_files() -> None:
+def test_file_and_media_blocks_are_files() -> None:
     url = "https://prod-files-secure.s3.us-west-2.amazonaws.com/ws/f/a.pdf?X-Amz-Signature=1"
     block = {
         "id": "b1",
@@ -162,7 +162,21 @@ def test_only_hosted_file_and_pdf_blocks_are_files() -> None:
         "2026-11-28T10:00:00.000Z",
         False,
     )
-    external = {"id": "b2", "type": "pdf", "pdf": {"type": "external", "external": {"url": url}}}
-    image = {"id": "b3", "type": "image", "image": {"type": "file", "file": {"url": url}}}
-    assert file_of_block(external, "page-1") is None
-    assert file_of_block(image, "page-1") is None
+    # An external file: its whole URL is its identity; the worker fetches it only from an
+    # allowed host. Media blocks: a media type that is never extracted (metadata only).
+    ext_url = "https://cdn.example.com/a.pdf?v=2"
+    external = {"id": "b2", "type": "pdf", "pdf": {"type": "external", "external": {"url": ext_url}}}
+    ext = file_of_block(external, "page-1")
+    assert ext is not None and (ext.file_id, ext.external, ext.name) == (ext_url, True, "a.pdf")
+    png = url.replace("a.pdf", "photo.png")
+    image = {"id": "b3", "type": "image", "image": {"type": "file", "caption": [], "file": {"url": png}}}
+    video = {"id": "b4", "type": "video", "video": {"type": "file", "caption": [], "file": {"url": url}}}
+    assert [
+        (r.file_id, r.media_type) for r in (file_of_block(image, "p"), file_of_block(video, "p")) if r
+    ] == [
+        ("/ws/f/photo.png", "image/png"),
+        ("/ws/f/a.pdf", "video/*"),  # a name that does not say: still never extracted
+    ]
+    upload = {"id": "b5", "type": "file", "file": {"type": "file_upload", "file_upload": {"id": "u1"}}}
+    assert file_of_block(upload, "page-1") is None
+    assert file_of_block({"id": "b6", "type": "paragraph", "paragraph": {}}, "page-1") is None

@@ -89,7 +89,8 @@ async def test_page_syncs_with_two_requests(
             callout("Careful", "⚠️"),
         ],
     )
-    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
+    # The markdown path reports the page's files too (none here).
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1, files=())
     assert fake.calls["pages.retrieve"] == 1 and fake.calls["pages.markdown"] == 1
     assert fake.calls["blocks.children.list"] == 0
     # Notion's enhanced Markdown converted to the block walk's CommonMark/GFM (issue 23)
@@ -152,7 +153,7 @@ async def test_a_page_past_the_thread_threshold_converts_the_same(
     page = fake.add_page(
         title="Long", blocks=[heading(2, "Part")] + [paragraph(f"{i}: {line}") for i in range(600)]
     )
-    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1, files=())
     stored = await content(store, page)
     assert len(stored) > markdown_module._CONVERT_IN_THREAD_CHARS
     assert stored.startswith("## Part\n\n0: A sentence") and "\n\n599: A sentence" in stored
@@ -190,7 +191,7 @@ async def test_transient_error_is_retried_in_process(
 ) -> None:
     page = fake.add_page(title="Blip", blocks=[paragraph("x")])
     fake.fail("pages.markdown", 503)
-    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
+    assert await notion.sync(make_job(page), context) == SyncResult(written=1, files=())
     assert fake.calls["pages.markdown"] == 2 and fake.calls["blocks.children.list"] == 0
 
 
@@ -206,8 +207,19 @@ async def test_unchanged_page_with_hosted_files_writes_nothing(
             media("image", "https://img.example/cat.png", "A cat", hosted=False),
         ],
     )
-    assert await notion.sync(make_job(page), context) == SyncResult(written=1)
-    assert await notion.sync(make_job(page), context) == SyncResult(unchanged=1)
+    first = await notion.sync(make_job(page), context)
+    second = await notion.sync(make_job(page), context)
+    assert (first.written, second.unchanged) == (1, 1)
+    # The markdown path reports the page's files (issue 39): hosted ones by their URL's path,
+    # the external image by its URL; the signed URLs differ between the answers, not the files.
+    assert first.files is not None and second.files is not None
+    assert [(f.file_id, f.name, f.external) for f in first.files] == [
+        ("/ws/1/dog.png", "A dog", False),
+        ("/ws/2/r.pdf", "report.pdf", False),
+        ("https://img.example/cat.png", "A cat", True),
+    ]
+    assert [f.identity() for f in second.files] == [f.identity() for f in first.files]
+    assert [f.url for f in second.files] != [f.url for f in first.files]
     stored = await content(store, page)
     link = "https://www.notion.so/" + page.replace("-", "")
     assert stored == (

@@ -511,9 +511,19 @@ async def test_hosted_files_resigned_on_every_fetch_leave_the_document_unchanged
 
     again = await notion.sync(make_job(PAGE, event_id="evt-2"), context)
     assert (again.written, again.unchanged, again.deleted) == (0, 1, 0)
-    # The hosted files are reported by the URL's path: the same files, though every URL changed.
+    # The files are reported by the URL's path (hosted) or the URL (external): the same files,
+    # though every URL changed; blocks' first, then the files property's (a rollup's files
+    # are another page's).
     assert again.files is not None
-    assert sorted(f.file_id for f in again.files) == ["/ws/f1/data.csv", "/ws/f1/deck.pdf"]
+    assert [(f.file_id, f.media_type, f.external) for f in again.files] == [
+        ("/ws/f1/chart.png", "image/png", False),
+        ("/ws/f1/data.csv", "", False),
+        ("/ws/f1/deck.pdf", "", False),
+        ("/ws/f1/demo.mp4", "video/mp4", False),
+        ("/ws/f1/call.m4a", "audio/mp4", False),
+        ("/ws/f1/spec.pdf", "", False),
+        ("https://x.example/logo.png", "", True),
+    ]
     after = await store.get("notion", PAGE)
     assert after is not None and after["updated_at"] == before["updated_at"]
 

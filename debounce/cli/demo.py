@@ -72,14 +72,16 @@ class Demo:
     """What ``serve --demo`` started: the example webhook files the tour posts, the further
     workspaces to connect (by source) with the webhook body of each, the examples that
     describe an edit (posted last, each once its stand-in made the edit real) and the
-    stand-ins' edit routes by source, and where the running demo says so for ``debounce send
-    --demo`` (:data:`~debounce.cli.send.DEMO_STATE_FILE`)."""
+    stand-ins' edit routes by source, where the running demo says so for ``debounce send
+    --demo`` (:data:`~debounce.cli.send.DEMO_STATE_FILE`), and the file documents (source,
+    document id) the demo's attached files become."""
 
     files: list[Path] = field(default_factory=list)
     workspaces: list[tuple[str, DemoWorkspace]] = field(default_factory=list)
     edits: list[Path] = field(default_factory=list)
     edit_urls: dict[str, str] = field(default_factory=dict)
     state_file: Path | None = None
+    file_documents: list[tuple[str, str]] = field(default_factory=list)
 
 
 #: The longest the tour waits for the queue to drain, and for its edits to reach the feed.
@@ -179,6 +181,7 @@ def start_demo(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[Se
         demo_run.workspaces.extend((source.source_type, w) for w in setup.workspaces)
         if setup.edit_url:
             demo_run.edit_urls[source.source_type] = setup.edit_url
+        demo_run.file_documents.extend((source.source_type, d) for d in setup.file_documents)
     if not settings.secret_key:
         changes["secret_key"] = _demo_key(Path(settings.data_dir))
     demo_run.state_file = Path(settings.data_dir) / DEMO_STATE_FILE
@@ -264,6 +267,7 @@ async def demo_tour(settings: Settings, base: str, server: uvicorn.Server, pool:
         for source, name, body in bodies:
             job_ids.update(await _post(client, settings, base, source, name, fresh_event_id(body, run)))
         await _drain(pool, server)
+        await _log_file_documents(pool, demo_run)
         after = await feed.head(pool)
         edits: list[tuple[str, str]] = []
         for path in demo_run.edits:
@@ -308,6 +312,28 @@ async def demo_tour(settings: Settings, base: str, server: uvicorn.Server, pool:
         if demo_run.state_file is None or demo_run.state_file.parent == Path(".debounce")
         else f" (with DEBOUNCE_DATA_DIR={demo_run.state_file.parent})",
     )
+
+
+async def _log_file_documents(pool: Any, demo_run: Demo) -> None:
+    """Log each of the demo's file documents: its title, the page it hangs off and the first
+    line of its text (the documents extracted from the files the demo pages carry)."""
+    for source, document_id in demo_run.file_documents:
+        doc = await reads.get_document(pool, source, document_id)
+        if doc is None:
+            log.info("demo: file document %s/%s: not written yet", source, document_id)
+            continue
+        meta = doc["metadata"] or {}
+        text = next((line for line in doc["content"].splitlines() if line.strip()), "")
+        log.info(
+            "demo: file document %s/%s %r (%s, from %s/%s): %r",
+            source,
+            document_id,
+            doc["title"],
+            (meta.get("extraction") or {}).get("status", "?"),
+            source,
+            meta.get("parent_document_id"),
+            text[:80],
+        )
 
 
 def _label(path: Path) -> str:

@@ -17,10 +17,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-__all__ = ["FILE_KEY_PREFIX", "FileRef"]
+__all__ = ["FILES_STATE_PREFIX", "FILE_KEY_PREFIX", "FileRef"]
 
 #: The prefix of a file's job key and document id (``file:<file id>``).
 FILE_KEY_PREFIX = "file:"
+#: The ``sync_state`` key prefix under which the service keeps, per parent job key, the files
+#: that job's last sync showed (``files-of:<job key>`` -> ``{"files": {<file id>: identity}}``).
+FILES_STATE_PREFIX = "files-of:"
 
 
 @dataclass(frozen=True)

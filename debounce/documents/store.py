@@ -32,6 +32,7 @@ from psycopg.types.json import Jsonb
 from debounce.contract.audience import Audience
 from debounce.contract.documents import Document, WriteOutcome
 from debounce.contract.errors import LeaseLost
+from debounce.contract.files import FILE_KEY_PREFIX, FILES_STATE_PREFIX
 from debounce.contract.jobs import SyncJob
 from debounce.documents.deletions import DEFAULT_GUARD, DeletionGuard
 from debounce.documents.sections import split_sections
@@ -203,7 +204,9 @@ class DocumentStore:
         self, source_type: str, source_page_id: str, *, why: str = "were found gone"
     ) -> list[str]:
         """Mark every document of job key ``source_page_id`` deleted through the deletion
-        guard; returns the ids marked now (held ones, as :meth:`mark_deleted`, are not).
+        guard, with the file documents they were the only ones to show (the files the job's
+        last sync showed that no other job shows: :mod:`debounce.worker.files`); returns the
+        ids marked now (held ones, as :meth:`mark_deleted`, are not).
 
         Raises:
             LeaseLost: in a fenced store whose claim no longer holds the job.
@@ -214,6 +217,9 @@ class DocumentStore:
             {
                 "source_type": source_type,
                 "source_page_id": source_page_id,
+                "file_prefix": FILE_KEY_PREFIX,
+                "state_prefix": FILES_STATE_PREFIX,
+                "state_key": FILES_STATE_PREFIX + source_page_id,
                 **self._guard_params(why),
                 **self._fence_params(),
             },

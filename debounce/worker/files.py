@@ -49,12 +49,14 @@ from debounce.contract import (
     SyncResult,
     WriteOutcome,
 )
-from debounce.contract.files import FILE_KEY_PREFIX
+from debounce.contract.files import FILE_KEY_PREFIX, FILES_STATE_PREFIX
 from debounce.documents.store import DocumentStore
+from debounce.infra.db import fetch_all
+from debounce.infra.sql import queries
 from debounce.queue.backfills import BULK_PRIORITY
 from debounce.types import JobEvent
 from debounce.worker.extraction import Extracted, ExtractionFailed, ExtractionLimits, extract_file
-from debounce.worker.extraction.download import Downloaded, FetchPolicy, download
+from debounce.worker.extraction.download import Downloaded, FetchPolicy, download, external_allowed
 
 __all__ = ["FILE_DEBOUNCE_SECONDS", "FILE_MAX_WAIT_SECONDS", "FileJobs", "FileNotReady", "is_file_job"]
 
@@ -65,7 +67,8 @@ log = logging.getLogger("debounce.worker.files")
 FILE_DEBOUNCE_SECONDS = 2.0
 FILE_MAX_WAIT_SECONDS = 60.0
 #: The ``sync_state`` key prefix of what a parent's job showed last.
-STATE_PREFIX = "files-of:"
+STATE_PREFIX = FILES_STATE_PREFIX
+_Q = queries("files")
 
 
 class FileNotReady(Exception):
@@ -109,10 +112,17 @@ class FileJobs:
         )
         self.max_attempts = settings.max_attempts
 
+    def may_fetch(self, ref: FileRef) -> bool:
+        """Whether ``ref`` becomes a file document: always, but an external file (a Notion
+        ``external`` file, a Slack remote file) only from a host the operator allows
+        (``DEBOUNCE_FILE_EXTERNAL_HOSTS``); otherwise its parent keeps its link only."""
+        return not ref.external or ref.url is None or external_allowed(ref.url, self.policy)
+
     async def after_sync(self, job: SyncJob, result: SyncResult, writer: DocumentWriter) -> int:
-        """Enqueue file jobs for the files ``result`` shows that are new or changed, tombstone
-        the ones it no longer shows; returns how many file jobs were enqueued. Nothing when the
-        sync did not report files (``result.files is None``) or ``job`` is a file job.
+        """Enqueue file jobs for the files ``result`` shows that are new or changed (external
+        ones only from allowed hosts: :meth:`may_fetch`), tombstone the ones it no longer
+        shows; returns how many file jobs were enqueued. Nothing when the sync did not report
+        files (``result.files is None``) or ``job`` is a file job.
 
         Raises:
             LeaseLost: the claim was lost (nothing of the bookkeeping was written).
@@ -121,7 +131,7 @@ class FileJobs:
             return 0
         key = STATE_PREFIX + job.source_page_id
         before: dict[str, list[Any]] = (await writer.get_state(job.source_type, key)).get("files", {})
-        shown = {ref.file_id: ref for ref in result.files}
+        shown = {ref.file_id: ref for ref in result.files if self.may_fetch(ref)}
         events = [
             JobEvent(
                 source_type=job.source_type,
@@ -137,14 +147,10 @@ class FileJobs:
             for ref in shown.values()
             if before.get(ref.file_id) != list(ref.identity())
         ]
-        gone = []
-        for file_id, identity in before.items():
-            if file_id in shown:
-                continue
-            stored = await self.store.get(job.source_type, FILE_KEY_PREFIX + file_id)
-            # Another parent that shows it now keeps it.
-            if stored is None or stored["metadata"].get("parent_document_id") in (None, identity[3]):
-                gone.append(FILE_KEY_PREFIX + file_id)
+        hidden = [file_id for file_id in before if file_id not in shown]
+        # A file another parent's last sync shows stays (docs/files.md).
+        elsewhere = await self._shown_elsewhere(job.source_type, key, hidden) if hidden else set()
+        gone = [FILE_KEY_PREFIX + file_id for file_id in hidden if file_id not in elsewhere]
         if gone:
             await writer.mark_deleted(job.source_type, gone)
         await writer.set_state(
@@ -153,6 +159,20 @@ class FileJobs:
         if events:
             await queue.enqueue(self.pool, events)
         return len(events)
+
+    async def _shown_elsewhere(self, source_type: str, key: str, file_ids: list[str]) -> set[str]:
+        """Of ``file_ids``, those the last sync of another parent than ``key`` showed."""
+        rows = await fetch_all(
+            self.pool,
+            _Q["files_shown_elsewhere"],
+            {
+                "source_type": source_type,
+                "state_prefix": STATE_PREFIX,
+                "state_key": key,
+                "file_ids": file_ids,
+            },
+        )
+        return {str(r["file_id"]) for r in rows}
 
     async def run(self, job: SyncJob, context: SyncContext, syncer: Syncer | None) -> SyncResult:
         """Sync one file job (see the module docstring).

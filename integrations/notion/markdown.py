@@ -17,7 +17,9 @@ Before it is stored it is completed and cleaned (see ``docs/notion.md``, "Markdo
   (the Markdown does not name the file's block, so the block walk's ``#<block>`` anchor is not
   available); a hosted image ``![cap](signed)`` becomes a link ``[Image: cap](…)``, as the
   block walk writes it, since the target is not an image. Nothing signed is ever stored, and
-  an unchanged page renders byte for byte the same.
+  an unchanged page renders byte for byte the same. The page's files are read from the answer
+  before this (:func:`raw_page_markdown`, then
+  :func:`integrations.notion.files.files_of_markdown`).
 - **Relative links** (``](/…)``, ``url="/…"``, ``src="/…"``) are made absolute on
   ``https://www.notion.so``.
 
@@ -46,8 +48,10 @@ __all__ = [
     "MARKDOWN_VERSION",
     "MAX_MARKDOWN_REQUESTS",
     "clean_markdown",
+    "converted",
     "is_signed_url",
     "page_markdown",
+    "raw_page_markdown",
     "splice_unknown",
 ]
 
@@ -130,9 +134,41 @@ def splice_unknown(markdown: str, block_id: str, subtree: str) -> str:
 async def page_markdown(
     call: NotionCall, page_id: str, refusals: EndpointRefusals, workspace_id: int | None = None
 ) -> str | None:
-    """Page ``page_id``'s content as stored Markdown through the markdown endpoint: unknown
-    blocks fetched and spliced in, cleaned (:func:`clean_markdown`), then converted to the
-    block walk's CommonMark/GFM (:func:`~integrations.notion.enhanced.enhanced_to_markdown`);
+    """Page ``page_id``'s content as stored Markdown through the markdown endpoint
+    (:func:`raw_page_markdown`, then :func:`converted`); ``None`` when the endpoint does not
+    serve (as :func:`raw_page_markdown`).
+
+    Raises:
+        As :func:`raw_page_markdown`.
+    """
+    raw = await raw_page_markdown(call, page_id, refusals, workspace_id)
+    return None if raw is None else await converted(raw, page_id)
+
+
+async def converted(raw: str, page_id: str) -> str:
+    """The endpoint's enhanced Markdown ``raw`` of page ``page_id`` as stored: cleaned
+    (:func:`clean_markdown`), then converted to the block walk's CommonMark/GFM
+    (:func:`~integrations.notion.enhanced.enhanced_to_markdown`)."""
+    cleaned = clean_markdown(raw, page_id)
+    if len(cleaned) > _CONVERT_IN_THREAD_CHARS:
+        # A very large page (~1 s of conversion for 14 000 lines): off the event loop, so the
+        # worker's other syncs, lease renewals and LISTEN keep running meanwhile.
+        return await asyncio.to_thread(enhanced_to_markdown, cleaned, page_id, MARKDOWN_VERSION)
+    return enhanced_to_markdown(cleaned, page_id, MARKDOWN_VERSION)
+
+
+async def raw_page_markdown(
+    call: NotionCall,
+    page_id: str,
+    refusals: EndpointRefusals,
+    workspace_id: int | None = None,
+    *,
+    cache: bool = True,
+) -> str | None:
+    """Page ``page_id``'s enhanced Markdown as the markdown endpoint answers it, unknown
+    blocks fetched and spliced in (signed file URLs still in it: :func:`converted` makes it
+    what is stored; :func:`integrations.notion.files.files_of_markdown` reads its files).
+    ``cache=False``: never from the checkpoint (a refresh of an expired file URL).
     ``None`` when the endpoint does not serve and the block walk must be used: it refused this
     workspace's token (403: no read-content capability; 400 ``invalid_request_url``: an API
     without the endpoint) — remembered in ``refusals``, so later syncs of the workspace skip
@@ -169,6 +205,7 @@ async def page_markdown(
                 call.api.request,
                 path=f"pages/{object_id}/markdown",
                 method="GET",
+                cache=cache,
                 query={"markdown_version": MARKDOWN_VERSION},
             )
         except APIResponseError as exc:
@@ -192,9 +229,4 @@ async def page_markdown(
             if isinstance(unknown, str) and unknown not in seen:
                 seen.add(unknown)
                 pending.append(unknown)
-    cleaned = clean_markdown(markdown or "", page_id)
-    if len(cleaned) > _CONVERT_IN_THREAD_CHARS:
-        # A very large page (~1 s of conversion for 14 000 lines): off the event loop, so the
-        # worker's other syncs, lease renewals and LISTEN keep running meanwhile.
-        return await asyncio.to_thread(enhanced_to_markdown, cleaned, page_id, MARKDOWN_VERSION)
-    return enhanced_to_markdown(cleaned, page_id, MARKDOWN_VERSION)
+    return markdown or ""

@@ -27,8 +27,16 @@ from integrations.notion.backfill import NotionBackfill
 from integrations.notion.client import _WRONG_KIND_CODES, NotionCall, NotionClient, _code, api_error
 from integrations.notion.comments import comments_markdown, list_comments, split_comments, with_comments
 from integrations.notion.datasource import sync_data_source
-from integrations.notion.files import hosted_files, refresh_file
-from integrations.notion.markdown import page_markdown
+from integrations.notion.files import (
+    MARKDOWN_LOCATOR,
+    files_of_blocks,
+    files_of_markdown,
+    files_of_properties,
+    fresh_url,
+    hosted_files,
+    refresh_file,
+)
+from integrations.notion.markdown import converted, is_signed_url, raw_page_markdown
 from integrations.notion.properties import (
     page_properties,
     parent_summary,
@@ -364,27 +372,37 @@ class NotionSyncer:
         self, call: NotionCall, job: SyncJob, page_id: str
     ) -> tuple[str, tuple[FileRef, ...] | None]:
         """The page's body as stored Markdown: the markdown endpoint, else the block walk;
-        and the Notion-hosted files the block walk found (:mod:`.files`; ``None``: the markdown
-        endpoint served, files are not reported)."""
-        content = await page_markdown(call, page_id, self.refusals, job.workspace_id)
-        files: tuple[FileRef, ...] | None = None
-        if content is None:  # the markdown endpoint does not serve: the block walk
+        and the files the body shows (:mod:`.files`: the endpoint's file tags, or the block
+        walk's file and media blocks)."""
+        raw = await raw_page_markdown(call, page_id, self.refusals, job.workspace_id)
+        if raw is not None:
+            content = await converted(raw, page_id)
+            files = hosted_files(files_of_markdown(raw, page_id, is_signed_url))
+        else:  # the markdown endpoint does not serve: the block walk
             nodes = await self._walk(call, page_id)
             content = render_blocks(nodes, page_id=page_id)
-            files = hosted_files(nodes, page_id)
+            files = hosted_files(files_of_blocks(nodes, page_id))
         self._check_dialect(page_id, content)
         return content, files
 
     async def refresh_file(self, ref: FileRef, context: SyncContext) -> FileRef:
-        """``ref`` with the fresh URL of its block (:func:`.files.refresh_file`: one
-        ``blocks.retrieve``), for a file job whose presigned URL expired
-        (:class:`~debounce.contract.FileRefresher`).
+        """``ref`` with a fresh URL (:class:`~debounce.contract.FileRefresher`), for a file job
+        whose presigned URL expired: its block (:func:`.files.refresh_file`: one
+        ``blocks.retrieve``), its page's ``files`` property (one ``pages.retrieve``), or the
+        page's Markdown again (the markdown endpoint: one request, more for a page it
+        truncates); ``url`` ``None`` when the page no longer shows it.
 
         Raises:
             As :meth:`sync`.
         """
+        call = self.client.bind(context)
         try:
-            return await refresh_file(self.client.bind(context), ref)
+            if ref.locator and ref.locator.startswith(MARKDOWN_LOCATOR):
+                page_id = ref.locator.removeprefix(MARKDOWN_LOCATOR)
+                raw = await raw_page_markdown(call, page_id, self.refusals, cache=False)
+                found = files_of_markdown(raw, ref.parent_document_id, is_signed_url) if raw else []
+                return fresh_url(ref, found)
+            return await refresh_file(call, ref)
         except APIResponseError as exc:
             mapped = api_error(exc)
             if mapped is not None:
@@ -409,6 +427,8 @@ class NotionSyncer:
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         created_by = user_id(page.get("created_by"))
         edited_by = user_id(page.get("last_edited_by"))
+        if files is not None:  # the body's files, then the files properties'
+            files = hosted_files([*files, *files_of_properties(props, page_id)])
         metadata: dict[str, Any] = {
             "object": "page",
             "parent": parent_summary(page.get("parent")),

@@ -108,14 +108,35 @@ select null, false from allowed where not ok
 
 -- mark_page_deleted --
 -- Mark every document that came from one job key deleted (a trashed Notion page, a Slack
--- channel that is gone), through the deletion guard like mark_deleted. Fenced like
--- upsert_document. Returns the ids marked or held now (held: whether held), and one row with
--- a NULL id when the fence refused the write.
-with {{_fence}}, locked as (
+-- channel that is gone), and the file documents (%(file_prefix)s<file id>) those documents were
+-- the only ones to show: the files the job's last sync showed (its sync_state row
+-- %(state_key)s, {"files": {<file id>: …}}, written by the worker) that no other job's row
+-- (%(state_prefix)s…) shows. All through the deletion guard like mark_deleted; the job's row of
+-- shown files is forgotten (a page restored later shows its files anew). Fenced like
+-- upsert_document. Returns the ids marked or held now (held: whether held), and one row with a
+-- NULL id when the fence refused the write.
+with {{_fence}}, shown as (
+    select f.file_id
+      from sync_state s,
+           jsonb_object_keys(case when jsonb_typeof(s.state->'files') = 'object'
+                                  then s.state->'files' else '{}'::jsonb end) as f(file_id)
+     where s.source_type = %(source_type)s and s.source_page_id = %(state_key)s
+), orphans as (
+    -- shown by no other job (a scan of the source's rows of shown files, only when the
+    -- deleted job showed files)
+    select %(file_prefix)s || sh.file_id as document_id
+      from shown sh
+     where not exists (select 1 from sync_state o
+                        where o.source_type = %(source_type)s
+                          and starts_with(o.source_page_id, %(state_prefix)s)
+                          and o.source_page_id <> %(state_key)s
+                          and o.state->'files' ? sh.file_id)
+), locked as (
     -- in id order, as every statement that locks several documents (docs/claim.md)
     select id from documents
      where source_type = %(source_type)s
-       and source_page_id = %(source_page_id)s
+       and (source_page_id = %(source_page_id)s
+            or document_id = any(array(select document_id from orphans)))
        and deleted_at is null
        and (select ok from allowed)
      order by id
@@ -123,6 +144,10 @@ with {{_fence}}, locked as (
 ), marked as (
 select * from debounce_delete_documents(array(select id from locked), %(why)s,
                                         %(max_count)s, %(max_share)s, %(window)s)
+), forgotten as (
+    delete from sync_state
+     where source_type = %(source_type)s and source_page_id = %(state_key)s
+       and (select ok from allowed)
 )
 select document_id, held from marked
 union all

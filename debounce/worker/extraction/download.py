@@ -38,7 +38,15 @@ from aiohttp.resolver import DefaultResolver
 
 from debounce.worker.extraction.limits import ExtractionFailed, megabytes
 
-__all__ = ["MAX_REDIRECTS", "TOKEN_DOMAINS", "Downloaded", "FetchPolicy", "download", "token_allowed"]
+__all__ = [
+    "MAX_REDIRECTS",
+    "TOKEN_DOMAINS",
+    "Downloaded",
+    "FetchPolicy",
+    "download",
+    "external_allowed",
+    "token_allowed",
+]
 
 #: The domains (and their subdomains) a Slack token may be sent to, over https only.
 TOKEN_DOMAINS = ("slack.com", "slack-gov.com")
@@ -53,6 +61,13 @@ def _host(url: str) -> str:
 
 def _within(host: str, domains: tuple[str, ...] | frozenset[str]) -> bool:
     return any(host == d or host.endswith("." + d) for d in domains)
+
+
+def external_allowed(url: str, policy: FetchPolicy) -> bool:
+    """Whether an external file at ``url`` may be downloaded at all: its host is one of
+    ``policy.external_hosts`` or their subdomains (the download still refuses an address that
+    is not public, after DNS resolution)."""
+    return _within(_host(url), policy.external_hosts)
 
 
 def token_allowed(url: str, extra_hosts: frozenset[str] = frozenset()) -> bool:

@@ -129,6 +129,18 @@ def _died(exitcode: int | None) -> ExtractionFailed:
     return ExtractionFailed("crashed", f"crashed (exit code {exitcode})")
 
 
+#: What a media type's major type is not read for (metadata only).
+_NOT_READ = {"image": "no OCR", "audio": "no transcription", "video": "no transcription"}
+
+
+def not_extracted(base: str) -> str:
+    """Why a file of media type ``base`` (no parameters) has no text: metadata only, and for
+    images, audio and video what is not done (``image/png: metadata only (no OCR)``)."""
+    what = base or "unknown media type"
+    missing = _NOT_READ.get(base.split("/", 1)[0])
+    return f"{what}: metadata only ({missing})" if missing else f"{what}: not extracted (metadata only)"
+
+
 def extract_file(path: str, media_type: str, limits: ExtractionLimits, *, name: str = "") -> Extracted:
     """The Markdown of the file at ``path``, read in a child process within ``limits``.
 
@@ -147,8 +159,7 @@ def extract_file(path: str, media_type: str, limits: ExtractionLimits, *, name: 
         raise ExtractionFailed("too_large", too_large(size, limits))
     base, fmt = format_of(media_type, name, limits)
     if fmt is None:
-        what = base or "unknown media type"
-        raise ExtractionFailed("not_extracted", f"{what}: not extracted (metadata only)")
+        raise ExtractionFailed("not_extracted", not_extracted(base))
     context = _forkserver()
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(
