@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
@@ -87,6 +88,7 @@ async def sync_channel(pool: AsyncConnectionPool[Any]) -> None:
 
 
 async def changes_of(pool: AsyncConnectionPool[Any], document_id: str) -> list[str]:
+    await servable(pool)  # the server is shared: another session may hold the frontier back
     ops: list[str] = []
     after: feed.Cursor | None = None
     while True:
