@@ -223,7 +223,8 @@ async def test_unchanged_page_with_hosted_files_writes_nothing(
     stored = await content(store, page)
     link = "https://www.notion.so/" + page.replace("-", "")
     assert stored == (
-        f"[Image: A dog]({link})\n\n[report.pdf]({link})\n\n![A cat](https://img.example/cat.png)\n"
+        f"[Image: A dog]({link}) · document `file:/ws/1/dog.png`\n\n"
+        f"[report.pdf]({link}) · document `file:/ws/2/r.pdf`\n\n![A cat](https://img.example/cat.png)\n"
     )
     assert "X-Amz" not in stored and "amazonaws" not in stored
 
@@ -232,8 +233,14 @@ def test_clean_markdown_and_splice() -> None:
     page = "153104cd-477e-809d-8dc4-ff2d96ae3090"
     signed = "https://file.notion.so/f/x.png?expirationTimestamp=1&signature=abc"
     assert clean_markdown(f'\n![]({signed}) [a](/abc#def) <page url="/p1">P</page>\n\n', page) == (
-        "[Image](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090) "
+        "[Image](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090) · document `file:/f/x.png` "
         '[a](https://www.notion.so/abc#def) <page url="https://www.notion.so/p1">P</page>\n'
+    )
+    # A hosted file's tag names its file document (its URL's path) for the converter.
+    pdf = '<pdf src="https://file.notion.so/f/r.pdf?expirationTimestamp=1&amp;signature=a">Q3</pdf>'
+    assert clean_markdown(pdf, page) == (
+        '<pdf data-document="file:/f/r.pdf" src="https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090">'
+        "Q3</pdf>\n"
     )
     assert clean_markdown("", page) == ""
     tag = '\t<unknown url="https://www.notion.so/x#aa11" alt="toggle"/>'

@@ -92,10 +92,12 @@ SIGNED = "https://prod-files-secure.s3.us-west-2.amazonaws.com/ws/id/report.pdf?
 )
 def test_hosted_file_links_to_its_block_not_the_signed_url(spec: dict[str, Any], expected: str) -> None:
     out = render(spec)
-    assert out == f"{expected}(https://www.notion.so/{COMPACT}#00000000000040008000000000000000)\n"
+    # The block's stable link, and the file document of its text (its URL's path: issue 39).
+    named = " · document `file:/ws/id/report.pdf`"
+    assert out == f"{expected}(https://www.notion.so/{COMPACT}#00000000000040008000000000000000){named}\n"
     assert "amazonaws" not in out and "Signature" not in out
     # Without the page id there is no stable link: only the label is written.
-    assert render_blocks(nodes(spec)) == expected[1:-1] + "\n"
+    assert render_blocks(nodes(spec)) == expected[1:-1] + named + "\n"
 
 
 def test_external_files_keep_their_url() -> None:

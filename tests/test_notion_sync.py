@@ -248,7 +248,7 @@ $$
 
 ![A cat](https://img.example/cat.png)
 
-[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#{file_block})
+[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#{file_block}) · document `file:/report.pdf`
 
 [https://example.org/](https://example.org/)
 
@@ -400,15 +400,15 @@ Second tab body.
 
 ![A cat](https://img.example/cat.png)
 
-[Image: A dog](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322113)
+[Image: A dog](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322113) · document `file:/ws/1/dog.png`
 
-[Video](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322114)
+[Video](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322114) · document `file:/ws/2/clip.mp4`
 
 [The talk](https://audio.example/talk.mp3)
 
-[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322115)
+[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322115) · document `file:/ws/3/r.pdf`
 
-[Slides](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322116)
+[Slides](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322116) · document `file:/ws/4/s.pdf`
 
 [Example](https://example.org/)
 
@@ -507,7 +507,9 @@ async def test_hosted_files_resigned_on_every_fetch_leave_the_document_unchanged
         "Rolled up": ["a.png"],
     }
     link = f"https://www.notion.so/{PAGE.replace('-', '')}#"
-    assert before["content"].startswith(f"[Image: Chart]({link}{image_id.replace('-', '')})\n")
+    assert before["content"].startswith(
+        f"[Image: Chart]({link}{image_id.replace('-', '')}) · document `file:/ws/f1/chart.png`\n"
+    )
 
     again = await notion.sync(make_job(PAGE, event_id="evt-2"), context)
     assert (again.written, again.unchanged, again.deleted) == (0, 1, 0)

@@ -372,8 +372,12 @@ def _tab(attrs: dict[str, str], kids: list[BlockNode]) -> BlockNode:
     return _node("paragraph", data, kids)
 
 
-def _media(kind: str, url: str, caption: str) -> BlockNode:
+def _media(kind: str, url: str, caption: str, document: str | None = None) -> BlockNode:
+    """A media block; ``document``: the file document a Notion-hosted file's tag named
+    (``data-document``, written by :func:`~integrations.notion.markdown.clean_markdown`)."""
     data: dict[str, Any] = {"type": "external", "external": {"url": url}, "caption": parse_rich_text(caption)}
+    if document:
+        data["document"] = document
     return _node(kind, data)
 
 
@@ -398,7 +402,7 @@ def _tagged(tag: str, attrs: dict[str, str], inner: str) -> BlockNode | None:
     if tag in ("page", "database"):
         return _reference(tag, attrs, inner)
     if tag in _MEDIA_TAGS:
-        return _media(tag, attrs.get("src") or attrs.get("url") or "", inner)
+        return _media(tag, attrs.get("src") or attrs.get("url") or "", inner, attrs.get("data-document"))
     if tag in _LINK_TAGS:
         kind = "link_preview" if tag.startswith("link") else tag
         url = attrs.get("url") or attrs.get("src") or ""

@@ -31,11 +31,14 @@ stored; "One Markdown" in ``docs/notion.md`` lists what still differs between th
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
 import re
+from urllib.parse import urlsplit
 
 from notion_client.errors import APIResponseError
 
+from debounce.contract import FILE_KEY_PREFIX
 from integrations.notion.client import NotionCall
 from integrations.notion.enhanced import enhanced_to_markdown
 from integrations.notion.refusals import EndpointRefusals
@@ -84,6 +87,14 @@ _HOSTED = re.compile(
     re.IGNORECASE,
 )
 _RELATIVE = re.compile(r"(\]\(|\burl=\"|\bsrc=\")/(?!/)")
+# A hosted file's tag: ``<file|pdf|audio|video … src="…"``, its src up to the value.
+_FILE_TAG = re.compile(r'(<(?:file|pdf|audio|video)\b)([^>]*?)\bsrc="(?=([^"]*)")')
+
+
+def _document(url: str) -> str:
+    """The file document a hosted file's URL names: ``file:`` and the URL's path (its stable
+    identity, as :func:`integrations.notion.files.file_ref` makes it)."""
+    return FILE_KEY_PREFIX + urlsplit(url).path
 
 
 def is_signed_url(url: str) -> bool:
@@ -102,13 +113,20 @@ def clean_markdown(markdown: str, page_id: str) -> str:
         if not is_signed_url(url):
             return match.group(0)
         label = f"Image: {caption}" if caption else "Image"
-        return f"[{label}]({notion_url(page_id)})"
+        return f"[{label}]({notion_url(page_id)}) · document `{_document(url)}`"
+
+    def tag(match: re.Match[str]) -> str:
+        src = html.unescape(match.group(3))
+        if not is_signed_url(src):
+            return match.group(0)
+        return f'{match.group(1)}{match.group(2)}data-document="{_document(src)}" src="'
 
     def url(match: re.Match[str]) -> str:
         found = match.group(0)
         return notion_url(page_id) if is_signed_url(found) else found
 
     out = _IMAGE.sub(image, markdown)
+    out = _FILE_TAG.sub(tag, out)
     out = _URL.sub(url, out)
     out = _RELATIVE.sub(lambda m: m.group(1) + NOTION_BASE_URL + "/", out)
     out = out.strip("\n")

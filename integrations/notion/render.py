@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from debounce.contract import FILE_KEY_PREFIX
 from integrations.notion.richtext import (
     escape_markdown,
     link_target,
@@ -64,6 +66,23 @@ _CONTAINERS = frozenset({"column_list", "column", "synced_block", "tab"})
 _HEADINGS = {"heading_1": 1, "heading_2": 2, "heading_3": 3, "heading_4": 4}
 _MEDIA = frozenset({"image", "video", "audio", "file", "pdf"})
 _MEDIA_LABELS = {"image": "Image", "video": "Video", "audio": "Audio", "file": "File", "pdf": "PDF"}
+
+
+def hosted_file_document(data: Mapping[str, Any]) -> str | None:
+    """The id of the file document of a media block's Notion-hosted file (``file:`` and the
+    URL's path: its stable identity, :mod:`integrations.notion.files`), which the page's
+    Markdown names so a consumer can follow it; the markdown path's tag carries it as
+    ``document``. ``None`` for an external file or one without a URL."""
+    named = data.get("document")
+    if isinstance(named, str) and named.startswith(FILE_KEY_PREFIX):
+        return named
+    body = data.get("file") if data.get("type") == "file" else None
+    url = body.get("url") if isinstance(body, Mapping) else None
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return None
+    return FILE_KEY_PREFIX + urlsplit(url).path
+
+
 _LINK_KINDS = {"page_id": "page", "database_id": "database", "comment_id": "comment"}
 _CODE_LANGUAGE_ALIASES = {"plain text": "", "c++": "cpp", "c#": "csharp", "f#": "fsharp"}
 #: Where an unknown block type may keep its text (checked in this order).
@@ -266,7 +285,9 @@ class _Renderer:
             label = f"{kind_label}: {label}"
         label = label or kind_label
         target = self.block_link(node) if hosted else url
-        return [f"[{label}]({link_target(target)})" if target else label]
+        line = f"[{label}]({link_target(target)})" if target else label
+        document = hosted_file_document(data)
+        return [f"{line} · document `{document}`" if document else line]
 
     def link_to_page(self, node: BlockNode) -> list[str]:
         """``Link to page: [Title](url)`` when the title is in the tree, else
