@@ -248,7 +248,7 @@ $$
 
 ![A cat](https://img.example/cat.png)
 
-[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#{file_block}) · document `file:/report.pdf`
+[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#{file_block})
 
 [https://example.org/](https://example.org/)
 
@@ -280,7 +280,9 @@ async def test_representative_page_paginated_and_nested(
     assert doc is not None
     # The Notion-hosted file links to its block, not to its signed URL.
     [file_block] = [b for b, v in fake.blocks.items() if v["type"] == "file"]
-    assert doc["content"] == REPRESENTATIVE_MARKDOWN.replace("{file_block}", file_block.replace("-", ""))
+    compact = file_block.replace("-", "")
+    expected = named_files(REPRESENTATIVE_MARKDOWN.replace("{file_block}", compact), {compact: "/report.pdf"})
+    assert doc["content"] == expected
     assert doc["title"] == "Sync design"
     assert doc["source_page_id"] == PAGE
     assert doc["url"] == "https://www.notion.so/Sync-design-153104cd477e809d8dc4ff2d96ae3090"
@@ -400,15 +402,15 @@ Second tab body.
 
 ![A cat](https://img.example/cat.png)
 
-[Image: A dog](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322113) · document `file:/ws/1/dog.png`
+[Image: A dog](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322113)
 
-[Video](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322114) · document `file:/ws/2/clip.mp4`
+[Video](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322114)
 
 [The talk](https://audio.example/talk.mp3)
 
-[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322115) · document `file:/ws/3/r.pdf`
+[report.pdf](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322115)
 
-[Slides](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322116) · document `file:/ws/4/s.pdf`
+[Slides](https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090#0f1e2d3c4b5a49688776655443322116)
 
 [Example](https://example.org/)
 
@@ -448,6 +450,25 @@ Text of a future type
 
 Its child.
 """
+
+
+def named_files(markdown: str, files: dict[str, str]) -> str:
+    """``markdown`` with each hosted file's link (ending in the block id, a key of ``files``)
+    followed by the file document it names (``file:`` and the URL's path: issue 39)."""
+    for block_id, path in files.items():
+        markdown = markdown.replace(f"#{block_id})\n", f"#{block_id}) · document `file:{path}`\n")
+    return markdown
+
+
+EVERY_BLOCK_MARKDOWN = named_files(
+    EVERY_BLOCK_MARKDOWN,
+    {
+        "0f1e2d3c4b5a49688776655443322113": "/ws/1/dog.png",
+        "0f1e2d3c4b5a49688776655443322114": "/ws/2/clip.mp4",
+        "0f1e2d3c4b5a49688776655443322115": "/ws/3/r.pdf",
+        "0f1e2d3c4b5a49688776655443322116": "/ws/4/s.pdf",
+    },
+)
 
 
 async def test_every_block_type_of_the_reference_renders(
