@@ -22,7 +22,8 @@ One asyncio process (``debounce worker``, the Procfile's ``worker``) that
 Several worker processes against one database are safe: that is how it scales out.
 
 Modules: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
-:mod:`.outcomes` (completions and failures, each batched into one statement), :mod:`.notifier`
+:mod:`.completions` (the flush buffer: outcomes and lease renewals, one statement a flush),
+:mod:`.outcomes` (the words of its log lines), :mod:`.notifier`
 (``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper, the wait for the schema),
 :mod:`.errors` (how a loop reports a database error),
 :mod:`.checkpoints` (a yielded sync's checkpoint across claims), :mod:`.verdict` (the one mapping from

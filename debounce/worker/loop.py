@@ -35,12 +35,13 @@ from debounce.types import ApiBudget, ClaimedWorkspace, SyncJob
 from debounce.worker import env_workspaces, heartbeat, key_check, maintenance, workspace_state
 from debounce.worker.backfiller import Backfiller
 from debounce.worker.checkpoints import resumed, to_keep
+from debounce.worker.completions import Completions
 from debounce.worker.decrypter import Decrypter
 from debounce.worker.env_workspaces import Learner
 from debounce.worker.errors import log_db_error
 from debounce.worker.files import FileJobs, is_file_job
 from debounce.worker.notifier import listen
-from debounce.worker.outcomes import Outcomes, claimed_text, written_text
+from debounce.worker.outcomes import claimed_text, written_text
 from debounce.worker.verdict import VerdictKind, verdict
 from debounce.workspaces.budgets import WorkspaceMeter
 from debounce.workspaces.sync_costs import SyncCosts
@@ -108,7 +109,13 @@ class Worker:
         self.running: dict[int, SyncJob] = {}
         #: Jobs whose sync returned and whose outcome is being recorded.
         self.finishing: set[int] = set()
-        self.outcomes = Outcomes(pool)
+        #: The flush buffer: outcomes and lease renewals, one statement a flush.
+        self.outcomes = Completions(
+            pool,
+            lease_seconds=settings.lease_seconds,
+            delay=settings.worker_flush_seconds,
+            max_outcomes=max(16, 2 * self.concurrency),
+        )
         #: The workspaces' side: this worker's key (``None``: none), one concern each.
         self.keyring = Keyring(settings.secret_key) if settings.secret_key else None
         self.marks = key_check.CredentialMarks(pool)
@@ -229,7 +236,8 @@ class Worker:
         helpers = [
             asyncio.create_task(listen(self.conninfo, self.wake), name="listen"),
             asyncio.create_task(
-                maintenance.lease_keeper(self.pool, self.running, self.finishing, lease), name="lease-keeper"
+                maintenance.lease_keeper(self.outcomes, self.running, self.finishing, lease),
+                name="lease-keeper",
             ),
         ]
         helpers.append(

@@ -23,6 +23,7 @@ from debounce.infra.retry import Backoff
 from debounce.infra.secrets import SecretKeyError
 from debounce.migrate import schema_status
 from debounce.types import SyncJob
+from debounce.worker.completions import Completions
 from debounce.worker.errors import log_db_error, stop_if_cancelled
 
 __all__ = [
@@ -44,14 +45,14 @@ log = logging.getLogger("debounce.worker")
 
 
 async def renew_leases(
-    pool: AsyncConnectionPool[Any],
+    completions: Completions,
     running: Mapping[int, SyncJob],
     finishing: Collection[int],
-    lease_seconds: float,
 ) -> list[SyncJob]:
     """Extend the lease of every sync in ``running`` that is not ``finishing`` (its outcome
-    being recorded: recording clears the lease, which a snapshot taken before may not show);
-    returns (and logs) the ones whose claim was lost meanwhile.
+    being recorded: recording clears the lease, which a snapshot taken before may not show),
+    through the flush buffer (the renewals travel with the next flush of outcomes); returns
+    (and logs) the ones whose claim was lost meanwhile.
 
     Raises:
         psycopg.Error, psycopg_pool.PoolTimeout: the database is unavailable.
@@ -59,7 +60,7 @@ async def renew_leases(
     jobs = [j for j in running.values() if j.id not in finishing]
     if not jobs:
         return []
-    kept = await queue.extend_leases(pool, jobs, lease_seconds)
+    kept = await completions.renew(jobs)
     WORKER.lease_renewals.inc(len(kept))
     lost = [j for j in jobs if j.id not in kept and j.id in running and j.id not in finishing]
     for job in lost:
@@ -72,7 +73,7 @@ async def renew_leases(
 
 
 async def lease_keeper(
-    pool: AsyncConnectionPool[Any],
+    completions: Completions,
     running: Mapping[int, SyncJob],
     finishing: Collection[int],
     lease_seconds: float,
@@ -82,7 +83,7 @@ async def lease_keeper(
     while True:
         await asyncio.sleep(interval)
         try:
-            await renew_leases(pool, running, finishing, lease_seconds)
+            await renew_leases(completions, running, finishing)
         except Exception as exc:
             log_db_error("extending leases", exc)
         stop_if_cancelled()
