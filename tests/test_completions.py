@@ -1,6 +1,7 @@
-"""The worker's flush buffer (debounce/worker/completions.py) against the real database: outcomes
-and renewals in one statement, the lease fence, a flush that fails, and a worker killed between a
-sync and its flush."""
+"""The worker's flush buffer (debounce/worker/completions.py) and local queue
+(debounce/worker/ahead.py) against the real database: outcomes and renewals in one statement, the
+lease fence, a flush that fails, a worker killed between a sync and its flush, and held jobs whose
+lease is lost or ending never synced."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
+from debounce.config import Settings
+from debounce.contract import SyncContext, SyncResult
 from debounce.types import JobEvent, JobStatus, SyncJob
+from debounce.worker import Worker, maintenance
 from debounce.worker.completions import Completions
 
 VERSIONED_WORKER = Path(__file__).resolve().parent / "support" / "versioned_worker.py"
@@ -214,3 +218,69 @@ def test_a_worker_killed_between_a_sync_and_its_flush_leaves_the_job_to_its_leas
         assert second.wait(20) == 0
     assert _sql(database_url, "select version from sync_log where landed order by id") == [(1,), (2,)]
     assert _sql(database_url, "select content from documents where document_id = 'p1'") == [("v2",)]
+
+
+class Recording:
+    """A source whose syncs are only recorded (a held job must never reach it)."""
+
+    source_type = "notion"
+
+    def __init__(self) -> None:
+        self.synced: list[int] = []
+
+    def parse_webhook(self, headers: Any, body: bytes) -> Any:
+        raise NotImplementedError
+
+    async def sync(self, job: SyncJob, context: SyncContext) -> SyncResult:
+        self.synced.append(job.id)
+        return SyncResult(written=0)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _worker(pool: AsyncConnectionPool[Any], database_url: str, syncer: Recording) -> Worker:
+    settings = Settings(database_url="unused", lease_seconds=60, worker_concurrency=2)
+    return Worker(settings, pool, {"notion": syncer}, conninfo=database_url)
+
+
+async def test_a_job_whose_lease_was_lost_in_the_local_queue_is_not_synced(
+    pool: AsyncConnectionPool[Any], database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Claimed ahead, held while the slots were busy; its lease expired and another worker
+    claimed it. The lease keeper's renewal finds it lost: it leaves the local queue, and a
+    freed slot never starts it."""
+    syncer = Recording()
+    worker = _worker(pool, database_url, syncer)
+    worker.outcomes.start()
+    try:
+        (held,) = await claim(pool, ["a"])
+        worker.ahead.add([(held, None)], sent=time.monotonic(), now=time.monotonic())
+        await queue.requeue_expired(pool, now=datetime.now(UTC) + timedelta(hours=1))
+        (other,) = await queue.claim(pool, "w2", limit=1, lease_seconds=60, source_slots={"notion": 1})
+        await maintenance.renew_leases(worker.outcomes, worker.running, worker.finishing, worker.ahead)
+        assert len(worker.ahead) == 0
+        worker._start_held()  # a slot frees
+        assert worker.running == {} and syncer.synced == []
+    finally:
+        await worker.outcomes.stop()
+    assert any("waited in the local queue: not synced" in r.getMessage() for r in caplog.records)
+    row = await queue.get(pool, held.id)
+    assert row is not None and row.lease_token == other.job.lease_token  # the other claim stands
+
+
+async def test_a_held_job_near_the_end_of_its_lease_is_given_back_not_synced(
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    """Renewals failed (the database was away) and the held job's lease has less than a third
+    left by the worker's clock: a free slot does not start it; it is released."""
+    syncer = Recording()
+    worker = _worker(pool, database_url, syncer)
+    (held,) = await claim(pool, ["a"])
+    claimed_at = time.monotonic() - 45  # its claim was sent 45 s of a 60 s lease ago
+    worker.ahead.add([(held, None)], sent=claimed_at, now=claimed_at + 0.001)
+    worker._start_held()
+    assert worker.running == {} and syncer.synced == [] and len(worker.ahead) == 0
+    await asyncio.gather(*worker._giving_back)
+    row = await queue.get(pool, held.id)
+    assert row is not None and row.status is JobStatus.PENDING and row.lease_token is None

@@ -22,6 +22,7 @@ One asyncio process (``debounce worker``, the Procfile's ``worker``) that
 Several worker processes against one database are safe: that is how it scales out.
 
 Modules: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
+:mod:`.ahead` (the local queue: jobs claimed ahead of a free slot),
 :mod:`.completions` (the flush buffer: outcomes and lease renewals, one statement a flush),
 :mod:`.outcomes` (the words of its log lines), :mod:`.notifier`
 (``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper, the wait for the schema),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,7 @@ from debounce.infra.retry import Backoff
 from debounce.infra.secrets import SecretKeyError
 from debounce.migrate import schema_status
 from debounce.types import SyncJob
+from debounce.worker.ahead import LocalQueue
 from debounce.worker.completions import Completions
 from debounce.worker.errors import log_db_error, stop_if_cancelled
 
@@ -48,20 +50,29 @@ async def renew_leases(
     completions: Completions,
     running: Mapping[int, SyncJob],
     finishing: Collection[int],
+    ahead: LocalQueue | None = None,
 ) -> list[SyncJob]:
     """Extend the lease of every sync in ``running`` that is not ``finishing`` (its outcome
-    being recorded: recording clears the lease, which a snapshot taken before may not show),
-    through the flush buffer (the renewals travel with the next flush of outcomes); returns
-    (and logs) the ones whose claim was lost meanwhile.
+    being recorded: recording clears the lease, which a snapshot taken before may not show)
+    and of every job held in the local queue ``ahead``, through the flush buffer; returns (and
+    logs) the running ones whose claim was lost meanwhile. A held job whose lease was lost is
+    dropped from the local queue: it is never synced here.
 
     Raises:
         psycopg.Error, psycopg_pool.PoolTimeout: the database is unavailable.
     """
     jobs = [j for j in running.values() if j.id not in finishing]
-    if not jobs:
+    held = ahead.jobs() if ahead is not None else []
+    if not jobs and not held:
         return []
-    kept = await completions.renew(jobs)
+    sent = time.monotonic()
+    kept = await completions.renew([*jobs, *held])
     WORKER.lease_renewals.inc(len(kept))
+    if ahead is not None:
+        for job in ahead.renewed([j.id for j in held], kept, sent):
+            log.warning(
+                "lease lost while the job waited in the local queue: not synced", extra=job.log_fields()
+            )
     lost = [j for j in jobs if j.id not in kept and j.id in running and j.id not in finishing]
     for job in lost:
         log.warning(
@@ -77,13 +88,14 @@ async def lease_keeper(
     running: Mapping[int, SyncJob],
     finishing: Collection[int],
     lease_seconds: float,
+    ahead: LocalQueue | None = None,
 ) -> None:
     """Run forever: :func:`renew_leases` every ``lease_seconds / 3``."""
     interval = max(lease_seconds / 3.0, 0.05)
     while True:
         await asyncio.sleep(interval)
         try:
-            await renew_leases(completions, running, finishing)
+            await renew_leases(completions, running, finishing, ahead)
         except Exception as exc:
             log_db_error("extending leases", exc)
         stop_if_cancelled()

@@ -1,11 +1,11 @@
 """The words of the worker's log lines for a claim and a sync (:func:`claimed_text`,
-:func:`written_text`). Recording the outcomes themselves is :mod:`.completions`."""
+:func:`written_text`, :func:`budget_yield_text`). Recording the outcomes themselves is :mod:`.completions`."""
 
 from __future__ import annotations
 
 from debounce.types import SyncJob
 
-__all__ = ["claimed_text", "written_text"]
+__all__ = ["budget_yield_text", "claimed_text", "written_text"]
 
 
 def written_text(wrote: list[tuple[str, str, str]]) -> str:
@@ -30,3 +30,17 @@ def claimed_text(job: SyncJob) -> str:
     if job.attempts > 1:
         why += f", attempt {job.attempts}"
     return f"job {job.id} ({job.source_type} {job.source_page_id}: {why})"
+
+
+def budget_yield_text(job: SyncJob, retry_after: float, fetched: int) -> str:
+    """A sync that yielded to its workspace's spent budget, in one line: whose budget, the job,
+    when a request is due (``retry_after`` seconds) and the ``fetched`` responses it keeps."""
+    whose = (
+        f"workspace {job.workspace_id}'s"
+        if job.workspace_id is not None
+        else f"the {job.source_type} source's"
+    )
+    kept = (
+        f" (it keeps the {fetched} response{'s' if fetched != 1 else ''} fetched so far)" if fetched else ""
+    )
+    return f"{whose} API budget is spent: job {job.id} waits for a request, due in {retry_after:.1f} s{kept}"
