@@ -337,7 +337,10 @@ class Worker:
                 delay = backoff.next()
                 log_db_error("claiming jobs", exc, delay)
             if delay == 0:
-                continue  # look again at once: more may be due
+                # look again at once, more may be due; first let the syncs just started run
+                # to their first wait, so the next claim is sized by the slots they left
+                await asyncio.sleep(0)
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=max(delay, 0.0))
 
