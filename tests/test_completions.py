@@ -284,3 +284,18 @@ async def test_a_held_job_near_the_end_of_its_lease_is_given_back_not_synced(
     await asyncio.gather(*worker._giving_back)
     row = await queue.get(pool, held.id)
     assert row is not None and row.status is JobStatus.PENDING and row.lease_token is None
+
+
+async def test_held_jobs_are_given_back_at_shutdown(
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    """A worker stopping gives back what its local queue holds, untouched (the attempt not
+    counted), before it waits for its running syncs."""
+    worker = _worker(pool, database_url, Recording())
+    (held,) = await claim(pool, ["a"])
+    worker.ahead.add([(held, None)], sent=time.monotonic(), now=time.monotonic())
+    worker.stop()
+    await worker._drain()
+    row = await queue.get(pool, held.id)
+    assert row is not None and row.status is JobStatus.PENDING and row.attempts == 0
+    assert len(worker.ahead) == 0

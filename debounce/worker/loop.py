@@ -594,26 +594,11 @@ class Worker:
                 )
 
     async def _drain(self) -> None:
-        """Let running syncs finish within the grace period, then release what is left."""
-        if self._tasks:
-            log.info(
-                "stopping: waiting up to %.0f s for %d running syncs",
-                self.settings.shutdown_grace_seconds,
-                len(self._tasks),
-            )
-            await asyncio.wait(list(self._tasks.values()), timeout=self.settings.shutdown_grace_seconds)
-        leftover = [self.running[i] for i in list(self._tasks) if i in self.running] + self.ahead.drain()
-        for task in list(self._tasks.values()):
-            task.cancel()
-        for task in list(self._tasks.values()):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if leftover:
-            try:
-                for job in await queue.release(self.pool, leftover):
-                    log.info("released unfinished sync at shutdown", extra=job.log_fields())
-            except Exception as exc:
-                log_db_error(f"releasing {len(leftover)} jobs (their leases will expire)", exc)
+        """Give back the held jobs, let running syncs finish within the grace period, then
+        release what is left (:func:`.maintenance.drain`)."""
+        await maintenance.drain(
+            self.pool, self._tasks, self.running, self.ahead.drain(), self.settings.shutdown_grace_seconds
+        )
         self._tasks.clear()
         self.running.clear()
         self.finishing.clear()

@@ -1,7 +1,8 @@
 """The worker's maintenance loops: keeping the leases of running syncs, returning the jobs
 of dead workers whose leases expired, and pruning what is past retention (finished jobs, event
 ids, the change feed's changes) with the workspace removals a crash left half done; and a
-worker's start: the wait for the schema, then for its workspaces to be prepared."""
+worker's start: the wait for the schema, then for its workspaces to be prepared; and its
+shutdown (:func:`drain`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from debounce.worker.errors import log_db_error, stop_if_cancelled
 
 __all__ = [
     "PRUNE_BATCH",
+    "drain",
     "lease_keeper",
     "prune_once",
     "pruner",
@@ -99,6 +101,40 @@ async def lease_keeper(
         except Exception as exc:
             log_db_error("extending leases", exc)
         stop_if_cancelled()
+
+
+async def drain(
+    pool: AsyncConnectionPool[Any],
+    tasks: Mapping[int, asyncio.Task[None]],
+    running: Mapping[int, SyncJob],
+    held: list[SyncJob],
+    grace: float,
+) -> None:
+    """A worker's shutdown: release the ``held`` jobs (claimed ahead, never started) at once, so
+    other workers take them during the grace period; let the running syncs (``tasks`` by job
+    id) finish within ``grace`` seconds; cancel the rest and release their jobs untouched.
+    Never raises (a job not released comes back when its lease expires)."""
+    await _release(pool, held, "released a job claimed ahead at shutdown")
+    if tasks:
+        log.info("stopping: waiting up to %.0f s for %d running syncs", grace, len(tasks))
+        await asyncio.wait(list(tasks.values()), timeout=grace)
+    leftover = [running[i] for i in list(tasks) if i in running]
+    for task in list(tasks.values()):
+        task.cancel()
+    for task in list(tasks.values()):
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    await _release(pool, leftover, "released unfinished sync at shutdown")
+
+
+async def _release(pool: AsyncConnectionPool[Any], jobs: list[SyncJob], said: str) -> None:
+    if not jobs:
+        return
+    try:
+        for job in await queue.release(pool, jobs):
+            log.info(said, extra=job.log_fields())
+    except Exception as exc:
+        log_db_error(f"releasing {len(jobs)} jobs (their leases will expire)", exc)
 
 
 async def reaper(pool: AsyncConnectionPool[Any], lease_seconds: float, wake: Callable[[], None]) -> None:
