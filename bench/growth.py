@@ -20,6 +20,8 @@ from psycopg.types.json import Jsonb
 
 from bench.common import emit, note, scratch_database
 from debounce.infra.sql import queries
+from debounce.queue.lifecycle import settle_params
+from debounce.types import SyncJob
 from debounce.workspaces.budgets import UNLIMITED, budget_params
 
 Q = {**queries("queue"), **queries("claim")}  # the claim lives in sql/queries/claim.sql
@@ -116,10 +118,7 @@ def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
         if not rows:
             break
         t0 = time.perf_counter()
-        conn.execute(
-            Q["complete_many"],
-            {"ids": [rows[0]["id"]], "lease_tokens": [rows[0]["lease_token"]], "now": None},
-        ).fetchall()
+        conn.execute(Q["settle"], settle_params([SyncJob.from_row(rows[0])], [], [])).fetchall()
         complete.append((time.perf_counter() - t0) * 1000)
     # plans, with one due job present for the claim
     conn.execute(Q["enqueue"], _enqueue_params(f"plan-{size}")).fetchall()

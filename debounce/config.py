@@ -179,6 +179,14 @@ class Settings:
         "syncs of one workspace in flight, across every worker process (the fair claim)",
         4,
     )
+    worker_flush_seconds: float = variable(
+        "DEBOUNCE_WORKER_FLUSH_SECONDS",
+        SECONDS,
+        "how long a worker buffers its syncs' outcomes and lease renewals before writing them "
+        "in one statement (a renewal is written at once; a crash loses at most the unwritten "
+        "outcomes, whose jobs come back with their leases)",
+        0.005,
+    )
     lease_seconds: float = variable(
         "DEBOUNCE_LEASE_SECONDS", POSITIVE_SECONDS, "claim lease, extended while a sync runs", 60.0
     )

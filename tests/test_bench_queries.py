@@ -9,6 +9,7 @@ import re
 
 from bench import growth, scale
 from debounce.infra.sql import queries
+from debounce.queue.lifecycle import settle_params
 
 
 def _parameters(sql: str) -> set[str]:
@@ -18,7 +19,7 @@ def _parameters(sql: str) -> set[str]:
 def test_growth_binds_every_parameter_of_the_claim_and_the_enqueue() -> None:
     assert _parameters(growth.Q["claim"]) <= set(growth._claim_params())
     assert _parameters(growth.Q["enqueue"]) <= set(growth._enqueue_params("p"))
-    assert _parameters(growth.Q["complete_many"]) <= {"ids", "lease_tokens", "now"}
+    assert _parameters(growth.Q["settle"]) <= set(settle_params([], [], []))
 
 
 def test_scale_binds_every_parameter_of_the_claims_explain() -> None:

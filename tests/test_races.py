@@ -272,7 +272,7 @@ async def test_a_sync_being_recorded_is_not_reported_as_a_lost_lease(
     (requeued,) = await queue.requeue_expired(pool, now=datetime.now(UTC) + timedelta(hours=1))
     assert requeued.id == lost.id  # the other job's lease really ran out
     renewed = await maintenance.renew_leases(
-        pool, worker.running, worker.finishing, worker.settings.lease_seconds
+        worker.outcomes, worker.running, worker.finishing
     )  # the lease keeper's round
     assert [j.id for j in renewed] == [lost.id]
     warnings = [r for r in caplog.records if "lease lost" in r.getMessage()]

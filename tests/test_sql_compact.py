@@ -47,14 +47,12 @@ def test_the_hot_statements_fit_psycopgs_query_cache() -> None:
     hot = {
         "claim": claim["claim"],
         "seconds_until_due": claim["seconds_until_due"],
-        "complete_many": queue["complete_many"],
-        "fail_many": queue["fail_many"],
-        "extend_leases": queue["extend_leases"],
+        "settle": queue["settle"],
         "take_budget": budgets["take_budget"],
         "upsert_document": queries("documents")["upsert_document"],
     }
     long = {k: len(v) for k, v in hot.items() if len(v) > PSYCOPG_CACHED_LENGTH}
     assert not long, long
     raw = (sql_dir() / "queries" / "queue.sql").read_text(encoding="utf-8")
-    assert len(queue["fail_many"]) < raw.index("-- extend_leases --") - raw.index("-- fail_many --")
+    assert len(queue["settle"]) < raw.index("-- release --") - raw.index("-- settle --")
     assert "--" not in claim["claim"]

@@ -1,5 +1,5 @@
-"""Group concurrent submissions into one statement: the web's enqueue batching and the worker's
-recording of outcomes share this machine.
+"""Group concurrent submissions into one statement: the web's enqueue batching runs on this
+machine (the worker's outcomes have their own flush buffer, ``debounce.worker.completions``).
 
 Each caller submits its items and waits for its own results; a few flusher tasks take whatever
 has accumulated while they were busy and run it through one ``flush(items) -> results``

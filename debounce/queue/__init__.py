@@ -46,6 +46,7 @@ from debounce.queue.lifecycle import (
     release,
     repair_lines,
     requeue_expired,
+    settle,
 )
 from debounce.queue.operations import (
     PRUNE_LOCK_ID,
@@ -93,6 +94,7 @@ __all__ = [
     "retry",
     "cancel_removed",
     "seconds_until_due",
+    "settle",
     "stats",
     "unstorable",
     "validate_event",

@@ -42,6 +42,8 @@ __all__ = [
     "repair_lines",
     "release",
     "requeue_expired",
+    "settle",
+    "settle_params",
 ]
 
 _Q = queries("queue")
@@ -190,20 +192,11 @@ def _lease_token(job: SyncJob) -> str:
 async def complete_many(
     db: Db, jobs: Sequence[SyncJob], *, now: datetime | None = None
 ) -> dict[int, SyncJob]:
-    """Record the successful syncs of claimed ``jobs`` in one statement (the worker buffers
-    finished syncs). Each row becomes ``completed``, or ``pending`` again (a follow-up sync with
-    fresh attempts) when events arrived since the claim. Returns ``{job_id: row after the
-    change}`` for the claims still held (a job whose lease expired and was requeued or
-    re-claimed is missing)."""
-    check_now(now)
-    if not jobs:
-        return {}
-    rows = await fetch_all(
-        db,
-        _Q["complete_many"],
-        {"ids": [j.id for j in jobs], "lease_tokens": [_lease_token(j) for j in jobs], "now": now},
-    )
-    return {r["id"]: SyncJob.from_row(r) for r in rows}
+    """Record the successful syncs of claimed ``jobs`` in one statement (:func:`settle`). Each
+    row becomes ``completed``, or ``pending`` again (a follow-up sync with fresh attempts) when
+    events arrived since the claim. Returns ``{job_id: row after the change}`` for the claims
+    still held (a job whose lease expired and was requeued or re-claimed is missing)."""
+    return await settle(db, completed=jobs, now=now)
 
 
 @dataclass(frozen=True)
@@ -246,47 +239,96 @@ class Failure:
 async def fail_many(
     db: Db, failures: Sequence[Failure], *, now: datetime | None = None
 ) -> dict[int, SyncJob]:
-    """Record the failed syncs of claimed jobs in one statement (the worker buffers outcomes;
-    see :class:`Failure`). An event that arrived during a sync still gets its follow-up (see
+    """Record the failed syncs of claimed jobs in one statement (:func:`settle`; see
+    :class:`Failure`). An event that arrived during a sync still gets its follow-up (see
     ``sql/queries/queue.sql``). Returns ``{job_id: row after the change}`` for the claims still held."""
-    check_now(now)
-    if not failures:
-        return {}
-    rows = await fetch_all(
-        db,
-        _Q["fail_many"],
-        {
-            "ids": [f.job.id for f in failures],
-            "lease_tokens": [_lease_token(f.job) for f in failures],
-            "errors": [(f.error or "error")[:MAX_ERROR_CHARS] for f in failures],
-            "retry_afters": [f.retry_after for f in failures],
-            "permanents": [bool(f.permanent) for f in failures],
-            "backoffs": [f.backoff_seconds or 0.0 for f in failures],
-            "checkpoints": [Jsonb(f.checkpoint) if f.checkpoint is not None else None for f in failures],
-            "keep_places": [bool(f.keep_place and f.retry_after is not None) for f in failures],
-            "now": now,
-        },
-    )
-    return {r["id"]: SyncJob.from_row(r) for r in rows}
+    return await settle(db, failed=failures, now=now)
 
 
 async def extend_leases(
     db: Db, jobs: Iterable[SyncJob], seconds: float, *, now: datetime | None = None
 ) -> dict[int, datetime]:
-    """Extend the leases of running syncs to ``now + seconds`` in one statement.
+    """Extend the leases of running syncs to ``now + seconds`` in one statement (:func:`settle`).
 
     Returns ``{job_id: new lease_expires_at}`` for the claims still held; a job missing from
     the result has lost its lease.
     """
     check_seconds("seconds", seconds, positive=True)
-    check_now(now)
-    tokens = [_lease_token(j) for j in jobs]
-    if not tokens:
+    rows = await settle(db, renewed=list(jobs), lease_seconds=seconds, now=now)
+    return {i: r.lease_expires_at for i, r in rows.items() if r.lease_expires_at is not None}
+
+
+async def settle(
+    db: Db,
+    *,
+    completed: Sequence[SyncJob] = (),
+    failed: Sequence[Failure] = (),
+    renewed: Sequence[SyncJob] = (),
+    lease_seconds: float | None = None,
+    now: datetime | None = None,
+) -> dict[int, SyncJob]:
+    """Record the outcomes of claimed jobs in one statement and one transaction
+    (``sql/queries/queue.sql``, ``settle``): the ``completed`` syncs (as :func:`complete_many`),
+    the ``failed`` ones (as :func:`fail_many`) and the leases ``renewed`` to ``now +
+    lease_seconds`` of syncs still running; the line moves once for all of them. At most one
+    outcome per claim (job and lease token). Returns ``{job_id: row after the change}`` for
+    the claims still held (the lease fence: an outcome whose lease token no longer matches
+    changes nothing and is missing).
+
+    Raises:
+        ValueError: a job without a lease token, a claim given two outcomes, renewals without
+            a positive ``lease_seconds``.
+    """
+    params = settle_params(completed, failed, renewed, lease_seconds, now)
+    if not params["ids"]:
         return {}
-    rows = await fetch_all(
-        db, _Q["extend_leases"], {"lease_tokens": tokens, "lease_seconds": float(seconds), "now": now}
-    )
-    return {r["id"]: r["lease_expires_at"] for r in rows}
+    rows = await fetch_all(db, _Q["settle"], params)
+    return {r["id"]: SyncJob.from_row(r) for r in rows}
+
+
+def settle_params(
+    completed: Sequence[SyncJob],
+    failed: Sequence[Failure],
+    renewed: Sequence[SyncJob],
+    lease_seconds: float | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The parameters of ``settle`` (see :func:`settle`; ``bench/growth.py`` binds them too).
+
+    Raises:
+        ValueError: see :func:`settle`.
+    """
+    check_now(now)
+    if renewed:
+        if lease_seconds is None:
+            raise ValueError("renewing leases needs lease_seconds")
+        check_seconds("lease_seconds", lease_seconds, positive=True)
+    jobs = [*completed, *(f.job for f in failed), *renewed]
+    claims = [(j.id, _lease_token(j)) for j in jobs]
+    if len(set(claims)) != len(claims):
+        raise ValueError("a claim has two outcomes in one settle")
+    n_done, n_renew = len(completed), len(renewed)
+    return {
+        "ids": [j.id for j in jobs],
+        "lease_tokens": [t for _, t in claims],
+        "outcomes": ["completed"] * n_done + ["failed"] * len(failed) + ["renewed"] * n_renew,
+        "errors": [None] * n_done
+        + [(f.error or "error")[:MAX_ERROR_CHARS] for f in failed]
+        + [None] * n_renew,
+        "retry_afters": [None] * n_done
+        + [float(f.retry_after) if f.retry_after is not None else None for f in failed]
+        + [None] * n_renew,
+        "permanents": [False] * n_done + [bool(f.permanent) for f in failed] + [False] * n_renew,
+        "backoffs": [0.0] * n_done + [float(f.backoff_seconds or 0.0) for f in failed] + [0.0] * n_renew,
+        "checkpoints": [None] * n_done
+        + [Jsonb(f.checkpoint) if f.checkpoint is not None else None for f in failed]
+        + [None] * n_renew,
+        "keep_places": [False] * n_done
+        + [bool(f.keep_place and f.retry_after is not None) for f in failed]
+        + [False] * n_renew,
+        "lease_seconds": float(lease_seconds or 0.0),
+        "now": now,
+    }
 
 
 async def release(db: Db, jobs: SyncJob | Iterable[SyncJob], *, now: datetime | None = None) -> list[SyncJob]:

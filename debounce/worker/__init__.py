@@ -22,8 +22,11 @@ One asyncio process (``debounce worker``, the Procfile's ``worker``) that
 Several worker processes against one database are safe: that is how it scales out.
 
 Modules: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown),
-:mod:`.outcomes` (completions and failures, each batched into one statement), :mod:`.notifier`
-(``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper, the wait for the schema),
+:mod:`.ahead` (the local queue: jobs claimed ahead of a free slot),
+:mod:`.completions` (the flush buffer: outcomes and lease renewals, one statement a flush),
+:mod:`.outcomes` (the words of its log lines), :mod:`.notifier`
+(``LISTEN``), :mod:`.maintenance` (lease keeper, expired-lease reaper, the wait for the schema,
+the shutdown's drain),
 :mod:`.errors` (how a loop reports a database error),
 :mod:`.checkpoints` (a yielded sync's checkpoint across claims), :mod:`.verdict` (the one mapping from
 what a sync or a backfill page raised to what happens to its job), :mod:`.heartbeat` (this

@@ -33,14 +33,16 @@ from debounce.infra.retry import Backoff, backoff_delay
 from debounce.infra.secrets import Keyring
 from debounce.types import ApiBudget, ClaimedWorkspace, SyncJob
 from debounce.worker import env_workspaces, heartbeat, key_check, maintenance, workspace_state
+from debounce.worker.ahead import LocalQueue, give_back
 from debounce.worker.backfiller import Backfiller
 from debounce.worker.checkpoints import resumed, to_keep
+from debounce.worker.completions import Completions
 from debounce.worker.decrypter import Decrypter
 from debounce.worker.env_workspaces import Learner
 from debounce.worker.errors import log_db_error
 from debounce.worker.files import FileJobs, is_file_job
 from debounce.worker.notifier import listen
-from debounce.worker.outcomes import Outcomes, claimed_text, written_text
+from debounce.worker.outcomes import budget_yield_text, claimed_text, written_text
 from debounce.worker.verdict import VerdictKind, verdict
 from debounce.workspaces.budgets import WorkspaceMeter
 from debounce.workspaces.sync_costs import SyncCosts
@@ -108,7 +110,13 @@ class Worker:
         self.running: dict[int, SyncJob] = {}
         #: Jobs whose sync returned and whose outcome is being recorded.
         self.finishing: set[int] = set()
-        self.outcomes = Outcomes(pool)
+        #: The flush buffer: outcomes and lease renewals, one statement a flush.
+        self.outcomes = Completions(
+            pool,
+            lease_seconds=settings.lease_seconds,
+            delay=settings.worker_flush_seconds,
+            max_outcomes=max(16, 2 * self.concurrency),
+        )
         #: The workspaces' side: this worker's key (``None``: none), one concern each.
         self.keyring = Keyring(settings.secret_key) if settings.secret_key else None
         self.marks = key_check.CredentialMarks(pool)
@@ -132,6 +140,9 @@ class Worker:
         self._stopping = asyncio.Event()
         #: Claim again only once this many slots are free (or nothing runs): claims in batches.
         self.claim_batch = max(1, self.concurrency // 4)
+        #: Jobs claimed ahead of a free slot (:mod:`.ahead`): a freed slot starts one at once.
+        self.ahead = LocalQueue(self.concurrency, settings.lease_seconds)
+        self._giving_back: set[asyncio.Task[None]] = set()
         self.completed = 0
         self.failed = 0
         #: ``time.monotonic()`` of the last claim that took a job (``None``: none yet), for
@@ -229,7 +240,8 @@ class Worker:
         helpers = [
             asyncio.create_task(listen(self.conninfo, self.wake), name="listen"),
             asyncio.create_task(
-                maintenance.lease_keeper(self.pool, self.running, self.finishing, lease), name="lease-keeper"
+                maintenance.lease_keeper(self.outcomes, self.running, self.finishing, lease, self.ahead),
+                name="lease-keeper",
             ),
         ]
         helpers.append(
@@ -269,22 +281,50 @@ class Worker:
             return list(self.running.values())
         return [j for i, j in self.running.items() if i not in self.finishing]
 
+    def _room(self) -> int:
+        """How many jobs a claim may take now: the free slots and the local queue's target,
+        less what it holds."""
+        return self.concurrency + self.ahead.target - len(self._syncing()) - len(self.ahead)
+
     def _eligible(self) -> list[tuple[str, int]]:
-        """Sources we may claim for now, with how many slots each may take."""
-        syncing = self._syncing()
-        free = self.concurrency - len(syncing)
+        """Sources we may claim for now, with how many jobs each may take (its source
+        concurrency and the local queue's target, less what runs and is held of it)."""
+        free = self._room()
         if free <= 0:
             return []
         now = time.monotonic()
-        per_source = Counter(j.source_type for j in syncing)
+        per_source = Counter(j.source_type for j in self._syncing()) + Counter(self.ahead.per_source())
         out = []
         for source in self.syncers:
             if self._paused_until.get(source, 0.0) > now or self._nothing_until.get(source, 0.0) > now:
                 continue
-            slots = min(free, self.source_concurrency - per_source[source])
+            slots = min(free, self.source_concurrency + self.ahead.target - per_source[source])
             if slots > 0:
                 out.append((source, slots))
         return out
+
+    def _start_held(self) -> None:
+        """Start jobs of the local queue in the free sync slots, each source within its source
+        concurrency and not paused; give back the ones whose lease is too close to its end."""
+        if self._stopping.is_set():
+            return
+        syncing = self._syncing()
+        free = self.concurrency - len(syncing)
+        per_source = Counter(j.source_type for j in syncing)
+        now = time.monotonic()
+
+        def startable(job: SyncJob) -> bool:
+            source = job.source_type
+            return per_source[source] < self.source_concurrency and self._paused_until.get(source, 0.0) <= now
+
+        while free > 0 and (item := self.ahead.take(startable, now)) is not None:
+            per_source[item[0].source_type] += 1
+            free -= 1
+            self._start(*item)
+        if expired := self.ahead.expired():
+            task = asyncio.create_task(give_back(self.pool, expired), name="give-back")
+            self._giving_back.add(task)
+            task.add_done_callback(self._giving_back.discard)
 
     async def _claim_loop(self) -> None:
         backoff = Backoff()
@@ -297,18 +337,23 @@ class Worker:
                 delay = backoff.next()
                 log_db_error("claiming jobs", exc, delay)
             if delay == 0:
-                continue  # look again at once: more may be due
+                # look again at once, more may be due; first let the syncs just started run
+                # to their first wait, so the next claim is sized by the slots they left
+                await asyncio.sleep(0)
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=max(delay, 0.0))
 
     async def _claim_round(self) -> float:
         """Claim what is due for the free slots; returns how long to sleep (0: claimed some,
         look again now). With every slot busy, a finishing sync wakes the loop."""
+        self._start_held()
         eligible = self._eligible()
         syncing = self._syncing()
-        free = self.concurrency - len(syncing)
+        free = self._room()
         asked = False
         if eligible and (free >= self.claim_batch or not syncing):
+            sent = time.monotonic()
             jobs = await queue.claim(
                 self.pool,
                 self.worker_id,
@@ -319,8 +364,8 @@ class Worker:
                 workspace_concurrency=self.workspace_concurrency,
                 costs=self.costs,
             )
-            for job, workspace in jobs:
-                self._start(job, workspace)
+            self.ahead.add(jobs, sent, time.monotonic())
+            self._start_held()
             if jobs and log.isEnabledFor(logging.INFO):  # one line a claim, not a job
                 log.info("claimed %s", ", ".join(claimed_text(j) for j, _ in jobs))
             if jobs:
@@ -411,6 +456,7 @@ class Worker:
                 self.running.pop(job.id, None)
                 self._tasks.pop(job.id, None)
                 self.finishing.discard(job.id)
+                self._start_held()
                 self._wake.set()
 
     async def _failed(self, job: SyncJob, started: float, checkpoint: Checkpoint, exc: Exception) -> None:
@@ -427,25 +473,7 @@ class Worker:
             WORKER.budget_yields.labels(job.source_type).inc()
             # Normal operation, said in one line: the job stays pending at its place in
             # line (its due time, already past, is not news) until the bucket can pay.
-            whose = (
-                f"workspace {job.workspace_id}'s"
-                if job.workspace_id is not None
-                else f"the {job.source_type} source's"
-            )
-            fetched = len(checkpoint.responses)
-            kept = (
-                f" (it keeps the {fetched} response{'s' if fetched != 1 else ''} fetched so far)"
-                if fetched
-                else ""
-            )
-            log.info(
-                "%s API budget is spent: job %d waits for a request, due in %.1f s%s",
-                whose,
-                job.id,
-                v.retry_after,
-                kept,
-                extra=job.log_fields(),
-            )
+            log.info(budget_yield_text(job, v.retry_after, len(checkpoint.responses)), extra=job.log_fields())
             await self._record_failure(
                 queue.Failure(
                     job,
@@ -528,7 +556,8 @@ class Worker:
     async def _complete(self, job: SyncJob) -> None:
         """Record a finished sync; the job keeps its lease (not its sync slot) until it is."""
         self.finishing.add(job.id)
-        self._wake.set()  # its sync slot is free: the claim may take the next job now
+        self._start_held()  # its sync slot is free: the next held job starts now
+        self._wake.set()  # and the claim may take the next jobs
         row = await self.outcomes.complete(job)
         if row is not None and row.finished_at is not None:
             lag = (row.finished_at - job.first_event_at).total_seconds()
@@ -551,7 +580,8 @@ class Worker:
         Logs the job's new state unless the caller ``said`` what happens to it already."""
         job = failure.job
         self.finishing.add(job.id)
-        self._wake.set()  # its sync slot is free: the claim may take the next job now
+        self._start_held()  # its sync slot is free: the next held job starts now
+        self._wake.set()  # and the claim may take the next jobs
         row = await self.outcomes.fail(failure)
         if row is None:
             log.warning("lease lost before the outcome was recorded", extra=job.log_fields())
@@ -564,26 +594,11 @@ class Worker:
                 )
 
     async def _drain(self) -> None:
-        """Let running syncs finish within the grace period, then release what is left."""
-        if self._tasks:
-            log.info(
-                "stopping: waiting up to %.0f s for %d running syncs",
-                self.settings.shutdown_grace_seconds,
-                len(self._tasks),
-            )
-            await asyncio.wait(list(self._tasks.values()), timeout=self.settings.shutdown_grace_seconds)
-        leftover = [self.running[i] for i in list(self._tasks) if i in self.running]
-        for task in list(self._tasks.values()):
-            task.cancel()
-        for task in list(self._tasks.values()):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if leftover:
-            try:
-                for job in await queue.release(self.pool, leftover):
-                    log.info("released unfinished sync at shutdown", extra=job.log_fields())
-            except Exception as exc:
-                log_db_error(f"releasing {len(leftover)} jobs (their leases will expire)", exc)
+        """Give back the held jobs, let running syncs finish within the grace period, then
+        release what is left (:func:`.maintenance.drain`)."""
+        await maintenance.drain(
+            self.pool, self._tasks, self.running, self.ahead.drain(), self.settings.shutdown_grace_seconds
+        )
         self._tasks.clear()
         self.running.clear()
         self.finishing.clear()

@@ -1,13 +1,15 @@
 """The worker's maintenance loops: keeping the leases of running syncs, returning the jobs
 of dead workers whose leases expired, and pruning what is past retention (finished jobs, event
 ids, the change feed's changes) with the workspace removals a crash left half done; and a
-worker's start: the wait for the schema, then for its workspaces to be prepared."""
+worker's start: the wait for the schema, then for its workspaces to be prepared; and its
+shutdown (:func:`drain`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
@@ -23,10 +25,13 @@ from debounce.infra.retry import Backoff
 from debounce.infra.secrets import SecretKeyError
 from debounce.migrate import schema_status
 from debounce.types import SyncJob
+from debounce.worker.ahead import LocalQueue
+from debounce.worker.completions import Completions
 from debounce.worker.errors import log_db_error, stop_if_cancelled
 
 __all__ = [
     "PRUNE_BATCH",
+    "drain",
     "lease_keeper",
     "prune_once",
     "pruner",
@@ -44,23 +49,32 @@ log = logging.getLogger("debounce.worker")
 
 
 async def renew_leases(
-    pool: AsyncConnectionPool[Any],
+    completions: Completions,
     running: Mapping[int, SyncJob],
     finishing: Collection[int],
-    lease_seconds: float,
+    ahead: LocalQueue | None = None,
 ) -> list[SyncJob]:
     """Extend the lease of every sync in ``running`` that is not ``finishing`` (its outcome
-    being recorded: recording clears the lease, which a snapshot taken before may not show);
-    returns (and logs) the ones whose claim was lost meanwhile.
+    being recorded: recording clears the lease, which a snapshot taken before may not show)
+    and of every job held in the local queue ``ahead``, through the flush buffer; returns (and
+    logs) the running ones whose claim was lost meanwhile. A held job whose lease was lost is
+    dropped from the local queue: it is never synced here.
 
     Raises:
         psycopg.Error, psycopg_pool.PoolTimeout: the database is unavailable.
     """
     jobs = [j for j in running.values() if j.id not in finishing]
-    if not jobs:
+    held = ahead.jobs() if ahead is not None else []
+    if not jobs and not held:
         return []
-    kept = await queue.extend_leases(pool, jobs, lease_seconds)
+    sent = time.monotonic()
+    kept = await completions.renew([*jobs, *held])
     WORKER.lease_renewals.inc(len(kept))
+    if ahead is not None:
+        for job in ahead.renewed([j.id for j in held], kept, sent):
+            log.warning(
+                "lease lost while the job waited in the local queue: not synced", extra=job.log_fields()
+            )
     lost = [j for j in jobs if j.id not in kept and j.id in running and j.id not in finishing]
     for job in lost:
         log.warning(
@@ -72,20 +86,55 @@ async def renew_leases(
 
 
 async def lease_keeper(
-    pool: AsyncConnectionPool[Any],
+    completions: Completions,
     running: Mapping[int, SyncJob],
     finishing: Collection[int],
     lease_seconds: float,
+    ahead: LocalQueue | None = None,
 ) -> None:
     """Run forever: :func:`renew_leases` every ``lease_seconds / 3``."""
     interval = max(lease_seconds / 3.0, 0.05)
     while True:
         await asyncio.sleep(interval)
         try:
-            await renew_leases(pool, running, finishing, lease_seconds)
+            await renew_leases(completions, running, finishing, ahead)
         except Exception as exc:
             log_db_error("extending leases", exc)
         stop_if_cancelled()
+
+
+async def drain(
+    pool: AsyncConnectionPool[Any],
+    tasks: Mapping[int, asyncio.Task[None]],
+    running: Mapping[int, SyncJob],
+    held: list[SyncJob],
+    grace: float,
+) -> None:
+    """A worker's shutdown: release the ``held`` jobs (claimed ahead, never started) at once, so
+    other workers take them during the grace period; let the running syncs (``tasks`` by job
+    id) finish within ``grace`` seconds; cancel the rest and release their jobs untouched.
+    Never raises (a job not released comes back when its lease expires)."""
+    await _release(pool, held, "released a job claimed ahead at shutdown")
+    if tasks:
+        log.info("stopping: waiting up to %.0f s for %d running syncs", grace, len(tasks))
+        await asyncio.wait(list(tasks.values()), timeout=grace)
+    leftover = [running[i] for i in list(tasks) if i in running]
+    for task in list(tasks.values()):
+        task.cancel()
+    for task in list(tasks.values()):
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    await _release(pool, leftover, "released unfinished sync at shutdown")
+
+
+async def _release(pool: AsyncConnectionPool[Any], jobs: list[SyncJob], said: str) -> None:
+    if not jobs:
+        return
+    try:
+        for job in await queue.release(pool, jobs):
+            log.info(said, extra=job.log_fields())
+    except Exception as exc:
+        log_db_error(f"releasing {len(jobs)} jobs (their leases will expire)", exc)
 
 
 async def reaper(pool: AsyncConnectionPool[Any], lease_seconds: float, wake: Callable[[], None]) -> None:

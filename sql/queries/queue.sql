@@ -22,7 +22,7 @@ line as (
 )
 
 -- _settled --
--- The tail shared by the statements that end a claim (complete_many, fail_many, release,
+-- The tail shared by the statements that end a claim (settle, release,
 -- requeue_expired), over their CTEs clock and settled (the job rows they changed): the line
 -- moves (a lane earlier to a job pending again, the concurrency flag off), idle workers are
 -- woken for a job due now, and the rows are returned with how many of each.
@@ -199,95 +199,81 @@ with clock as (
 select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
   from result r order by r.ord
 
--- complete_many --
--- Finish claimed jobs, one statement for a batch: %(ids)s (bigint[]) with their %(lease_tokens)s
--- (uuid[]). If no event arrived since its claim (revision = claimed_revision) a row becomes
--- completed; otherwise it goes back to pending at the due time its events gave it, with fresh
--- attempts (the follow-up sync). Only claims still held match. Rows are locked in
--- (source_type, source_page_id) order, the order enqueue uses, so the two cannot deadlock.
-with clock as (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), held as (
-    select j.id
-      from sync_jobs j
-      join unnest(%(ids)s::bigint[], %(lease_tokens)s::uuid[]) as i(id, lease_token)
-        on j.id = i.id and j.lease_token = i.lease_token
-     order by j.source_type, j.source_page_id
-       for update of j
-), settled as (
-    update sync_jobs j
-       set status           = case when j.revision = j.claimed_revision
-                                   then 'completed' else 'pending' end,
-           finished_at      = case when j.revision = j.claimed_revision then clock.now end,
-           attempts         = case when j.revision = j.claimed_revision then j.attempts else 0 end,
-           last_error       = null,
-           checkpoint       = null,
-           lease_token      = null,
-           lease_expires_at = null,
-           locked_by        = null,
-           retry_at         = null,
-           updated_at       = clock.now
-      from held, clock
-     where j.id = held.id
-    returning j.*
-), {{_settled}}
-
--- fail_many --
--- Record failed syncs of claimed jobs, one statement for a batch: %(ids)s (bigint[]) with
--- their %(lease_tokens)s (uuid[]), %(errors)s (text[]), %(retry_afters)s (float8[], NULL when
--- not rate limited), %(permanents)s (bool[]), %(backoffs)s (float8[]: this attempt's
--- backoff, seconds) and %(checkpoints)s (jsonb[]: what a sync that yielded had fetched, kept
--- for its next claim while the row stays pending; NULL clears it), %(keep_places)s (bool[]: a
--- sync that yielded to its workspace's budget keeps its due time and place in line; the
--- claim's budget check holds it back). Per row:
---   permanent, or attempts spent (and not rate limited) → failed;
---   rate limited (retry_after not NULL)                 → pending at now + retry_after, the
---                                                         attempt given back;
---   otherwise                                          → pending at now + backoff.
--- Revision rule: if an event arrived during the sync, a final failure still leaves a follow-up
--- (pending at its due time, attempts reset), and a retry waits for the later of its backoff and
--- the events' due time. retry_at remembers the backoff so later events cannot pull it earlier.
--- Every decision reads the target row j inside the UPDATE, never a CTE's snapshot: an UPDATE
--- that waited for a concurrent enqueue's row lock re-evaluates its SET list on the row version
--- that enqueue committed (EvalPlanQual), whereas a value computed in a CTE would miss the edit.
--- Rows are locked in (source_type, source_page_id) order, like every multi-row statement.
+-- settle --
+-- The outcomes of claimed jobs, one statement for a batch (the worker's flush,
+-- debounce/worker/completions.py): per job %(ids)s (bigint[]) with its %(lease_tokens)s (uuid[])
+-- and %(outcomes)s (text[]), at most one outcome per claim:
+--   'completed' → completed if no event arrived since its claim (revision = claimed_revision),
+--                 else pending again at the due time its events gave it, with fresh attempts
+--                 (the follow-up sync);
+--   'failed'    → with %(errors)s (text[]), %(retry_afters)s (float8[], NULL when not rate
+--                 limited), %(permanents)s (bool[]), %(backoffs)s (float8[]: this attempt's
+--                 backoff, seconds), %(checkpoints)s (jsonb[]: what a sync that yielded had
+--                 fetched, kept while the row stays pending; NULL clears it), %(keep_places)s
+--                 (bool[]: a sync that yielded to its workspace's budget keeps its due time and
+--                 place in line; the claim's budget check holds it back):
+--                   permanent, or attempts spent (and not rate limited) → failed;
+--                   rate limited → pending at now + retry_after, the attempt given back;
+--                   otherwise    → pending at now + backoff;
+--   'renewed'   → the sync still runs: its lease pushed to now + %(lease_seconds)s.
+-- Revision rule: if an event arrived during the sync, a completion or a final failure still
+-- leaves a follow-up (pending at its due time, attempts reset), and a retry waits for the later
+-- of its backoff and the events' due time. retry_at remembers the backoff so later events cannot
+-- pull it earlier. Every decision reads the target row j inside the UPDATE, never a CTE's
+-- snapshot: an UPDATE that waited for a concurrent enqueue's row lock re-evaluates its SET list
+-- on the row version that enqueue committed (EvalPlanQual), whereas a value computed in a CTE
+-- would miss the edit. Only claims still held match (the lease fence: an outcome whose token no
+-- longer matches changes nothing). Rows are locked once, in (source_type, source_page_id)
+-- order like every multi-row statement; the line moves once for all the jobs settled.
+-- Returns the rows changed: the settled ones, then the renewed ones (notified, moved: 0).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), input as (
-    select i.*,
+    select i.*, i.outcome = 'completed' as done,
            (select now from clock)
              + make_interval(secs => coalesce(i.retry_after, i.backoff)) as retry_time
-      from unnest(%(ids)s::bigint[], %(lease_tokens)s::uuid[], %(errors)s::text[],
-                  %(retry_afters)s::float8[], %(permanents)s::bool[], %(backoffs)s::float8[],
-                  %(checkpoints)s::jsonb[], %(keep_places)s::bool[])
-           as i(id, lease_token, error, retry_after, permanent, backoff, checkpoint, keep_place)
+      from unnest(%(ids)s::bigint[], %(lease_tokens)s::uuid[], %(outcomes)s::text[],
+                  %(errors)s::text[], %(retry_afters)s::float8[], %(permanents)s::bool[],
+                  %(backoffs)s::float8[], %(checkpoints)s::jsonb[], %(keep_places)s::bool[])
+           as i(id, lease_token, outcome, error, retry_after, permanent, backoff, checkpoint,
+                keep_place)
 ), held as (
     select j.id
       from sync_jobs j
       join input i on j.id = i.id and j.lease_token = i.lease_token
      order by j.source_type, j.source_page_id
        for update of j
+), renewed as (
+    update sync_jobs j
+       set lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::float8),
+           updated_at = clock.now
+      from held, input i, clock
+     where j.id = held.id and i.id = j.id and j.lease_token = i.lease_token
+       and i.outcome = 'renewed'
+    returning j.*
 ), settled as (
     update sync_jobs j
        set (status, attempts, scheduled_at, retry_at, finished_at, checkpoint) = (
-               select case when v.final and j.revision = j.claimed_revision
-                           then 'failed' else 'pending' end,
-                      case when v.final
+               select case when not v.ends or j.revision <> j.claimed_revision then 'pending'
+                           when i.done then 'completed' else 'failed' end,
+                      case when v.ends
                            then case when j.revision <> j.claimed_revision then 0
                                      else j.attempts end
                            when i.retry_after is not null then greatest(j.attempts - 1, 0)
                            else j.attempts end,
-                      case when v.final or i.keep_place then j.scheduled_at
+                      case when v.ends or i.keep_place then j.scheduled_at
                            when j.revision <> j.claimed_revision
                            then greatest(i.retry_time, j.scheduled_at)
                            else i.retry_time end,
-                      case when v.final or i.keep_place then null else i.retry_time end,
-                      case when v.final and j.revision = j.claimed_revision then clock.now end,
-                      case when v.final then null else i.checkpoint end
-                 -- final: no retry (permanent, or attempts spent and not rate limited)
-                 from (select i.permanent
+                      case when v.ends or i.keep_place then null else i.retry_time end,
+                      case when v.ends and j.revision = j.claimed_revision then clock.now end,
+                      case when v.ends then null else i.checkpoint end
+                 -- ends: no retry (completed; failed permanently or with its attempts spent
+                 -- and not rate limited)
+                 from (select i.done
+                              or i.permanent
                               or (i.retry_after is null and j.attempts >= j.max_attempts)
-                              as final) v),
+                              as ends) v),
            last_error       = i.error,
            lease_token      = null,
            lease_expires_at = null,
@@ -295,26 +281,11 @@ with clock as (
            updated_at       = clock.now
       from held, input i, clock
      where j.id = held.id and i.id = j.id and j.lease_token = i.lease_token
+       and i.outcome <> 'renewed'
     returning j.*
 ), {{_settled}}
-
--- extend_leases --
--- Push the lease of running syncs to now + %(lease_seconds)s. Only claims still held
--- (lease_token matches) are extended; returns their ids and new expiry. Rows are locked in
--- (source_type, source_page_id) order, like every statement that locks several jobs.
-with held as (
-    select id from sync_jobs
-     where lease_token = any(%(lease_tokens)s::uuid[])
-     order by source_type, source_page_id
-       for update
-)
-update sync_jobs j
-   set lease_expires_at = coalesce(%(now)s::timestamptz, now())
-                          + make_interval(secs => %(lease_seconds)s::float8),
-       updated_at = coalesce(%(now)s::timestamptz, now())
-  from held
- where j.id = held.id
-returning j.id, j.lease_expires_at
+union all
+select r.*, 0, 0 from renewed r
 
 -- release --
 -- Give claimed jobs back untouched (worker shutdown): pending again at their due time, the
