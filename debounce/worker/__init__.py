@@ -29,7 +29,8 @@ Modules: :mod:`.loop` (the :class:`Worker`: claim loop, running syncs, shutdown)
 the shutdown's drain),
 :mod:`.errors` (how a loop reports a database error),
 :mod:`.checkpoints` (a yielded sync's checkpoint across claims), :mod:`.verdict` (the one mapping from
-what a sync or a backfill page raised to what happens to its job), :mod:`.heartbeat` (this
+what a sync or a backfill page raised to what happens to its job), :mod:`.failures` (acts on
+it for a failed sync), :mod:`.heartbeat` (this
 worker's row in ``workers``: alive, when it last claimed), :mod:`.backfiller` (backfills and
 reconciliations, one worker at a time per workspace); the workspaces' side, one concern
 each: :mod:`.decrypter` (a sync's credentials), :mod:`.key_check` (this worker's key against

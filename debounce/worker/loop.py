@@ -19,7 +19,6 @@ from psycopg_pool import AsyncConnectionPool
 from debounce import queue, registry
 from debounce.config import Settings
 from debounce.contract import (
-    Checkpoint,
     PermanentError,
     SyncContext,
     Syncer,
@@ -29,21 +28,21 @@ from debounce.documents.audiences import AudienceStore
 from debounce.documents.deletions import DeletionGuard
 from debounce.documents.store import DocumentStore
 from debounce.infra.metrics import WORKER
-from debounce.infra.retry import Backoff, backoff_delay
+from debounce.infra.retry import Backoff
 from debounce.infra.secrets import Keyring
 from debounce.types import ApiBudget, ClaimedWorkspace, SyncJob
-from debounce.worker import env_workspaces, heartbeat, key_check, maintenance, workspace_state
+from debounce.worker import env_workspaces, heartbeat, key_check, maintenance
 from debounce.worker.ahead import LocalQueue, give_back
 from debounce.worker.backfiller import Backfiller
-from debounce.worker.checkpoints import resumed, to_keep
+from debounce.worker.checkpoints import resumed
 from debounce.worker.completions import Completions
 from debounce.worker.decrypter import Decrypter
 from debounce.worker.env_workspaces import Learner
 from debounce.worker.errors import log_db_error
+from debounce.worker.failures import Failures, observe
 from debounce.worker.files import FileJobs, is_file_job
 from debounce.worker.notifier import listen
-from debounce.worker.outcomes import budget_yield_text, claimed_text, written_text
-from debounce.worker.verdict import VerdictKind, verdict
+from debounce.worker.outcomes import claimed_text, written_text
 from debounce.workspaces.budgets import WorkspaceMeter
 from debounce.workspaces.sync_costs import SyncCosts
 
@@ -131,6 +130,8 @@ class Worker:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._paused_until: dict[str, float] = {}
+        #: What a failed sync means for its job (:mod:`.failures`).
+        self.failures = Failures(pool, settings.backoff_seconds, self._paused_until, self._record_failure)
         #: Sources a claim found nothing for, with when (``time.monotonic()``) the due-time
         #: query said one could be claimable (at most a poll interval): not asked before, unless
         #: :meth:`wake` (a notification, a requeued lease) or a follow-up says otherwise. Spares
@@ -144,7 +145,6 @@ class Worker:
         self.ahead = LocalQueue(self.concurrency, settings.lease_seconds)
         self._giving_back: set[asyncio.Task[None]] = set()
         self.completed = 0
-        self.failed = 0
         #: ``time.monotonic()`` of the last claim that took a job (``None``: none yet), for
         #: the heartbeat.
         self.last_claim: float | None = None
@@ -223,7 +223,10 @@ class Worker:
             await self.learner.close()
             await self.outcomes.stop()
             log.info(
-                "worker %s stopped (%d completed, %d failed)", self.worker_id, self.completed, self.failed
+                "worker %s stopped (%d completed, %d failed)",
+                self.worker_id,
+                self.completed,
+                self.failures.permanent,
             )
 
     async def _prepare(self) -> None:
@@ -433,10 +436,10 @@ class Worker:
         except asyncio.CancelledError:
             raise  # shutdown: _drain releases the job
         except Exception as exc:
-            await self._failed(job, started, checkpoint, exc)
+            await self.failures.handle(job, started, checkpoint, exc)
             await self._count_cost(job, meter, synced=False)
         else:
-            self._observe(job, started, "completed")
+            observe(job, started, "completed")
             self.completed += 1
             log.info(
                 "synced in %.2f s (%d written%s, %d unchanged, %d deleted)",
@@ -459,75 +462,6 @@ class Worker:
                 self._start_held()
                 self._wake.set()
 
-    async def _failed(self, job: SyncJob, started: float, checkpoint: Checkpoint, exc: Exception) -> None:
-        """Record what ``exc`` (raised by ``job``'s sync) means for the job
-        (:func:`~debounce.worker.verdict.verdict`, the one mapping)."""
-        v = verdict(exc)
-        kind = v.kind
-        if kind is VerdictKind.BUDGET:
-            # The workspace's bucket ran dry mid-sync: hand the slot back, keeping the job's
-            # place in line (the claim takes it again when the bucket can pay) and what was
-            # fetched (the resumed sync does not pay twice).
-            assert v.retry_after is not None
-            self._observe(job, started, kind)
-            WORKER.budget_yields.labels(job.source_type).inc()
-            # Normal operation, said in one line: the job stays pending at its place in
-            # line (its due time, already past, is not news) until the bucket can pay.
-            log.info(budget_yield_text(job, v.retry_after, len(checkpoint.responses)), extra=job.log_fields())
-            await self._record_failure(
-                queue.Failure(
-                    job,
-                    v.error,
-                    retry_after=v.retry_after,
-                    keep_place=True,
-                    checkpoint=to_keep(job, checkpoint),
-                ),
-                said=True,
-            )
-        elif kind is VerdictKind.CREDENTIALS:
-            # Its workspace's token does not decrypt here (no key, another key): a
-            # configuration problem, said once and marked on the workspace by the
-            # ``Decrypter``. The attempt is given back and the job keeps its place;
-            # the claim skips the workspace until a worker whose key decrypts it clears the mark.
-            self._observe(job, started, kind)
-            await self._record_failure(queue.Failure(job, v.error, retry_after=0, keep_place=True))
-        elif kind is VerdictKind.LEASE_LOST:
-            # Stalled past the lease; another worker holds the job now and syncs the page.
-            self._observe(job, started, kind)
-            log.warning("lease lost during the sync, nothing written (%s)", exc, extra=job.log_fields())
-        elif kind is VerdictKind.RATE_LIMITED:
-            assert v.retry_after is not None and v.reason is not None
-            self._observe(job, started, kind)
-            WORKER.rate_limits.labels(job.source_type, v.reason).inc()
-            if job.workspace_id is None or not await workspace_state.block(
-                self.pool, job.workspace_id, v.retry_after, v.reason
-            ):
-                # No workspace to block (the source's settings): pause the source here.
-                self._paused_until[job.source_type] = time.monotonic() + v.retry_after
-            log.warning("rate limited (%s); retry in %.0f s", v.reason, v.retry_after, extra=job.log_fields())
-            await self._record_failure(
-                queue.Failure(job, v.error, retry_after=v.retry_after, checkpoint=to_keep(job, checkpoint))
-            )
-        elif (
-            kind is VerdictKind.REVOKED
-            and job.workspace_id is not None
-            and await workspace_state.revoke(self.pool, job.workspace_id, str(exc))
-        ):
-            # Parked: pending again, the attempt given back; the claim skips the jobs of a
-            # revoked workspace, so nothing retries in a loop, and a re-install resumes it.
-            self._observe(job, started, kind)
-            await self._record_failure(queue.Failure(job, v.error, retry_after=0))
-        elif kind in (VerdictKind.REVOKED, VerdictKind.PERMANENT):
-            self._observe(job, started, VerdictKind.PERMANENT)
-            self.failed += 1
-            log.error("permanent failure: %s", exc, extra=job.log_fields())
-            await self._record_failure(queue.Failure(job, f"PermanentError: {exc}", permanent=True))
-        else:
-            self._observe(job, started, kind)
-            log.warning("sync failed: %s: %s", exc.__class__.__name__, exc, extra=job.log_fields())
-            delay = backoff_delay(job.attempts, self.settings.backoff_seconds)
-            await self._record_failure(queue.Failure(job, v.error, backoff_seconds=delay))
-
     async def _count_cost(self, job: SyncJob, meter: WorkspaceMeter | None, *, synced: bool) -> None:
         """Add the requests ``job``'s sync sent (and its page, when it ``synced``) to its
         workspace's counts (a job of no workspace has no meter: not counted)."""
@@ -548,10 +482,6 @@ class Worker:
             self.budgets.get(job.source_type),
             reserved=self.costs.get(job.source_type, 1.0),
         )
-
-    @staticmethod
-    def _observe(job: SyncJob, started: float, outcome: str) -> None:
-        WORKER.sync_seconds.labels(job.source_type, outcome).observe(time.monotonic() - started)
 
     async def _complete(self, job: SyncJob) -> None:
         """Record a finished sync; the job keeps its lease (not its sync slot) until it is."""
@@ -575,7 +505,7 @@ class Worker:
             # One of its workspace's syncs in flight ended: its other jobs may be claimable now
             self._ask_again(job.source_type)
 
-    async def _record_failure(self, failure: queue.Failure, *, said: bool = False) -> None:
+    async def _record_failure(self, failure: queue.Failure, said: bool = False) -> None:
         """Record a failed sync; the job keeps its lease (not its sync slot) until it is.
         Logs the job's new state unless the caller ``said`` what happens to it already."""
         job = failure.job
