@@ -105,7 +105,8 @@ async def prune(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         event_older_than=settings.event_retention_seconds,
     )
     assert done is not None
-    done["changes"] = await feed.prune_changes(pool, settings.change_retention_seconds) or 0
+    pruned = await feed.prune_changes(pool, settings.change_retention_seconds)
+    done["changes"] = pruned.changes if pruned is not None else 0
     _print(done)
     return 0
 
