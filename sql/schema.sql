@@ -652,7 +652,16 @@ begin
     changes := 0;
     for p in select * from document_change_partitions order by lo loop
         exit when p.hi > xmin;   -- open: a running transaction may still write in its range
-        execute format('select max(changed_at), count(*) from %I', p.name) into newest, n;
+        if p.closed_changes is null then
+            -- closed since the last prune: what it holds, read once (no write reaches it now)
+            execute format('select max(changed_at), count(*) from %I', p.name) into newest, n;
+            update document_change_partitions
+               set closed_newest = newest, closed_changes = n
+             where name = p.name;
+        else
+            newest := p.closed_newest;
+            n := p.closed_changes;
+        end if;
         exit when newest >= p_cutoff;
         execute format('select feed_xid, seq from %I order by feed_xid desc, seq desc limit 1', p.name)
            into last_xid, last_seq;
@@ -685,8 +694,10 @@ begin
     select * into newest from document_change_partitions order by lo desc limit 1;
     rate := greatest(xmax - newest.created_xid::text::numeric, 0)
             / greatest(extract(epoch from p_now - newest.created_at)::float8, 1.0);
-    width := greatest(ceil(rate * greatest(p_span, 0)), 1000);
     lo := newest.hi::text::numeric;
+    -- at least 1000 ids; after a long pause (no prune for many spans), at most about 32 new
+    -- partitions: wider ones then
+    width := greatest(ceil(rate * greatest(p_span, 0)), 1000, ceil((xmax - lo) / 32));
     while lo < xmax + width loop
         perform document_changes_add(lo::text::xid8, (lo + width)::text::xid8, p_now);
         lo := lo + width;
@@ -958,6 +969,8 @@ CREATE TABLE document_change_partitions (
     hi xid8 NOT NULL,
     created_at timestamp with time zone NOT NULL,
     created_xid xid8 NOT NULL,
+    closed_newest timestamp with time zone,
+    closed_changes bigint,
     CONSTRAINT document_change_partitions_check CHECK ((lo < hi))
 );
 

@@ -97,9 +97,9 @@ async def test_the_prune_drops_closed_partitions_past_retention_and_nothing_newe
         await store.upsert(doc(f"old{i}", "x"))
     await cross_bound(pool)
     await store.upsert(doc("burst", "x"))  # the DEFAULT partition: nothing made ahead yet
+    await age(pool, T0, "old0", "old1", "old2", "burst")
     await prune_once(pool, 7 * 86400, 3 * 86400, change_retention=86400, now=T0)  # adopts it
     await store.upsert(doc("fresh", "y"))  # a partition made ahead by that prune
-    await age(pool, T0, "old0", "old1", "old2", "burst")
     before = await partitions(pool)
     where = await placement(pool)
     assert where["old0"] == "document_changes_1" != where["burst"] != where["fresh"]

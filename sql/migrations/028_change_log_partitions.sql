@@ -64,6 +64,10 @@ create table document_change_partitions (
     hi          xid8        not null,          -- to (exclusive)
     created_at  timestamptz not null,
     created_xid xid8        not null,          -- pg_snapshot_xmax when it was made
+    -- read once by the first prune that finds it closed (NULL: not yet): its newest
+    -- changed_at (NULL: empty) and how many changes it holds
+    closed_newest  timestamptz,
+    closed_changes bigint,
     check (lo < hi)
 );
 
@@ -114,8 +118,9 @@ end $$;
 
 -- Partitions ahead: adopt the default's rows, then add partitions of a width sized to hold
 -- p_span seconds of transaction ids at the rate seen since the newest partition was made (at
--- least 1000 ids) until the newest upper bound is at least that width above the newest
--- transaction id. Returns (partitions added, rows the default held).
+-- least 1000 ids; wider when more than 32 would be needed) until the newest upper bound is at
+-- least that width above the newest transaction id. Returns (partitions added, rows the
+-- default held).
 create function document_changes_extend(p_now timestamptz, p_span float8,
                                         out added integer, out overflow bigint)
 language plpgsql set lock_timeout = '5s' as $$
@@ -131,8 +136,10 @@ begin
     select * into newest from document_change_partitions order by lo desc limit 1;
     rate := greatest(xmax - newest.created_xid::text::numeric, 0)
             / greatest(extract(epoch from p_now - newest.created_at)::float8, 1.0);
-    width := greatest(ceil(rate * greatest(p_span, 0)), 1000);
     lo := newest.hi::text::numeric;
+    -- at least 1000 ids; after a long pause (no prune for many spans), at most about 32 new
+    -- partitions: wider ones then
+    width := greatest(ceil(rate * greatest(p_span, 0)), 1000, ceil((xmax - lo) / 32));
     while lo < xmax + width loop
         perform document_changes_add(lo::text::xid8, (lo + width)::text::xid8, p_now);
         lo := lo + width;
@@ -142,7 +149,9 @@ end $$;
 
 -- Retention: drop the oldest partitions that are closed and hold only changes written before
 -- p_cutoff, in order, stopping at the first that is not; the frontier moves to the last
--- change dropped. Returns (partitions dropped, changes they held).
+-- change dropped (one step of the primary key's index). A partition's newest change and count
+-- are read once, by the first prune that finds it closed: later prunes, and the drop itself,
+-- read none of its rows. Returns (partitions dropped, changes they held).
 create function document_changes_drop(p_cutoff timestamptz, out dropped integer, out changes bigint)
 language plpgsql set lock_timeout = '5s' as $$
 declare
@@ -157,7 +166,16 @@ begin
     changes := 0;
     for p in select * from document_change_partitions order by lo loop
         exit when p.hi > xmin;   -- open: a running transaction may still write in its range
-        execute format('select max(changed_at), count(*) from %I', p.name) into newest, n;
+        if p.closed_changes is null then
+            -- closed since the last prune: what it holds, read once (no write reaches it now)
+            execute format('select max(changed_at), count(*) from %I', p.name) into newest, n;
+            update document_change_partitions
+               set closed_newest = newest, closed_changes = n
+             where name = p.name;
+        else
+            newest := p.closed_newest;
+            n := p.closed_changes;
+        end if;
         exit when newest >= p_cutoff;
         execute format('select feed_xid, seq from %I order by feed_xid desc, seq desc limit 1', p.name)
            into last_xid, last_seq;

@@ -39,6 +39,11 @@ with sys as (
 ), graves as (
     delete from document_graves where exists (select 1 from reset)
     returning 1
+), partitions as (
+    -- what the prune read of closed partitions (migration 028) is stale: read again
+    update document_change_partitions set closed_newest = null, closed_changes = null
+     where exists (select 1 from reset)
+    returning 1
 )
 select (select count(*) from purge) as purged
   from reset
