@@ -595,7 +595,9 @@ CREATE FUNCTION document_changes_add(p_lo xid8, p_hi xid8, p_now timestamp with 
 declare
     name text := 'document_changes_' || p_lo::text;
 begin
-    execute format('create table %I partition of document_changes for values from (%L) to (%L)',
+    execute format('create table %I (like document_changes including defaults including constraints)',
+                   name);
+    execute format('alter table document_changes attach partition %I for values from (%L) to (%L)',
                    name, p_lo::text, p_hi::text);
     insert into document_change_partitions (name, lo, hi, created_at, created_xid)
     values (name, p_lo, p_hi, p_now, pg_snapshot_xmax(pg_current_snapshot()));
@@ -606,7 +608,7 @@ end $$;
 
 CREATE FUNCTION document_changes_adopt(p_now timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql
-    SET lock_timeout TO '5s'
+    SET lock_timeout TO '1s'
     AS $$
 declare
     n bigint;
@@ -638,7 +640,7 @@ end $$;
 
 CREATE FUNCTION document_changes_drop(p_cutoff timestamp with time zone, OUT dropped integer, OUT changes bigint) RETURNS record
     LANGUAGE plpgsql
-    SET lock_timeout TO '5s'
+    SET lock_timeout TO '1s'
     AS $$
 declare
     p document_change_partitions;
@@ -680,7 +682,7 @@ end $$;
 
 CREATE FUNCTION document_changes_extend(p_now timestamp with time zone, p_span double precision, OUT added integer, OUT overflow bigint) RETURNS record
     LANGUAGE plpgsql
-    SET lock_timeout TO '5s'
+    SET lock_timeout TO '1s'
     AS $$
 declare
     newest document_change_partitions;

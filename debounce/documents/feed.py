@@ -399,7 +399,7 @@ async def prune_changes(
 
     Raises:
         ValueError: ``older_than`` negative.
-        psycopg.errors.LockNotAvailable: a partition's DDL waited 5 s for a lock on the log
+        psycopg.errors.LockNotAvailable: a partition's DDL waited 1 s for a lock on the log
             (a long transaction reading it): the next prune tries again.
     """
     if older_than < 0:

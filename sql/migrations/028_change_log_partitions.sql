@@ -72,12 +72,18 @@ create table document_change_partitions (
 );
 
 -- A partition for [lo, hi): created, attached and listed. Only for the two functions below.
+-- Created apart and then attached: ATTACH PARTITION takes a SHARE UPDATE EXCLUSIVE lock on the
+-- log, which neither writers nor readers wait for (CREATE TABLE … PARTITION OF would take an
+-- ACCESS EXCLUSIVE one), and an ACCESS EXCLUSIVE lock only on the (empty) DEFAULT partition,
+-- which it scans.
 create function document_changes_add(p_lo xid8, p_hi xid8, p_now timestamptz) returns text
 language plpgsql as $$
 declare
     name text := 'document_changes_' || p_lo::text;
 begin
-    execute format('create table %I partition of document_changes for values from (%L) to (%L)',
+    execute format('create table %I (like document_changes including defaults including constraints)',
+                   name);
+    execute format('alter table document_changes attach partition %I for values from (%L) to (%L)',
                    name, p_lo::text, p_hi::text);
     insert into document_change_partitions (name, lo, hi, created_at, created_xid)
     values (name, p_lo, p_hi, p_now, pg_snapshot_xmax(pg_current_snapshot()));
@@ -89,7 +95,7 @@ end $$;
 -- default takes its place. Returns how many rows it held (0: nothing done). Takes an ACCESS
 -- EXCLUSIVE lock on the log (the detach) until the caller's transaction ends.
 create function document_changes_adopt(p_now timestamptz) returns bigint
-language plpgsql set lock_timeout = '5s' as $$
+language plpgsql set lock_timeout = '1s' as $$
 declare
     n bigint;
     top xid8;
@@ -123,7 +129,7 @@ end $$;
 -- default held).
 create function document_changes_extend(p_now timestamptz, p_span float8,
                                         out added integer, out overflow bigint)
-language plpgsql set lock_timeout = '5s' as $$
+language plpgsql set lock_timeout = '1s' as $$
 declare
     newest document_change_partitions;
     xmax numeric := pg_snapshot_xmax(pg_current_snapshot())::text::numeric;
@@ -153,7 +159,7 @@ end $$;
 -- are read once, by the first prune that finds it closed: later prunes, and the drop itself,
 -- read none of its rows. Returns (partitions dropped, changes they held).
 create function document_changes_drop(p_cutoff timestamptz, out dropped integer, out changes bigint)
-language plpgsql set lock_timeout = '5s' as $$
+language plpgsql set lock_timeout = '1s' as $$
 declare
     p document_change_partitions;
     xmin xid8 := pg_snapshot_xmin(pg_current_snapshot());

@@ -114,9 +114,11 @@ with clock as (
       from clock, document_changes_retain(clock.now, %(older_than)s::float8, %(span)s::float8) r
      where (select got from lock)
 ), buried as (
-    -- a grave below every running transaction can no longer raise a position (migration 017)
+    -- a grave below every running transaction can no longer raise a position (migration 017);
+    -- after the partitions' DDL (the log's lock before the graves', as a writer takes them)
     delete from document_graves g
-     where (select got from lock) and g.feed_xid < pg_snapshot_xmin(pg_current_snapshot())
+     where (select count(*) from retain) >= 0
+       and (select got from lock) and g.feed_xid < pg_snapshot_xmin(pg_current_snapshot())
     returning 1
 )
 select coalesce((select changes from retain), 0) as changes,
