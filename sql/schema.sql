@@ -707,6 +707,28 @@ begin
     end loop;
 end $$;
 
+-- Name: document_changes_restart(timestamp with time zone); Type: FUNCTION
+
+CREATE FUNCTION document_changes_restart(p_now timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    SET lock_timeout TO '1s'
+    AS $$
+declare
+    p document_change_partitions;
+    n bigint;
+begin
+    lock table document_changes in access exclusive mode;
+    select count(*) into n from document_changes;
+    for p in select * from document_change_partitions order by lo loop
+        execute format('drop table %I', p.name);
+    end loop;
+    delete from document_change_partitions;
+    truncate document_changes_default;
+    perform document_changes_add('1', (pg_snapshot_xmax(pg_current_snapshot())::text::numeric + 1000)::text::xid8,
+                                 p_now);
+    return n;
+end $$;
+
 -- Name: document_changes_retain(timestamp with time zone, double precision, double precision); Type: FUNCTION
 
 CREATE FUNCTION document_changes_retain(p_now timestamp with time zone, p_older_than double precision, p_span double precision, OUT added integer, OUT overflow bigint, OUT dropped integer, OUT changes bigint) RETURNS record

@@ -240,3 +240,25 @@ async def test_an_upgrade_keeps_the_changes_written_before(schema_027: str) -> N
         assert [c.document_id for c in (await read_all(pool, head))[0]] == ["d9"]
     finally:
         await pool.close()
+
+
+async def test_a_logical_restore_drops_the_other_clusters_partitions(
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    await DocumentStore(pool).upsert(doc("a", "1"))
+    async with pool.connection() as conn:  # test-only SQL: a log restored from another cluster
+        await conn.execute("update document_feed set system_identifier = '42'")
+        await conn.execute(
+            "select document_changes_add((select max(hi) from document_change_partitions), "
+            "'99999999999'::xid8, now())"
+        )
+        await conn.execute(
+            "insert into document_changes (feed_xid, seq, source_type, document_id, source_page_id, op, "
+            "updated_at, content_sha256) values ('99999999990', 1, 'notion', 'x', 'x', 'upsert', now(), 'h')"
+        )
+    assert await migrate(database_url) == []  # its reset of the epoch
+    assert await partitions(pool) == ["document_changes_1"]
+    assert await rows(pool, "select count(*) from document_changes") == [(0,)]
+    await DocumentStore(pool).upsert(doc("a", "2"))
+    assert (await placement(pool))["a"] == "document_changes_1"
+    assert [c.document_id for c in (await read_all(pool))[0]] == ["a"]

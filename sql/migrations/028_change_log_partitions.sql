@@ -196,6 +196,29 @@ begin
     end loop;
 end $$;
 
+-- After a logical restore into another cluster (feed.sql's reset_epoch): the restored
+-- partitions' ranges are the other cluster's transaction ids, which may lie above this one's
+-- (writes would then fall below every range, where nothing could adopt them). Every range
+-- partition is dropped and the DEFAULT one emptied, and one partition is made from '1' to
+-- 1000 ids past this cluster's newest, as the migration does. Returns the changes removed.
+create function document_changes_restart(p_now timestamptz) returns bigint
+language plpgsql set lock_timeout = '1s' as $$
+declare
+    p document_change_partitions;
+    n bigint;
+begin
+    lock table document_changes in access exclusive mode;
+    select count(*) into n from document_changes;
+    for p in select * from document_change_partitions order by lo loop
+        execute format('drop table %I', p.name);
+    end loop;
+    delete from document_change_partitions;
+    truncate document_changes_default;
+    perform document_changes_add('1', (pg_snapshot_xmax(pg_current_snapshot())::text::numeric + 1000)::text::xid8,
+                                 p_now);
+    return n;
+end $$;
+
 -- One prune of the log: partitions ahead (document_changes_extend), then retention
 -- (document_changes_drop), in that order.
 create function document_changes_retain(p_now timestamptz, p_older_than float8, p_span float8,

@@ -34,18 +34,14 @@ with sys as (
      where f.system_identifier <> sys.id
     returning 1
 ), purge as (
-    delete from document_changes where exists (select 1 from reset)
-    returning 1
+    -- the partitions of the other cluster's transaction ids dropped, one made for ours
+    -- (migration 028)
+    select document_changes_restart(now()) as n from reset
 ), graves as (
     delete from document_graves where exists (select 1 from reset)
     returning 1
-), partitions as (
-    -- what the prune read of closed partitions (migration 028) is stale: read again
-    update document_change_partitions set closed_newest = null, closed_changes = null
-     where exists (select 1 from reset)
-    returning 1
 )
-select (select count(*) from purge) as purged
+select (select n from purge) as purged
   from reset
 
 -- frontier --
