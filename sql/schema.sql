@@ -995,7 +995,8 @@ CREATE TABLE document_change_partitions (
     created_xid xid8 NOT NULL,
     closed_newest timestamp with time zone,
     closed_changes bigint,
-    CONSTRAINT document_change_partitions_check CHECK ((lo < hi))
+    CONSTRAINT document_change_partitions_check CHECK ((lo < hi)),
+    CONSTRAINT document_change_partitions_times_finite CHECK ((isfinite(created_at) AND isfinite(closed_newest)))
 );
 
 -- Name: document_changes; Type: TABLE

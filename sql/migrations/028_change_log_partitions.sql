@@ -68,7 +68,9 @@ create table document_change_partitions (
     -- changed_at (NULL: empty) and how many changes it holds
     closed_newest  timestamptz,
     closed_changes bigint,
-    check (lo < hi)
+    check (lo < hi),
+    constraint document_change_partitions_times_finite check (
+        isfinite(created_at) and isfinite(closed_newest))
 );
 
 -- A partition for [lo, hi): created, attached and listed. Only for the two functions below.
