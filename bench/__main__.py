@@ -28,6 +28,7 @@ from bench import (
     freshness,
     growth,
     ingest,
+    partitions,
     push,
     scale,
     throughput,
@@ -47,6 +48,7 @@ BENCHMARKS = {
     "deadlocks": deadlocks.run,  # a mixed load: pg_stat_database.deadlocks stays 0 (issue 29)
     "push": push.run,  # push delivery: keeps up with writes, lag, idle cost (issue 40)
     "files": files.run,  # files' extraction: the child process's cost (issue 39)
+    "partitions": partitions.run,  # the change log's prune: a partition drop (issue 40)
 }
 
 

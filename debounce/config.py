@@ -153,7 +153,8 @@ class Settings:
     change_retention_seconds: float = variable(
         "DEBOUNCE_CHANGE_RETENTION_SECONDS",
         SECONDS,
-        "how long the change feed keeps a change (pruned with finished jobs; an older cursor answers 410)",
+        "how long the change feed keeps a change at least (pruned with finished jobs, by whole "
+        "partitions: up to about an eighth longer; an older cursor answers 410)",
         7 * 86400.0,
     )
     dashboard_secure_cookie: bool = variable(

@@ -587,6 +587,159 @@ begin
       from o, n);
 end $$;
 
+-- Name: document_changes_add(xid8, xid8, timestamp with time zone); Type: FUNCTION
+
+CREATE FUNCTION document_changes_add(p_lo xid8, p_hi xid8, p_now timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+declare
+    name text := 'document_changes_' || p_lo::text;
+begin
+    execute format('create table %I (like document_changes including defaults including constraints)',
+                   name);
+    execute format('alter table document_changes attach partition %I for values from (%L) to (%L)',
+                   name, p_lo::text, p_hi::text);
+    insert into document_change_partitions (name, lo, hi, created_at, created_xid)
+    values (name, p_lo, p_hi, p_now, pg_snapshot_xmax(pg_current_snapshot()));
+    return name;
+end $$;
+
+-- Name: document_changes_adopt(timestamp with time zone); Type: FUNCTION
+
+CREATE FUNCTION document_changes_adopt(p_now timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    SET lock_timeout TO '1s'
+    AS $$
+declare
+    n bigint;
+    top xid8;
+    lo xid8;
+    name text;
+begin
+    select count(*), max(feed_xid) into n, top from document_changes_default;
+    if n = 0 then
+        return 0;
+    end if;
+    lock table document_changes in access exclusive mode;
+    select count(*), max(feed_xid) into n, top from document_changes_default;  -- now settled
+    select coalesce(max(hi), '1') into lo from document_change_partitions;
+    name := 'document_changes_' || lo::text;
+    alter table document_changes detach partition document_changes_default;
+    execute format('alter table document_changes_default rename to %I', name);
+    execute format('alter index document_changes_default_pkey rename to %I', name || '_pkey');
+    execute format('alter table document_changes attach partition %I for values from (%L) to (%L)',
+                   name, lo::text, ((top::text::numeric + 1)::text));
+    insert into document_change_partitions (name, lo, hi, created_at, created_xid)
+    values (name, lo, (top::text::numeric + 1)::text::xid8, p_now,
+            pg_snapshot_xmax(pg_current_snapshot()));
+    create table document_changes_default partition of document_changes default;
+    return n;
+end $$;
+
+-- Name: document_changes_drop(timestamp with time zone); Type: FUNCTION
+
+CREATE FUNCTION document_changes_drop(p_cutoff timestamp with time zone, OUT dropped integer, OUT changes bigint) RETURNS record
+    LANGUAGE plpgsql
+    SET lock_timeout TO '1s'
+    AS $$
+declare
+    p document_change_partitions;
+    xmin xid8 := pg_snapshot_xmin(pg_current_snapshot());
+    newest timestamptz;
+    n bigint;
+    last_xid xid8;
+    last_seq bigint;
+begin
+    dropped := 0;
+    changes := 0;
+    for p in select * from document_change_partitions order by lo loop
+        exit when p.hi > xmin;   -- open: a running transaction may still write in its range
+        if p.closed_changes is null then
+            -- closed since the last prune: what it holds, read once (no write reaches it now)
+            execute format('select max(changed_at), count(*) from %I', p.name) into newest, n;
+            update document_change_partitions
+               set closed_newest = newest, closed_changes = n
+             where name = p.name;
+        else
+            newest := p.closed_newest;
+            n := p.closed_changes;
+        end if;
+        exit when newest >= p_cutoff;
+        execute format('select feed_xid, seq from %I order by feed_xid desc, seq desc limit 1', p.name)
+           into last_xid, last_seq;
+        execute format('drop table %I', p.name);
+        delete from document_change_partitions where name = p.name;
+        if n > 0 then
+            update document_feed f set pruned_xid = last_xid, pruned_seq = last_seq
+             where (last_xid, last_seq) > (f.pruned_xid, f.pruned_seq);
+        end if;
+        dropped := dropped + 1;
+        changes := changes + n;
+    end loop;
+end $$;
+
+-- Name: document_changes_extend(timestamp with time zone, double precision); Type: FUNCTION
+
+CREATE FUNCTION document_changes_extend(p_now timestamp with time zone, p_span double precision, OUT added integer, OUT overflow bigint) RETURNS record
+    LANGUAGE plpgsql
+    SET lock_timeout TO '1s'
+    AS $$
+declare
+    newest document_change_partitions;
+    xmax numeric := pg_snapshot_xmax(pg_current_snapshot())::text::numeric;
+    rate float8;
+    width numeric;
+    lo numeric;
+begin
+    added := 0;
+    overflow := document_changes_adopt(p_now);
+    select * into newest from document_change_partitions order by lo desc limit 1;
+    rate := greatest(xmax - newest.created_xid::text::numeric, 0)
+            / greatest(extract(epoch from p_now - newest.created_at)::float8, 1.0);
+    lo := newest.hi::text::numeric;
+    -- at least 1000 ids; after a long pause (no prune for many spans), at most about 32 new
+    -- partitions: wider ones then
+    width := greatest(ceil(rate * greatest(p_span, 0)), 1000, ceil((xmax - lo) / 32));
+    while lo < xmax + width loop
+        perform document_changes_add(lo::text::xid8, (lo + width)::text::xid8, p_now);
+        lo := lo + width;
+        added := added + 1;
+    end loop;
+end $$;
+
+-- Name: document_changes_restart(timestamp with time zone); Type: FUNCTION
+
+CREATE FUNCTION document_changes_restart(p_now timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    SET lock_timeout TO '1s'
+    AS $$
+declare
+    p document_change_partitions;
+    n bigint;
+begin
+    lock table document_changes in access exclusive mode;
+    select count(*) into n from document_changes;
+    for p in select * from document_change_partitions order by lo loop
+        execute format('drop table %I', p.name);
+    end loop;
+    delete from document_change_partitions;
+    truncate document_changes_default;
+    perform document_changes_add('1', (pg_snapshot_xmax(pg_current_snapshot())::text::numeric + 1000)::text::xid8,
+                                 p_now);
+    return n;
+end $$;
+
+-- Name: document_changes_retain(timestamp with time zone, double precision, double precision); Type: FUNCTION
+
+CREATE FUNCTION document_changes_retain(p_now timestamp with time zone, p_older_than double precision, p_span double precision, OUT added integer, OUT overflow bigint, OUT dropped integer, OUT changes bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+begin
+    select e.added, e.overflow into added, overflow from document_changes_extend(p_now, p_span) e;
+    select d.dropped, d.changes into dropped, changes
+      from document_changes_drop(p_now - make_interval(secs => p_older_than)) d;
+end $$;
+
 -- Name: document_feed_append(); Type: FUNCTION
 
 CREATE FUNCTION document_feed_append() RETURNS trigger
@@ -832,9 +985,60 @@ ALTER TABLE deletion_holds ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+-- Name: document_change_partitions; Type: TABLE
+
+CREATE TABLE document_change_partitions (
+    name text NOT NULL,
+    lo xid8 NOT NULL,
+    hi xid8 NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    created_xid xid8 NOT NULL,
+    closed_newest timestamp with time zone,
+    closed_changes bigint,
+    CONSTRAINT document_change_partitions_check CHECK ((lo < hi)),
+    CONSTRAINT document_change_partitions_times_finite CHECK ((isfinite(created_at) AND isfinite(closed_newest)))
+);
+
 -- Name: document_changes; Type: TABLE
 
 CREATE TABLE document_changes (
+    feed_xid xid8 NOT NULL,
+    seq bigint NOT NULL,
+    source_type text NOT NULL,
+    workspace_id bigint,
+    document_id text NOT NULL,
+    source_page_id text NOT NULL,
+    op text NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    content_sha256 text NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    sections jsonb,
+    CONSTRAINT document_changes_op_check CHECK ((op = ANY (ARRAY['upsert'::text, 'delete'::text]))),
+    CONSTRAINT document_changes_times_finite CHECK ((isfinite(changed_at) AND isfinite(updated_at)))
+)
+PARTITION BY RANGE (feed_xid);
+
+-- Name: document_changes_1; Type: TABLE
+
+CREATE TABLE document_changes_1 (
+    feed_xid xid8 NOT NULL,
+    seq bigint NOT NULL,
+    source_type text NOT NULL,
+    workspace_id bigint,
+    document_id text NOT NULL,
+    source_page_id text NOT NULL,
+    op text NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    content_sha256 text NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    sections jsonb,
+    CONSTRAINT document_changes_op_check CHECK ((op = ANY (ARRAY['upsert'::text, 'delete'::text]))),
+    CONSTRAINT document_changes_times_finite CHECK ((isfinite(changed_at) AND isfinite(updated_at)))
+);
+
+-- Name: document_changes_default; Type: TABLE
+
+CREATE TABLE document_changes_default (
     feed_xid xid8 NOT NULL,
     seq bigint NOT NULL,
     source_type text NOT NULL,
@@ -1127,6 +1331,14 @@ CREATE SEQUENCE workspaces_served_seq
     NO MAXVALUE
     CACHE 1;
 
+-- Name: document_changes_1; Type: TABLE ATTACH
+
+ALTER TABLE ONLY document_changes ATTACH PARTITION document_changes_1 FOR VALUES FROM ('...') TO ('...');
+
+-- Name: document_changes_default; Type: TABLE ATTACH
+
+ALTER TABLE ONLY document_changes ATTACH PARTITION document_changes_default DEFAULT;
+
 -- Name: backfills backfills_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY backfills
@@ -1137,10 +1349,30 @@ ALTER TABLE ONLY backfills
 ALTER TABLE ONLY deletion_holds
     ADD CONSTRAINT deletion_holds_pkey PRIMARY KEY (id);
 
+-- Name: document_change_partitions document_change_partitions_lo_key; Type: CONSTRAINT
+
+ALTER TABLE ONLY document_change_partitions
+    ADD CONSTRAINT document_change_partitions_lo_key UNIQUE (lo);
+
+-- Name: document_change_partitions document_change_partitions_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY document_change_partitions
+    ADD CONSTRAINT document_change_partitions_pkey PRIMARY KEY (name);
+
 -- Name: document_changes document_changes_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY document_changes
     ADD CONSTRAINT document_changes_pkey PRIMARY KEY (feed_xid, seq);
+
+-- Name: document_changes_1 document_changes_1_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY document_changes_1
+    ADD CONSTRAINT document_changes_1_pkey PRIMARY KEY (feed_xid, seq);
+
+-- Name: document_changes_default document_changes_default_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY document_changes_default
+    ADD CONSTRAINT document_changes_default_pkey PRIMARY KEY (feed_xid, seq);
 
 -- Name: document_feed document_feed_pkey; Type: CONSTRAINT
 
@@ -1315,6 +1547,14 @@ CREATE INDEX workspaces_line_bulk ON workspaces USING btree (source_type, bulk_l
 -- Name: workspaces_line_live; Type: INDEX
 
 CREATE INDEX workspaces_line_live ON workspaces USING btree (source_type, live_line_at, served_seq) WHERE (live_line_at IS NOT NULL);
+
+-- Name: document_changes_1_pkey; Type: INDEX ATTACH
+
+ALTER INDEX document_changes_pkey ATTACH PARTITION document_changes_1_pkey;
+
+-- Name: document_changes_default_pkey; Type: INDEX ATTACH
+
+ALTER INDEX document_changes_pkey ATTACH PARTITION document_changes_default_pkey;
 
 -- Name: documents documents_feed_append; Type: TRIGGER
 

@@ -105,7 +105,9 @@ async def prune(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         event_older_than=settings.event_retention_seconds,
     )
     assert done is not None
-    done["changes"] = await feed.prune_changes(pool, settings.change_retention_seconds) or 0
+    # exclusive: a worker's prune running meanwhile makes the same partitions (None: it does)
+    pruned = await feed.prune_changes(pool, settings.change_retention_seconds, exclusive=True)
+    done["changes"] = pruned.changes if pruned is not None else 0
     _print(done)
     return 0
 

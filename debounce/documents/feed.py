@@ -43,11 +43,13 @@ from debounce.queue import PRUNE_LOCK_ID
 __all__ = [
     "MAX_LIMIT",
     "MAX_SEQ",
+    "PARTITIONS_PER_RETENTION",
     "Change",
     "Cursor",
     "CursorError",
     "CursorGone",
     "FeedPage",
+    "Pruned",
     "frontier",
     "head",
     "lag",
@@ -361,40 +363,63 @@ async def lag(db: Db) -> float:
     return float(row["lag_seconds"]) if row else 0.0
 
 
+@dataclass(frozen=True)
+class Pruned:
+    """One prune of the change log (a partition drop, migration 028): ``changes`` and
+    ``partitions`` dropped, partitions ``added`` ahead, and the rows the DEFAULT partition held
+    (``overflow``: a burst that outran the partitions made ahead; 0 in a normal run)."""
+
+    changes: int
+    partitions: int
+    added: int
+    overflow: int
+
+
+#: A partition of the change log holds about this share of the retention's writes: a change
+#: stays at most about that much longer than the retention.
+PARTITIONS_PER_RETENTION = 8
+
+
 async def prune_changes(
     db: Db,
     older_than: float,
     *,
-    limit: int | None = None,
     exclusive: bool = False,
     now: datetime | None = None,
-) -> int | None:
-    """Delete changes written more than ``older_than`` seconds before ``now`` (default: the
-    database's clock), oldest first in feed order and at most ``limit`` (``None``: all),
-    moving the retention frontier (cursors below it answer :class:`CursorGone`). With
-    ``exclusive``, ``None`` when another session holds the prune lock. Returns the count.
+) -> Pruned | None:
+    """Retention of the change log, by whole partitions (migration 028): create partitions
+    ahead (each sized to hold ``older_than / PARTITIONS_PER_RETENTION`` seconds of writes at
+    the rate transaction ids were used lately), then drop the oldest ones that are closed (no
+    running transaction can write in their range) and hold only changes written more than
+    ``older_than`` seconds before ``now`` (default: the database's clock), moving the
+    retention frontier to the last change dropped (cursors below it answer
+    :class:`CursorGone`). A change is kept at least ``older_than`` seconds, and about a
+    partition's span longer at most. With ``exclusive``, ``None`` when another session holds
+    the prune lock.
 
     Raises:
-        ValueError: ``older_than`` negative or ``limit`` below 1.
+        ValueError: ``older_than`` negative.
+        psycopg.errors.LockNotAvailable: a partition's DDL waited 1 s for a lock on the log
+            (a long transaction reading it): the next prune tries again.
     """
     if older_than < 0:
         raise ValueError("older_than must be non-negative seconds")
-    if limit is not None and limit < 1:
-        raise ValueError("limit must be at least 1")
     await reset_epoch(db)
     row = await fetch_one(
         db,
         _Q["prune"],
         {
             "older_than": float(older_than),
-            "limit": limit,
+            "span": float(older_than) / PARTITIONS_PER_RETENTION,
             "exclusive": exclusive,
             "lock_id": PRUNE_LOCK_ID,
             "now": now,
         },
     )
     assert row is not None
-    return int(row["changes"]) if row["ran"] else None
+    if not row["ran"]:
+        return None
+    return Pruned(int(row["changes"]), int(row["dropped"]), int(row["added"]), int(row["overflow"]))
 
 
 async def has_changes_of_workspace(db: Db, workspace_id: int) -> bool:

@@ -163,9 +163,10 @@ async def prune_once(
 ) -> dict[str, int] | None:
     """Prune finished jobs older than ``job_retention`` seconds, event ids older than
     ``event_retention`` seconds and, unless ``change_retention`` is ``None``, the change
-    feed's changes older than ``change_retention`` seconds (``feed.prune_changes``: cursors
-    below them then answer 410), in statements of at most ``batch`` rows each, unless another
-    worker is pruning (then ``None``). Returns the counts deleted (``jobs``, ``events``,
+    feed's changes older than ``change_retention`` seconds (``feed.prune_changes``: whole
+    partitions of the log, made ahead there too; cursors below them then answer 410) — jobs and
+    event ids in statements of at most ``batch`` rows each — unless another worker is pruning
+    (then ``None``). Returns the counts deleted (``jobs``, ``events``,
     ``changes``).
 
     Raises:
@@ -187,13 +188,16 @@ async def prune_once(
         }
         if done["jobs"] < batch and done["events"] < batch:
             break
-    while change_retention is not None and ran:
-        changes = await feed.prune_changes(pool, change_retention, limit=batch, exclusive=True, now=now)
-        if changes is None:
-            break
-        total["changes"] += changes
-        if changes < batch:
-            break
+    if change_retention is not None and ran:
+        pruned = await feed.prune_changes(pool, change_retention, exclusive=True, now=now)
+        if pruned is not None:
+            total["changes"] = pruned.changes
+            if pruned.overflow:
+                log.warning(
+                    "the change log's DEFAULT partition held %d changes (writes outran the "
+                    "partitions made ahead since the last prune): moved into a partition of their own",
+                    pruned.overflow,
+                )
     return total if ran else None
 
 

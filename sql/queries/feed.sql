@@ -34,13 +34,14 @@ with sys as (
      where f.system_identifier <> sys.id
     returning 1
 ), purge as (
-    delete from document_changes where exists (select 1 from reset)
-    returning 1
+    -- the partitions of the other cluster's transaction ids dropped, one made for ours
+    -- (migration 028)
+    select document_changes_restart(now()) as n from reset
 ), graves as (
     delete from document_graves where exists (select 1 from reset)
     returning 1
 )
-select (select count(*) from purge) as purged
+select (select n from purge) as purged
   from reset
 
 -- frontier --
@@ -76,6 +77,7 @@ select f.pruned_xid::text as pruned_xid, f.pruned_seq, c.*
                as matches
       from document_changes c
      where (c.feed_xid, c.seq) > (%(after_xid)s::text::xid8, %(after_seq)s::bigint)
+       and c.feed_xid >= %(after_xid)s::text::xid8   -- implied: lets partitions below be pruned
        and c.feed_xid < %(below)s::text::xid8
      order by c.feed_xid, c.seq
      limit %(limit)s
@@ -91,43 +93,35 @@ select count(*) as pending,
          limit 1000) p
 
 -- prune --
--- Delete the oldest changes (a prefix of the feed order, at most %(limit)s) written more than
--- %(older_than)s seconds before %(now)s (NULL: now()) and servable, and move the retention
--- frontier to the last one deleted. With %(exclusive)s, only if this transaction gets the
--- advisory lock %(lock_id)s (the prune's: one worker at a time). Returns how many, and
--- whether it ran.
+-- Retention, a partition drop (migration 028): create the log's partitions ahead (each sized to
+-- hold about %(span)s seconds of writes; a DEFAULT partition's overflow becomes a partition of
+-- its own), then drop the oldest closed partitions whose changes were all written more than
+-- %(older_than)s seconds before %(now)s (NULL: now()), moving the retention frontier to the last
+-- change dropped. With %(exclusive)s, only if this transaction gets the advisory lock
+-- %(lock_id)s (the prune's: one worker at a time). Returns how many changes and partitions it
+-- dropped, how many it added, the rows the DEFAULT partition held, and whether it ran.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), lock as (
     select case when %(exclusive)s::bool then pg_try_advisory_xact_lock(%(lock_id)s::bigint)
                 else true end as got
-), oldest as (
-    select c.feed_xid, c.seq,
-           bool_and(c.changed_at < clock.now - make_interval(secs => %(older_than)s::float8))
-               over (order by c.feed_xid, c.seq) as expired
-      from (select feed_xid, seq, changed_at from document_changes
-             where feed_xid < pg_snapshot_xmin(pg_current_snapshot())
-             order by feed_xid, seq
-             limit %(limit)s) c, clock
+), retain as materialized (
+    select r.*
+      from clock, document_changes_retain(clock.now, %(older_than)s::float8, %(span)s::float8) r
      where (select got from lock)
-), doomed as (
-    delete from document_changes d using oldest o
-     where o.expired and d.feed_xid = o.feed_xid and d.seq = o.seq
-    returning d.feed_xid, d.seq
-), frontier as (
-    update document_feed f
-       set pruned_xid = m.feed_xid, pruned_seq = m.seq
-      from (select feed_xid, seq from doomed order by feed_xid desc, seq desc limit 1) m
-     where (m.feed_xid, m.seq) > (f.pruned_xid, f.pruned_seq)
-    returning 1
 ), buried as (
-    -- a grave below every running transaction can no longer raise a position (migration 017)
+    -- a grave below every running transaction can no longer raise a position (migration 017);
+    -- after the partitions' DDL (the log's lock before the graves', as a writer takes them)
     delete from document_graves g
-     where (select got from lock) and g.feed_xid < pg_snapshot_xmin(pg_current_snapshot())
+     where (select count(*) from retain) >= 0
+       and (select got from lock) and g.feed_xid < pg_snapshot_xmin(pg_current_snapshot())
     returning 1
 )
-select (select count(*) from doomed) as changes, (select got from lock) as ran,
-       (select count(*) from frontier) as moved, (select count(*) from buried) as graves
+select coalesce((select changes from retain), 0) as changes,
+       coalesce((select dropped from retain), 0) as dropped,
+       coalesce((select added from retain), 0) as added,
+       coalesce((select overflow from retain), 0) as overflow,
+       (select got from lock) as ran, (select count(*) from buried) as graves
 
 -- workspace_in_feed --
 -- Whether the change feed holds a change of workspace %(workspace_id)s (a removed workspace's
