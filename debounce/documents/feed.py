@@ -419,6 +419,7 @@ async def prune_changes(
     assert row is not None
     if not row["ran"]:
         return None
+    await fetch_one(db, _Q["bury_graves"], {})
     return Pruned(int(row["changes"]), int(row["dropped"]), int(row["added"]), int(row["overflow"]))
 
 

@@ -105,23 +105,28 @@ with clock as (
 ), lock as (
     select case when %(exclusive)s::bool then pg_try_advisory_xact_lock(%(lock_id)s::bigint)
                 else true end as got
-), retain as materialized (
+), retain as (
     select r.*
       from clock, document_changes_retain(clock.now, %(older_than)s::float8, %(span)s::float8) r
      where (select got from lock)
-), buried as (
-    -- a grave below every running transaction can no longer raise a position (migration 017);
-    -- after the partitions' DDL (the log's lock before the graves', as a writer takes them)
-    delete from document_graves g
-     where (select count(*) from retain) >= 0
-       and (select got from lock) and g.feed_xid < pg_snapshot_xmin(pg_current_snapshot())
-    returning 1
 )
 select coalesce((select changes from retain), 0) as changes,
        coalesce((select dropped from retain), 0) as dropped,
        coalesce((select added from retain), 0) as added,
        coalesce((select overflow from retain), 0) as overflow,
-       (select got from lock) as ran, (select count(*) from buried) as graves
+       (select got from lock) as ran
+
+-- bury_graves --
+-- Delete the graves below every running transaction: they can no longer raise a position
+-- (migration 017). Its own statement and transaction, after the prune's: the prune's DDL
+-- locks the log, a writer takes the log's lock before a grave's, and a transaction that held
+-- graves while it waited for the log could deadlock with one. Returns how many.
+with buried as (
+    delete from document_graves g
+     where g.feed_xid < pg_snapshot_xmin(pg_current_snapshot())
+    returning 1
+)
+select count(*) as graves from buried
 
 -- workspace_in_feed --
 -- Whether the change feed holds a change of workspace %(workspace_id)s (a removed workspace's
