@@ -661,6 +661,18 @@ begin
     return new;
 end $$;
 
+-- Name: document_kind(text, text, jsonb); Type: FUNCTION
+
+CREATE FUNCTION document_kind(p_source_type text, p_document_id text, p_metadata jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN starts_with(p_document_id, 'file:'::text) THEN 'file'::text WHEN starts_with(p_document_id, 'canvas:'::text) THEN 'canvas'::text WHEN (p_source_type = 'slack'::text) THEN 'conversation'::text WHEN ((p_source_type = 'notion'::text) AND ((p_metadata ->> 'object'::text) = 'database'::text)) THEN 'database'::text WHEN ((p_source_type = 'notion'::text) AND ((p_metadata ->> 'object'::text) = 'data_source'::text)) THEN 'table'::text ELSE 'page'::text END;
+
+-- Name: document_kinds(); Type: FUNCTION
+
+CREATE FUNCTION document_kinds() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ARRAY['page'::text, 'database'::text, 'table'::text, 'conversation'::text, 'file'::text, 'canvas'::text];
+
 -- Name: job_lane(integer); Type: FUNCTION
 
 CREATE FUNCTION job_lane(priority integer) RETURNS text
@@ -1226,6 +1238,10 @@ CREATE INDEX documents_deleted_recently ON documents USING btree (workspace_id, 
 -- Name: documents_held; Type: INDEX
 
 CREATE INDEX documents_held ON documents USING btree (held_by) WHERE (held_by IS NOT NULL);
+
+-- Name: documents_kind; Type: INDEX
+
+CREATE INDEX documents_kind ON documents USING btree (document_kind(source_type, document_id, metadata), id);
 
 -- Name: documents_page; Type: INDEX
 
