@@ -1091,6 +1091,8 @@ CREATE TABLE workspaces (
     live_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(live_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
     bulk_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(bulk_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
     purge_documents boolean DEFAULT false NOT NULL,
+    missing_scopes text[] DEFAULT '{}'::text[] NOT NULL,
+    missing_scopes_at timestamp with time zone,
     CONSTRAINT workspaces_budget_burst_check CHECK ((budget_burst >= (1)::double precision)),
     CONSTRAINT workspaces_budget_per_minute_check CHECK ((budget_per_minute >= (0)::double precision)),
     CONSTRAINT workspaces_check1 CHECK (((origin = 'env'::text) OR (external_id IS NOT NULL))),
@@ -1242,6 +1244,10 @@ CREATE INDEX documents_held ON documents USING btree (held_by) WHERE (held_by IS
 -- Name: documents_kind; Type: INDEX
 
 CREATE INDEX documents_kind ON documents USING btree (document_kind(source_type, document_id, metadata), id);
+
+-- Name: documents_kind_by_metadata; Type: INDEX
+
+CREATE INDEX documents_kind_by_metadata ON documents USING btree (source_type, document_id) WHERE (document_kind(source_type, document_id, metadata) <> document_kind(source_type, document_id, NULL::jsonb));
 
 -- Name: documents_page; Type: INDEX
 

@@ -18,7 +18,7 @@ from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from test_slack_parse import sign, slack
 
-from debounce import queue
+from debounce import queue, workspaces
 from debounce.config import Settings
 from debounce.contract import Audience
 from debounce.documents import feed
@@ -79,14 +79,25 @@ async def until(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
         await asyncio.sleep(0.05)
 
 
-async def deliver(pool: AsyncConnectionPool[Any], fake: FakeSlack, event_type: str, event_id: str) -> None:
-    """What the web does with a file event Slack sends: the parser's job, enqueued now."""
+async def deliver(
+    pool: AsyncConnectionPool[Any],
+    fake: FakeSlack,
+    event_type: str,
+    event_id: str,
+    workspace_id: int | None = None,
+) -> None:
+    """What the web does with a file event Slack sends: the parser's job, enqueued now (for
+    ``workspace_id``: the web's directory finds it by the envelope's team)."""
     envelope = fake.canvas_event(event_type, CANVAS, event_id=event_id)
     body = json.dumps(envelope).encode()
     parsed = slack().parse_webhook(sign(body), body)
     assert [e.source_page_id for e in parsed.events] == [f"canvas:{CANVAS}"]
     await queue.enqueue(
-        pool, [JobEvent("slack", e.source_page_id, e.payload, e.event_id, 0, 0) for e in parsed.events]
+        pool,
+        [
+            JobEvent("slack", e.source_page_id, e.payload, e.event_id, 0, 0, workspace_id=workspace_id)
+            for e in parsed.events
+        ],
     )
 
 
@@ -137,13 +148,15 @@ async def test_a_canvas_of_a_private_channel_carries_its_members(
     assert (doc["audience_kind"], doc["audience_members"]) == ("private_channel", ["U0ALICE", "U0BOB"])
 
 
-async def test_a_token_without_canvases_read_fails_the_job_naming_the_scope(
+async def test_a_token_without_canvases_read_fails_the_job_and_marks_the_workspace(
     pool: AsyncConnectionPool[Any], fake: tuple[FakeSlack, str], worker: SlackSyncer
 ) -> None:
     stand_in, _ = fake
+    workspace = await workspaces.ensure_env_workspace(pool, "slack", TOKEN)
+    assert workspace["missing_scopes"] == []
     stand_in.add_canvas(CANVAS, "Onboarding", "text\n", channels=(PUBLIC,))
     stand_in.withhold_scope("canvases:read")
-    await deliver(pool, stand_in, "file_change", "Ev0CANV5")
+    await deliver(pool, stand_in, "file_change", "Ev0CANV5", workspace_id=workspace["id"])
 
     async def failed() -> Any:
         page = await queue.list_jobs(pool, status="failed", source_page_id=f"canvas:{CANVAS}")
@@ -153,6 +166,16 @@ async def test_a_token_without_canvases_read_fails_the_job_naming_the_scope(
     assert "missing_scope: the app lacks the canvases:read scope" in (job.last_error or "")
     assert job.attempts == 1  # permanent: not retried
     assert await DocumentStore(pool).get("slack", f"canvas:{CANVAS}") is None
+    (listed,) = await until(lambda: _with_missing_scopes(pool, workspace["id"]))
+    assert listed["missing_scopes"] == ["canvases:read"] and listed["missing_scopes_at"] is not None
+    # a new token (the operator added the scope and reinstalled) asks again
+    renewed = await workspaces.ensure_env_workspace(pool, "slack", TOKEN + "-reinstalled")
+    assert renewed["missing_scopes"] == [] and renewed["missing_scopes_at"] is None
+
+
+async def _with_missing_scopes(pool: AsyncConnectionPool[Any], workspace_id: int) -> list[dict[str, Any]]:
+    rows = await workspaces.list_workspaces(pool, workspace_id)
+    return rows if rows and rows[0]["missing_scopes"] else []
 
 
 def test_file_events_become_canvas_jobs_unless_they_say_another_type() -> None:

@@ -297,7 +297,6 @@ async def read_changes(
                 "limit": scan,
                 "source_type": source_type,
                 "workspace_id": workspace_id,
-                "document_kind": document_kind,
             },
         )
         frontier = (int(rows[0]["pruned_xid"]), int(rows[0]["pruned_seq"]))
@@ -308,7 +307,7 @@ async def read_changes(
         rows = [r for r in rows if r["feed_xid"] is not None]
         for row in rows:
             position = (int(row["feed_xid"]), int(row["seq"]))
-            if row["matches"]:
+            if row["matches"] and (document_kind is None or row["kind"] == document_kind):
                 changes.append(_change(state.epoch, row))
                 if len(changes) == limit:
                     break

@@ -21,6 +21,7 @@ from debounce.config import Settings
 from debounce.contract import (
     Checkpoint,
     PermanentError,
+    ScopeMissing,
     SyncContext,
     Syncer,
 )
@@ -492,6 +493,8 @@ class Worker:
         elif kind in (VerdictKind.REVOKED, VerdictKind.PERMANENT):
             self._observe(job, started, VerdictKind.PERMANENT)
             self.failed += 1
+            if isinstance(exc, ScopeMissing) and job.workspace_id is not None:
+                await workspace_state.missing_scope(self.pool, job.workspace_id, exc.scope)
             log.error("permanent failure: %s", exc, extra=job.log_fields())
             await self._record_failure(queue.Failure(job, f"PermanentError: {exc}", permanent=True))
         else:

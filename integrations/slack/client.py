@@ -41,6 +41,7 @@ from debounce.contract import (
     BudgetExhausted,
     PermanentError,
     RateLimited,
+    ScopeMissing,
     SyncContext,
     count_api_request,
     parse_retry_after,
@@ -122,17 +123,18 @@ _FILE_UNREADABLE = frozenset(
 )
 
 
-class MissingScope(PermanentError):
+class MissingScope(ScopeMissing):
     """Slack answered ``missing_scope`` for a method of :data:`SCOPE_NEEDED`: the workspace's
-    token lacks ``scope`` (Slack's ``needed``, else the method's). Permanent for the job."""
+    token lacks ``scope`` (Slack's ``needed``, else the method's). Permanent for the job; the
+    worker records the scope on the workspace."""
 
     def __init__(self, method: str, scope: str) -> None:
         super().__init__(
+            scope,
             f"Slack {method}: missing_scope: the app lacks the {scope} scope: add it to the app's bot "
-            "scopes and reinstall it in the workspace"
+            "scopes and reinstall it in the workspace",
         )
         self.method = method
-        self.scope = scope
 
 
 class SlackApiFailure(Exception):

@@ -1,6 +1,8 @@
--- 029: a document's kind — what sort of thing a document is (issue 39, point 1;
--- docs/consumers.md, "Kinds of document"). Not a change's kind (the feed's `op`: upsert or
--- delete), nor a job's change kinds (what an event said changed).
+-- 029: a document's kind, and the scopes a workspace's token lacks (issue 39, points 1 and 4;
+-- docs/consumers.md, "Kinds of document"; docs/slack.md, "Scopes").
+--
+-- A document's kind is what sort of thing a document is. Not a change's kind (the feed's
+-- `op`: upsert or delete), nor a job's change kinds (what an event said changed).
 --
 -- document_kind(source_type, document_id, metadata)  the one rule, written once; immutable,
 --     so an index can hold it. From the document id where it says (`file:<id>` a file
@@ -12,6 +14,10 @@
 -- document_kinds()  the kinds there are, in the order the docs list them (the read API's
 --     400 answer names them).
 -- documents_kind  the listing's index: kind, then id (GET /documents?kind=… pages by id).
+-- documents_kind_by_metadata  the few documents whose metadata decides their kind (a Notion
+--     database or data source: the rule on the id alone says `page`): the change feed asks
+--     it for each change's kind, and a change of any other document — nearly all — costs a
+--     probe of this small index and no read of the documents table.
 
 create function document_kind(p_source_type text, p_document_id text, p_metadata jsonb)
 returns text
@@ -35,3 +41,14 @@ parallel safe
 return array['page', 'database', 'table', 'conversation', 'file', 'canvas'];
 
 create index documents_kind on documents (document_kind(source_type, document_id, metadata), id);
+
+create index documents_kind_by_metadata on documents (source_type, document_id)
+ where document_kind(source_type, document_id, metadata) <> document_kind(source_type, document_id, null);
+
+-- Scopes a workspace's token lacks (issue 39, point 4): a sync that needs one (Slack
+-- canvases:read, files:read) raises ScopeMissing and the worker adds it here, with when it
+-- first did (missing_scopes_at); the dashboard's workspace screen and `debounce workspaces
+-- list` show them. The workspace's other jobs go on. A re-install (new credentials) or a new
+-- environment token clears them: the token is asked again.
+alter table workspaces add column missing_scopes text[] not null default '{}';
+alter table workspaces add column missing_scopes_at timestamptz;
