@@ -11,6 +11,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from test_slack_parse import sign, slack
 
 from debounce import queue, workspaces
 from debounce.config import Settings
-from debounce.contract import Audience
+from debounce.contract import Audience, BackfillPage, SyncContext
 from debounce.documents import feed
 from debounce.documents.store import DocumentStore
 from debounce.types import JobEvent
@@ -206,3 +207,34 @@ def test_house_markdown_and_audience_of_several_conversations() -> None:
     assert canvas_audience([private, Audience("mpim", ("U3",))]) == Audience(
         "private_channel", ("U1", "U2", "U3")
     )
+
+
+async def test_the_backfill_lists_canvases_after_the_conversations(fake: tuple[FakeSlack, str]) -> None:
+    stand_in, url = fake
+    for i in range(3):
+        stand_in.add_canvas(
+            f"F0CANV{i}", f"Canvas {i}", "text\n", channels=(PUBLIC,), updated=1_763_700_000 + i
+        )
+    source = SlackSyncer(SlackSettings(slack_bot_token=TOKEN, slack_api_url=url))
+    source.backfill.list_limit = 2
+    try:
+        pages = []
+        cursor: str | None = None
+        while True:
+            page = await source.backfill_page(cursor, SyncContext())
+            pages.append(page)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        canvases = [i for p in pages for i in p.items if i.source_page_id.startswith("canvas:")]
+        assert [i.source_page_id for i in canvases] == ["canvas:F0CANV0", "canvas:F0CANV1", "canvas:F0CANV2"]
+        assert canvases[2].edited_at == datetime.fromtimestamp(1_763_700_002, UTC)
+        assert canvases[0].title == "Canvas 0"
+        listed = [p for m, p in stand_in.requests if m == "files.list"]
+        assert [(p["types"], p["page"]) for p in listed] == [("canvas", "1"), ("canvas", "2")]
+        # without files:read the canvases are not listed, and the listing ends
+        stand_in.withhold_scope("files:read")
+        refused = await source.backfill_page("canvases:1", SyncContext())
+        assert refused == BackfillPage(items=[], cursor=None)
+    finally:
+        await source.aclose()
