@@ -52,3 +52,8 @@ create index documents_kind_by_metadata on documents (source_type, document_id)
 -- environment token clears them: the token is asked again.
 alter table workspaces add column missing_scopes text[] not null default '{}';
 alter table workspaces add column missing_scopes_at timestamptz;
+
+-- A subscription may keep some kinds of document only (issue 39, point 1): document_kinds,
+-- empty for every kind. Its `kinds` stay the kinds of change (the feed's op).
+alter table subscriptions add column document_kinds text[] not null default '{}'
+    check (document_kinds <@ document_kinds());
