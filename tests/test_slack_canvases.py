@@ -19,7 +19,7 @@ from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from test_slack_parse import sign, slack
 
-from debounce import queue, workspaces
+from debounce import queue, registry, workspaces
 from debounce.config import Settings
 from debounce.contract import Audience, BackfillPage, SyncContext
 from debounce.documents import feed
@@ -187,6 +187,10 @@ def test_file_events_become_canvas_jobs_unless_they_say_another_type() -> None:
     assert result.events == [] and "not a canvas" in (result.note or "")
     assert maybe_canvas({"id": "F1"}) and maybe_canvas({"id": "F1", "filetype": "quip"})
     assert not maybe_canvas({"id": "F1", "filetype": "pdf"})
+    # a manual re-sync names a canvas by its job key
+    assert registry.normalize_page_id("slack", f"canvas:{CANVAS}") == f"canvas:{CANVAS}"
+    with pytest.raises(ValueError, match="canvas:<file id>"):
+        registry.normalize_page_id("slack", "canvas:nope")
 
 
 def test_a_canvas_in_a_message_is_named_as_its_document_not_downloaded() -> None:
