@@ -102,9 +102,19 @@ METHODS: Mapping[str, str] = {
 }
 #: The methods whose answers a sync keeps in its checkpoint (a resumed sync reads them
 #: again for free; a sync that yielded between a conversation's info and its member pages
-#: does not pay for them twice); listings are always asked afresh.
+#: does not pay for them twice; a canvas sync that yielded after ``canvases.getContent`` does
+#: not read it again — on a bucket that refills one request at a time it would never get to
+#: its ``files.info``); listings are always asked afresh. A new event of the job's page drops
+#: them (the checkpoint is tagged with the job's revision).
 CACHED_METHODS = frozenset(
-    {"conversations.history", "conversations.replies", "conversations.info", "conversations.members"}
+    {
+        "conversations.history",
+        "conversations.replies",
+        "conversations.info",
+        "conversations.members",
+        "canvases.getContent",
+        "files.info",
+    }
 )
 
 #: A thread that no longer exists (``conversations.replies``).
