@@ -477,3 +477,22 @@ def test_resync_of_a_page_never_synced_takes_the_workspace_named(database_url: s
         "page_id '../../etc' is not a notion page id: one is a UUID, with or without dashes "
         "(e.g. 59833787-2cf9-4fdf-8782-e53db20768a5)"
     )
+
+
+def test_workspaces_list_shows_the_scopes_a_token_lacks_until_a_reinstall(database_url: str) -> None:
+    key = new_key()
+    slack_id = save(database_url, key, "slack", slack_demo.DEMO_SECOND_TEAM_ID, "Labs")
+
+    async def mark() -> None:
+        async with AsyncConnectionPool(database_url, kwargs={"autocommit": True}, open=False) as pool:
+            await workspaces.add_missing_scope(pool, slack_id, "canvases:read")
+
+    asyncio.run(mark())
+    env = clean_env(DATABASE_URL=database_url)
+    listed = debounce("workspaces", "list", env=env).stdout
+    assert (
+        "      missing scopes: canvases:read (add them to the app and reinstall it; what needs them "
+        "fails until then)\n"
+    ) in listed
+    save(database_url, key, "slack", slack_demo.DEMO_SECOND_TEAM_ID, "Labs")  # the re-install
+    assert "missing scopes" not in debounce("workspaces", "list", env=env).stdout
