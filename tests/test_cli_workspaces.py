@@ -350,9 +350,10 @@ def test_serve_demo_says_how_to_sign_in_and_a_second_run_syncs_again(
     second = serve_demo(database_url, tmp_path / "data")
     assert "documents in the `documents` table" in second, second
     outcomes = [x for x in second.splitlines() if "demo: sent " in x]
-    assert len(outcomes) == 12 and not [x for x in outcomes if '"duplicate"' in x], outcomes
+    # (13: the canvas example, file_change.json, issue 39)
+    assert len(outcomes) == 13 and not [x for x in outcomes if '"duplicate"' in x], outcomes
     (closing,) = [x for x in second.splitlines() if "documents in the `documents` table" in x]
-    assert "demo: the examples' 7 jobs: 7 completed; " in closing, closing
+    assert "demo: the examples' 8 jobs: 8 completed; " in closing, closing
     # the stand-ins start afresh: the first edit of this run writes again
     assert "demo: feed: upsert notion/153104cd-477e-809d-8dc4-ff2d96ae3090  'Hello world (edit 1, " in second
     assert "synced in" in second  # the worker synced them again (unchanged pages: not rewritten)
