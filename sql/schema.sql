@@ -1100,6 +1100,7 @@ CREATE TABLE workspaces (
     CONSTRAINT workspaces_check1 CHECK (((origin = 'env'::text) OR (external_id IS NOT NULL))),
     CONSTRAINT workspaces_credentials_check CHECK (((origin = 'env'::text) OR (status = 'removed'::text) OR (credentials IS NOT NULL))),
     CONSTRAINT workspaces_lines_finite CHECK ((isfinite(live_line_at) AND isfinite(bulk_line_at))),
+    CONSTRAINT workspaces_missing_scopes_at_finite CHECK (isfinite(missing_scopes_at)),
     CONSTRAINT workspaces_origin_check CHECK ((origin = ANY (ARRAY['env'::text, 'oauth'::text, 'cli'::text]))),
     CONSTRAINT workspaces_source_type_check CHECK ((source_type <> ''::text)),
     CONSTRAINT workspaces_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'revoked'::text, 'removed'::text]))),

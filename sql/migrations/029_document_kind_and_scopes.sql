@@ -51,7 +51,8 @@ create index documents_kind_by_metadata on documents (source_type, document_id)
 -- list` show them. The workspace's other jobs go on. A re-install (new credentials) or a new
 -- environment token clears them: the token is asked again.
 alter table workspaces add column missing_scopes text[] not null default '{}';
-alter table workspaces add column missing_scopes_at timestamptz;
+alter table workspaces add column missing_scopes_at timestamptz
+    constraint workspaces_missing_scopes_at_finite check (isfinite(missing_scopes_at));
 
 -- A subscription may keep some kinds of document only (issue 39, point 1): document_kinds,
 -- empty for every kind. Its `kinds` stay the kinds of change (the feed's op).
