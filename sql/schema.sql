@@ -831,6 +831,18 @@ begin
     return new;
 end $$;
 
+-- Name: document_kind(text, text, jsonb); Type: FUNCTION
+
+CREATE FUNCTION document_kind(p_source_type text, p_document_id text, p_metadata jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN starts_with(p_document_id, 'file:'::text) THEN 'file'::text WHEN starts_with(p_document_id, 'canvas:'::text) THEN 'canvas'::text WHEN (p_source_type = 'slack'::text) THEN 'conversation'::text WHEN ((p_source_type = 'notion'::text) AND ((p_metadata ->> 'object'::text) = 'database'::text)) THEN 'database'::text WHEN ((p_source_type = 'notion'::text) AND ((p_metadata ->> 'object'::text) = 'data_source'::text)) THEN 'table'::text ELSE 'page'::text END;
+
+-- Name: document_kinds(); Type: FUNCTION
+
+CREATE FUNCTION document_kinds() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ARRAY['page'::text, 'database'::text, 'table'::text, 'conversation'::text, 'file'::text, 'canvas'::text];
+
 -- Name: job_lane(integer); Type: FUNCTION
 
 CREATE FUNCTION job_lane(priority integer) RETURNS text
@@ -1187,7 +1199,9 @@ CREATE TABLE subscriptions (
     leased_by text,
     lease_until timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    document_kinds text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT subscriptions_check CHECK ((((batch_id IS NULL) = (batch_body IS NULL)) AND ((batch_id IS NULL) = (batch_xid IS NULL)))),
+    CONSTRAINT subscriptions_document_kinds_check CHECK ((document_kinds <@ document_kinds())),
     CONSTRAINT subscriptions_kinds_check CHECK ((kinds <@ ARRAY['upsert'::text, 'delete'::text])),
     CONSTRAINT subscriptions_previous_secret_check CHECK ((previous_secret ~~ 'whsec_%'::text)),
     CONSTRAINT subscriptions_secret_check CHECK ((secret ~~ 'whsec_%'::text)),
@@ -1300,11 +1314,14 @@ CREATE TABLE workspaces (
     live_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(live_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
     bulk_line_at timestamp with time zone GENERATED ALWAYS AS (workspace_line_at(bulk_due_at, status, credentials_error, at_concurrency_limit, blocked_until, held_until, last_served_at)) STORED,
     purge_documents boolean DEFAULT false NOT NULL,
+    missing_scopes text[] DEFAULT '{}'::text[] NOT NULL,
+    missing_scopes_at timestamp with time zone,
     CONSTRAINT workspaces_budget_burst_check CHECK ((budget_burst >= (1)::double precision)),
     CONSTRAINT workspaces_budget_per_minute_check CHECK ((budget_per_minute >= (0)::double precision)),
     CONSTRAINT workspaces_check1 CHECK (((origin = 'env'::text) OR (external_id IS NOT NULL))),
     CONSTRAINT workspaces_credentials_check CHECK (((origin = 'env'::text) OR (status = 'removed'::text) OR (credentials IS NOT NULL))),
     CONSTRAINT workspaces_lines_finite CHECK ((isfinite(live_line_at) AND isfinite(bulk_line_at))),
+    CONSTRAINT workspaces_missing_scopes_at_finite CHECK (isfinite(missing_scopes_at)),
     CONSTRAINT workspaces_origin_check CHECK ((origin = ANY (ARRAY['env'::text, 'oauth'::text, 'cli'::text]))),
     CONSTRAINT workspaces_source_type_check CHECK ((source_type <> ''::text)),
     CONSTRAINT workspaces_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'revoked'::text, 'removed'::text]))),
@@ -1475,6 +1492,14 @@ CREATE INDEX documents_deleted_recently ON documents USING btree (workspace_id, 
 -- Name: documents_held; Type: INDEX
 
 CREATE INDEX documents_held ON documents USING btree (held_by) WHERE (held_by IS NOT NULL);
+
+-- Name: documents_kind; Type: INDEX
+
+CREATE INDEX documents_kind ON documents USING btree (document_kind(source_type, document_id, metadata), id);
+
+-- Name: documents_kind_by_metadata; Type: INDEX
+
+CREATE INDEX documents_kind_by_metadata ON documents USING btree (source_type, document_id) WHERE (document_kind(source_type, document_id, metadata) <> document_kind(source_type, document_id, NULL::jsonb));
 
 -- Name: documents_page; Type: INDEX
 

@@ -153,7 +153,7 @@ def slack_demo() -> DemoSetup:
     return DemoSetup(
         settings={"slack_api_url": server.url + "/api/", "slack_bot_token": fake.token},
         window=SourceWindow(2.0, 20.0),
-        examples=("message.json", "thread_reply.json", "message_changed.json"),
+        examples=("message.json", "thread_reply.json", "message_changed.json", "file_change.json"),
         url=server.url + "/api/",
         stop=server.stop,
         workspaces=(second,),

@@ -14,7 +14,10 @@ It speaks the documented shapes of
 - ``users.conversations`` and ``conversations.list``, the bot's membership and bulk fixtures
   (``add_channels``): :mod:`standins.slack_conversations`;
 - ``conversations.members`` and ``conversations.info``, a conversation's members
-  (``set_members``, ``add_member``, ``remove_member``): :mod:`standins.slack_members`.
+  (``set_members``, ``add_member``, ``remove_member``): :mod:`standins.slack_members`;
+- files (``files.info``): :mod:`standins.slack_files`; canvases (``canvases.getContent``,
+  ``files.list``, a channel canvas in ``conversations.info``), their events and missing
+  scopes (``missing_scope`` with ``needed``): :mod:`standins.slack_canvases`.
 
 Errors are HTTP 200 with ``{"ok": false, "error": "<code>"}`` as Slack answers them
 (https://docs.slack.dev/apis/web-api/#responses); rate limiting is HTTP 429 with a
@@ -54,6 +57,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from standins.slack_budgets import SlackBudgets
+from standins.slack_canvases import SlackCanvases
 from standins.slack_conversations import LISTING_METHODS, SlackConversations, decode_cursor, encode_cursor
 from standins.slack_demo import (
     DEMO_SECOND_BOT_USER_ID,
@@ -115,7 +119,9 @@ def _decode_cursor(cursor: str) -> str | None:
         return None
 
 
-class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, SlackTeams, SlackFiles):
+class FakeSlack(
+    SlackConversations, SlackMembers, SlackBudgets, SlackFaults, SlackTeams, SlackFiles, SlackCanvases
+):
     """In-memory Slack workspaces behind a Starlette app speaking the Web API.
 
     ``token``: the bot token of the default team (``None``: any token not of another team is
@@ -149,6 +155,7 @@ class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, Sla
         self._init_conversations()
         self._init_members()
         self._init_files()
+        self._init_canvases()
 
     # ------------------------------------------------------------------ workspace mutation
 
@@ -447,7 +454,10 @@ class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, Sla
             if team is None:
                 return JSONResponse({"ok": False, "error": error})
             refused = self._membership_error(method, team, params)
-            if method.startswith("conversations.") and not self._can_see(team, params.get("channel", "")):
+            lacking = self._missing_scope(method, team)
+            if lacking is not None:
+                body = lacking
+            elif method.startswith("conversations.") and not self._can_see(team, params.get("channel", "")):
                 body = {"ok": False, "error": "channel_not_found"}
             elif method in MEMBER_METHODS:
                 body = self._member_method(method, team, params)
@@ -459,6 +469,10 @@ class FakeSlack(SlackConversations, SlackMembers, SlackBudgets, SlackFaults, Sla
                 body = self._replies(params)
             elif method == "files.info":
                 body = self._files_info(params)
+            elif method == "files.list":
+                body = self._files_list(team, params)
+            elif method == "canvases.getContent":
+                body = self._canvases_get_content(team, params)
             elif method == "auth.test":
                 body = self._auth_test(team)
             else:

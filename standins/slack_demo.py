@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from standins.slack_api import FakeSlack
 
 __all__ = [
+    "DEMO_CANVAS",
     "DEMO_DM",
     "DEMO_DM_USER",
     "DEMO_PRIVATE",
@@ -51,6 +52,10 @@ DEMO_PRIVATE_MEMBERS = ("U0BOTUSER", "U2147483697", "U2147483698")
 #: The default team's DM between its bot and a person.
 DEMO_DM = "D0DEMODM01"
 DEMO_DM_USER = "U2147483699"
+
+
+#: The demo's canvas: the channel canvas of C2147483705 (``examples/slack/file_change.json``).
+DEMO_CANVAS = "F0DEMOCANVAS1"
 
 
 def seed_demo(fake: FakeSlack) -> None:
@@ -94,6 +99,15 @@ def seed_demo(fake: FakeSlack) -> None:
     fake.post(g, "In a private channel", user="U2147483697", ts="1763683400.000700")
     fake.post(g, "Budget review moved to Friday", user="U2147483698", ts="1763683450.000750")
     fake.set_members(g, list(DEMO_PRIVATE_MEMBERS))
+    fake.add_canvas(
+        DEMO_CANVAS,
+        "Team handbook",
+        "# Team handbook\n\n## On call\n\n- [x] Page ![](@U2147483698) for the migration\n"
+        "- [ ] Update the runbook in ![](#C2147483705)\n\n| Day | Who |\n| --- | --- |\n| Mon | Ana |\n",
+        channels=(c,),
+        channel_canvas=True,
+        updated=1_763_683_700,
+    )
     fake.describe_channel(DEMO_DM, kind="im", user=DEMO_DM_USER)
     fake.post(DEMO_DM, "Can you send me the Q3 numbers?", user=DEMO_DM_USER, ts="1763683500.000800")
     _seed_second(fake)

@@ -59,6 +59,8 @@ class SlackMembers:
 
         def _conversation(self, channel: str, team_id: str, *, with_member: bool) -> dict[str, Any]: ...
 
+        def _channel_properties(self, channel: str) -> dict[str, Any] | None: ...
+
     def _init_members(self) -> None:
         #: Per conversation: its member user ids, in the order added.
         self._members: dict[str, list[str]] = {}
@@ -130,7 +132,11 @@ class SlackMembers:
         if self._hidden(team_id, channel):
             return {"ok": False, "error": "channel_not_found"}
         if method == "conversations.info":
-            return {"ok": True, "channel": self._conversation(channel, team_id, with_member=True)}
+            conversation = self._conversation(channel, team_id, with_member=True)
+            properties = self._channel_properties(channel)
+            if properties is not None:
+                conversation["properties"] = properties
+            return {"ok": True, "channel": conversation}
         try:
             limit = int(params.get("limit") or 100)
         except ValueError:

@@ -151,6 +151,7 @@ async def test_the_listing_is_served_by_the_audience_indexes(conn: Conn, teams: 
             "limit": 50,
             "include_deleted": False,
             "updated_after": None,
+            "document_kind": None,
         },
     )
     plan = "\n".join(str(r[0]) for r in await cur.fetchall())

@@ -184,7 +184,7 @@ async def test_connecting_workspaces_backfills_every_page_and_channel(
     slack_calls = slack_api.usage().by_endpoint
     assert set(notion_calls) == {"search"}, notion_calls
     assert notion_calls["search"] <= 21  # 2 000 pages and the demo's, 100 a page
-    assert set(slack_calls) == {"users.conversations"}, slack_calls
+    assert set(slack_calls) == {"users.conversations", "files.list"}, slack_calls  # canvases: issue 39
     second = await backfills.latest(pool, ws)
     assert second is not None and second.enqueued == 0 and second.current >= 2000
 

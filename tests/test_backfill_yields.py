@@ -105,7 +105,8 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
     # pages (+ the one refused with 429), a page's Markdown and comments per page (its page
     # object travels with the bulk job from the listing: issue 31; a bulk job reads the
     # comments: issue 41), a data source's retrieve and its rows' query (one page each: issue
-    # 41's table); Slack's listing and one history page per channel.
+    # 41's table); Slack's listing (conversations, then canvases: issue 39) and one history
+    # page per channel.
     assert notion.usage().by_endpoint == {
         "search": 3,
         "pages.markdown": 119,
@@ -113,4 +114,8 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
         "data_sources.retrieve": 3,
         "data_sources.query": 3,
     }
-    assert slack.usage().by_endpoint == {"users.conversations": 1, "conversations.history": 5}
+    assert slack.usage().by_endpoint == {
+        "users.conversations": 1,
+        "files.list": 1,
+        "conversations.history": 5,
+    }

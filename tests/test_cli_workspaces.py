@@ -350,9 +350,10 @@ def test_serve_demo_says_how_to_sign_in_and_a_second_run_syncs_again(
     second = serve_demo(database_url, tmp_path / "data")
     assert "documents in the `documents` table" in second, second
     outcomes = [x for x in second.splitlines() if "demo: sent " in x]
-    assert len(outcomes) == 12 and not [x for x in outcomes if '"duplicate"' in x], outcomes
+    # (13: the canvas example, file_change.json, issue 39)
+    assert len(outcomes) == 13 and not [x for x in outcomes if '"duplicate"' in x], outcomes
     (closing,) = [x for x in second.splitlines() if "documents in the `documents` table" in x]
-    assert "demo: the examples' 7 jobs: 7 completed; " in closing, closing
+    assert "demo: the examples' 8 jobs: 8 completed; " in closing, closing
     # the stand-ins start afresh: the first edit of this run writes again
     assert "demo: feed: upsert notion/153104cd-477e-809d-8dc4-ff2d96ae3090  'Hello world (edit 1, " in second
     assert "synced in" in second  # the worker synced them again (unchanged pages: not rewritten)
@@ -477,3 +478,22 @@ def test_resync_of_a_page_never_synced_takes_the_workspace_named(database_url: s
         "page_id '../../etc' is not a notion page id: one is a UUID, with or without dashes "
         "(e.g. 59833787-2cf9-4fdf-8782-e53db20768a5)"
     )
+
+
+def test_workspaces_list_shows_the_scopes_a_token_lacks_until_a_reinstall(database_url: str) -> None:
+    key = new_key()
+    slack_id = save(database_url, key, "slack", slack_demo.DEMO_SECOND_TEAM_ID, "Labs")
+
+    async def mark() -> None:
+        async with AsyncConnectionPool(database_url, kwargs={"autocommit": True}, open=False) as pool:
+            await workspaces.add_missing_scope(pool, slack_id, "canvases:read")
+
+    asyncio.run(mark())
+    env = clean_env(DATABASE_URL=database_url)
+    listed = debounce("workspaces", "list", env=env).stdout
+    assert (
+        "      missing scopes: canvases:read (add them to the app and reinstall it; what needs them "
+        "fails until then)\n"
+    ) in listed
+    save(database_url, key, "slack", slack_demo.DEMO_SECOND_TEAM_ID, "Labs")  # the re-install
+    assert "missing scopes" not in debounce("workspaces", "list", env=env).stdout

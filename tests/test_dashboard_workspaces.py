@@ -376,3 +376,19 @@ async def test_a_workspace_and_its_jobs_speak_the_same_words(
     )
     shown = [int(i) for i in re.findall(r'data-document="(\d+)"', documents)]
     assert shown == sorted(shown, reverse=True) and len(shown) > 1
+
+
+async def test_missing_scopes_show_on_the_workspace_and_sources_screens(
+    pool: AsyncConnectionPool[Any], client: httpx.AsyncClient, ws: SeededWorkspaces
+) -> None:
+    page = (await client.get(f"/admin/workspaces/{ws.slack}")).text
+    assert "none missing" in cell(page, "workspace-scopes") and "workspace-scopes-badge" not in page
+    assert await workspaces.add_missing_scope(pool, ws.slack, "canvases:read") == ["canvases:read"]
+    assert await workspaces.add_missing_scope(pool, ws.slack, "canvases:read") is None  # once
+    assert await workspaces.add_missing_scope(pool, ws.slack, "files:read") == ["canvases:read", "files:read"]
+    page = (await client.get(f"/admin/workspaces/{ws.slack}")).text
+    assert 'id="workspace-scopes-badge"' in page
+    assert "canvases:read, files:read" in cell(page, "workspace-scopes")
+    sources = (await client.get("/admin/sources")).text
+    row = sources.split(f'id="workspace-{ws.slack}">', 1)[1].split("</tr>", 1)[0]
+    assert "missing canvases:read, files:read" in row

@@ -7,6 +7,7 @@ the ``now`` given to each step (the signatures carry the wall clock)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -279,6 +280,27 @@ async def test_filters_skip_what_they_exclude_and_replay_delivers_again(
     again = [c for _, b in batches(receiver, secret)[1:] for c in b["data"]["changes"]]
     assert again == changes
     assert len({m for m, _ in batches(receiver, secret)}) == 2
+
+
+async def test_a_subscription_keeps_the_kinds_of_document_it_asks_for(
+    pool: AsyncConnectionPool[Any], http: aiohttp.ClientSession, receiver: Receiver
+) -> None:
+    head = await feed.head(pool)
+    with pytest.raises(ValueError, match="unknown kind of document 'pdf'"):
+        await delivery.create(pool, receiver.url, start=delivery.Start(head), document_kinds=["pdf"])
+    sub, secret = await delivery.create(
+        pool, receiver.url, start=delivery.Start(head), document_kinds=["table", "file"]
+    )
+    assert sub.document_kinds == ["file", "table"] and sub.kinds == []
+    table = dataclasses.replace(doc(1), metadata={"object": "data_source"})
+    attached = dataclasses.replace(doc(2, source="slack"), document_id="file:F0001")
+    await write(pool, [doc(0), table, attached, doc(3, source="slack")])
+    assert (await delivery.get(pool, sub.id)).lag_changes == 2
+    deliverer = await take(pool, http)
+    await drive(deliverer, datetime.now(UTC))
+    changes = [c for _, b in batches(receiver, secret) for c in b["data"]["changes"]]
+    assert [(c["document_id"], c["kind"]) for c in changes] == [("doc-0001", "table"), ("file:F0001", "file")]
+    assert (await delivery.get(pool, sub.id)).lag_changes == 0
 
 
 async def test_full_content_fits_the_body_or_is_left_out(

@@ -199,7 +199,7 @@ def test_demo_edits_reach_the_documents_and_the_feed_and_every_edit_writes(
     assert (
         f"demo: feed: upsert notion/{DEMO_DATA_SOURCE_ID}  '| [Ship webhook debouncing (edit 1, "
     ) in log, log
-    assert "demo: the examples' 7 jobs: 7 completed; " in log, log
+    assert "demo: the examples' 8 jobs: 8 completed; " in log, log
     # The first run says what it does (issue 42, point 6): the README's claimed line, the
     # synced line naming the document it wrote, every sent line naming what it sent.
     assert "claimed job " in log and f"(notion {DEMO_PAGE_ID}: 5 events, its window ended)" in log, log

@@ -246,9 +246,11 @@ async def test_slack_sync_and_discover_charge_every_request(
     listed = [await slack_syncer.backfill_page(None, metered(meter))]
     listed.append(await slack_syncer.backfill_page(listed[0].cursor, metered(meter)))
     assert result.written == 4
-    assert sum(len(p.items) for p in listed) == 6 and listed[1].cursor is None
+    assert sum(len(p.items) for p in listed) == 6 and listed[1].cursor == "canvases:1"
+    listed.append(await slack_syncer.backfill_page(listed[1].cursor, metered(meter)))  # canvases
+    assert listed[2].items == [] and listed[2].cursor is None
     assert meter.taken == sum(slack.calls.values()) == slack.usage().requests
-    assert slack.calls["users.conversations"] == 2
+    assert slack.calls["users.conversations"] == 2 and slack.calls["files.list"] == 1
 
 
 async def test_a_dry_budget_stops_a_slack_sync_and_the_resumed_one_sends_only_the_rest(

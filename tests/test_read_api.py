@@ -297,6 +297,7 @@ async def test_the_feed_serves_changes_in_order_and_410_says_where_to_follow_fro
         "source",
         "workspace_id",
         "document_id",
+        "kind",
         "source_page_id",
         "op",
         "updated_at",

@@ -74,7 +74,14 @@ def test_every_example_is_covered() -> None:
         "app_rate_limited",
         "member_joined_channel",
         "member_left_channel",
+        "file_change",
     }
+
+
+def test_the_canvas_example_is_a_canvas_job() -> None:
+    body = example("file_change")
+    result = slack().parse_webhook(sign(body), body)
+    assert [(e.source_page_id, e.event_id) for e in result.events] == [("canvas:F0DEMOCANVAS1", "Ev0PV52K41")]
 
 
 @pytest.mark.parametrize("name", sorted(MESSAGE_EXAMPLES))

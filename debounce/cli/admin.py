@@ -146,13 +146,15 @@ async def documents(args: argparse.Namespace, settings: Settings, pool: Any) -> 
         )
         print(row["content"])
         return 0
-    rows = await reads.latest_documents(pool, source_type=args.source, limit=args.limit)
+    rows = await reads.latest_documents(
+        pool, source_type=args.source, limit=args.limit, document_kind=args.kind
+    )
     if rows:
-        print(f"{'id':>6}  {'source':7} {'document id':45} {'size':>12}  {'audience':12} title")
+        print(f"{'id':>6}  {'source':7} {'document id':45} {'kind':12} {'size':>12}  {'audience':12} title")
     for r in rows:
         flag = " (deleted)" if r["deleted_at"] else ""
         print(
-            f"{r['id']:>6}  {r['source_type']:7} {r['document_id']:45} {r['chars']:6} chars  "
+            f"{r['id']:>6}  {r['source_type']:7} {r['document_id']:45} {r['kind']:12} {r['chars']:6} chars  "
             f"{audiences.short(r):12} {r['title'][:50]}{flag}"
         )
     if rows:

@@ -24,11 +24,11 @@ FOLLOW_WAIT_SECONDS = 30.0
 
 
 def change_line(change: feed.Change) -> str:
-    """One change as a line: op, source, document id, workspace, time (UTC), content hash and
-    the cursor to resume after it."""
+    """One change as a line: op (the kind of change), source, document id, kind of document,
+    workspace, time (UTC), content hash and the cursor to resume after it."""
     workspace = change.workspace_id if change.workspace_id is not None else "-"
     return (
-        f"{change.op:6} {change.source:7} {change.document_id}  workspace={workspace}  "
+        f"{change.op:6} {change.source:7} {change.document_id}  kind={change.kind}  workspace={workspace}  "
         f"{change.updated_at.isoformat()}  sha256={change.content_sha256[:16]}  "
         f"cursor={change.cursor.encode()}"
     )
@@ -61,7 +61,8 @@ async def _check_workspace(pool: Any, workspace_id: int, source_type: str | None
 
 async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Print the changes after ``--after`` (default: the oldest retained), at most
-    ``--limit`` per read, filtered by ``--source``/``--workspace``; then the line to resume
+    ``--limit`` per read, filtered by ``--source``/``--workspace``/``--kind`` (a kind of
+    document); then the line to resume
     from. With ``--follow``, keep reading until Ctrl-C.
 
     Raises:
@@ -77,7 +78,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         raise CliError(f"error: --limit must be between 1 and {feed.MAX_LIMIT}", 2)
     if args.workspace is not None:
         await _check_workspace(pool, args.workspace, args.source)
-    filters = {"source_type": args.source, "workspace_id": args.workspace}
+    filters = {"source_type": args.source, "workspace_id": args.workspace, "document_kind": args.kind}
     try:
         if not args.follow:
             page = await feed.read_changes(pool, after, args.limit, **filters)

@@ -8,6 +8,7 @@ from typing import NoReturn
 from debounce import registry
 from debounce.cli import backfill, deletions, subscriptions, workspace_cmds
 from debounce.cli.admin import handshake_commands
+from debounce.documents.kinds import DOCUMENT_KINDS
 
 __all__ = ["OneLineParser", "build_parser", "known_source"]
 
@@ -142,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
         "resume from (docs/consumers.md)",
     )
     sp.add_argument("--source", type=known_source, help=f"only this source ({listed})")
+    sp.add_argument(
+        "--kind",
+        choices=DOCUMENT_KINDS,
+        help='only this kind of document (docs/consumers.md, "Kinds of document"); '
+        "with changes: the changes of such documents",
+    )
     sp.add_argument("--id", help="document id: print its Markdown")
     sp.add_argument("--limit", type=int, default=50, help="how many (default 50)")
     sp.add_argument(

@@ -11,6 +11,7 @@ from typing import Any
 from debounce import delivery, registry
 from debounce.cli.errors import fail
 from debounce.config import Settings
+from debounce.documents.kinds import DOCUMENT_KINDS
 
 __all__ = ["add_parser", "run"]
 
@@ -34,6 +35,12 @@ def add_parser(sub: Any) -> None:
         "--kinds",
         default="",
         help=f"only these kinds of change, comma-separated ({', '.join(delivery.KINDS)}; default every kind)",
+    )
+    sp.add_argument(
+        "--document-kinds",
+        default="",
+        help="only the changes of these kinds of document, comma-separated "
+        f"({', '.join(DOCUMENT_KINDS)}; default every kind)",
     )
     sp.add_argument(
         "--full-content",
@@ -97,6 +104,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
         if action == "add":
             start = await delivery.parse_start(pool, args.start)
             kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+            document_kinds = [k.strip() for k in args.document_kinds.split(",") if k.strip()]
             sub, secret = await delivery.create(
                 pool,
                 args.url,
@@ -104,6 +112,7 @@ async def run(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
                 source_type=args.source,
                 workspace_id=args.workspace,
                 kinds=kinds,
+                document_kinds=document_kinds,
                 full_content=args.full_content,
                 description=args.description,
             )

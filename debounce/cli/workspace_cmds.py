@@ -141,6 +141,11 @@ def _table(rows: list[dict[str, Any]]) -> None:
             print(f"      last auth error: {r['last_auth_error']}")
         if r.get("credentials_error"):
             print(f"      credentials error: {r['credentials_error']}")
+        if r.get("missing_scopes"):
+            print(
+                f"      missing scopes: {', '.join(r['missing_scopes'])} (add them to the app and "
+                "reinstall it; what needs them fails until then)"
+            )
     if rows:
         print("pause, resume, remove, set-budget and set-reconcile take the id or the workspace column")
     if any(not r["budget"]["source_default"] for r in rows):

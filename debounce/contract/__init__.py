@@ -45,6 +45,7 @@ from debounce.contract.errors import (
     LeaseLost,
     PermanentError,
     RateLimited,
+    ScopeMissing,
     SyncError,
     WebhookError,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "PageEvent",
     "PermanentError",
     "RateLimited",
+    "ScopeMissing",
     "Source",
     "SourceSetting",
     "SourceWindow",

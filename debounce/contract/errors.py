@@ -10,6 +10,7 @@ __all__ = [
     "LeaseLost",
     "PermanentError",
     "RateLimited",
+    "ScopeMissing",
     "SyncError",
     "WebhookError",
 ]
@@ -55,6 +56,17 @@ class AuthRevoked(PermanentError):
     """The workspace's token no longer works (Notion 401 ``unauthorized``; Slack
     ``invalid_auth``, ``token_revoked``, ``account_inactive``): the worker marks the workspace
     ``revoked`` and parks its jobs until it is re-installed."""
+
+
+class ScopeMissing(PermanentError):
+    """The workspace's token lacks ``scope`` (Slack ``missing_scope``: ``canvases:read``,
+    ``files:read``): this job fails at once, and the worker records the scope on the workspace
+    (``workspaces.missing_scopes``, shown by the dashboard and ``debounce workspaces list``)
+    until a re-install stores new credentials. The workspace's other jobs go on."""
+
+    def __init__(self, scope: str, message: str) -> None:
+        super().__init__(message)
+        self.scope = scope
 
 
 class BudgetExhausted(SyncError):

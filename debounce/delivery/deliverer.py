@@ -192,8 +192,13 @@ class Deliverer:
             raise Stopped(f"subscription {self.id}: cursor gone ({exc.reason})") from None
         if page.behind:
             return Next(BEHIND_RECHECK_SECONDS)
-        kinds = set(row["kinds"])
-        changes = [c for c in page.changes if not kinds or c.op in kinds]
+        kinds = set(row["kinds"])  # kinds of change (op)
+        document_kinds = set(row["document_kinds"])
+        changes = [
+            c
+            for c in page.changes
+            if (not kinds or c.op in kinds) and (not document_kinds or c.kind in document_kinds)
+        ]
         moved = {
             "from_xid": row["after_xid"],
             "from_seq": row["after_seq"],

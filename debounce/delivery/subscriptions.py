@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from debounce.delivery.signing import new_secret
 from debounce.documents import feed
+from debounce.documents.kinds import check_kinds as check_document_kinds
 from debounce.infra.db import Db, fetch_all, fetch_one
 from debounce.infra.sql import queries
 
@@ -99,6 +100,7 @@ class Subscription:
     source_type: str | None
     workspace_id: int | None
     kinds: list[str]
+    document_kinds: list[str]
     full_content: bool
     status: str
     disabled_reason: str | None
@@ -145,6 +147,7 @@ def _subscription(row: Any) -> Subscription:
         source_type=row["source_type"],
         workspace_id=row["workspace_id"],
         kinds=list(row["kinds"]),
+        document_kinds=list(row["document_kinds"]),
         full_content=bool(row["full_content"]),
         status=row["status"],
         disabled_reason=row["disabled_reason"],
@@ -204,13 +207,16 @@ async def create(
     kinds: Sequence[str] = (),
     full_content: bool = False,
     description: str = "",
+    document_kinds: Sequence[str] = (),
 ) -> tuple[Subscription, str]:
     """Register endpoint ``url`` following the feed from ``start``, with its filters
-    (``None``/empty: any). Returns the subscription and its secret (``whsec_…``: shown once,
+    (``None``/empty: any; ``kinds``: kinds of change, the feed's ``op``; ``document_kinds``:
+    kinds of document, :mod:`debounce.documents.kinds`). Returns the subscription and its
+    secret (``whsec_…``: shown once,
     never readable again).
 
     Raises:
-        ValueError: a malformed ``url`` or an unknown kind.
+        ValueError: a malformed ``url``, an unknown kind of change or of document.
     """
     secret = new_secret()
     row = await fetch_one(
@@ -222,6 +228,7 @@ async def create(
             "source_type": source_type,
             "workspace_id": workspace_id,
             "kinds": check_kinds(kinds),
+            "document_kinds": check_document_kinds(document_kinds),
             "full_content": full_content,
             "secret": secret,
             **start.params(),

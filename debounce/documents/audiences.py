@@ -181,6 +181,7 @@ async def list_visible(
     limit: int = 100,
     include_deleted: bool = False,
     updated_after: datetime | None = None,
+    document_kind: str | None = None,
 ) -> list[dict[str, Any]]:
     """One page of the documents of ``source_type`` (a source whose documents carry
     audiences: Slack) in workspace ``workspace_id`` (``workspaces.id``) that its user
@@ -188,7 +189,8 @@ async def list_visible(
     conversation members include the user (``sql/queries/audiences.sql``, ``list_visible``), as
     ``documents`` rows (dicts) in ``id`` order after ``after_id``; the next page starts after
     the last row's ``id``. Deleted documents only with ``include_deleted``; ``updated_after``
-    (aware): only documents updated after it. Documents of other sources and of unknown
+    (aware): only documents updated after it; ``document_kind``: only that kind of document
+    (each row carries its ``kind``, migration 029). Documents of other sources and of unknown
     audience are never returned.
 
     Raises:
@@ -212,6 +214,7 @@ async def list_visible(
             "limit": limit,
             "include_deleted": include_deleted,
             "updated_after": updated_after,
+            "document_kind": document_kind,
         },
     )
     return [dict(r) for r in rows]

@@ -139,7 +139,9 @@ class Change:
     was deleted); ``updated_at`` is UTC; ``content_sha256`` the hex SHA-256 of the content
     written (the last content of a deleted document); ``sections`` which section ids the
     change ``added``, ``changed`` and ``removed`` (migration 027; ``None``: unknown — a row
-    deleted outright, or written before sections existed)."""
+    deleted outright, or written before sections existed); ``kind`` the document's kind
+    (``document_kind``, migration 029: :mod:`debounce.documents.kinds`), not the change's
+    (that is ``op``)."""
 
     cursor: Cursor
     source: str
@@ -150,6 +152,7 @@ class Change:
     updated_at: datetime
     content_sha256: str
     sections: dict[str, list[str]] | None = None
+    kind: str = "page"
 
     def to_json(self) -> dict[str, Any]:
         """The change as the feed's JSON object (docs/consumers.md)."""
@@ -158,6 +161,7 @@ class Change:
             "source": self.source,
             "workspace_id": self.workspace_id,
             "document_id": self.document_id,
+            "kind": self.kind,
             "source_page_id": self.source_page_id,
             "op": self.op,
             "updated_at": self.updated_at.isoformat(),
@@ -252,10 +256,12 @@ async def read_changes(
     *,
     source_type: str | None = None,
     workspace_id: int | None = None,
+    document_kind: str | None = None,
     primary: Db | None = None,
 ) -> FeedPage:
     """Up to ``limit`` changes after ``after`` (``None``: from the oldest retained) that match
-    the filters (``None``: any), gap-free (see the module docstring), writing nothing (``db``
+    the filters (``None``: any; ``document_kind`` a kind of document,
+    :mod:`debounce.documents.kinds`), gap-free (see the module docstring), writing nothing (``db``
     may be a hot standby). Changes the filters exclude are skipped without being returned:
     ``next`` moves past them (at most a few thousand examined per call; a page may then be
     empty and not at the head). ``primary``: the primary, when ``db`` may be a standby — a
@@ -279,7 +285,7 @@ async def read_changes(
         # by its epoch); the follower looks again soon.
         return FeedPage([], after or state.head, True, True, behind=True, **extra)
     position = after.position() if after is not None else state.pruned
-    filtered = source_type is not None or workspace_id is not None
+    filtered = source_type is not None or workspace_id is not None or document_kind is not None
     scan = max(limit, _SCAN) if filtered else limit
     changes: list[Change] = []
     for _ in range(4 if filtered else 1):
@@ -303,7 +309,7 @@ async def read_changes(
         rows = [r for r in rows if r["feed_xid"] is not None]
         for row in rows:
             position = (int(row["feed_xid"]), int(row["seq"]))
-            if row["matches"]:
+            if row["matches"] and (document_kind is None or row["kind"] == document_kind):
                 changes.append(_change(state.epoch, row))
                 if len(changes) == limit:
                     break
@@ -328,6 +334,7 @@ def _change(epoch: str, row: Any) -> Change:
         row["updated_at"],
         row["content_sha256"],
         row.get("sections"),
+        row.get("kind") or "page",
     )
 
 

@@ -136,6 +136,7 @@ async def read_waiting(
     *,
     source_type: str | None = None,
     workspace_id: int | None = None,
+    document_kind: str | None = None,
     primary: Db | None = None,
 ) -> FeedPage:
     """:func:`~debounce.documents.feed.read_changes`, waiting up to ``wait`` seconds for a change when
@@ -151,7 +152,13 @@ async def read_waiting(
     while True:
         since = signal.mark()
         page = await read_changes(
-            db, after, limit, source_type=source_type, workspace_id=workspace_id, primary=primary
+            db,
+            after,
+            limit,
+            source_type=source_type,
+            workspace_id=workspace_id,
+            document_kind=document_kind,
+            primary=primary,
         )
         remaining = deadline - loop.time()
         if page.changes or remaining <= 0 or signal.stopping:

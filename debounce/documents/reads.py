@@ -36,10 +36,12 @@ async def list_documents(
     source_type: str | None = None,
     workspace_id: int | None = None,
     updated_after: datetime | None = None,
+    document_kind: str | None = None,
 ) -> list[Any]:
-    """The read API's listing: documents with their content in id order after ``after_id``
-    (keyset: each row at most once under concurrent writes), at most ``limit``, deleted ones
-    included (``deleted_at`` set); each filter ``None`` for any."""
+    """The read API's listing: documents with their content and ``kind`` in id order after
+    ``after_id`` (keyset: each row at most once under concurrent writes), at most ``limit``,
+    deleted ones included (``deleted_at`` set); each filter ``None`` for any
+    (``document_kind``: a kind of document, :mod:`debounce.documents.kinds`)."""
     return await fetch_all(
         db,
         _Q["list_documents"],
@@ -49,13 +51,14 @@ async def list_documents(
             "source_type": source_type,
             "workspace_id": workspace_id,
             "updated_after": updated_after,
+            "document_kind": document_kind,
         },
     )
 
 
 async def get_document(db: Db, source_type: str, document_id: str) -> Any | None:
-    """One document (with content, deleted ones too) by its source and document id, or
-    ``None``."""
+    """One document (with content and ``kind``, deleted ones too) by its source and document
+    id, or ``None``."""
     return await fetch_one(db, _Q["document"], {"source_type": source_type, "document_id": document_id})
 
 
@@ -101,10 +104,17 @@ async def page_documents(db: Db, source_type: str, source_page_id: str, *, limit
     )
 
 
-async def latest_documents(db: Db, *, source_type: str | None, limit: int) -> list[Any]:
-    """``debounce documents``: documents most recently synced first (``synced_at``), without
-    content but with its length (``chars``), at most ``limit``."""
-    return await fetch_all(db, _Q["latest_documents"], {"source_type": source_type, "limit": limit})
+async def latest_documents(
+    db: Db, *, source_type: str | None, limit: int, document_kind: str | None = None
+) -> list[Any]:
+    """``debounce documents``: documents newest row first, without content but with its length
+    (``chars``) and their ``kind``, at most ``limit``; ``document_kind`` one kind of document
+    (``None``: any)."""
+    return await fetch_all(
+        db,
+        _Q["latest_documents"],
+        {"source_type": source_type, "limit": limit, "document_kind": document_kind},
+    )
 
 
 async def newest_by_document_id(db: Db, document_id: str) -> Any | None:

@@ -18,7 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from debounce.documents import audiences, feed, reads
+from debounce.documents import audiences, feed, kinds, reads
 from debounce.documents.feed_listen import read_waiting
 from debounce.web.admin_api import int_param
 from debounce.web.errors import ApiError
@@ -94,6 +94,22 @@ def _source(state: WebState, raw: str | None) -> str | None:
     return source_param(state.parsers, raw, code="bad_request") if raw else None
 
 
+def _kind(raw: str | None) -> str | None:
+    """The ``kind`` parameter: a kind of document (:mod:`debounce.documents.kinds`), or none.
+
+    Raises:
+        ApiError: 400 ``bad_request`` naming the kinds there are.
+    """
+    try:
+        return kinds.check_kind(raw)
+    except kinds.UnknownKind as exc:
+        raise ApiError(
+            400,
+            "bad_request",
+            f"kind must be a kind of document: one of {', '.join(exc.allowed)}; got {exc.given[:80]!r}",
+        ) from None
+
+
 def _limit(raw: str | None, maximum: int) -> int:
     limit = int_param(raw, "limit", DEFAULT_LIMIT)
     assert limit is not None
@@ -129,8 +145,9 @@ def _cursor(raw: str | None) -> feed.Cursor | None:
 
 
 async def changes(request: Request) -> Response:
-    """``GET /documents/changes?after=&limit=&wait=&source=&workspace_id=``: changes in feed
-    order, ``{"changes": [...], "next": cursor}``; with ``wait`` (seconds, at most
+    """``GET /documents/changes?after=&limit=&wait=&source=&workspace_id=&kind=``: changes in
+    feed order, ``{"changes": [...], "next": cursor}``, each with its document's ``kind``
+    (``kind=`` keeps one kind of document; its ``op`` is the kind of change); with ``wait`` (seconds, at most
     :data:`MAX_WAIT_SECONDS`) it long-polls until a change comes, or until the wait or
     ``DEBOUNCE_FEED_MAX_WAIT_SECONDS``, whichever is shorter, is up. 410 ``cursor_gone`` with
     ``cursor`` (the head) when ``after`` cannot be followed."""
@@ -142,6 +159,7 @@ async def changes(request: Request) -> Response:
     wait = min(_wait(params.get("wait")), state.settings.feed_max_wait_seconds)
     source_type = _source(state, params.get("source"))
     workspace_id = int_param(params.get("workspace_id"), "workspace_id")
+    document_kind = _kind(params.get("kind"))
     try:
         page = await read_waiting(
             state.read_db,
@@ -151,6 +169,7 @@ async def changes(request: Request) -> Response:
             wait,
             source_type=source_type,
             workspace_id=workspace_id,
+            document_kind=document_kind,
             primary=state.primary_if_replica,
         )
     except feed.CursorGone as gone:
@@ -183,11 +202,13 @@ def served_by(page: feed.FeedPage) -> dict[str, str]:
 
 def document_json(row: Any) -> dict[str, Any]:
     """A ``documents`` row as the read API's JSON object (``updated_at``/``deleted_at`` ISO
-    8601 UTC, ``deleted_at`` null unless the document is a tombstone; ``sections``: its
-    sections, :mod:`debounce.documents.sections`, null when not cut yet)."""
+    8601 UTC, ``deleted_at`` null unless the document is a tombstone; ``kind``: its kind of
+    document, :mod:`debounce.documents.kinds`; ``sections``: its sections,
+    :mod:`debounce.documents.sections`, null when not cut yet)."""
     return {
         "source": row["source_type"],
         "document_id": row["document_id"],
+        "kind": row["kind"],
         "source_page_id": row["source_page_id"],
         "workspace_id": row["workspace_id"],
         "title": row["title"],
@@ -223,6 +244,7 @@ def _listing_filters(state: WebState, request: Request) -> dict[str, Any]:
         "workspace_id": int_param(params.get("workspace_id"), "workspace_id"),
         "updated_after": updated_after,
         "visible_to": params.get("visible_to") or None,
+        "document_kind": _kind(params.get("kind")),
     }
     if filters["visible_to"] is not None:
         if filters["workspace_id"] is None:
@@ -269,8 +291,9 @@ def _listing_cursor(raw: str | None) -> int:
 
 
 async def list_documents(request: Request) -> Response:
-    """``GET /documents?source=&workspace_id=&updated_after=&visible_to=&cursor=&limit=``:
-    documents in id order with their content and audience, deleted ones included
+    """``GET /documents?source=&workspace_id=&updated_after=&kind=&visible_to=&cursor=&limit=``:
+    documents in id order with their content, kind and audience (``kind``: one kind of
+    document, :mod:`debounce.documents.kinds`), deleted ones included
     (``deleted_at`` set), ``{"documents": [...], "next_cursor": text or null}`` (null: no
     more). ``visible_to`` (a user id of a source whose documents carry audiences — Slack —
     with ``workspace_id``): only that source's documents the user may read
@@ -289,6 +312,7 @@ async def list_documents(request: Request) -> Response:
             limit=limit,
             include_deleted=True,
             updated_after=filters["updated_after"],
+            document_kind=filters["document_kind"],
         )
     else:
         rows = await reads.list_documents(
@@ -298,6 +322,7 @@ async def list_documents(request: Request) -> Response:
             source_type=filters["source_type"],
             workspace_id=filters["workspace_id"],
             updated_after=filters["updated_after"],
+            document_kind=filters["document_kind"],
         )
     next_cursor = str(rows[-1]["id"]) if len(rows) == limit else None
     return JSONResponse({"documents": [document_json(r) for r in rows], "next_cursor": next_cursor})

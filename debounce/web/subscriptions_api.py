@@ -2,7 +2,8 @@
 admin token, :func:`~debounce.web.admin_api.require_admin`):
 
 - ``GET /subscriptions``: every subscription with its state and lag;
-- ``POST /subscriptions`` ``{"url", "source"?, "workspace_id"?, "kinds"?, "full_content"?,
+- ``POST /subscriptions`` ``{"url", "source"?, "workspace_id"?, "kinds"? (of change: the
+  feed's ``op``), "document_kinds"? (of document: ``debounce.documents.kinds``), "full_content"?,
   "description"?, "from"?}``: register an endpoint (201 with the subscription and its
   ``secret``, shown this once);
 - ``GET /subscriptions/{id}``, ``DELETE /subscriptions/{id}``;
@@ -79,6 +80,9 @@ async def create(request: Request) -> Response:
     kinds = _field(body, "kinds", list, [])
     if not all(isinstance(k, str) for k in kinds):
         raise ApiError(400, "bad_request", "kinds must be a list of texts")
+    document_kinds = _field(body, "document_kinds", list, [])
+    if not all(isinstance(k, str) for k in document_kinds):
+        raise ApiError(400, "bad_request", "document_kinds must be a list of texts")
     workspace_id = _field(body, "workspace_id", int)
     try:
         start = await delivery.parse_start(state.db, _field(body, "from", str))
@@ -89,6 +93,7 @@ async def create(request: Request) -> Response:
             source_type=source_param(state.parsers, source) if source else None,
             workspace_id=workspace_id,
             kinds=kinds,
+            document_kinds=document_kinds,
             full_content=bool(_field(body, "full_content", bool, False)),
             description=_field(body, "description", str, "") or "",
         )

@@ -11,7 +11,8 @@ acts on it).
   blocked for every worker (a job of no workspace: its source paused in this process);
 - **revoked** (401): pending, the attempt given back; the workspace marked ``revoked`` (the
   claim skips it);
-- **permanent**: failed (a dead letter);
+- **permanent**: failed (a dead letter); a missing scope (``ScopeMissing``) is also recorded on
+  the workspace (``missing_scopes``: the dashboard and ``debounce workspaces list`` show it);
 - anything else: pending after the backoff.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
-from debounce.contract import Checkpoint
+from debounce.contract import Checkpoint, ScopeMissing
 from debounce.infra.metrics import WORKER
 from debounce.infra.retry import backoff_delay
 from debounce.types import SyncJob
@@ -123,6 +124,8 @@ class Failures:
         elif kind in (VerdictKind.REVOKED, VerdictKind.PERMANENT):
             observe(job, started, VerdictKind.PERMANENT)
             self.permanent += 1
+            if isinstance(exc, ScopeMissing) and job.workspace_id is not None:
+                await workspace_state.missing_scope(self.pool, job.workspace_id, exc.scope)
             log.error("permanent failure: %s", exc, extra=job.log_fields())
             await self.record(queue.Failure(job, f"PermanentError: {exc}", permanent=True), False)
         else:

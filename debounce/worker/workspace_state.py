@@ -1,7 +1,8 @@
 """What a sync or a backfill page tells of its workspace, recorded for every worker: a 429 blocks
 the workspace (no worker claims its jobs until the block ends), a revoked token marks it
-``revoked`` (its jobs wait for a re-install). Both are best effort: they answer whether it
-was recorded, and the caller decides what the job at hand does."""
+``revoked`` (its jobs wait for a re-install), a scope the token lacks is added to its
+``missing_scopes`` (its other jobs go on). All are best effort: they answer whether it was
+recorded, and the caller decides what the job at hand does."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from debounce import workspaces
 
-__all__ = ["block", "revoke"]
+__all__ = ["block", "missing_scope", "revoke"]
 
 log = logging.getLogger("debounce.worker")
 
@@ -44,3 +45,25 @@ async def revoke(pool: AsyncConnectionPool[Any], workspace_id: int, error: str) 
         return False
     log.error("workspace %d revoked: %s; its jobs wait until it is re-installed", workspace_id, error)
     return True
+
+
+async def missing_scope(pool: AsyncConnectionPool[Any], workspace_id: int, scope: str) -> bool:
+    """The token of ``workspace_id`` lacks ``scope`` (a sync raised
+    :class:`~debounce.contract.ScopeMissing`): record it on the workspace. Returns whether it
+    was recorded now (``False``: recorded before, the workspace is gone, or the database is
+    away); never raises for a database error."""
+    try:
+        now = await workspaces.add_missing_scope(pool, workspace_id, scope)
+    except Exception as exc:
+        log.warning(
+            "could not record missing scope of workspace %d (%s)", workspace_id, exc.__class__.__name__
+        )
+        return False
+    if now is not None:
+        log.error(
+            "workspace %d: its token lacks the %s scope (missing: %s); add it to the app and reinstall",
+            workspace_id,
+            scope,
+            ", ".join(now),
+        )
+    return now is not None

@@ -31,6 +31,7 @@ from debounce.workspaces.environment import ensure_env_workspace, env_tokens, le
 from debounce.workspaces.oauth_state import STATE_TTL_SECONDS, consume_state, issue_state
 from debounce.workspaces.store import (
     WorkspaceNotFound,
+    add_missing_scope,
     block,
     list_workspaces,
     name_and_source,
@@ -57,6 +58,7 @@ __all__ = [
     "Directory",
     "Route",
     "WorkspaceNotFound",
+    "add_missing_scope",
     "block",
     "consume_state",
     "credentials_error",

@@ -24,6 +24,7 @@ __all__ = [
     "revoke_by_external_id",
     "save",
     "set_status",
+    "add_missing_scope",
 ]
 
 _Q = queries("workspaces")
@@ -123,7 +124,8 @@ async def list_workspaces(
 ) -> list[dict[str, Any]]:
     """Every workspace (or one) with its figures: jobs by state, documents, last sync, last
     error, ``credentials_error`` / ``credentials_error_at`` (a worker cannot decrypt its
-    stored token: why and since when; ``None``: no such problem), and ``budget``
+    stored token: why and since when; ``None``: no such problem), ``missing_scopes`` /
+    ``missing_scopes_at`` (scopes its token was refused, sorted; ``[]``: none), and ``budget``
     ``{"per_minute", "burst", "available", "source_default"}`` (requests; ``budgets``: the
     sources' default budgets, see ``debounce.workspaces.budgets``; ``available`` is the bucket at ``now``,
     UTC, default the database clock). Never the credentials: ``token_fingerprint`` stands for
@@ -153,6 +155,15 @@ async def block(db: Db, workspace_id: int, seconds: float, reason: str) -> dict[
         db, _Q["block_workspace"], {"id": workspace_id, "seconds": float(seconds), "reason": reason[:200]}
     )
     return dict(row) if row else None
+
+
+async def add_missing_scope(db: Db, workspace_id: int, scope: str) -> list[str] | None:
+    """The token of ``workspace_id`` lacks ``scope`` (a sync was refused it): record it in the
+    workspace's ``missing_scopes`` (cleared by a re-install or a new environment token).
+    Returns the missing scopes now, or ``None`` when the workspace is gone or the scope was
+    recorded already."""
+    row = await fetch_one(db, _Q["add_missing_scope"], {"id": workspace_id, "scope": scope[:100]})
+    return list(row["missing_scopes"]) if row else None
 
 
 def _public(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,18 +22,42 @@ The listing does not say when a conversation last had a message, so ``edited_at`
 the backfill enqueues a sync only for conversations without a document or sync state, and
 the job's payload is ``{}`` — a job without an event, which makes the sync read the
 conversation's history (:mod:`integrations.slack.sync`).
+
+After the last page of conversations the listing goes on with the workspace's **canvases**:
+``files.list`` with ``types=canvas`` (https://docs.slack.dev/reference/methods/files.list,
+``files:read``; paged by ``page`` and ``count``, ``paging.pages``), each a ``canvas:<file id>``
+item whose ``edited_at`` is the file's ``updated`` (a canvas whose document is as new is
+skipped). The cursor of that part is ``canvases:<page>``. A token without ``files:read``
+(``missing_scope``) ends the listing there, logged: the conversations are listed, and a full
+sweep still re-checks every canvas document it did not list, one canvas job each (the job says
+whether it is gone).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from debounce.contract import BackfillItem, BackfillPage, PermanentError, SyncContext
 from integrations.slack.audience import AudienceKeeper
-from integrations.slack.client import SlackClient
+from integrations.slack.canvases import canvas_key, is_canvas
+from integrations.slack.client import MissingScope, SlackCall, SlackClient
 
-__all__ = ["CONVERSATION_TYPES", "LIST_LIMIT", "SlackBackfill", "backfill_item"]
+__all__ = [
+    "CANVAS_CURSOR_PREFIX",
+    "CONVERSATION_TYPES",
+    "LIST_LIMIT",
+    "SlackBackfill",
+    "backfill_item",
+    "canvas_item",
+]
+
+log = logging.getLogger("integrations.slack")
+
+#: The cursor of the listing's canvases part: ``canvases:<files.list page>``.
+CANVAS_CURSOR_PREFIX = "canvases:"
 
 #: Every kind of conversation the sync handles.
 CONVERSATION_TYPES = "public_channel,private_channel,mpim,im"
@@ -58,6 +82,20 @@ def backfill_item(channel: Mapping[str, Any]) -> BackfillItem | None:
         else channel_id
     )
     return BackfillItem(source_page_id=channel_id, edited_at=None, payload={}, title=title)
+
+
+def canvas_item(f: Mapping[str, Any]) -> BackfillItem | None:
+    """One canvas of ``files.list`` as a :class:`BackfillItem` (``None``: no id, or not a
+    canvas): the job key ``canvas:<file id>``, its ``updated`` as the edit time, its title."""
+    file_id = f.get("id")
+    if not isinstance(file_id, str) or not file_id or not is_canvas(f):
+        return None
+    stamp = f.get("updated") or f.get("created")
+    edited = (
+        datetime.fromtimestamp(stamp, UTC) if isinstance(stamp, int) and not isinstance(stamp, bool) else None
+    )
+    title = f.get("title") or f.get("name") or file_id
+    return BackfillItem(source_page_id=canvas_key(file_id), edited_at=edited, payload={}, title=str(title))
 
 
 class SlackBackfill:
@@ -97,6 +135,8 @@ class SlackBackfill:
                 "to list Slack conversations"
             )
         call = self.client.bind(context)
+        if cursor is not None and cursor.startswith(CANVAS_CURSOR_PREFIX):
+            return await self._canvases_page(call, cursor)
         data = await call.call(
             "users.conversations",
             types=CONVERSATION_TYPES,
@@ -117,6 +157,25 @@ class SlackBackfill:
         ]
         meta = data.get("response_metadata")
         next_cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
-        return BackfillPage(
-            items=items, cursor=next_cursor if isinstance(next_cursor, str) and next_cursor else None
-        )
+        if not (isinstance(next_cursor, str) and next_cursor):
+            next_cursor = f"{CANVAS_CURSOR_PREFIX}1"  # the conversations are done: the canvases
+        return BackfillPage(items=items, cursor=next_cursor)
+
+    async def _canvases_page(self, call: SlackCall, cursor: str) -> BackfillPage:
+        """One ``files.list`` page of canvases (module docstring); ``cursor``
+        ``canvases:<page>``. A token without ``files:read`` ends the listing."""
+        raw = cursor.removeprefix(CANVAS_CURSOR_PREFIX)
+        page = int(raw) if raw.isdigit() and int(raw) > 0 else 1
+        try:
+            data = await call.call("files.list", types="canvas", count=self.list_limit, page=page)
+        except MissingScope as exc:
+            log.warning("Slack canvases not listed: %s", exc)
+            return BackfillPage(items=[], cursor=None)
+        assert data is not None
+        items = [
+            d for f in data.get("files") or [] if isinstance(f, dict) if (d := canvas_item(f)) is not None
+        ]
+        paging = data.get("paging")
+        pages = paging.get("pages") if isinstance(paging, dict) else None
+        more = isinstance(pages, int) and page < pages
+        return BackfillPage(items=items, cursor=f"{CANVAS_CURSOR_PREFIX}{page + 1}" if more else None)

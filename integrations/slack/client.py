@@ -41,6 +41,7 @@ from debounce.contract import (
     BudgetExhausted,
     PermanentError,
     RateLimited,
+    ScopeMissing,
     SyncContext,
     count_api_request,
     parse_retry_after,
@@ -53,6 +54,8 @@ __all__ = [
     "DEFAULT_RETRY_AFTER_SECONDS",
     "METHODS",
     "HTTP_TIMEOUT_SECONDS",
+    "SCOPE_NEEDED",
+    "MissingScope",
     "PERMANENT_ERRORS",
     "SlackApiFailure",
     "SlackCall",
@@ -94,22 +97,54 @@ METHODS: Mapping[str, str] = {
     "conversations.info": "conversations_info",
     "conversations.members": "conversations_members",
     "files.info": "files_info",
+    "files.list": "files_list",
+    "canvases.getContent": "canvases_getContent",
 }
 #: The methods whose answers a sync keeps in its checkpoint (a resumed sync reads them
 #: again for free; a sync that yielded between a conversation's info and its member pages
-#: does not pay for them twice); listings are always asked afresh.
+#: does not pay for them twice; a canvas sync that yielded after ``canvases.getContent`` does
+#: not read it again — on a bucket that refills one request at a time it would never get to
+#: its ``files.info``); listings are always asked afresh. A new event of the job's page drops
+#: them (the checkpoint is tagged with the job's revision).
 CACHED_METHODS = frozenset(
-    {"conversations.history", "conversations.replies", "conversations.info", "conversations.members"}
+    {
+        "conversations.history",
+        "conversations.replies",
+        "conversations.info",
+        "conversations.members",
+        "canvases.getContent",
+        "files.info",
+    }
 )
 
 #: A thread that no longer exists (``conversations.replies``).
 _THREAD_GONE = frozenset({"thread_not_found", "message_not_found"})
+#: The scope each method needs that a token may lack without the rest of the sync failing,
+#: and what its ``missing_scope`` answer means (:class:`MissingScope`).
+SCOPE_NEEDED: Mapping[str, str] = {
+    "canvases.getContent": "canvases:read",
+    "files.list": "files:read",
+}
 #: A file this token cannot read (``files.info``: a Slack Connect file of another organisation,
 #: a deleted file, an app without ``files:read``): the file is skipped, the sync goes on
 #: (https://docs.slack.dev/reference/methods/files.info#errors).
 _FILE_UNREADABLE = frozenset(
     {"access_denied", "file_not_found", "file_deleted", "missing_scope", "no_permission"}
 )
+
+
+class MissingScope(ScopeMissing):
+    """Slack answered ``missing_scope`` for a method of :data:`SCOPE_NEEDED`: the workspace's
+    token lacks ``scope`` (Slack's ``needed``, else the method's). Permanent for the job; the
+    worker records the scope on the workspace."""
+
+    def __init__(self, method: str, scope: str) -> None:
+        super().__init__(
+            scope,
+            f"Slack {method}: missing_scope: the app lacks the {scope} scope: add it to the app's bot "
+            "scopes and reinstall it in the workspace",
+        )
+        self.method = method
 
 
 class SlackApiFailure(Exception):
@@ -155,9 +190,11 @@ async def call_api(
 ) -> dict[str, Any] | None:
     """One Web API call of ``method`` (one of :data:`METHODS`: ``conversations.history``,
     ``conversations.replies``, ``users.conversations``, ``conversations.list``,
-    ``conversations.info``, ``conversations.members``, ``files.info``) with
-    ``params``; the response body, or ``None`` when the thread asked for (``replies``) is
-    gone or the file asked for (``files.info``) cannot be read (logged).
+    ``conversations.info``, ``conversations.members``, ``files.info``, ``files.list``,
+    ``canvases.getContent``) with ``params``; the response body, or ``None`` when the thread
+    asked for (``replies``) is gone, the file asked for (``files.info``) cannot be read
+    (logged) or the canvas asked for (``canvases.getContent``) is gone or invisible
+    (``canvas_not_found``).
 
     Charged to ``context``'s budget per HTTP attempt by the session's :func:`charging_trace` (a
     client made by :meth:`SlackClient.web`). The answers of :data:`CACHED_METHODS` are kept in
@@ -169,6 +206,7 @@ async def call_api(
         BudgetExhausted: the budget has no request left (nothing sent).
         RateLimited: HTTP 429 / ``ratelimited`` (``Retry-After`` seconds, default 60).
         _ChannelGone: ``channel_not_found``.
+        MissingScope: ``missing_scope`` for a method of :data:`SCOPE_NEEDED`.
         PermanentError: an error of :data:`PERMANENT_ERRORS` (:class:`AuthRevoked` for a
             token that no longer works).
         SlackApiFailure: any other error answer, or a body that is not a JSON object.
@@ -231,6 +269,11 @@ def _failure(e: SlackApiError, method: str, channel: Any) -> Exception | None:
         return None
     if code in _FILE_UNREADABLE and method == "files.info":
         return None
+    if code == "canvas_not_found" and method == "canvases.getContent":
+        return None
+    if code == "missing_scope" and method in SCOPE_NEEDED:
+        needed = data.get("needed") if isinstance(data, dict) else None
+        return MissingScope(method, needed if isinstance(needed, str) and needed else SCOPE_NEEDED[method])
     if isinstance(code, str) and code in AUTH_ERRORS:
         return AuthRevoked(f"Slack {method}: {code} ({PERMANENT_ERRORS[code]})")
     if isinstance(code, str) and code in PERMANENT_ERRORS:

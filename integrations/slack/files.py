@@ -13,7 +13,9 @@ file document of its own (``file:<file id>``) that the service downloads and ext
   message only names) is read with ``files.info`` (one request); ``access_denied`` or
   ``file_not_found`` skips it with a logged reason;
 - a deleted file (``mode: "tombstone"``) and one the plan hides (``mode: "hidden_by_limit"``)
-  are none.
+  are none;
+- a canvas is no file to download: it is a document of its own, ``canvas:<file id>``
+  (:mod:`integrations.slack.canvases`), which the message's Markdown names instead.
 
 The edit stamp is the file's ``updated`` (else ``timestamp``, else ``created``): a file
 replaced under the same id is extracted again, a URL that changed alone is not.
@@ -27,6 +29,7 @@ from typing import Any
 
 from debounce.contract import FileRef
 from debounce.contract.files import FILE_KEY_PREFIX
+from integrations.slack.canvases import canvas_key, is_canvas
 from integrations.slack.client import SlackCall
 
 __all__ = ["NOT_FILES", "document_of", "file_ref", "files_shown", "is_stub", "message_files", "thread_files"]
@@ -46,12 +49,12 @@ def _text(value: Any) -> str | None:
 
 
 def document_of(f: Mapping[str, Any]) -> str | None:
-    """The id of the file document of the file object ``f`` (``file:<id>``), or ``None``:
-    no id, deleted, or hidden by the plan's limits."""
+    """The id of the document of the file object ``f`` (``file:<id>``; a canvas's:
+    ``canvas:<id>``), or ``None``: no id, deleted, or hidden by the plan's limits."""
     file_id = _text(f.get("id"))
     if file_id is None or f.get("mode") in NOT_FILES or f.get("hidden_by_limit"):
         return None
-    return FILE_KEY_PREFIX + file_id
+    return canvas_key(file_id) if is_canvas(f) else FILE_KEY_PREFIX + file_id
 
 
 def is_stub(f: Mapping[str, Any]) -> bool:
@@ -61,8 +64,9 @@ def is_stub(f: Mapping[str, Any]) -> bool:
 
 def file_ref(f: Mapping[str, Any], parent_document_id: str) -> FileRef | None:
     """The :class:`FileRef` of the complete file object ``f`` shown by the document
-    ``parent_document_id``; ``None`` for no file (see :func:`document_of`) or a stub."""
-    if document_of(f) is None or is_stub(f):
+    ``parent_document_id``; ``None`` for no file (see :func:`document_of`), a stub or a canvas
+    (a document of its own, synced by its own job)."""
+    if document_of(f) is None or is_stub(f) or is_canvas(f):
         return None
     file_id = str(f["id"])
     external = bool(f.get("is_external"))

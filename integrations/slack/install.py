@@ -21,8 +21,8 @@ from integrations.slack.settings import SlackSettings
 __all__ = ["DEFAULT_SCOPES", "SlackInstaller", "WorkspaceInstallationStore", "installer"]
 
 #: Bot scopes the sync needs (history of public and private channels, DMs, group DMs, the
-#: channel lists, and the files messages share: ``url_private`` and ``files.info``):
-#: https://docs.slack.dev/reference/scopes
+#: channel lists, the files messages share: ``url_private`` and ``files.info``, and canvases:
+#: ``canvases.getContent``): https://docs.slack.dev/reference/scopes
 DEFAULT_SCOPES = (
     "channels:history",
     "groups:history",
@@ -33,6 +33,7 @@ DEFAULT_SCOPES = (
     "im:read",
     "mpim:read",
     "files:read",
+    "canvases:read",
 )
 
 

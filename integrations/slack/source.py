@@ -90,8 +90,9 @@ SOURCE = Source(
     sign=sign,
     # A job's page is a conversation: its id starts with C (channel), G (private channel or
     # group DM) or D (DM), then upper-case letters and digits (api.slack.com/docs/conversations-api).
-    page_id_pattern=r"[CGD][A-Z0-9]+",
-    page_id_form="a conversation id: C, G or D then upper-case letters and digits (e.g. C0123ABCD)",
+    page_id_pattern=r"[CGD][A-Z0-9]+|canvas:F[A-Z0-9]+",
+    page_id_form="a conversation id: C, G or D then upper-case letters and digits (e.g. C0123ABCD), "
+    "or a canvas: canvas:<file id> (e.g. canvas:F0123ABCD)",
     token_setting="slack_bot_token",
     identify=identify,
     installer=installer,

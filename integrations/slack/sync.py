@@ -36,6 +36,7 @@ from debounce.contract import (
 )
 from integrations.slack.audience import MEMBERS_KEY_PREFIX, AudienceKeeper
 from integrations.slack.backfill import SlackBackfill
+from integrations.slack.canvases import CANVAS_KEY_PREFIX, sync_canvas
 from integrations.slack.client import SlackCall, SlackClient, _ChannelGone
 from integrations.slack.files import file_ref, files_shown, thread_files
 from integrations.slack.render import (
@@ -134,7 +135,8 @@ class SlackSyncer:
         ``context.store``, with the context's token, meter and checkpoint; every document
         carries the conversation's audience (:mod:`integrations.slack.audience`, cached in
         ``context.audiences``). A job keyed ``members:<conversation>`` (a member joined or
-        left) only refreshes that conversation's audience and its documents'.
+        left) only refreshes that conversation's audience and its documents'; a job keyed
+        ``canvas:<file id>`` syncs one canvas (:mod:`integrations.slack.canvases`).
 
         Raises:
             RateLimited: Slack answered 429 (``Retry-After`` seconds).
@@ -152,8 +154,16 @@ class SlackSyncer:
             )
         if job.source_page_id.startswith(MEMBERS_KEY_PREFIX):
             return await self._refresh_members(job, context)
+        if job.source_page_id.startswith(CANVAS_KEY_PREFIX):
+            return await self._sync_canvas(job, context)
         run = _ChannelSync(self, store, self.client.bind(context), job)
         return await run.run()
+
+    async def _sync_canvas(self, job: SyncJob, context: SyncContext) -> SyncResult:
+        file_id = job.source_page_id.removeprefix(CANVAS_KEY_PREFIX)
+        return await sync_canvas(
+            SOURCE_TYPE, self.client.bind(context), context.writer(), self.audiences, file_id
+        )
 
     async def _refresh_members(self, job: SyncJob, context: SyncContext) -> SyncResult:
         channel = job.source_page_id.removeprefix(MEMBERS_KEY_PREFIX)

@@ -14,7 +14,11 @@ which carry ``X-Slack-Retry-Num``), except the system notices of
 :data:`~integrations.slack.render.NO_CONTENT_SUBTYPES` (joins, leaves, pins…), which change no
 document. ``member_joined_channel`` / ``member_left_channel`` become a job keyed
 ``members:<channel>`` that refreshes the conversation's audience
-(:mod:`integrations.slack.audience`). Other event types are acknowledged and ignored.
+(:mod:`integrations.slack.audience`). ``file_created``, ``file_shared``, ``file_change`` and
+``file_deleted`` (https://docs.slack.dev/reference/events/file_change and its siblings: the
+file's id only) become a job keyed ``canvas:<file id>`` that syncs the file as a canvas
+(:mod:`integrations.slack.canvases`), unless the event's file object says it is another type.
+Other event types are acknowledged and ignored.
 """
 
 from __future__ import annotations
@@ -27,13 +31,17 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from debounce.contract import PageEvent, WebhookError, WebhookResult
 from integrations.slack.audience import members_key
+from integrations.slack.canvases import canvas_key, maybe_canvas
 from integrations.slack.render import NO_CONTENT_SUBTYPES, _str
 from integrations.slack.settings import SlackSettings
 
-__all__ = ["MEMBER_EVENTS", "SIGNATURE_MAX_AGE_SECONDS", "SlackWebhooks", "own_ids"]
+__all__ = ["FILE_EVENTS", "MEMBER_EVENTS", "SIGNATURE_MAX_AGE_SECONDS", "SlackWebhooks", "own_ids"]
 
 #: Events that change who is in a conversation: its members' job refreshes the audience.
 MEMBER_EVENTS = frozenset({"member_joined_channel", "member_left_channel"})
+
+#: Events about one file, by id: each may be about a canvas (a canvas job syncs it).
+FILE_EVENTS = frozenset({"file_created", "file_shared", "file_change", "file_deleted"})
 
 #: Slack refuses requests whose timestamp is more than 5 minutes from now (replay protection);
 #: https://docs.slack.dev/authentication/verifying-requests-from-slack
@@ -199,6 +207,8 @@ class SlackWebhooks:
             )
         if event_type in MEMBER_EVENTS:
             return self._member_event(envelope, event, event_id, team, enterprise)
+        if event_type in FILE_EVENTS:
+            return self._file_event(envelope, event, event_id, team, enterprise)
         if event_type != "message":
             return WebhookResult(note=f"ignored event type {event_type}")
         channel = event.get("channel")
@@ -239,6 +249,28 @@ class SlackWebhooks:
                 PageEvent(channel, f"{event_id}/history", envelope, workspace=team, enterprise=enterprise)
             )
         return WebhookResult(events=events)
+
+    def _file_event(
+        self,
+        envelope: dict[str, Any],
+        event: Mapping[str, Any],
+        event_id: str,
+        team: str | None,
+        enterprise: str | None,
+    ) -> WebhookResult:
+        """A file event (:data:`FILE_EVENTS`: ``file_id``, ``file: {"id"}``): a job keyed
+        ``canvas:<file id>``, unless the file object says it is no canvas."""
+        f = event.get("file")
+        file_object: Mapping[str, Any] = f if isinstance(f, Mapping) else {}
+        file_id = _str(event.get("file_id")) or _str(file_object.get("id"))
+        if not file_id:
+            raise WebhookError(400, "malformed_body", f"{event.get('type')} event without 'event.file_id'")
+        if not maybe_canvas(file_object):
+            return WebhookResult(note=f"ignored {event.get('type')} of file {file_id}: not a canvas")
+        key = canvas_key(file_id)
+        return WebhookResult(
+            events=[PageEvent(key, event_id, envelope, workspace=team, enterprise=enterprise)]
+        )
 
     def _own_ids(self, envelope: Mapping[str, Any] | None = None) -> set[str]:
         return own_ids(self.settings, envelope)

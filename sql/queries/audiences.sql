@@ -60,18 +60,20 @@ select (select ok from allowed) as ok, (select count(*) from changed)::int as ch
 -- list_visible --
 -- One page of the documents of source %(source_type)s that its user %(visible_to)s may read
 -- in workspace %(workspace_id)s (the _visible_to filter), in id order after %(after_id)s (0: from the start), at most
--- %(limit)s rows, updated after %(updated_after)s (NULL: any); deleted documents only when
--- %(include_deleted)s. Two index-ordered branches
+-- %(limit)s rows, updated after %(updated_after)s and of kind %(document_kind)s (NULL: any;
+-- migration 029), each with its kind; deleted documents only when %(include_deleted)s. Two index-ordered branches
 -- (documents_audience_public for the team's public channels, the GIN documents_audience_members
 -- for the user's conversations), each stopping at %(limit)s rows: the cost follows the page
 -- and the user's own conversations, not the number of workspaces or of public documents.
-select * from (
+select v.*, document_kind(v.source_type, v.document_id, v.metadata) as kind from (
     (select d.* from documents d
       where d.source_type = %(source_type)s and d.workspace_id = %(workspace_id)s::bigint
         and d.audience_kind = 'public_channel' and d.id > %(after_id)s::bigint
         and (%(include_deleted)s::boolean or d.deleted_at is null)
         and (%(updated_after)s::timestamptz is null
              or d.updated_at > %(updated_after)s::timestamptz)
+        and (%(document_kind)s::text is null
+             or document_kind(d.source_type, d.document_id, d.metadata) = %(document_kind)s::text)
       order by d.id limit %(limit)s)
     union all
     (select d.* from documents d
@@ -81,6 +83,8 @@ select * from (
         and (%(include_deleted)s::boolean or d.deleted_at is null)
         and (%(updated_after)s::timestamptz is null
              or d.updated_at > %(updated_after)s::timestamptz)
+        and (%(document_kind)s::text is null
+             or document_kind(d.source_type, d.document_id, d.metadata) = %(document_kind)s::text)
       order by d.id limit %(limit)s)
 ) v
 order by v.id

@@ -1,24 +1,27 @@
 -- _public_columns --
 -- A subscription as an operator sees it (the API, the CLI, the dashboard): not its secrets
 -- nor the body of the batch in flight.
-s.id, s.url, s.description, s.source_type, s.workspace_id, s.kinds, s.full_content, s.status,
-s.disabled_reason, s.disabled_at, s.epoch, s.after_xid::text as after_xid, s.after_seq,
+s.id, s.url, s.description, s.source_type, s.workspace_id, s.kinds, s.document_kinds,
+s.full_content, s.status, s.disabled_reason, s.disabled_at, s.epoch, s.after_xid::text as after_xid, s.after_seq,
 s.batch_id, s.batch_changes, s.attempts, s.next_attempt_at, s.failing_since, s.last_status,
 s.last_error, s.last_attempt_at, s.last_success_at, s.delivered_changes, s.delivered_batches,
 s.leased_by, s.lease_until, s.previous_secret_until, s.created_at
 
 -- create --
 -- A new subscription following the feed from position (%(epoch)s, %(after_xid)s,
--- %(after_seq)s) (NULL: from the oldest change retained), signed with %(secret)s.
+-- %(after_seq)s) (NULL: from the oldest change retained), signed with %(secret)s; %(kinds)s
+-- kinds of change (op) and %(document_kinds)s kinds of document (empty: every one).
 insert into subscriptions as s (url, description, source_type, workspace_id, kinds,
-                                full_content, secret, epoch, after_xid, after_seq)
+                                document_kinds, full_content, secret, epoch, after_xid, after_seq)
 values (%(url)s, %(description)s, %(source_type)s, %(workspace_id)s, %(kinds)s,
-        %(full_content)s, %(secret)s, %(epoch)s, %(after_xid)s::text::xid8, %(after_seq)s)
+        %(document_kinds)s, %(full_content)s, %(secret)s, %(epoch)s, %(after_xid)s::text::xid8,
+        %(after_seq)s)
 returning {{_public_columns}}
 
 -- list --
 -- Subscriptions (%(id)s; NULL: every one, by id) with their lag: the changes after their
--- position that pass their filters and are servable (counted up to 10001), and when the oldest
+-- position that pass their filters (a kind of document as the feed's changes query computes
+-- it: sql/queries/feed.sql) and are servable (counted up to 10001), and when the oldest
 -- of them was written (NULL: none waits).
 select {{_public_columns}}, lag.changes as lag_changes, lag.oldest as lag_oldest_at,
        now() as read_at
@@ -33,6 +36,15 @@ select {{_public_columns}}, lag.changes as lag_changes, lag.oldest as lag_oldest
                and (s.source_type is null or c.source_type = s.source_type)
                and (s.workspace_id is null or c.workspace_id = s.workspace_id)
                and (cardinality(s.kinds) = 0 or c.op = any (s.kinds))
+               and (cardinality(s.document_kinds) = 0
+                    or coalesce((select document_kind(d.source_type, d.document_id, d.metadata)
+                                   from documents d
+                                  where d.source_type = c.source_type
+                                    and d.document_id = c.document_id
+                                    and document_kind(d.source_type, d.document_id, d.metadata)
+                                        <> document_kind(d.source_type, d.document_id, null)),
+                                document_kind(c.source_type, c.document_id, null))
+                       = any (s.document_kinds))
              order by c.feed_xid, c.seq
              limit 10001) w
   ) lag on true
@@ -111,8 +123,8 @@ update subscriptions s
    set lease_until = coalesce(%(now)s::timestamptz, now())
                      + make_interval(secs => %(lease_seconds)s::float8)
  where s.id = %(id)s and s.lease_token = %(token)s
-returning s.id, s.url, s.status, s.source_type, s.workspace_id, s.kinds, s.full_content,
-          s.secret,
+returning s.id, s.url, s.status, s.source_type, s.workspace_id, s.kinds, s.document_kinds,
+          s.full_content, s.secret,
           case when s.previous_secret_until > coalesce(%(now)s::timestamptz, now())
                then s.previous_secret end as previous_secret,
           s.epoch, s.after_xid::text as after_xid, s.after_seq, s.batch_id, s.batch_body,

@@ -63,10 +63,12 @@ select pg_snapshot_xmax(pg_current_snapshot())::text as xmax
 -- The next %(limit)s changes after position (%(after_xid)s, %(after_seq)s) and below
 -- %(below)s (the xmin of a snapshot taken before: every transaction below it has ended), in
 -- feed order, each with `matches`: whether it passes the filters (source %(source_type)s,
--- workspace %(workspace_id)s; NULL: any). Unmatched rows come back so the caller can move its
--- cursor past them. Every row also carries the retention frontier seen by the same snapshot
--- (a prune that removed changes after the cursor shows there); one row of NULL changes when
--- there is none.
+-- workspace %(workspace_id)s; NULL: any), and its document's `kind` (`document_kind`,
+-- migration 029: by the id, or by the document's metadata for the few documents the index
+-- documents_kind_by_metadata holds — one probe of that small index per change; the caller
+-- filters on it). Unmatched rows come back so the caller can move its cursor past them. Every
+-- row also carries the retention frontier seen by the same snapshot (a prune that removed
+-- changes after the cursor shows there); one row of NULL changes when there is none.
 select f.pruned_xid::text as pruned_xid, f.pruned_seq, c.*
   from document_feed f
   left join lateral (
@@ -74,7 +76,13 @@ select f.pruned_xid::text as pruned_xid, f.pruned_seq, c.*
            c.source_page_id, c.op, c.updated_at, c.content_sha256, c.sections,
            (%(source_type)s::text is null or c.source_type = %(source_type)s::text)
            and (%(workspace_id)s::bigint is null or c.workspace_id = %(workspace_id)s::bigint)
-               as matches
+               as matches,
+           coalesce((select document_kind(d.source_type, d.document_id, d.metadata)
+                       from documents d
+                      where d.source_type = c.source_type and d.document_id = c.document_id
+                        and document_kind(d.source_type, d.document_id, d.metadata)
+                            <> document_kind(d.source_type, d.document_id, null)),
+                    document_kind(c.source_type, c.document_id, null)) as kind
       from document_changes c
      where (c.feed_xid, c.seq) > (%(after_xid)s::text::xid8, %(after_seq)s::bigint)
        and c.feed_xid >= %(after_xid)s::text::xid8   -- implied: lets partitions below be pruned

@@ -1,13 +1,16 @@
 -- list_documents --
 -- Documents in id order after id %(after_id)s (keyset: stable under concurrent writes, each
 -- row at most once), at most %(limit)s, filtered by source %(source_type)s, workspace
--- %(workspace_id)s and updated after %(updated_after)s (NULL: any). Deleted documents are
--- included (deleted_at set: tombstones). With their sections (migration 027).
+-- %(workspace_id)s, updated after %(updated_after)s and kind of document %(document_kind)s
+-- (NULL: any; the index documents_kind serves a kind). Deleted documents are included
+-- (deleted_at set: tombstones). With their sections (migration 027) and kind (migration 029).
 select id, source_type, document_id, source_page_id, workspace_id, title, url, content,
        content_sha256, metadata, updated_at, deleted_at, audience_kind, audience_members,
-       audience_accessible_by, sections
+       audience_accessible_by, sections, document_kind(source_type, document_id, metadata) as kind
   from documents
  where id > %(after_id)s::bigint
+   and (%(document_kind)s::text is null
+        or document_kind(source_type, document_id, metadata) = %(document_kind)s::text)
    and (%(source_type)s::text is null or source_type = %(source_type)s::text)
    and (%(workspace_id)s::bigint is null or workspace_id = %(workspace_id)s::bigint)
    and (%(updated_after)s::timestamptz is null or updated_at > %(updated_after)s::timestamptz)
@@ -15,10 +18,10 @@ select id, source_type, document_id, source_page_id, workspace_id, title, url, c
  limit %(limit)s
 
 -- document --
--- One document by its source and document id (deleted ones too), with its sections.
+-- One document by its source and document id (deleted ones too), with its sections and kind.
 select id, source_type, document_id, source_page_id, workspace_id, title, url, content,
        content_sha256, metadata, updated_at, deleted_at, audience_kind, audience_members,
-       audience_accessible_by, sections
+       audience_accessible_by, sections, document_kind(source_type, document_id, metadata) as kind
   from documents
  where source_type = %(source_type)s and document_id = %(document_id)s
 
@@ -52,11 +55,15 @@ select d.id, d.document_id, d.title, d.synced_at, d.deleted_at
 
 -- latest_documents --
 -- Synced documents, newest first (by row id, the order of the dashboard's Documents page),
--- optionally of one source.
+-- optionally of one source %(source_type)s and one kind of document %(document_kind)s
+-- (NULL: any), each with its kind (migration 029).
 select id, source_type, document_id, title, length(content) as chars, synced_at, deleted_at,
-       audience_kind, audience_members, audience_accessible_by
+       audience_kind, audience_members, audience_accessible_by,
+       document_kind(source_type, document_id, metadata) as kind
   from documents
  where (%(source_type)s::text is null or source_type = %(source_type)s::text)
+   and (%(document_kind)s::text is null
+        or document_kind(source_type, document_id, metadata) = %(document_kind)s::text)
  order by id desc
  limit %(limit)s
 

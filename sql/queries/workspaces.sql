@@ -5,7 +5,7 @@
 id, source_type, external_id, enterprise_id, name, status, origin, token_fingerprint,
 bot_user_id, connected_at, updated_at, last_auth_error, last_auth_error_at, credentials_error,
 credentials_error_at, blocked_until, rate_limit_reason, budget_per_minute, budget_burst,
-reconcile
+reconcile, missing_scopes, missing_scopes_at
 
 -- ensure_env_workspace --
 -- The workspace the environment's token defines (NOTION_TOKEN, SLACK_BOT_TOKEN): created on
@@ -19,14 +19,18 @@ on conflict (source_type) where origin = 'env' do update
                           and w.status = 'revoked' then 'active'
                      when w.status = 'removed' then 'active' else w.status end,
        purge_documents = false,
+       missing_scopes = case when w.token_fingerprint is distinct from excluded.token_fingerprint
+                             then '{}' else w.missing_scopes end,
+       missing_scopes_at = case when w.token_fingerprint is distinct from excluded.token_fingerprint
+                                then null else w.missing_scopes_at end,
        token_fingerprint = excluded.token_fingerprint, updated_at = now()
 returning {{_public_columns}}
 
 -- save_workspace --
 -- Connect (or re-connect) a workspace with its encrypted credentials: an install reactivates a
 -- revoked, paused or removed workspace (the same row, so its documents and history are its
--- own again) and clears its last auth error and its credentials error (new credentials: the
--- workers try them again).
+-- own again) and clears its last auth error, its credentials error and its missing scopes (new
+-- credentials: the workers try them again).
 insert into workspaces as w (source_type, external_id, enterprise_id, name, origin, credentials,
                              token_fingerprint, bot_user_id)
 values (%(source_type)s, %(external_id)s, %(enterprise_id)s, %(name)s, %(origin)s,
@@ -36,7 +40,7 @@ on conflict (source_type, external_id) where external_id is not null do update
        name = excluded.name, enterprise_id = excluded.enterprise_id,
        bot_user_id = excluded.bot_user_id, status = 'active', last_auth_error = null,
        last_auth_error_at = null, credentials_error = null, credentials_error_at = null,
-       purge_documents = false, updated_at = now()
+       missing_scopes = '{}', missing_scopes_at = null, purge_documents = false, updated_at = now()
 returning {{_public_columns}}, (xmax = 0) as inserted
 
 -- learn_external_id --
@@ -59,6 +63,16 @@ select id as workspace_id, status as ws_status, origin as ws_origin,
        external_id as ws_external_id, bot_user_id as ws_bot_user_id,
        credentials as ws_credentials
   from workspaces where id = %(id)s
+
+-- add_missing_scope --
+-- The token of workspace %(id)s lacks scope %(scope)s (a sync was refused it): add it to the
+-- workspace's missing scopes (sorted, once each; missing_scopes_at: when the first was
+-- found). No row: the workspace is gone, or the scope was already recorded.
+update workspaces
+   set missing_scopes = array(select distinct s from unnest(missing_scopes || %(scope)s::text) s order by s),
+       missing_scopes_at = coalesce(missing_scopes_at, now()), updated_at = now()
+ where id = %(id)s and not (%(scope)s::text = any (missing_scopes))
+returning id, missing_scopes
 
 -- set_status --
 -- Pause, resume or revoke a workspace; %(error)s (revoked: why) becomes its last auth error.
@@ -113,7 +127,7 @@ select (b.rate * 60)::float8 as budget_per_minute, b.burst::float8 as budget_bur
        w.id, w.source_type, w.external_id, w.enterprise_id, w.name, w.status, w.origin,
        w.token_fingerprint, w.bot_user_id, w.connected_at, w.updated_at, w.last_auth_error,
        w.last_auth_error_at, w.credentials_error, w.credentials_error_at, w.blocked_until,
-       w.rate_limit_reason,
+       w.rate_limit_reason, w.missing_scopes, w.missing_scopes_at,
        (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'pending')
            as pending_jobs,
        (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'processing')

@@ -68,6 +68,8 @@ class WorkspaceView:
     origin: str | None = None
     credentials_error: str | None = None
     credentials_error_at: datetime | None = None
+    missing_scopes: tuple[str, ...] = ()
+    missing_scopes_at: datetime | None = None
     source_type: str | None = None
     documents: int | None = None
     deleted_documents: int | None = None
@@ -268,6 +270,8 @@ def _workspace_view(
         last_auth_error_at=as_utc(w["last_auth_error_at"]),
         credentials_error=w["credentials_error"],
         credentials_error_at=as_utc(w["credentials_error_at"]),
+        missing_scopes=tuple(w.get("missing_scopes") or ()),
+        missing_scopes_at=as_utc(w.get("missing_scopes_at")),
         rate_budget=_budget_text(w["budget"]),
         budget=dict(w["budget"]),
         blocked_until=blocked_until,
