@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 from psycopg_pool import AsyncConnectionPool
 
-from debounce import queue
+from debounce import queue, workspaces
 from debounce.config import Settings
 from debounce.contract import (
     Audience,
@@ -31,6 +31,7 @@ from debounce.contract import (
     SyncResult,
 )
 from debounce.documents.store import DocumentStore
+from debounce.infra.secrets import Keyring, new_key
 from debounce.queue.backfills import BULK_PRIORITY
 from debounce.types import JobEvent
 from debounce.worker import Worker
@@ -255,3 +256,56 @@ async def _synced_again(store: DocumentStore, ref: FileRef, before: Any) -> bool
 
 def test_the_scripted_source_refreshes_like_a_source() -> None:
     assert isinstance(PageWithFiles(FileHost()), FileRefresher)
+
+
+async def test_a_sign_in_page_is_the_workspace_missing_files_read(
+    pool: AsyncConnectionPool[Any], database_url: str, host: FileHost
+) -> None:
+    """Slack answers ``url_private`` with 200 and an HTML sign-in page for a token without
+    ``files:read``: the file's document says so, and the workspace records the scope."""
+    key = new_key()
+    saved = await workspaces.save(
+        pool,
+        Keyring(key),
+        source_type="noop",
+        external_id="T1",
+        name="Team one",
+        credentials={"access_token": "xoxb-without-files-read"},
+    )
+    host.add("T1-F0002", b"private notes", "text/plain")
+    private = FileRef(
+        file_id="F0002",
+        name="notes.txt",
+        parent_document_id="page-1",
+        url=f"{host.base_url}/files-pri/T1-F0002/notes.txt",
+        media_type="text/plain",
+        with_token=True,
+    )
+    source = PageWithFiles(host)
+    source.shown = [private]
+    settings = Settings(
+        database_url="unused",
+        lease_seconds=5,
+        poll_interval_seconds=0.2,
+        worker_concurrency=4,
+        shutdown_grace_seconds=2,
+        file_token_hosts=(host.base_url.removeprefix("http://"),),
+        secret_key=key,
+    )
+    w = Worker(settings, pool, {"noop": source}, conninfo=database_url)
+    task = asyncio.create_task(w.run())
+    try:
+        event = JobEvent("noop", "page-1", {}, None, 0, 0, workspace_id=int(saved["id"]))
+        await queue.enqueue(pool, [event])
+        doc = await until(lambda: file_doc(DocumentStore(pool), private))
+        assert doc["metadata"]["extraction"]["code"] == "missing_scope"
+        row = (await until(lambda: _missing(pool, int(saved["id"]))))[0]
+        assert row["missing_scopes"] == ["files:read"] and row["missing_scopes_at"] is not None
+    finally:
+        w.stop()
+        await asyncio.wait_for(task, 15)
+
+
+async def _missing(pool: AsyncConnectionPool[Any], workspace_id: int) -> list[dict[str, Any]]:
+    rows = await workspaces.list_workspaces(pool, workspace_id)
+    return rows if rows and rows[0]["missing_scopes"] else []

@@ -55,6 +55,7 @@ from debounce.infra.db import fetch_all
 from debounce.infra.sql import queries
 from debounce.queue.backfills import BULK_PRIORITY
 from debounce.types import JobEvent
+from debounce.worker import workspace_state
 from debounce.worker.extraction import Extracted, ExtractionFailed, ExtractionLimits, extract_file
 from debounce.worker.extraction.download import Downloaded, FetchPolicy, download, external_allowed
 
@@ -215,6 +216,11 @@ class FileJobs:
                 )
             outcome = await self._download(ref, path, context, refresher, token)
             if isinstance(outcome, ExtractionFailed):
+                if outcome.code == "missing_scope" and job.workspace_id is not None:
+                    # A sign-in page instead of the file: the workspace's error (its missing
+                    # scopes: the dashboard, `debounce workspaces list`); the file's document
+                    # says why it has no text.
+                    await workspace_state.missing_scope(self.pool, job.workspace_id, "files:read")
                 content, extraction = self._failed(ref, outcome)
             else:
                 media_type = ref.media_type or outcome.media_type
