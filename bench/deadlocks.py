@@ -136,11 +136,12 @@ async def _load(url: str, seconds: float) -> dict[str, Any]:
                 jobs = [c.job for c in got]
                 rng.shuffle(jobs)
                 third = max(1, len(jobs) // 3)
-                await queue.complete_many(pool, jobs[third:])
+                await queue.settle(pool, completed=jobs[third:])
                 count("completions")
                 if len(jobs) > 1:
-                    await queue.fail_many(
-                        pool, [Failure(j, "bench", backoff_seconds=0.01) for j in jobs[: third // 2 or 1]]
+                    await queue.settle(
+                        pool,
+                        failed=[Failure(j, "bench", backoff_seconds=0.01) for j in jobs[: third // 2 or 1]],
                     )
                     count("failures")
                     rest = jobs[third // 2 or 1 : third]

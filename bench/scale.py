@@ -6,7 +6,7 @@ Notion jobs spread evenly over the workspaces, budgets unmetered (only the claim
 shows) and then the sources' default budgets: the project's own ``queue.claim``
 (the worker's form: one source, 8 source slots, the default workspace concurrency,
 ``DEBOUNCE_WORKSPACE_CONCURRENCY``) and
-``queue.complete_many`` in claim loops of 8 — claim p50/p99 of 1 loop and of 4 concurrent
+``queue.settle`` (completions) in claim loops of 8 — claim p50/p99 of 1 loop and of 4 concurrent
 loops, ``seconds_until_due`` p50, drain jobs/s with 1 and with 4 loops (each for a fixed
 time, on a fresh load), empty claims. The goals of the issue are printed as ``goal_*``
 booleans, with the EXPLAIN (ANALYZE, BUFFERS) of both statements at 10 000 workspaces. The
@@ -108,7 +108,7 @@ async def _claimer(
                     return  # drained
                 await asyncio.sleep(0.002)
                 continue
-            await queue.complete_many(conn, jobs)
+            await queue.settle(conn, completed=jobs)
             counts["jobs"] += len(jobs)
 
 

@@ -1,5 +1,5 @@
 """One-job forms of the queue's batch statements, for tests: the product enqueues, completes and
-fails in batches (``queue.enqueue``, ``complete_many``, ``fail_many``) and finds a page's
+fails in batches (``queue.enqueue``, ``queue.settle``) and finds a page's
 job with ``list_jobs``; these call exactly those with one item. :func:`enqueue_events` is the
 web's ``enqueue`` followed by the job rows (``queue.get``, the inspection read) for tests
 that look at more than the webhook's answer. And the documents of one page, as a test inspects
@@ -68,8 +68,8 @@ async def enqueue(
 
 
 async def complete(db: Db, job: SyncJob, *, now: datetime | None = None) -> SyncJob | None:
-    """``queue.complete_many`` with one job: the row after the change, ``None`` if lost."""
-    return (await queue.complete_many(db, [job], now=now)).get(job.id)
+    """``queue.settle`` of one completion: the row after the change, ``None`` if lost."""
+    return (await queue.settle(db, completed=[job], now=now)).get(job.id)
 
 
 async def fail(
@@ -84,11 +84,11 @@ async def fail(
     rng: random.Random | None = None,
     now: datetime | None = None,
 ) -> SyncJob | None:
-    """``queue.fail_many`` with one failure, its backoff from ``backoff_seconds`` (the
+    """``queue.settle`` of one failure, its backoff from ``backoff_seconds`` (the
     schedule, jittered) as the worker decides it."""
     delay = backoff_delay(job.attempts, backoff_seconds, jitter=jitter, rng=rng)
     failure = queue.Failure(job, error, retry_after=retry_after, permanent=permanent, backoff_seconds=delay)
-    return (await queue.fail_many(db, [failure], now=now)).get(job.id)
+    return (await queue.settle(db, failed=[failure], now=now)).get(job.id)
 
 
 async def active_for_page(db: Db, source_type: str, source_page_id: str) -> SyncJob | None:

@@ -146,7 +146,7 @@ async def test_four_concurrent_claim_loops_drain_every_job_exactly_once(
             if not jobs:
                 return
             claimed[i] += jobs
-            await queue.complete_many(pool, jobs, now=at(1))
+            await queue.settle(pool, completed=jobs, now=at(1))
 
     await asyncio.gather(*(loop(i) for i in range(4)))
     every = [j.id for batch in claimed for j in batch]
@@ -170,7 +170,7 @@ async def test_served_workspaces_go_to_the_back_of_the_line(pool: AsyncConnectio
         ]
         assert len(jobs) == 2
         order += [j.workspace_id for j in sorted(jobs, key=lambda j: j.scheduled_at)]
-        await queue.complete_many(pool, jobs, now=at(10 + step))
+        await queue.settle(pool, completed=jobs, now=at(10 + step))
     assert order == ids * 3
 
 
@@ -420,7 +420,7 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
                 )
             ]
             if jobs:
-                await queue.complete_many(pool, jobs)
+                await queue.settle(pool, completed=jobs)
             else:
                 await asyncio.sleep(0.005)
 
@@ -438,7 +438,7 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
         ]
         if not jobs:
             break
-        await queue.complete_many(pool, jobs)
+        await queue.settle(pool, completed=jobs)
     async with pool.connection() as conn:
         row = await (
             await conn.execute("select count(*) from sync_jobs where status <> 'completed'")
@@ -492,7 +492,7 @@ async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
 
         async def finish(jobs: list[SyncJob] = jobs, finished: dict[int, SyncJob] = finished) -> None:
             for k in range(0, len(jobs), 2):
-                finished.update(await queue.complete_many(pool, jobs[k : k + 2], now=at(2)))
+                finished.update(await queue.settle(pool, completed=jobs[k : k + 2], now=at(2)))
 
         async def remove(ws: int = ws) -> None:
             await asyncio.sleep(0.02)

@@ -234,7 +234,7 @@ async def _synced_document(
         .fenced(job)
         .upsert(Document("notion", page, page, page, f"# {page}\n", source_updated_at=edited))
     )
-    await queue.complete_many(pool, [job])
+    await queue.settle(pool, completed=[job])
 
 
 async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
@@ -293,7 +293,7 @@ async def test_backfill_figures_add_up_when_a_listed_page_already_had_a_job(
             for c in await queue.claim(pool, "w2", limit=1, lease_seconds=60, source_slots={"notion": 1})
         ]
         assert job.priority == backfills.BULK_PRIORITY
-        await queue.complete_many(pool, [job])
+        await queue.settle(pool, completed=[job])
     await backfills.finish(pool, started["id"], "w1", max_attempts=5)  # re-checks "gone"
 
     html = (await client.get(f"/admin/workspaces/{workspace}")).text

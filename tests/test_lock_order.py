@@ -73,7 +73,7 @@ async def test_a_completion_locks_its_jobs_then_its_workspaces_in_id_order(
         await psycopg.AsyncConnection.connect(database_url, autocommit=True) as probe,
     ):
         await holder.execute(LOCK_WORKSPACE, (b,))  # the higher id is held elsewhere
-        done = asyncio.create_task(queue.complete_many(worker, jobs))
+        done = asyncio.create_task(queue.settle(worker, completed=jobs))
         await waiting_on_a_lock(probe, worker.info.backend_pid)
         # waiting for B, the completion already holds both job rows and workspace A (lower id)
         with pytest.raises(psycopg.errors.LockNotAvailable):
@@ -91,7 +91,7 @@ async def test_an_enqueue_locks_its_jobs_before_its_workspace(
 ) -> None:
     (a, _), jobs = await two_workspaces_with_a_claimed_job_each(pool)
     job_a = next(j for j in jobs if j.workspace_id == a)
-    await queue.complete_many(pool, [job_a])
+    await queue.settle(pool, completed=[job_a])
     async with (
         await psycopg.AsyncConnection.connect(database_url) as holder,
         await psycopg.AsyncConnection.connect(database_url, autocommit=True) as web,

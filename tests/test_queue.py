@@ -467,8 +467,8 @@ async def test_expired_lease_comes_back_and_extension_keeps_it(conn: Conn) -> No
             conn, "w", limit=2, lease_seconds=60, source_slots={"notion": 2}, now=at(30)
         )
     ]
-    extended = await queue.extend_leases(conn, [a], 120, now=at(80))
-    assert extended == {a.id: at(200)}
+    extended = await queue.settle(conn, renewed=[a], lease_seconds=120, now=at(80))
+    assert {i: j.lease_expires_at for i, j in extended.items()} == {a.id: at(200)}
     assert await queue.requeue_expired(conn, now=at(89)) == []
     back = await queue.requeue_expired(conn, now=at(91))
     assert [j.id for j in back] == [b.id]
@@ -655,7 +655,7 @@ async def test_claim_with_source_slots_caps_each_source(conn: Conn) -> None:
     assert [j.source_type for j in rest] == ["notion"] * 3
 
 
-async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> None:
+async def test_settle_records_each_completion_and_follow_ups(conn: Conn) -> None:
     await queue.enqueue(
         conn, [JobEvent("notion", f"p{i}", {"v": 1}, f"e{i}", 0, 0) for i in range(4)], now=T0
     )
@@ -675,7 +675,7 @@ async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> No
         )
     ]
     await ev(conn, "p1", "during-second-run", now=at(101.5), payload={"v": 3}, debounce=5)
-    done = await queue.complete_many(conn, [*fresh, stale], now=at(102))
+    done = await queue.settle(conn, completed=[*fresh, stale], now=at(102))
     assert set(done) == {j.id for j in fresh}  # the stale claim matched nothing
     statuses = {j.source_page_id: j.status for j in done.values()}
     assert statuses == {
@@ -686,11 +686,11 @@ async def test_complete_many_records_each_claim_and_follow_ups(conn: Conn) -> No
     }
     follow_up = next(j for j in done.values() if j.source_page_id == "p1")
     assert follow_up.scheduled_at == at(106.5) and follow_up.payload == {"v": 3}
-    assert await queue.complete_many(conn, []) == {}
+    assert await queue.settle(conn, completed=[]) == {}
 
 
 async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
-    """enqueue, extend_leases, complete_many and release all lock several jobs; they lock
+    """enqueue, settle (renewals, completions) and release all lock several jobs; they lock
     them in one (source_type, source_page_id) order, so racing them never deadlocks (which
     would turn a webhook into a 503). Rows are inserted in reverse page order so that heap
     order and key order disagree."""
@@ -725,10 +725,10 @@ async def test_multi_row_statements_do_not_deadlock(database_url: str) -> None:
 
         async def leases() -> None:
             for _ in range(60):
-                await queue.extend_leases(pool, rng.sample(jobs, len(jobs)), 60)
+                await queue.settle(pool, renewed=rng.sample(jobs, len(jobs)), lease_seconds=60)
 
         await asyncio.gather(events(), leases())
-        done = await queue.complete_many(pool, rng.sample(jobs, 10))
+        done = await queue.settle(pool, completed=rng.sample(jobs, 10))
         released = await queue.release(pool, [j for j in jobs if j.id not in done])
         assert len(done) == 10 and len(released) == 10
         assert all(j.status is JobStatus.PENDING for j in done.values())  # follow-ups

@@ -268,7 +268,7 @@ async def test_a_sync_being_recorded_is_not_reported_as_a_lost_lease(
     ]
     worker.running.update({recorded.id: recorded, lost.id: lost})
     worker.finishing.add(recorded.id)  # its sync returned; the outcome is being recorded
-    assert await queue.complete_many(pool, [recorded]) != {}  # the recording committed
+    assert await queue.settle(pool, completed=[recorded]) != {}  # the recording committed
     (requeued,) = await queue.requeue_expired(pool, now=datetime.now(UTC) + timedelta(hours=1))
     assert requeued.id == lost.id  # the other job's lease really ran out
     renewed = await maintenance.renew_leases(

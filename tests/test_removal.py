@@ -137,8 +137,8 @@ async def test_after_a_removal_nothing_new_refers_to_the_workspace(pool: AsyncCo
     claimed = await queue.claim(pool, "w", limit=8, lease_seconds=60, source_slots={"notion": 8}, now=T0)
     assert len(claimed) == 2
     ours = next(c.job for c in claimed if c.job.workspace_id == ws)
-    await queue.fail_many(pool, [queue.Failure(ours, "boom", permanent=True)], now=T0)
-    await queue.complete_many(pool, [c.job for c in claimed if c.job is not ours], now=T0)
+    await queue.settle(pool, failed=[queue.Failure(ours, "boom", permanent=True)], now=T0)
+    await queue.settle(pool, completed=[c.job for c in claimed if c.job is not ours], now=T0)
     await queue.enqueue(pool, [event(ws, "pending", 1)], now=T0)
     started = await backfills.request(pool, ws)
     assert started is not None
@@ -191,7 +191,7 @@ async def test_a_sync_running_through_a_removal_keeps_its_workspace_and_comes_ba
     ]
     await queue.enqueue(pool, [event(ws, "p", 1)], now=T0)  # during the sync
     await workspaces.remove(pool, ws)
-    (done,) = (await queue.complete_many(pool, [running], now=T0)).values()
+    (done,) = (await queue.settle(pool, completed=[running], now=T0)).values()
     assert done.status.value == "pending" and done.workspace_id == ws  # the follow-up
     assert (
         await queue.claim(

@@ -65,7 +65,7 @@ class SyncJob:
 
     All datetimes are timezone-aware UTC. ``revision`` counts accepted events; a job returned
     by ``queue.claim`` carries ``claimed_revision`` (the revision its sync covers) and its
-    ``lease_token``, which ``complete_many``/``fail_many``/``release``/``extend_leases`` must present.
+    ``lease_token``, which ``settle``/``release`` must present.
     """
 
     id: int

@@ -12,9 +12,9 @@ one transaction. Semantics (docs/design.md, "Job states"):
   by the partial unique index ``sync_jobs_active_page``;
 - an event pushes its page's pending job to ``now + debounce_seconds``, never past
   ``first_event_at + max_wait_seconds``; the job keeps the latest payload and counts events;
-- an event for a ``processing`` job bumps its ``revision``; :func:`complete_many` then turns
+- an event for a ``processing`` job bumps its ``revision``; :func:`settle` then turns
   the row back to ``pending`` (a follow-up sync) instead of ``completed``, so no edit is lost
-  however the event interleaves with :func:`claim` and :func:`complete_many`
+  however the event interleaves with :func:`claim` and :func:`settle`
   (row locks serialise them; the follow-up is decided inside the completing UPDATE, on the
   latest row version);
 - an event id already seen for its source changes nothing (idempotency, ``seen_events``).
@@ -39,10 +39,7 @@ from debounce.queue.checks import (
 from debounce.queue.lifecycle import (
     Failure,
     claim,
-    complete_many,
     enqueue,
-    extend_leases,
-    fail_many,
     release,
     repair_lines,
     requeue_expired,
@@ -79,10 +76,7 @@ __all__ = [
     "backoff_delay",
     "check_payload",
     "claim",
-    "complete_many",
     "enqueue",
-    "extend_leases",
-    "fail_many",
     "get",
     "list_jobs",
     "payload_text",

@@ -35,10 +35,7 @@ from debounce.workspaces.budgets import UNLIMITED, budget_params
 __all__ = [
     "Failure",
     "claim",
-    "complete_many",
     "enqueue",
-    "extend_leases",
-    "fail_many",
     "repair_lines",
     "release",
     "requeue_expired",
@@ -189,19 +186,9 @@ def _lease_token(job: SyncJob) -> str:
     return job.lease_token
 
 
-async def complete_many(
-    db: Db, jobs: Sequence[SyncJob], *, now: datetime | None = None
-) -> dict[int, SyncJob]:
-    """Record the successful syncs of claimed ``jobs`` in one statement (:func:`settle`). Each
-    row becomes ``completed``, or ``pending`` again (a follow-up sync with fresh attempts) when
-    events arrived since the claim. Returns ``{job_id: row after the change}`` for the claims
-    still held (a job whose lease expired and was requeued or re-claimed is missing)."""
-    return await settle(db, completed=jobs, now=now)
-
-
 @dataclass(frozen=True)
 class Failure:
-    """A failed sync of a claimed ``job``, as :func:`fail_many` records it.
+    """A failed sync of a claimed ``job``, as :func:`settle` records it.
 
     - ``permanent``: ``failed`` at once;
     - ``retry_after`` (seconds, the source's ``Retry-After``): ``pending`` at ``now +
@@ -236,28 +223,6 @@ class Failure:
             check_seconds("backoff_seconds", self.backoff_seconds)
 
 
-async def fail_many(
-    db: Db, failures: Sequence[Failure], *, now: datetime | None = None
-) -> dict[int, SyncJob]:
-    """Record the failed syncs of claimed jobs in one statement (:func:`settle`; see
-    :class:`Failure`). An event that arrived during a sync still gets its follow-up (see
-    ``sql/queries/queue.sql``). Returns ``{job_id: row after the change}`` for the claims still held."""
-    return await settle(db, failed=failures, now=now)
-
-
-async def extend_leases(
-    db: Db, jobs: Iterable[SyncJob], seconds: float, *, now: datetime | None = None
-) -> dict[int, datetime]:
-    """Extend the leases of running syncs to ``now + seconds`` in one statement (:func:`settle`).
-
-    Returns ``{job_id: new lease_expires_at}`` for the claims still held; a job missing from
-    the result has lost its lease.
-    """
-    check_seconds("seconds", seconds, positive=True)
-    rows = await settle(db, renewed=list(jobs), lease_seconds=seconds, now=now)
-    return {i: r.lease_expires_at for i, r in rows.items() if r.lease_expires_at is not None}
-
-
 async def settle(
     db: Db,
     *,
@@ -268,9 +233,11 @@ async def settle(
     now: datetime | None = None,
 ) -> dict[int, SyncJob]:
     """Record the outcomes of claimed jobs in one statement and one transaction
-    (``sql/queries/queue.sql``, ``settle``): the ``completed`` syncs (as :func:`complete_many`),
-    the ``failed`` ones (as :func:`fail_many`) and the leases ``renewed`` to ``now +
-    lease_seconds`` of syncs still running; the line moves once for all of them. At most one
+    (``sql/queries/queue.sql``, ``settle``): the ``completed`` syncs (each ``completed``, or
+    ``pending`` again — a follow-up with fresh attempts — when events arrived since the claim),
+    the ``failed`` ones (see :class:`Failure`; an event that arrived during a sync still gets
+    its follow-up) and the leases ``renewed`` to ``now + lease_seconds`` of syncs still
+    running; the line moves once for all of them. At most one
     outcome per claim (job and lease token). Returns ``{job_id: row after the change}`` for
     the claims still held (the lease fence: an outcome whose lease token no longer matches
     changes nothing and is missing).

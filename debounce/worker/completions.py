@@ -123,7 +123,7 @@ class Completions:
                 entry.future.cancel()
 
     async def complete(self, job: SyncJob) -> SyncJob | None:
-        """Record a successful sync (``queue.complete_many``'s rule)."""
+        """Record a successful sync (``queue.settle``'s rule for a completion)."""
         return await self._submit(_Entry(job, self._future()))
 
     async def fail(self, failure: queue.Failure) -> SyncJob | None:
