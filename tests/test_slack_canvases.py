@@ -30,6 +30,7 @@ from integrations.slack.canvases import canvas_audience, house_markdown, is_canv
 from integrations.slack.files import document_of, file_ref
 from integrations.slack.settings import SlackSettings
 from integrations.slack.sync import SlackSyncer
+from standins.file_host import FileHost
 from standins.server import BackgroundServer
 from standins.slack_api import FakeSlack
 
@@ -172,6 +173,32 @@ async def test_a_token_without_canvases_read_fails_the_job_and_marks_the_workspa
     # a new token (the operator added the scope and reinstalled) asks again
     renewed = await workspaces.ensure_env_workspace(pool, "slack", TOKEN + "-reinstalled")
     assert renewed["missing_scopes"] == [] and renewed["missing_scopes_at"] is None
+
+
+async def test_a_file_event_of_an_attachment_asks_files_info_only(
+    pool: AsyncConnectionPool[Any], fake: tuple[FakeSlack, str], worker: SlackSyncer
+) -> None:
+    """Slack's file events carry the id only, so an attachment's event becomes a canvas job;
+    its ``files.info`` says it is a PDF, and the sync ends there: no ``canvases.getContent``,
+    no document, no deletion."""
+    stand_in, _ = fake
+    stand_in.share_file(FileHost(), "F0ATTACH1", "brief.pdf", b"%PDF-1.4 stub", "application/pdf")
+    envelope = stand_in.canvas_event("file_shared", "F0ATTACH1", event_id="Ev0ATTACH1")
+    body = json.dumps(envelope).encode()
+    parsed = slack().parse_webhook(sign(body), body)
+    assert [e.source_page_id for e in parsed.events] == ["canvas:F0ATTACH1"]
+    await queue.enqueue(
+        pool, [JobEvent("slack", e.source_page_id, e.payload, e.event_id, 0, 0) for e in parsed.events]
+    )
+
+    async def completed() -> Any:
+        page = await queue.list_jobs(pool, status="completed", source_page_id="canvas:F0ATTACH1")
+        return page.jobs[0] if page.jobs else None
+
+    await until(completed)
+    assert stand_in.calls["files.info"] == 1
+    assert stand_in.calls["canvases.getContent"] == 0
+    assert await DocumentStore(pool).get("slack", "canvas:F0ATTACH1") is None
 
 
 async def _with_missing_scopes(pool: AsyncConnectionPool[Any], workspace_id: int) -> list[dict[str, Any]]:

@@ -5,25 +5,27 @@ A canvas is a file with its own id (``filetype: "quip"``, ``mimetype:
 https://docs.slack.dev/reference/objects/file-object). Its job is keyed like its document,
 ``canvas:<file id>``; a sync of it reads
 
-1. ``canvases.getContent`` (https://docs.slack.dev/reference/methods/canvases.getContent,
+1. ``files.info`` (``files:read``, Tier 4): the title, the edit stamp, the permalink and the
+   conversations it is shared in (``channels``, ``groups``, ``ims``), whose audience becomes
+   the canvas's (:func:`canvas_audience`). A file it describes as another type (an
+   attachment: those are documents of their message's conversation, docs/files.md) ends the
+   sync here, with nothing written. A token without ``files:read`` (or a file it cannot
+   read) still gets the canvas's text, without a title or an audience;
+2. ``canvases.getContent`` (https://docs.slack.dev/reference/methods/canvases.getContent,
    scope ``canvases:read``, bot or user token): the whole canvas as Markdown in one call, no
    pagination; ``canvas_not_found`` when it is gone or the app may not see it — the document
    is marked deleted through the service's deletion guard, like every deletion (a revoked
-   share looks like a deletion: the guard holds a burst of them);
-2. ``files.info`` (``files:read``, Tier 4): the title, the edit stamp, the permalink and the
-   conversations it is shared in (``channels``, ``groups``, ``ims``), whose audience becomes
-   the canvas's (:func:`canvas_audience`). A token without ``files:read`` still gets the
-   canvas's text, without a title or an audience.
+   share looks like a deletion: the guard holds a burst of them). Only this answer deletes.
 
-Two requests a sync. The canvas's Markdown is Slack's canvas dialect of CommonMark: the house
+Two requests a sync of a canvas, one for a file that is no canvas. The canvas's Markdown is Slack's canvas dialect of CommonMark: the house
 Markdown (docs/consumers.md, "One Markdown") but for its mentions, ``![](@U…)`` for a user and
 ``![](#C…)`` for a channel, written as ``@U…`` and ``#C…`` (:func:`house_markdown`).
 
 Events carry a file's id only (``file_created``, ``file_shared``, ``file_change``:
 ``{"file_id", "file": {"id"}}``), so the parser cannot tell a canvas from another file: every
 such event becomes a canvas job unless the event's file object says it is another type
-(:func:`maybe_canvas`). A job for a file that is no canvas costs its ``canvases.getContent``
-call and writes nothing.
+(:func:`maybe_canvas`). A job for a file that is no canvas costs its ``files.info`` call and
+writes nothing.
 """
 
 from __future__ import annotations
@@ -160,7 +162,8 @@ async def sync_canvas(
     source_type: str, call: SlackCall, store: DocumentWriter, audiences: AudienceKeeper, file_id: str
 ) -> SyncResult:
     """Sync canvas ``file_id`` into its document of ``source_type`` (module docstring):
-    ``canvases.getContent``, then ``files.info`` and the audience of its conversations (at most
+    ``files.info`` (a file of another type: nothing more, nothing written), then
+    ``canvases.getContent`` and the audience of its conversations (at most
     :data:`AUDIENCE_CONVERSATIONS`, from the cache while fresh); ``canvas_not_found`` marks its
     document deleted through the deletion guard.
 
@@ -169,6 +172,11 @@ async def sync_canvas(
         SlackApiFailure: an answer without ``content``; as
             :func:`~integrations.slack.client.call_api` otherwise.
     """
+    info = await call.call("files.info", file=file_id)
+    f = info.get("file") if info is not None else None
+    found = f if isinstance(f, dict) else None
+    if found is not None and not maybe_canvas(found):
+        return SyncResult()  # an attachment: its message's conversation syncs it
     answer = await call.call("canvases.getContent", canvas_id=file_id)
     if answer is None:
         gone = await store.mark_deleted(source_type, [canvas_key(file_id)], why="answered canvas_not_found")
@@ -176,9 +184,6 @@ async def sync_canvas(
     content = answer.get("content")
     if not isinstance(content, str):
         raise SlackApiFailure(f"Slack canvases.getContent answered no content for {file_id}")
-    info = await call.call("files.info", file=file_id)
-    f = info.get("file") if info is not None else None
-    found = f if isinstance(f, dict) else None
     known: list[Audience] = []
     for channel in conversations_of(found or {})[:AUDIENCE_CONVERSATIONS]:
         try:
