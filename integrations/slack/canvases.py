@@ -17,8 +17,9 @@ https://docs.slack.dev/reference/objects/file-object). Its job is keyed like its
    is marked deleted through the service's deletion guard, like every deletion (a revoked
    share looks like a deletion: the guard holds a burst of them). Only this answer deletes.
 
-Two requests a sync of a canvas, one for a file that is no canvas. The canvas's Markdown is Slack's canvas dialect of CommonMark: the house
-Markdown (docs/consumers.md, "One Markdown") but for its mentions, ``![](@U…)`` for a user and
+Two requests a sync of a canvas, one for a file that is no canvas. The canvas's Markdown is
+Slack's canvas dialect of CommonMark: the house Markdown (docs/consumers.md, "One Markdown") but
+for its mentions, ``![](@U…)`` for a user and
 ``![](#C…)`` for a channel, written as ``@U…`` and ``#C…`` (:func:`house_markdown`).
 
 Events carry a file's id only (``file_created``, ``file_shared``, ``file_change``:
