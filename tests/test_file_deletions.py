@@ -14,12 +14,12 @@ tests wait for the feed rather than read it once.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool
+from waiting import running_worker, until
 
 from debounce import queue
 from debounce.config import Settings
@@ -93,21 +93,8 @@ def settings(host: FileHost) -> Settings:
 @pytest.fixture
 async def pages(pool: AsyncConnectionPool[Any], database_url: str, host: FileHost) -> AsyncIterator[Pages]:
     source = Pages()
-    worker = Worker(settings(host), pool, {"noop": source}, conninfo=database_url)
-    task = asyncio.create_task(worker.run())
-    yield source
-    worker.stop()
-    await asyncio.wait_for(task, 15)
-
-
-async def until(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await predicate()
-        if result:
-            return result
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
+    async with running_worker(settings(host), pool, {"noop": source}, database_url):
+        yield source
 
 
 async def sync(pool: AsyncConnectionPool[Any], source: str, *keys: str) -> None:

@@ -13,15 +13,15 @@ and Postgres.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from PIL import Image
 from psycopg_pool import AsyncConnectionPool
+from waiting import running_worker, until
 
 from debounce import queue
 from debounce.config import Settings
@@ -68,22 +68,9 @@ async def worker(
         shutdown_grace_seconds=2,
     )
     source = NotionSyncer(NotionSettings(notion_token=notion[0].token, notion_base_url=notion[1]))
-    w = Worker(settings, pool, {"notion": source}, conninfo=database_url)
-    task = asyncio.create_task(w.run())
-    yield w
-    w.stop()
-    await asyncio.wait_for(task, 15)
+    async with running_worker(settings, pool, {"notion": source}, database_url) as w:
+        yield w
     await source.aclose()
-
-
-async def until(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await predicate()
-        if result:
-            return result
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 def png() -> bytes:

@@ -7,10 +7,8 @@ canvas (``canvas_not_found``) is tombstoned in the change feed; a token without
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +16,7 @@ import pytest
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from test_slack_parse import sign, slack
+from waiting import running_worker, until
 
 from debounce import queue, registry, workspaces
 from debounce.config import Settings
@@ -25,7 +24,6 @@ from debounce.contract import Audience, BackfillPage, SyncContext
 from debounce.documents import feed
 from debounce.documents.store import DocumentStore
 from debounce.types import JobEvent
-from debounce.worker import Worker
 from integrations.slack.canvases import canvas_audience, house_markdown, is_canvas, maybe_canvas
 from integrations.slack.files import document_of, file_ref
 from integrations.slack.settings import SlackSettings
@@ -63,22 +61,9 @@ async def worker(
         shutdown_grace_seconds=2,
     )
     source = SlackSyncer(SlackSettings(slack_bot_token=TOKEN, slack_api_url=fake[1]))
-    running = Worker(settings, pool, {"slack": source}, conninfo=database_url)
-    task = asyncio.create_task(running.run())
-    yield source
-    running.stop()
-    await asyncio.wait_for(task, 15)
+    async with running_worker(settings, pool, {"slack": source}, database_url):
+        yield source
     await source.aclose()
-
-
-async def until(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await predicate()
-        if result:
-            return result
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 async def deliver(

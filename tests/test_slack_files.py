@@ -7,15 +7,14 @@ the file document in the change feed."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
+from waiting import running_worker, until
 
 from debounce import queue
 from debounce.config import Settings
@@ -23,7 +22,6 @@ from debounce.contract import FileRef, SyncContext
 from debounce.documents import feed
 from debounce.documents.store import DocumentStore
 from debounce.types import JobEvent
-from debounce.worker import Worker
 from integrations.slack.files import document_of, file_ref, files_shown, message_files
 from integrations.slack.settings import SlackSettings
 from integrations.slack.sync import SlackSyncer
@@ -65,22 +63,9 @@ async def syncer(
         file_token_hosts=(host.base_url.removeprefix("http://"),),
     )
     source = SlackSyncer(SlackSettings(slack_bot_token=TOKEN, slack_api_url=slack[1]))
-    worker = Worker(settings, pool, {"slack": source}, conninfo=database_url)
-    task = asyncio.create_task(worker.run())
-    yield source
-    worker.stop()
-    await asyncio.wait_for(task, 15)
+    async with running_worker(settings, pool, {"slack": source}, database_url):
+        yield source
     await source.aclose()
-
-
-async def until(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await predicate()
-        if result:
-            return result
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 async def sync_channel(pool: AsyncConnectionPool[Any]) -> None:
