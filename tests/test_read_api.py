@@ -19,6 +19,7 @@ from xids import advance_past, closed, newest_bound
 from debounce import registry
 from debounce.config import Settings
 from debounce.contract import Audience
+from debounce.delivery import subscriptions
 from debounce.documents import feed
 from debounce.documents.store import Document, DocumentStore, content_sha256
 from debounce.web import create_app
@@ -352,6 +353,40 @@ async def test_metrics_export_the_feed_lag(client: httpx.AsyncClient) -> None:
     assert "# TYPE debounce_feed_lag_seconds gauge" in text
     assert "debounce_feed_lag_seconds 0.0" in text
     assert "debounce_replica_lag_seconds 0.0" in text
+
+
+async def test_metrics_export_each_subscriptions_lag_and_state(
+    pool: AsyncConnectionPool[Any], client: httpx.AsyncClient
+) -> None:
+    """docs/deploying.md, "Alerts": a subscription's waiting changes, its failed attempts and
+    whether it is disabled are gauges labelled with its id, read at scrape time."""
+    store = DocumentStore(pool)
+    for i in range(3):
+        await store.upsert(doc(f"page{i}", f"content {i}"))
+    await servable(pool)
+    following, _ = await subscriptions.create(
+        pool, "https://example.org/hook", start=subscriptions.Start(None)
+    )
+    stopped, _ = await subscriptions.create(
+        pool, "https://example.org/other", start=await subscriptions.parse_start(pool, "head")
+    )
+    await subscriptions.disable(pool, stopped.id)
+    text = (await client.get("/metrics")).text
+    assert f'debounce_subscription_lag_changes{{subscription="{following.id}"}} 3.0' in text
+    assert f'debounce_subscription_lag_changes{{subscription="{stopped.id}"}} 0.0' in text
+    assert f'debounce_subscription_disabled{{subscription="{following.id}"}} 0.0' in text
+    assert f'debounce_subscription_disabled{{subscription="{stopped.id}"}} 1.0' in text
+    assert f'debounce_subscription_failed_attempts{{subscription="{following.id}"}} 0.0' in text
+    assert f'debounce_subscription_delivered_changes{{subscription="{following.id}"}} 0.0' in text
+    lag = [
+        line
+        for line in text.splitlines()
+        if line.startswith(f'debounce_subscription_lag_seconds{{subscription="{following.id}"}}')
+    ]
+    assert len(lag) == 1 and 0.0 < float(lag[0].split()[-1]) < 600.0
+    await subscriptions.remove(pool, stopped.id)
+    text = (await client.get("/metrics")).text
+    assert f'subscription="{stopped.id}"' not in text  # a removed subscription's gauges go
 
 
 async def test_an_empty_parameter_is_the_same_as_none(

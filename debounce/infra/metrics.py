@@ -46,6 +46,16 @@ class WebMetrics:
       ``workspace_sync_costs`` at scrape time (``debounce.workspaces.sync_costs``). The one exception to
       "no workspace id is a label": workspaces are few (connected ones, not pages) and the
       budget this shows is per workspace.
+    - ``debounce_subscription_lag_changes{subscription}`` and
+      ``debounce_subscription_lag_seconds{subscription}``: the changes waiting for each push
+      subscription (counted up to its limit, ``debounce.delivery.subscriptions``) and the age
+      of the oldest, seconds; ``debounce_subscription_failed_attempts{subscription}``: the
+      failed attempts of the batch in flight (0: the last one was answered 2xx);
+      ``debounce_subscription_disabled{subscription}``: 1 when disabled (410, or failing for
+      too long; the dashboard and ``debounce subscriptions list`` say why), else 0;
+      ``debounce_subscription_delivered_changes{subscription}``: changes delivered since it was
+      created. Read at scrape time; ``subscription`` is its numeric id (subscriptions are few,
+      as workspaces are).
     """
 
     def __init__(self) -> None:
@@ -126,6 +136,36 @@ class WebMetrics:
             "debounce_workspace_requests_per_page",
             "Requests sent per page synced, per workspace and lane (read at scrape time).",
             ["source", "workspace", "lane"],
+            registry=self.registry,
+        )
+        self.subscription_lag_changes = Gauge(
+            "debounce_subscription_lag_changes",
+            "Changes waiting for each push subscription (read at scrape time).",
+            ["subscription"],
+            registry=self.registry,
+        )
+        self.subscription_lag_seconds = Gauge(
+            "debounce_subscription_lag_seconds",
+            "Age of the oldest change waiting for each push subscription, seconds.",
+            ["subscription"],
+            registry=self.registry,
+        )
+        self.subscription_failed_attempts = Gauge(
+            "debounce_subscription_failed_attempts",
+            "Failed attempts of each push subscription's batch in flight (0: last one 2xx).",
+            ["subscription"],
+            registry=self.registry,
+        )
+        self.subscription_disabled = Gauge(
+            "debounce_subscription_disabled",
+            "1 when the push subscription is disabled, else 0.",
+            ["subscription"],
+            registry=self.registry,
+        )
+        self.subscription_delivered = Gauge(
+            "debounce_subscription_delivered_changes",
+            "Changes delivered to each push subscription since it was created.",
+            ["subscription"],
             registry=self.registry,
         )
 

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from debounce import queue
+from debounce.delivery import subscriptions
 from debounce.documents import feed
 from debounce.migrate import schema_status
 from debounce.types import JobStatus
@@ -51,8 +52,9 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    """``GET /metrics``: Prometheus text format; the queue-depth gauges and the feed's lag are
-    read from the database at scrape time (left as they were if it is unreachable)."""
+    """``GET /metrics``: Prometheus text format; the queue-depth gauges, the feed's lag, the
+    workspaces' sync costs and the push subscriptions' state are read from the database at
+    scrape time (left as they were if it is unreachable)."""
     state = web_state(request)
     state.metrics.feed_waiting.set(state.signal.waiting if state.signal is not None else 0)
     try:
@@ -80,6 +82,24 @@ async def metrics(request: Request) -> Response:
             m.synced_pages.labels(*labels).set(c.pages)
             if c.per_page is not None:
                 m.requests_per_page.labels(*labels).set(round(c.per_page, 4))
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            subs = await subscriptions.list_subscriptions(state.db)
+        gauges = (
+            m.subscription_lag_changes,
+            m.subscription_lag_seconds,
+            m.subscription_failed_attempts,
+            m.subscription_disabled,
+            m.subscription_delivered,
+        )
+        for gauge in gauges:
+            gauge.clear()
+        for sub in subs:
+            label = str(sub.id)
+            m.subscription_lag_changes.labels(label).set(sub.lag_changes)
+            m.subscription_lag_seconds.labels(label).set(round(sub.lag_seconds, 3))
+            m.subscription_failed_attempts.labels(label).set(sub.attempts)
+            m.subscription_disabled.labels(label).set(int(sub.status == "disabled"))
+            m.subscription_delivered.labels(label).set(sub.delivered_changes)
     except _UNREACHABLE as exc:
         log.warning("metrics: queue depth or feed lag unavailable (%s)", exc.__class__.__name__)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
