@@ -112,8 +112,9 @@ class Waker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._held:
-            await self._send(sorted(self._held))
+            held = sorted(self._held)
             self._held.clear()
+            await self._send(held)
 
     async def _send_loop(self) -> None:
         loop = asyncio.get_running_loop()
