@@ -52,7 +52,6 @@ def _enqueue_params(page: str) -> dict[str, Any]:
         "max_attempts": [5],
         "workspace_ids": [None],
         "change_kinds": ["content"],
-        "notify_within": 0.0,
     }
 
 

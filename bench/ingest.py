@@ -212,7 +212,6 @@ def pgbench_script(hot: bool) -> str:
         "max_attempts": "ARRAY[5]",
         "workspace_ids": "ARRAY[NULL::bigint]",
         "change_kinds": "ARRAY['content']",
-        "notify_within": "2.0",
     }
     text = queries("queue")["enqueue"]
     text = re.sub(r"%\((\w+)\)[sbt]", lambda m: subst[m.group(1)], text)

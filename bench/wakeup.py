@@ -4,8 +4,9 @@
   one every 0.1 s on fresh pages: latency = sync start − ``scheduled_at``, both on the
   database clock (``clock_timestamp()`` at the start of the ``noop`` sync).
 - ``short_window``: the same with a 0.5 s window (shorter than the poll interval): the events
-  are enqueued as the web enqueues them (``notify_within`` = the workers' poll interval), so the
-  batch's one NOTIFY wakes the idle worker, which then sleeps exactly until the job is due.
+  are enqueued as the web enqueues them (its ``EnqueueBatcher``, ``notify_within`` = the
+  workers' poll interval), so the NOTIFY the web's waker sends after the batch's commit wakes the
+  idle worker, which then sleeps exactly until the job is due.
 - ``resync``: ``queue.resync`` on fresh pages (due now, NOTIFY): latency = sync start − the
   re-sync's transaction time.
 """
@@ -26,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 from bench.common import emit, note, percentiles, scratch_database, spawn, stop
 from bench.worker_proc import CREATE_LOG_TABLE
 from debounce import queue
+from debounce.queue.batcher import EnqueueBatcher
 from debounce.types import JobEvent
 
 
@@ -55,12 +57,14 @@ async def _scenario(url: str, n: int) -> dict[str, list[float]]:
     pool = AsyncConnectionPool(url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True})
     await pool.open(wait=True)
     out: dict[str, list[float]] = {}
+    # as the web enqueues: batched, notify_within = the worker's poll interval
+    batcher = EnqueueBatcher(pool, notify_within=2.0)
+    batcher.start()
     try:
         await asyncio.sleep(3.0)  # let the worker settle into its idle loop
         for label, window, gap in (("timer", 3.0, 0.1), ("short_window", 0.5, 0.25)):
             for i in range(n):
-                await queue.enqueue(
-                    pool,
+                await batcher.submit(
                     [
                         JobEvent(
                             source_type="noop",
@@ -70,9 +74,8 @@ async def _scenario(url: str, n: int) -> dict[str, list[float]]:
                             debounce_seconds=window,
                             max_wait_seconds=60.0,
                         )
-                    ],
-                    notify_within=2.0,
-                )  # as the web does: the worker's poll interval
+                    ]
+                )
                 await asyncio.sleep(gap)
             await _wait_synced(pool, f"{label}-", n, 30)
             out[label] = await _latencies(pool, f"{label}-")
@@ -83,6 +86,7 @@ async def _scenario(url: str, n: int) -> dict[str, list[float]]:
         await _wait_synced(pool, "resync-", n, 30)
         out["resync"] = await _latencies(pool, "resync-")
     finally:
+        await batcher.stop()
         await pool.close()
     return out
 

@@ -551,12 +551,15 @@ end $$;
 -- Name: debounce_merge_kinds(text[], text[]); Type: FUNCTION
 
 CREATE FUNCTION debounce_merge_kinds(a text[], b text[]) RETURNS text[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     AS $$
-    select case when a is null then b
-                when b is null then a
-                when cardinality(a) = 0 or cardinality(b) = 0 then '{}'::text[]
-                else array(select distinct k from unnest(a || b) as u(k) order by k) end
+begin
+    if a is null then return b; end if;
+    if b is null then return a; end if;
+    if cardinality(a) = 0 or cardinality(b) = 0 then return '{}'::text[]; end if;
+    if cardinality(a) = 1 and a = b then return a; end if;
+    return array(select distinct k from unnest(a || b) as u(k) order by k);
+end
 $$;
 
 -- Name: debounce_section_changes(jsonb, jsonb); Type: FUNCTION

@@ -364,6 +364,44 @@ async def test_enqueue_merges_events_of_one_page(conn: Conn) -> None:
     assert again[0].outcome is EnqueueOutcome.DEBOUNCED and again[0].job.event_count == 3
 
 
+#: Migration 018's debounce_merge_kinds, the SQL function migration 036 rewrote in PL/pgSQL.
+MERGE_KINDS_018 = """
+    select case when a is null then b
+                when b is null then a
+                when cardinality(a) = 0 or cardinality(b) = 0 then '{}'::text[]
+                else array(select distinct k from unnest(a || b) as u(k) order by k) end
+      from (select %(a)s::text[] as a, %(b)s::text[] as b) x
+"""
+
+
+async def test_change_kinds_merge_as_migration_018_merged_them(conn: Conn) -> None:
+    """Migration 036's fast paths (a first set, the same single kind, "everything") answer
+    what migration 018's query answered, for every pair of these sets, in both orders."""
+    sets: list[list[str] | None] = [
+        None,
+        [],
+        ["content"],
+        ["title"],
+        ["title", "content"],
+        ["content", "content"],
+        ["properties", "content", "title"],
+    ]
+    for a in sets:
+        for b in sets:
+            ours = await (
+                await conn.execute("select debounce_merge_kinds(%s::text[], %s::text[])", (a, b))
+            ).fetchone()
+            then = await (await conn.execute(MERGE_KINDS_018, {"a": a, "b": b})).fetchone()
+            assert ours is not None and then is not None and ours[0] == then[0], (a, b)
+    agg = await (
+        await conn.execute(
+            "select debounce_union_kinds(k) from (values ('{content}'::text[]), "
+            "('{title,content}'), ('{content}')) as u(k)"
+        )
+    ).fetchone()
+    assert agg is not None and agg[0] == ["content", "title"]
+
+
 # --- fail, retry, backoff --------------------------------------------------------------------
 
 

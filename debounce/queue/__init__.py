@@ -1,7 +1,8 @@
 """The debounced job queue on Postgres: every statement on ``sync_jobs``.
 
 Modules: :mod:`.checks` (what is accepted), :mod:`.lifecycle` (a job's life: enqueue, claim,
-leases, outcomes), :mod:`.operations` (re-sync, retry, inspection, prune). Callers use this
+leases, outcomes), :mod:`.operations` (re-sync, retry, inspection, prune), :mod:`.wakeups`
+(idle workers notified after an enqueue committed). Callers use this
 package's names: ``from debounce import queue; await queue.enqueue(...)``.
 
 Functions take ``db`` (an ``AsyncConnection`` in autocommit mode, or an
@@ -59,6 +60,7 @@ from debounce.queue.operations import (
     seconds_until_due,
     stats,
 )
+from debounce.queue.wakeups import wake
 
 __all__ = [
     "DEFAULT_BACKOFF_SECONDS",
@@ -92,4 +94,5 @@ __all__ = [
     "stats",
     "unstorable",
     "validate_event",
+    "wake",
 ]

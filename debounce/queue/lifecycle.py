@@ -21,6 +21,7 @@ from debounce.queue.checks import (
     payload_text,
     validate_event,
 )
+from debounce.queue.wakeups import due_sources, wake
 from debounce.types import (
     ApiBudget,
     Claimed,
@@ -58,7 +59,7 @@ async def enqueue(
     events: Sequence[JobEvent],
     *,
     now: datetime | None = None,
-    notify_within: float = 0.0,
+    notify_within: float | None = 0.0,
     validated: bool = False,
 ) -> list[EnqueueBrief]:
     """Debounce a batch of events in one statement and one transaction; answer per event, in
@@ -67,20 +68,26 @@ async def enqueue(
 
     Events of one page are merged first (the latest in ``events`` order wins; counts add up),
     since one ``ON CONFLICT DO UPDATE`` cannot touch a row twice. All events are validated
-    before anything is sent: one bad event rejects the batch. Idle workers are woken (one
-    NOTIFY per source) when a job becomes due within ``notify_within`` seconds (the web passes
-    the workers' poll interval). ``validated``: the caller already ran :func:`validate_event` on
-    each (the web does, before batching).
+    before anything is sent: one bad event rejects the batch. After the statement (on a pool or
+    an autocommit connection: after its commit), idle workers are woken with one NOTIFY per
+    source that has a job due within ``notify_within`` seconds
+    (:func:`~debounce.queue.wakeups.wake`, a second statement, sent only then); ``None``: no
+    notification, the caller sends them (the web does, debounced across batches:
+    :class:`~debounce.queue.wakeups.Waker`, given the workers' poll interval). ``validated``:
+    the caller already ran :func:`validate_event` on each (the web does, before batching).
 
     Raises:
         ValueError: an event is invalid (:func:`~debounce.queue.checks.validate_event`: empty
-            source or page id, negative or non-finite window, payload not a dict).
+            source or page id, negative or non-finite window, payload not a dict), or
+            ``notify_within`` is negative or not finite.
     """
     if not events:
         check_now(now)
         return []
-    rows = await fetch_all(db, _Q["enqueue"], _enqueue_params(events, now, notify_within, validated))
-    return [
+    if notify_within is not None:
+        check_seconds("notify_within", notify_within)
+    rows = await fetch_all(db, _Q["enqueue"], _enqueue_params(events, now, validated))
+    briefs = [
         EnqueueBrief(
             EnqueueOutcome(row["outcome"]),
             row["id"],
@@ -88,11 +95,12 @@ async def enqueue(
         )
         for row in rows
     ]
+    if notify_within is not None:
+        await wake(db, due_sources(events, briefs, within=notify_within, now=now))
+    return briefs
 
 
-def _enqueue_params(
-    events: Sequence[JobEvent], now: datetime | None, notify_within: float, validated: bool
-) -> dict[str, Any]:
+def _enqueue_params(events: Sequence[JobEvent], now: datetime | None, validated: bool) -> dict[str, Any]:
     """The statement's parameters; each payload serialised (and checked) once: the event's
     ``payload_json`` when the caller made it, else :func:`payload_text`.
 
@@ -117,7 +125,6 @@ def _enqueue_params(
         "max_attempts": [e.max_attempts for e in events],
         "workspace_ids": [e.workspace_id for e in events],
         "change_kinds": [",".join(e.kinds) for e in events],
-        "notify_within": float(notify_within),
     }
 
 

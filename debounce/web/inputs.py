@@ -84,18 +84,22 @@ class ControlCharacterGuard:
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope) -> str | None:
+        query = scope.get("query_string", b"").decode("latin-1")
+        detail = None
+        if query:
+            for key, value in parse_qsl(query, keep_blank_values=True):
+                if _CONTROL.search(key) or _CONTROL.search(value):
+                    detail = f"query parameter {key[:80]!r} must not contain control characters (such as %00)"
+                    break
+        if detail is None and _CONTROL.search(scope.get("path", "")):
+            name = _path_parameter(self.routes, scope)
+            where = f"path parameter {name!r}" if name else "the path"
+            detail = f"{where} must not contain control characters (such as %00)"
+        if detail is None:  # the common case: no route matched here (the router does it)
+            return None
         for route in self.routes:  # the route that will answer: the first that matches
             if route.matches(scope)[0] is Match.FULL:
                 if isinstance(route, Mount):
                     return None  # a mounted app (the dashboard) renders its own 4xx pages
                 break
-        query = scope.get("query_string", b"").decode("latin-1")
-        if query:
-            for key, value in parse_qsl(query, keep_blank_values=True):
-                if _CONTROL.search(key) or _CONTROL.search(value):
-                    return f"query parameter {key[:80]!r} must not contain control characters (such as %00)"
-        if _CONTROL.search(scope.get("path", "")):
-            name = _path_parameter(self.routes, scope)
-            where = f"path parameter {name!r}" if name else "the path"
-            return f"{where} must not contain control characters (such as %00)"
-        return None
+        return detail

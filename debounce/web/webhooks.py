@@ -47,17 +47,20 @@ async def read_body(request: Request, limit: int) -> bytes:
     Raises:
         ApiError: 413 over the limit; 400 when the client disconnected mid-body.
     """
-    too_large = ApiError(413, "payload_too_large", f"body exceeds {limit} bytes (DEBOUNCE_MAX_BODY_BYTES)")
+
+    def too_large() -> ApiError:
+        return ApiError(413, "payload_too_large", f"body exceeds {limit} bytes (DEBOUNCE_MAX_BODY_BYTES)")
+
     declared = request.headers.get("content-length")
     if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
-        raise too_large
+        raise too_large()
     chunks: list[bytes] = []
     size = 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise too_large
+                raise too_large()
             chunks.append(chunk)
     except ClientDisconnect:
         raise ApiError(400, "client_disconnected", "the body was not received in full") from None

@@ -8,7 +8,8 @@ One asyncio process (``debounce worker``, the Procfile's ``worker``) that
   until its ``Retry-After`` passed — one source's backlog or rate limit cannot starve another;
 - sleeps until the earliest pending ``scheduled_at`` (bounded by ``poll_interval_seconds``) and
   wakes at once on ``LISTEN debounce_jobs`` (jobs that become due *now*: manual re-syncs,
-  retries due now, released jobs) and whenever a slot frees;
+  retries due now, released jobs; and, sent by the web after its batch committed, jobs due
+  within the poll interval) and whenever a slot frees;
 - extends the lease of every running sync every ``lease_seconds / 3`` and periodically returns
   expired leases of dead workers (``queue.requeue_expired``);
 - maps what ``sync`` raises: ``RateLimited`` → rescheduled at ``Retry-After`` without spending an

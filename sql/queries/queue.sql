@@ -1,7 +1,9 @@
 -- Every statement on sync_jobs. Times: %(now)s is a timestamptz or NULL (NULL: the database's
 -- now()); tests pass it to control time. Durations are float seconds. Each is one round trip.
 -- pg_notify('debounce_jobs', source_type) is sent only when a job becomes due now, never for an
--- ordinary debounced event (NOTIFY serialises commits). A statement that changes jobs of
+-- ordinary debounced event (NOTIFY serialises commits); the web's enqueue does not notify in
+-- its statement: the application sends `wake` after the batch committed, debounced across
+-- batches (debounce/queue/wakeups.py). A statement that changes jobs of
 -- workspaces ends by moving their line (the claim's index of who has due work,
 -- docs/claim.md): its CTE line_moves lists the jobs it changed and _line_upkeep calls
 -- workspaces_line_move with them; the call's arguments are aggregates of every changed job
@@ -56,7 +58,9 @@ select s.*, (select count(*) from notify) as notified, (select count(*) from lin
 -- Returns one row per input event (ord = 1-based position) with only what the webhook's answer
 -- and metrics use: outcome, job id, due time (NULL for a duplicate whose page has no active
 -- job); not the job's row (its payload would travel back and be parsed again).
--- NOTIFY: see the notify CTE.
+-- No NOTIFY here (a NOTIFY takes a global lock at commit, which serialised concurrent
+-- enqueues): the caller learns from the due times which sources have a job due soon and sends
+-- `wake` after the commit (debounce/queue/wakeups.py).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), input as (
@@ -166,17 +170,7 @@ with clock as (
       from upsert u where u.status = 'pending'
     union all
     select f.workspace_id, null, 0, true from moved_from f
-), {{_line_upkeep}}, notify as (
-    -- At most one notification per source per batch, and only for a job due within
-    -- %(notify_within)s seconds (the workers' longest idle sleep): a worker woken early
-    -- re-reads the earliest due time and sleeps exactly until it, so a window shorter than
-    -- its poll interval still starts on time; a long window never notifies.
-    select pg_notify('debounce_jobs', u.source_type)
-      from (select distinct u.source_type from upsert u, clock
-             where u.status = 'pending'
-               and u.scheduled_at <= clock.now
-                                     + make_interval(secs => %(notify_within)s::float8)) u
-), result as (
+), {{_line_upkeep}}, result as (
     select a.ord,
            case when u.inserted then 'created'
                 when u.status = 'processing' then 'requeued_after_running'
@@ -196,8 +190,17 @@ with clock as (
                            and s.status in ('pending', 'processing')
      where not exists (select 1 from accepted a where a.ord = i.ord)
 )
-select r.*, (select count(*) from notify) as notified, (select count(*) from line) as moved
+select r.*, (select count(*) from line) as moved
   from result r order by r.ord
+
+-- wake --
+-- Wake idle workers: one notification on debounce_jobs per source of %(sources)s (text[]), sent
+-- by the application after an enqueue committed with jobs of those sources due soon
+-- (debounce/queue/wakeups.py). In autocommit, its own short transaction: the global lock a
+-- NOTIFY takes at commit is held by this statement alone, not by the enqueue's row locks.
+-- Returns how many were sent.
+select count(pg_notify('debounce_jobs', s.source)) as sent
+  from unnest(%(sources)s::text[]) as s(source)
 
 -- settle --
 -- The outcomes of claimed jobs, one statement for a batch (the worker's flush,
