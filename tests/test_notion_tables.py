@@ -30,6 +30,7 @@ from integrations.notion.webhook import event_kinds
 from standins.notion_api import FakeNotion, heading, paragraph, quote, rich_text, toggle
 from standins.notion_content import files_property, property_value
 from standins.server import BackgroundServer
+from one_job import mark_completed
 
 TOKEN = "secret_test_notion_tables"
 Conn = psycopg.AsyncConnection[Any]
@@ -112,9 +113,7 @@ async def run(
     assert row is not None
     job = SyncJob.from_row(row)
     await notion.sync(job, context)
-    await conn.execute(
-        "update sync_jobs set status = 'completed', finished_at = now() where id = %s", (job.id,)
-    )
+    await mark_completed(conn, job.id)
     return job
 
 
