@@ -99,9 +99,16 @@ end $$;
 create trigger bench_log_outcome after update of status on sync_jobs
     for each row when (old.status = 'processing' and new.status <> 'processing')
     execute function bench_log_outcome();
+-- settle and requeue_expired move a claimed job (migration 034): into finished_jobs when it
+-- ends, back into sync_jobs (pending, its claimed revision kept) when it goes on
+create trigger bench_log_outcome_again after insert on sync_jobs
+    for each row when (new.claimed_revision is not null)
+    execute function bench_log_outcome();
+create trigger bench_log_outcome_finished after insert on finished_jobs
+    for each row execute function bench_log_outcome();
 """
 RESET = """
-truncate sync_jobs, seen_events, documents, sync_state, backfills, bench_writes, bench_outcomes;
+truncate sync_jobs, finished_jobs, seen_events, documents, sync_state, backfills, bench_writes, bench_outcomes;
 update workspaces set budget_tokens = null, budget_refilled_at = null, blocked_until = null,
                       rate_limit_reason = null;
 """
