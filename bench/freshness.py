@@ -108,7 +108,8 @@ create trigger bench_log_outcome_finished after insert on finished_jobs
     for each row execute function bench_log_outcome();
 """
 RESET = """
-truncate sync_jobs, finished_jobs, seen_events, documents, sync_state, backfills, bench_writes, bench_outcomes;
+truncate sync_jobs, finished_jobs, seen_events, documents, sync_state, backfills, bench_writes,
+         bench_outcomes;
 update workspaces set budget_tokens = null, budget_refilled_at = null, blocked_until = null,
                       rate_limit_reason = null;
 """

@@ -32,7 +32,8 @@ INSERT_FINISHED = """
 insert into finished_jobs (id, source_type, source_page_id, status, payload, event_count, scheduled_at,
                            first_event_at, max_wait_until, revision, claimed_revision, attempts,
                            created_at, updated_at, finished_at)
-select nextval('sync_jobs_id_seq'), case when g %% 2 = 0 then 'notion' else 'slack' end, 'old-' || g, 'completed',
+select nextval('sync_jobs_id_seq'), case when g %% 2 = 0 then 'notion' else 'slack' end, 'old-' || g,
+       'completed',
        '{"type": "page.content_updated"}'::jsonb, 3, now() - interval '2 days',
        now() - interval '2 days', now() - interval '1 day', 3, 3, 1,
        now() - interval '2 days', now() - interval '1 day', now() - interval '1 day'

@@ -200,7 +200,8 @@ def test_a_worker_killed_between_a_sync_and_its_flush_leaves_the_job_to_its_leas
             victim.kill()
     assert _sql(
         database_url,
-        f"select status from (select * from sync_jobs union all select * from finished_jobs) j where id = {job_id}",
+        f"select status from (select * from sync_jobs union all "
+        f"select * from finished_jobs) j where id = {job_id}",
     ) == [("processing",)]
 
     async def reap() -> list[SyncJob]:  # the reaper's statement, an hour on
@@ -215,7 +216,8 @@ def test_a_worker_killed_between_a_sync_and_its_flush_leaves_the_job_to_its_leas
             lambda: (
                 _sql(
                     database_url,
-                    f"select status from (select * from sync_jobs union all select * from finished_jobs) j where id = {job_id}",
+                    f"select status from (select * from sync_jobs union all "
+                    f"select * from finished_jobs) j where id = {job_id}",
                 )
                 == [("completed",)]
             )

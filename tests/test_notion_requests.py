@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from one_job import mark_completed
 from psycopg.rows import dict_row
 
 from debounce import queue
@@ -28,7 +29,6 @@ from integrations.notion.refusals import EndpointRefusals
 from integrations.notion.webhook import EVENT_KINDS
 from standins.notion_api import FakeNotion, paragraph, status_property
 from standins.server import BackgroundServer
-from one_job import mark_completed
 
 TOKEN = "secret_test_notion_requests"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notion"

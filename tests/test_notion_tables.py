@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from one_job import mark_completed
 from psycopg.rows import dict_row
 
 from debounce import queue
@@ -30,7 +31,6 @@ from integrations.notion.webhook import event_kinds
 from standins.notion_api import FakeNotion, heading, paragraph, quote, rich_text, toggle
 from standins.notion_content import files_property, property_value
 from standins.server import BackgroundServer
-from one_job import mark_completed
 
 TOKEN = "secret_test_notion_tables"
 Conn = psycopg.AsyncConnection[Any]

@@ -49,7 +49,8 @@ async def ev(
 async def count_rows(conn: Conn, where: str = "true") -> int:
     # test-only SQL: active jobs and finished ones (migration 034)
     cur = await conn.execute(
-        f"select count(*) from (select * from sync_jobs union all select * from finished_jobs) j where {where}"
+        f"select count(*) from (select * from sync_jobs union all "
+        f"select * from finished_jobs) j where {where}"
     )
     row = await cur.fetchone()
     assert row is not None

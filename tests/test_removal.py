@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from db_probe import scalar, waiting_on_a_lock
 from feed_wait import servable
+from one_job import mark_completed
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue, workspaces
@@ -31,7 +32,6 @@ from debounce.queue import backfills
 from debounce.types import EnqueueOutcome, JobEvent
 from debounce.web import create_app
 from debounce.worker import maintenance
-from one_job import mark_completed
 
 KEYS = Keyring(new_key())
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)

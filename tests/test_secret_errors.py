@@ -164,7 +164,8 @@ def warnings_about(log: str, text: str) -> list[str]:
 async def attempts_and_status(pool: AsyncConnectionPool[Any], job_id: int) -> tuple[int, str]:
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "select attempts, status from (select * from sync_jobs union all select * from finished_jobs) j where id = %s",
+            "select attempts, status from (select * from sync_jobs union all "
+            "select * from finished_jobs) j where id = %s",
             (job_id,),
         )
         row = await cur.fetchone()
@@ -231,7 +232,8 @@ async def test_a_worker_with_a_wrong_key_says_so_once_parks_the_workspace_and_a_
             "the job's sync",
             lambda: scalar(
                 pool,
-                "select status = 'completed' from (select * from sync_jobs union all select * from finished_jobs) j where id = %s",
+                "select status = 'completed' from (select * from sync_jobs union all "
+                "select * from finished_jobs) j where id = %s",
                 job_id,
             ),
         )
@@ -294,7 +296,8 @@ async def test_a_worker_without_a_key_marks_a_workspace_stored_after_it_started(
             "the job's sync",
             lambda: scalar(
                 pool,
-                "select status = 'completed' from (select * from sync_jobs union all select * from finished_jobs) j where id = %s",
+                "select status = 'completed' from (select * from sync_jobs union all "
+                "select * from finished_jobs) j where id = %s",
                 job_id,
             ),
         )

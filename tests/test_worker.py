@@ -380,14 +380,16 @@ def test_kill_9_mid_sync_leaves_job_to_another_worker_after_lease(
     victim.kill()  # SIGKILL: no cleanup, the lease is left behind
     victim.wait(10)
     status = noop_log(
-        f"select status from (select * from sync_jobs union all select * from finished_jobs) j where id = {int(job_id)}"
+        f"select status from (select * from sync_jobs union all "
+        f"select * from finished_jobs) j where id = {int(job_id)}"
     )[0][0]
     assert status == "processing"
     spawn(DEBOUNCE_LEASE_SECONDS="1")
     poll(
         lambda: (
             noop_log(
-                f"select status from (select * from sync_jobs union all select * from finished_jobs) j where id = {int(job_id)}"
+                f"select status from (select * from sync_jobs union all "
+                f"select * from finished_jobs) j where id = {int(job_id)}"
             )[0][0]
             == "completed"
         ),
@@ -406,7 +408,8 @@ def test_sigterm_lets_running_sync_finish_and_exits_0(database_url: str, noop_lo
     assert proc.wait(20) == 0
     assert (
         noop_log(
-            f"select status from (select * from sync_jobs union all select * from finished_jobs) j where id = {int(job_id)}"
+            f"select status from (select * from sync_jobs union all "
+            f"select * from finished_jobs) j where id = {int(job_id)}"
         )[0][0]
         == "completed"
     )
@@ -424,14 +427,16 @@ def test_sync_outlasting_grace_is_released_and_done_by_another_worker(
     assert proc.wait(20) == 0
     assert time.monotonic() - started < 10
     status, attempts = noop_log(
-        f"select status, attempts from (select * from sync_jobs union all select * from finished_jobs) j where id = {int(job_id)}"
+        f"select status, attempts from (select * from sync_jobs union all "
+        f"select * from finished_jobs) j where id = {int(job_id)}"
     )[0]
     assert (status, attempts) == ("pending", 0)  # released untouched
     spawn()
     poll(
         lambda: (
             noop_log(
-                f"select status from (select * from sync_jobs union all select * from finished_jobs) j where id = {int(job_id)}"
+                f"select status from (select * from sync_jobs union all "
+                f"select * from finished_jobs) j where id = {int(job_id)}"
             )[0][0]
             == "completed"
         ),

@@ -26,6 +26,7 @@ from debounce.queue.lifecycle import job_of
 from debounce.types import JobStatus, SyncJob
 
 __all__ = [
+    "JOB_PARTITIONS_PER_RETENTION",
     "PRUNE_LOCK_ID",
     "JobConflict",
     "JobNotFound",

@@ -189,8 +189,9 @@ begin
 end $$;
 
 -- The finished rows move into the DEFAULT partition and from there into partitions of one day
--- (finished_jobs_adopt: at most 64 of them, wider then); one partition is made ahead. Then
--- sync_jobs keeps active jobs only.
+-- (finished_jobs_adopt: at most 64 of them, wider then); none is made ahead here (the schema
+-- stays the same whatever the day: the worker's first prune, soon after it starts, makes them,
+-- and adopts what finished before). Then sync_jobs keeps active jobs only.
 insert into finished_jobs
 select id, source_type, source_page_id, status, payload, event_id, event_count, priority, attempts,
        max_attempts, scheduled_at, first_event_at, max_wait_until, retry_at, lease_expires_at,
@@ -200,7 +201,6 @@ select id, source_type, source_page_id, status, payload, event_id, event_count, 
  where status in ('completed', 'failed');
 
 select finished_jobs_adopt(interval '1 day');
-select finished_jobs_cover(now(), now() + interval '1 day', interval '1 day');
 
 delete from sync_jobs where status in ('completed', 'failed');
 
