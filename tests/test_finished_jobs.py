@@ -17,6 +17,7 @@ import one_job
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue
@@ -206,21 +207,38 @@ async def test_the_prune_drops_a_partition_past_retention_and_keeps_the_current_
 
 
 async def test_rows_of_the_default_partition_around_a_partition_get_their_own(conn: Conn) -> None:
-    await queue.prune(conn, DAY, now=at(0))  # partitions from T0 on
+    await queue.prune(conn, 3 * DAY, now=at(0))  # partitions from T0 on
     ahead = await partitions(conn)
     job = await claimed(conn, "early", now=at(-2 * DAY))
     await one_job.complete(conn, job, now=at(-2 * DAY))  # below every partition
     far = await claimed(conn, "far", now=at(30 * DAY))
     await one_job.complete(conn, far, now=at(30 * DAY))  # past every partition
     assert await where(conn, job.id) == [("finished_jobs_default", "completed")]
-    pruned = await queue.prune(conn, DAY, now=at(1))
-    assert pruned is not None and pruned["overflow"] == 2
+    pruned = await queue.prune(conn, 3 * DAY, now=at(1))  # both younger than the retention
+    assert pruned is not None and pruned["overflow"] == 2 and pruned["jobs"] == 0
     for j in (job, far):
         [(table, _)] = await where(conn, j.id)
         assert table != "finished_jobs_default"
     now_parts = await partitions(conn)
     assert set(ahead) <= set(now_parts)
     assert all(a[1] <= b[0] for a, b in pairwise(now_parts))  # no overlap
+
+
+#: Three jobs as the release at migration 033 kept them, all in sync_jobs: one completed at
+#: %(t0)s + 1 s, one failed for good at %(t2)s, one still running (its lease held).
+AT_033 = """
+insert into sync_jobs (source_type, source_page_id, status, payload, event_count, attempts,
+                       scheduled_at, first_event_at, max_wait_until, revision, claimed_revision,
+                       last_error, created_at, updated_at, finished_at, lease_token,
+                       lease_expires_at, locked_by)
+values ('notion', 'a', 'completed', '{"p": "a"}', 2, 1, %(t0)s, %(t0)s, %(t0)s, 2, 2, null,
+        %(t0)s, %(t0)s + interval '1 second', %(t0)s + interval '1 second', null, null, null),
+       ('notion', 'b', 'failed', '{"p": "b"}', 1, 5, %(t2)s, %(t2)s, %(t2)s, 1, 1, 'nope',
+        %(t2)s, %(t2)s, %(t2)s, null, null, null),
+       ('notion', 'c', 'processing', '{"p": "c"}', 1, 1, %(t2)s, %(t2)s, %(t2)s, 1, 1, null,
+        %(t2)s, %(t2)s, null, gen_random_uuid(), %(t2)s + interval '1 minute', 'w1')
+returning *
+"""
 
 
 @pytest.fixture
@@ -253,18 +271,16 @@ async def test_an_upgrade_from_033_keeps_finished_jobs_readable_and_prunable(sch
     )
     await pool.open(wait=True)
     try:
-        async with pool.connection() as conn:
-            a = await claimed(conn, "a", now=at(0))
-            await one_job.complete(conn, a, now=at(1))  # at 033: an UPDATE in sync_jobs
-            b = await claimed(conn, "b", now=at(2 * DAY))
-            await one_job.fail(conn, b, "nope", permanent=True, now=at(2 * DAY))
-            c = await claimed(conn, "c", now=at(2 * DAY))  # still running at the upgrade
-            before = {j: await queue.get(conn, j) for j in (a.id, b.id)}
-            assert await where(conn, a.id) == [("sync_jobs", "completed")]
+        async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            # test-only SQL: what the release at 033 left, finished jobs among the active ones
+            await cur.execute(AT_033, {"t0": T0, "t2": at(2 * DAY)})
+            rows = {r["source_page_id"]: SyncJob.from_row(r) for r in await cur.fetchall()}
+        before = {rows["a"].id: rows["a"], rows["b"].id: rows["b"]}
+        a, b, c = rows["a"], rows["b"], rows["c"]
         applied = await migrate(schema_at_033)
         assert applied[0] == "034_finished_jobs.sql"
         async with pool.connection() as conn:
-            assert {j: await queue.get(conn, j) for j in (a.id, b.id)} == before
+            assert {j: await queue.get(conn, j) for j in before} == before
             for j in (a.id, b.id):
                 [(table, _)] = await where(conn, j)
                 assert table.startswith("finished_jobs_2026")  # partitions of one day
