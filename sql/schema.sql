@@ -1281,7 +1281,7 @@ CREATE TABLE finished_jobs (
     checkpoint jsonb,
     change_kinds text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT finished_jobs_status_check CHECK ((status = ANY (ARRAY['completed'::text, 'failed'::text]))),
-    CONSTRAINT finished_jobs_times_finite CHECK ((isfinite(finished_at) AND isfinite(updated_at)))
+    CONSTRAINT finished_jobs_times_finite CHECK ((isfinite(scheduled_at) AND isfinite(first_event_at) AND isfinite(max_wait_until) AND isfinite(retry_at) AND isfinite(lease_expires_at) AND isfinite(created_at) AND isfinite(updated_at) AND isfinite(finished_at)))
 )
 PARTITION BY RANGE (finished_at);
 
@@ -1315,7 +1315,7 @@ CREATE TABLE finished_jobs_default (
     checkpoint jsonb,
     change_kinds text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT finished_jobs_status_check CHECK ((status = ANY (ARRAY['completed'::text, 'failed'::text]))),
-    CONSTRAINT finished_jobs_times_finite CHECK ((isfinite(finished_at) AND isfinite(updated_at)))
+    CONSTRAINT finished_jobs_times_finite CHECK ((isfinite(scheduled_at) AND isfinite(first_event_at) AND isfinite(max_wait_until) AND isfinite(retry_at) AND isfinite(lease_expires_at) AND isfinite(created_at) AND isfinite(updated_at) AND isfinite(finished_at)))
 );
 
 -- Name: oauth_states; Type: TABLE

@@ -504,7 +504,7 @@ async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
             row = await (
                 await conn.execute(
                     "select count(*) filter (where status = 'completed' and workspace_id = %s), "
-                    "count(*) from sync_jobs where id = any(%s)",
+                    "count(*) from finished_jobs where id = any(%s)",
                     (ws, [j.id for j in jobs]),
                 )
             ).fetchone()

@@ -55,7 +55,10 @@ create table finished_jobs (
     checkpoint       jsonb,
     change_kinds     text[]      not null default '{}'::text[],
     constraint finished_jobs_status_check check (status in ('completed', 'failed')),
-    constraint finished_jobs_times_finite check (isfinite(finished_at) and isfinite(updated_at)),
+    constraint finished_jobs_times_finite check (
+        isfinite(scheduled_at) and isfinite(first_event_at) and isfinite(max_wait_until)
+        and isfinite(retry_at) and isfinite(lease_expires_at) and isfinite(created_at)
+        and isfinite(updated_at) and isfinite(finished_at)),
     primary key (id, finished_at)
 ) partition by range (finished_at);
 
