@@ -930,11 +930,17 @@ CREATE FUNCTION finished_jobs_retain(p_now timestamp with time zone, p_older_tha
     SET lock_timeout TO '1s'
     AS $$
 declare
-    width interval := make_interval(secs => greatest(p_span, 1.0));
+    width interval := make_interval(secs => greatest(p_span, 60.0));
     cutoff timestamptz := p_now - make_interval(secs => p_older_than);
     p finished_job_partitions;
     n bigint;
 begin
+    if not exists (select 1 from finished_job_partitions c
+                    where c.lo <= clock_timestamp()
+                      and c.hi > clock_timestamp() + interval '1 minute')
+       or exists (select 1 from finished_jobs_default) then
+        lock table finished_jobs in access exclusive mode;
+    end if;
     overflow := finished_jobs_adopt(width);
     added := finished_jobs_cover(p_now, p_now + width, width);
     dropped := 0;

@@ -7,6 +7,7 @@ finished jobs readable and prunable."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ from typing import Any
 import one_job
 import psycopg
 import pytest
+from db_probe import waiting_on_a_lock
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -45,7 +47,7 @@ async def where(conn: Conn, job_id: int) -> list[tuple[str, str]]:
     return [(str(t), str(s)) for t, s in await cur.fetchall()]
 
 
-async def claimed(conn: Conn, page: str, *, now: datetime, max_attempts: int = 5) -> SyncJob:
+async def claimed(conn: Conn, page: str, *, now: datetime | None, max_attempts: int = 5) -> SyncJob:
     await one_job.enqueue(
         conn,
         "notion",
@@ -239,6 +241,31 @@ values ('notion', 'a', 'completed', '{"p": "a"}', 2, 1, %(t0)s, %(t0)s, %(t0)s, 
         %(t2)s, %(t2)s, null, gen_random_uuid(), %(t2)s + interval '1 minute', 'w1')
 returning *
 """
+
+
+async def test_a_prune_waits_for_a_job_finishing_into_the_default_partition(database_url: str) -> None:
+    """The first prune makes the partition that covers now while a settle has just put a row
+    of that range in the DEFAULT partition, uncommitted: attaching it then would fail (the
+    default would hold a row of the new range); the prune waits for the settle instead, then
+    adopts its row."""
+    async with (
+        await psycopg.AsyncConnection.connect(database_url, autocommit=True) as watcher,
+        await psycopg.AsyncConnection.connect(database_url) as settler,
+        await psycopg.AsyncConnection.connect(database_url, autocommit=True) as pruner,
+    ):
+        job = await claimed(watcher, "p1", now=None)  # the database's clock: no partition yet
+        done = await one_job.complete(settler, job)  # its transaction left open
+        assert done is not None and done.status is JobStatus.COMPLETED
+        prune = asyncio.create_task(queue.prune(pruner, DAY))
+        await waiting_on_a_lock(watcher, pruner.info.backend_pid, prune)
+        await settler.commit()
+        pruned = await prune
+        assert pruned is not None and pruned["overflow"] == 1 and pruned["partitions_added"] >= 1
+        [(table, status)] = await where(watcher, job.id)
+        assert table != "finished_jobs_default" and status == "completed"
+        # partitions now cover the next minute: the next prune takes no lock and adds nothing
+        again = await queue.prune(pruner, DAY)
+        assert again is not None and (again["overflow"], again["partitions_added"]) == (0, 0)
 
 
 @pytest.fixture

@@ -251,7 +251,7 @@ async def prune(
     """Retention of finished (``completed``/``failed``) jobs, by whole partitions of
     ``finished_jobs`` (migration 034): move what its DEFAULT partition holds into partitions
     of their own, make partitions ahead (each ``older_than / JOB_PARTITIONS_PER_RETENTION``
-    seconds wide), and drop those whose jobs all finished more than ``older_than`` seconds
+    seconds wide, at least a minute), and drop those whose jobs all finished more than ``older_than`` seconds
     before ``now`` (default: the database's clock) — so a job is kept at least ``older_than``
     seconds and about a partition's width longer at most. Also delete remembered event ids
     older than ``event_older_than`` seconds (default: ``older_than``), at most ``limit``

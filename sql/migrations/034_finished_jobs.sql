@@ -163,20 +163,35 @@ begin
     return n;
 end $$;
 
--- One prune: adopt the DEFAULT partition's rows, make partitions ahead (until one reaches
--- past p_now + p_span), then drop the oldest partitions whose upper bound is at or below
--- p_now - p_older_than seconds, in order. Returns (partitions added, rows the default held,
--- partitions dropped, jobs they held).
+-- One prune: adopt the DEFAULT partition's rows, make partitions ahead (p_span seconds wide,
+-- at least a minute, until one reaches past p_now + that width), then drop the oldest
+-- partitions whose upper bound is at or below p_now - p_older_than seconds, in order. Returns
+-- (partitions added, rows the default held, partitions dropped, jobs they held).
+--
+-- A partition attached while a statement inserts a row of its range into the DEFAULT
+-- partition makes that insert fail (the row is re-checked against the default's new
+-- constraint: "violates partition constraint"). Partitions made ahead begin after a minute
+-- from now, where no job finishes yet, and need nothing more; but when no partition covers
+-- the next minute (the first prune, or after a pause) or the DEFAULT partition holds rows,
+-- the prune first takes finished_jobs in ACCESS EXCLUSIVE mode (waiting for the statements
+-- that finish jobs, at most 1 s, and holding them back until it commits), so nothing is
+-- inserted while it adopts and attaches.
 create function finished_jobs_retain(p_now timestamptz, p_older_than float8, p_span float8,
                                      out added integer, out overflow bigint,
                                      out dropped integer, out jobs bigint)
 language plpgsql set lock_timeout = '1s' as $$
 declare
-    width interval := make_interval(secs => greatest(p_span, 1.0));
+    width interval := make_interval(secs => greatest(p_span, 60.0));
     cutoff timestamptz := p_now - make_interval(secs => p_older_than);
     p finished_job_partitions;
     n bigint;
 begin
+    if not exists (select 1 from finished_job_partitions c
+                    where c.lo <= clock_timestamp()
+                      and c.hi > clock_timestamp() + interval '1 minute')
+       or exists (select 1 from finished_jobs_default) then
+        lock table finished_jobs in access exclusive mode;
+    end if;
     overflow := finished_jobs_adopt(width);
     added := finished_jobs_cover(p_now, p_now + width, width);
     dropped := 0;
