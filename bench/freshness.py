@@ -318,7 +318,9 @@ class Bench:
                 [
                     Edit(p, 0, float(at), bulk=True)
                     for p, at in conn.execute(
-                        "select source_page_id, extract(epoch from min(created_at)) from sync_jobs "
+                        "select source_page_id, extract(epoch from min(created_at)) "
+                        "from (select source_page_id, created_at, workspace_id from sync_jobs "
+                        "union all select source_page_id, created_at, workspace_id from finished_jobs) j "
                         "where workspace_id = %s group by 1",
                         (self.world.spaces["backfill"].db_id,),
                     ).fetchall()
