@@ -218,7 +218,7 @@ async def _live_mix(fake: FakeNotion, pool: AsyncConnectionPool[Any], ids: list[
     )
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "select extract(epoch from finished_at - first_event_at)::float8 from sync_jobs "
+            "select extract(epoch from finished_at - first_event_at)::float8 from finished_jobs "
             "where status = 'completed' and priority >= 0 and first_event_at >= %s",
             (phase_start,),
         )

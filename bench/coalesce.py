@@ -73,7 +73,10 @@ async def _scenario(url: str, pages: int, slow_pages: int) -> dict[str, Any]:
         async with pool.connection() as conn:
             cur = await conn.execute("select count(*), count(distinct source_page_id) from bench_syncs")
             calls, _distinct = await cur.fetchone()  # type: ignore[misc]
-            cur = await conn.execute("select count(*) from sync_jobs")
+            # every job made: active ones and finished ones (migration 034)
+            cur = await conn.execute(
+                "select (select count(*) from sync_jobs) + (select count(*) from finished_jobs)"
+            )
             jobs = (await cur.fetchone())[0]  # type: ignore[index]
             cur = await conn.execute("select coalesce(sum(event_count), 0) from bench_syncs")
             seen_events = (await cur.fetchone())[0]  # type: ignore[index]

@@ -179,7 +179,7 @@ def drill(seconds: float, n_pages: int) -> bool:
             time.sleep(0.5)
         drained_in = round(time.monotonic() - (deadline - 60), 1)
         left = _scalar(url, "select count(*) from sync_jobs where status in ('pending', 'processing')")
-        failed = _scalar(url, "select count(*) from sync_jobs where status = 'failed'")
+        failed = _scalar(url, "select count(*) from finished_jobs where status = 'failed'")
         accepted = sorted({page for _, status, page in answers if 200 <= status < 300})
         with psycopg.connect(url, autocommit=True) as conn:
             counted = conn.execute(

@@ -38,7 +38,7 @@ from bench.throughput import (
 from debounce.infra.secrets import Keyring
 
 XACTS = "select xact_commit from pg_stat_database where datname = current_database()"
-DONE = "select count(*) from sync_jobs where status = 'completed'"
+DONE = "select count(*) from finished_jobs where status = 'completed'"
 
 
 def drain(

@@ -99,9 +99,17 @@ end $$;
 create trigger bench_log_outcome after update of status on sync_jobs
     for each row when (old.status = 'processing' and new.status <> 'processing')
     execute function bench_log_outcome();
+-- settle and requeue_expired move a claimed job (migration 034): into finished_jobs when it
+-- ends, back into sync_jobs (pending, its claimed revision kept) when it goes on
+create trigger bench_log_outcome_again after insert on sync_jobs
+    for each row when (new.claimed_revision is not null)
+    execute function bench_log_outcome();
+create trigger bench_log_outcome_finished after insert on finished_jobs
+    for each row execute function bench_log_outcome();
 """
 RESET = """
-truncate sync_jobs, seen_events, documents, sync_state, backfills, bench_writes, bench_outcomes;
+truncate sync_jobs, finished_jobs, seen_events, documents, sync_state, backfills, bench_writes,
+         bench_outcomes;
 update workspaces set budget_tokens = null, budget_refilled_at = null, blocked_until = null,
                       rate_limit_reason = null;
 """
@@ -310,7 +318,9 @@ class Bench:
                 [
                     Edit(p, 0, float(at), bulk=True)
                     for p, at in conn.execute(
-                        "select source_page_id, extract(epoch from min(created_at)) from sync_jobs "
+                        "select source_page_id, extract(epoch from min(created_at)) "
+                        "from (select source_page_id, created_at, workspace_id from sync_jobs "
+                        "union all select source_page_id, created_at, workspace_id from finished_jobs) j "
                         "where workspace_id = %s group by 1",
                         (self.world.spaces["backfill"].db_id,),
                     ).fetchall()

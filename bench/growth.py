@@ -1,6 +1,7 @@
-"""Benchmark 6 (growth): claim and enqueue cost with many finished jobs in the table.
+"""Benchmark 6 (growth): claim and enqueue cost with many finished jobs in the database.
 
-Finished (``completed``) rows are added with one ``insert … select generate_series`` per size
+Finished (``completed``) rows are added to ``finished_jobs`` (where settle moves a finished
+job since migration 034) with one ``insert … select generate_series`` per size
 (10 k, 100 k, and 1 M in full mode); then, per size: ms per single-event ``enqueue`` on
 fresh pages, ms per ``claim`` (limit 1) + ``complete`` of due jobs, and the EXPLAIN ANALYZE
 plans of both statements (which indexes they use, any sequential scan of ``sync_jobs``).
@@ -28,10 +29,11 @@ Q = {**queries("queue"), **queries("claim")}  # the claim lives in sql/queries/c
 OPS = 300
 
 INSERT_FINISHED = """
-insert into sync_jobs (source_type, source_page_id, status, payload, event_count, scheduled_at,
-                       first_event_at, max_wait_until, revision, claimed_revision, attempts,
-                       created_at, updated_at, finished_at)
-select case when g %% 2 = 0 then 'notion' else 'slack' end, 'old-' || g, 'completed',
+insert into finished_jobs (id, source_type, source_page_id, status, payload, event_count, scheduled_at,
+                           first_event_at, max_wait_until, revision, claimed_revision, attempts,
+                           created_at, updated_at, finished_at)
+select nextval('sync_jobs_id_seq'), case when g %% 2 = 0 then 'notion' else 'slack' end, 'old-' || g,
+       'completed',
        '{"type": "page.content_updated"}'::jsonb, 3, now() - interval '2 days',
        now() - interval '2 days', now() - interval '1 day', 3, 3, 1,
        now() - interval '2 days', now() - interval '1 day', now() - interval '1 day'
@@ -123,8 +125,12 @@ def _measure(conn: psycopg.Connection[Any], size: int) -> dict[str, Any]:
     conn.execute(Q["enqueue"], _enqueue_params(f"plan-{size}")).fetchall()
     plan_enqueue = _plan_summary(conn, Q["enqueue"], _enqueue_params(f"plan2-{size}"))
     plan_claim = _plan_summary(conn, Q["claim"], _claim_params())
-    conn.execute(
-        "update sync_jobs set status = 'completed', finished_at = now() where source_page_id = %s",
+    conn.execute(  # the plan's job ends as settle ends one: moved to finished_jobs (migration 034)
+        "with g as (delete from sync_jobs where source_page_id = %s returning *) "
+        "insert into finished_jobs select g.id, g.source_type, g.source_page_id, 'completed', "
+        "g.payload, g.event_id, g.event_count, g.priority, g.attempts, g.max_attempts, g.scheduled_at, "
+        "g.first_event_at, g.max_wait_until, null, null, null, null, g.revision, g.claimed_revision, "
+        "g.last_error, g.created_at, now(), now(), g.workspace_id, null, g.change_kinds from g",
         (f"plan-{size}",),
     )
 
@@ -153,6 +159,7 @@ def run(server_url: str, quick: bool) -> dict[int, dict[str, Any]]:
             conn.execute(INSERT_FINISHED, {"lo": have + 1, "hi": size})
             have = size
             conn.execute("vacuum analyze sync_jobs")
+            conn.execute("vacuum analyze finished_jobs")
             load_s = time.perf_counter() - t0
             r = _measure(conn, size)
             out[size] = r

@@ -22,6 +22,16 @@ key (the table of migration 027) next to it; both are vacuumed. Then, with a ret
   ``vacuum_after_delete_s``: the VACUUM that DELETE owes;
 - ``*_bytes_*``: ``pg_total_relation_size`` (heap, TOAST and indexes; of every partition for
   the partitioned table) before the prune, after it, and for the copy after its VACUUM too.
+
+One ``partitions_finished_jobs`` line per size (``--quick``: 100 k finished jobs; the full run
+1 M): ``finished_jobs`` (migration 034) filled with jobs finished over 14 days, in the
+partitions a prune makes (a 7-day retention: 21 h each), and a copy laid out as ``sync_jobs``
+was before (the finished rows among the active ones' table, its indexes and the partial
+``sync_jobs_finished`` index). ``prune_drop_s``: the product's prune (``queue.prune``: the
+partitions past retention dropped); ``prune_delete_s``: the release before's prune of the same
+rows from the copy, its statement (``DELETE`` of 5 000 rows at a time through
+``sync_jobs_finished``) repeated until it deleted fewer; ``vacuum_after_delete_s``; and the sizes
+before, after, and after that VACUUM.
 """
 
 from __future__ import annotations
@@ -32,9 +42,11 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from bench.common import emit, note, scratch_database
+from debounce import queue
 from debounce.documents import feed
 
 RETENTION = 7 * 86400.0
@@ -68,8 +80,8 @@ select coalesce(sum(pg_total_relation_size(relid)), 0)::bigint
 
 
 def _size(conn: psycopg.Connection[Any], flat: bool) -> int:
-    sql = "select pg_total_relation_size('document_changes_flat')" if flat else _SIZE_PARTED
-    row = conn.execute(sql).fetchone()
+    query = "select pg_total_relation_size('document_changes_flat')" if flat else _SIZE_PARTED
+    row = conn.execute(query).fetchone()
     assert row is not None
     return int(row[0])
 
@@ -199,9 +211,121 @@ def _one(server_url: str, n: int, follow: int) -> None:
     )
 
 
+# Bench-only SQL: finished jobs over 14 days in the partitions a 7-day retention's prune makes
+# (the migration's partitions, empty, go first), and the copy laid out as sync_jobs was.
+_JOBS_LAYOUT = """
+select finished_jobs_cover(now() - interval '14 days', now() + make_interval(secs => %(span)s),
+                           make_interval(secs => %(span)s))
+"""
+_JOBS_FILL = """
+insert into finished_jobs (id, source_type, source_page_id, status, payload, event_count, attempts,
+                           scheduled_at, first_event_at, max_wait_until, revision, claimed_revision,
+                           created_at, updated_at, finished_at, workspace_id)
+select i, case when i %% 2 = 0 then 'notion' else 'slack' end, 'page-' || i,
+       case when i %% 50 = 0 then 'failed' else 'completed' end,
+       '{"type": "page.content_updated"}'::jsonb, 1, 1, t, t, t + interval '5 minutes', 1, 1, t, t,
+       t, null
+  from generate_series(1, %(n)s) i,
+       lateral (select now() - interval '14 days' + i * interval '14 days' / %(n)s as t) c
+"""
+_JOBS_FLAT = """
+create table sync_jobs_flat (like sync_jobs including defaults including indexes);
+create index sync_jobs_flat_finished on sync_jobs_flat (finished_at)
+    where status in ('completed', 'failed');
+insert into sync_jobs_flat select * from finished_jobs;
+"""
+#: The prune of finished jobs of the release before (migration 033's sync_jobs), one batch.
+_JOBS_DELETE = """
+delete from sync_jobs_flat j
+ where j.id in (select f.id from sync_jobs_flat f
+                 where f.status in ('completed', 'failed') and f.finished_at < %(cutoff)s
+                 order by f.finished_at
+                 limit 5000
+                   for update of f skip locked)
+"""
+_JOBS_SIZE_PARTED = """
+select coalesce(sum(pg_total_relation_size(relid)), 0)::bigint
+  from pg_partition_tree('finished_jobs') where isleaf
+"""
+
+
+def _jobs_size(conn: psycopg.Connection[Any], flat: bool) -> int:
+    query = "select pg_total_relation_size('sync_jobs_flat')" if flat else _JOBS_SIZE_PARTED
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _prune_jobs(url: str, retention: float) -> tuple[dict[str, int], float]:
+    async with AsyncConnectionPool(url, min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:
+        await pool.wait()  # the connection made: not timed
+        t0 = time.perf_counter()
+        pruned = await queue.prune(pool, retention, exclusive=True)
+        seconds = time.perf_counter() - t0
+    assert pruned is not None
+    return pruned, seconds
+
+
+def _jobs(server_url: str, n: int) -> None:
+    span = RETENTION / queue.JOB_PARTITIONS_PER_RETENTION
+    with scratch_database(server_url, "finished") as url, psycopg.connect(url, autocommit=True) as conn:
+        for (name,) in conn.execute("select name from finished_job_partitions").fetchall():
+            conn.execute(sql.SQL("drop table {}").format(sql.Identifier(name)))  # bench-only: the layout
+        conn.execute("delete from finished_job_partitions")
+        conn.execute(_JOBS_LAYOUT, {"span": span})
+        t0 = time.perf_counter()
+        conn.execute(_JOBS_FILL, {"n": n})
+        fill_s = time.perf_counter() - t0
+        conn.execute(_JOBS_FLAT.encode())
+        conn.execute("vacuum analyze sync_jobs_flat")
+        conn.execute("vacuum analyze finished_jobs")
+        note(f"partitions: {n} finished jobs in {fill_s:.1f} s (and the copy as sync_jobs was)")
+        sizes = {"flat_bytes_before": _jobs_size(conn, True), "parted_bytes_before": _jobs_size(conn, False)}
+        pruned, drop_s = asyncio.run(_prune_jobs(url, RETENTION))
+        row = conn.execute("select min(lo) from finished_job_partitions").fetchone()
+        assert row is not None
+        kept_from = row[0]  # the oldest partition kept: the same rows go from the copy
+        deleted, batches = 0, 0
+        t0 = time.perf_counter()
+        while True:
+            done = conn.execute(_JOBS_DELETE, {"cutoff": kept_from}).rowcount
+            deleted += done
+            batches += 1
+            if done < 5000:
+                break
+        delete_s = time.perf_counter() - t0
+        sizes["flat_bytes_after"] = _jobs_size(conn, True)
+        sizes["parted_bytes_after"] = _jobs_size(conn, False)
+        t0 = time.perf_counter()
+        conn.execute("vacuum sync_jobs_flat")
+        vacuum_s = time.perf_counter() - t0
+        sizes["flat_bytes_after_vacuum"] = _jobs_size(conn, True)
+    emit(
+        "partitions_finished_jobs",
+        finished_jobs=n,
+        partition_span_s=span,
+        fill_s=round(fill_s, 1),
+        pruned_jobs=pruned["jobs"],
+        pruned_partitions=pruned["partitions_dropped"],
+        added_partitions=pruned["partitions_added"],
+        deleted_jobs=deleted,
+        delete_batches=batches,
+        prune_drop_s=round(drop_s, 4),
+        prune_delete_s=round(delete_s, 3),
+        vacuum_after_delete_s=round(vacuum_s, 3),
+        **sizes,
+        goal_prune_is_partition_drop=pruned["partitions_dropped"] > 0 and pruned["jobs"] == deleted > 0,
+        goal_prune_faster=drop_s < delete_s,
+        goal_space_returned=sizes["parted_bytes_after"] < sizes["flat_bytes_after_vacuum"],
+    )
+
+
 def run(server_url: str, quick: bool) -> None:
-    """``partitions`` lines at 100 k changes (``quick``), else at 1 M and 10 M."""
+    """``partitions`` lines at 100 k changes (``quick``), else at 1 M and 10 M; then
+    ``partitions_finished_jobs`` at 100 k finished jobs (``quick``), else at 1 M."""
     started = datetime.now()
     for n in [100_000] if quick else [1_000_000, 10_000_000]:
         _one(server_url, n, follow=min(n // 5, 200_000))
+    for n in [100_000] if quick else [1_000_000]:
+        _jobs(server_url, n)
     note(f"partitions: done in {(datetime.now() - started).total_seconds():.0f} s")

@@ -52,9 +52,9 @@ update sync_jobs j set workspace_id = w.id
 """
 
 COUNTS = {
-    "debounce": "select count(*) filter (where status = 'completed'), "
-    "count(*) filter (where status in ('processing', 'completed')) from sync_jobs "
-    "where source_type = 'noop'",
+    "debounce": "select (select count(*) from finished_jobs where source_type = 'noop'), "
+    "(select count(*) from finished_jobs where source_type = 'noop') "
+    "+ (select count(*) from sync_jobs where status = 'processing' and source_type = 'noop')",
     "pgqueuer": "select %(n)s - count(*), %(n)s - count(*) filter (where status = 'queued') from pgqueuer",
     "procrastinate": "select count(*) filter (where status = 'succeeded'), "
     "count(*) filter (where status in ('doing', 'succeeded')) "
@@ -125,6 +125,7 @@ def run(server_url: str, quick: bool) -> dict[str, Any]:
             for variant in ("debounce", "debounce_workspaces"):
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute("delete from sync_jobs")
+                    conn.execute("truncate finished_jobs")
                     conn.execute(INSERT_JOBS, {"n": n})
                     # No cascade since migration 022 (a removal is a tombstone): the previous
                     # run's rows that refer to its workspaces go first, in the scratch database.

@@ -275,7 +275,8 @@ class Settings:
     job_retention_seconds: float = variable(
         "DEBOUNCE_JOB_RETENTION_SECONDS",
         SECONDS,
-        "how long finished (completed, failed) jobs are kept; also the window of the "
+        "how long finished (completed, failed) jobs are kept at least (pruned by whole "
+        "partitions of finished_jobs: up to about an eighth longer); also the window of the "
         'dashboard\'s "completed" column',
         7 * 86400.0,
     )

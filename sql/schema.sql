@@ -257,7 +257,7 @@ CREATE TABLE sync_jobs (
     CONSTRAINT sync_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT sync_jobs_source_page_id_check CHECK ((source_page_id <> ''::text)),
     CONSTRAINT sync_jobs_source_type_check CHECK ((source_type <> ''::text)),
-    CONSTRAINT sync_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text]))),
+    CONSTRAINT sync_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text]))),
     CONSTRAINT sync_jobs_times_finite CHECK ((isfinite(scheduled_at) AND isfinite(first_event_at) AND isfinite(max_wait_until) AND isfinite(retry_at) AND isfinite(lease_expires_at) AND isfinite(created_at) AND isfinite(updated_at) AND isfinite(finished_at)))
 );
 
@@ -846,6 +846,118 @@ CREATE FUNCTION document_kinds() RETURNS text[]
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN ARRAY['page'::text, 'database'::text, 'table'::text, 'conversation'::text, 'file'::text, 'canvas'::text];
 
+-- Name: finished_jobs_add(timestamp with time zone, timestamp with time zone); Type: FUNCTION
+
+CREATE FUNCTION finished_jobs_add(p_lo timestamp with time zone, p_hi timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+declare
+    name text := 'finished_jobs_' || to_char(p_lo at time zone 'UTC', 'YYYYMMDD"t"HH24MISSUS');
+begin
+    execute format('create table %I (like finished_jobs including defaults including constraints)',
+                   name);
+    execute format('alter table finished_jobs attach partition %I for values from (%L) to (%L)',
+                   name, p_lo, p_hi);
+    insert into finished_job_partitions (name, lo, hi) values (name, p_lo, p_hi);
+    return name;
+end $$;
+
+-- Name: finished_jobs_adopt(interval); Type: FUNCTION
+
+CREATE FUNCTION finished_jobs_adopt(p_width interval) RETURNS bigint
+    LANGUAGE plpgsql
+    SET lock_timeout TO '1s'
+    AS $$
+declare
+    n bigint;
+    low timestamptz;
+    high timestamptz;
+    w float8;
+    g record;
+begin
+    if not exists (select 1 from finished_jobs_default) then
+        return 0;
+    end if;
+    lock table finished_jobs in access exclusive mode;
+    alter table finished_jobs detach partition finished_jobs_default;
+    alter table finished_jobs_default rename to finished_jobs_spill;
+    create table finished_jobs_default partition of finished_jobs default;
+    select count(*), min(finished_at), max(finished_at) into n, low, high from finished_jobs_spill;
+    w := greatest(extract(epoch from p_width)::float8, extract(epoch from high - low)::float8 / 64,
+                  1.0);
+    for g in
+        select distinct greatest(c.a, c.gap_lo) as lo, least(c.a + make_interval(secs => w), c.gap_hi) as hi
+          from (select to_timestamp(floor(extract(epoch from s.finished_at) / w) * w) as a,
+                       coalesce((select max(p.hi) from finished_job_partitions p
+                                  where p.hi <= s.finished_at), '-infinity') as gap_lo,
+                       coalesce((select min(p.lo) from finished_job_partitions p
+                                  where p.lo > s.finished_at), 'infinity') as gap_hi
+                  from finished_jobs_spill s) c
+         order by 1
+    loop
+        perform finished_jobs_add(g.lo, g.hi);
+    end loop;
+    insert into finished_jobs select * from finished_jobs_spill;
+    drop table finished_jobs_spill;
+    return n;
+end $$;
+
+-- Name: finished_jobs_cover(timestamp with time zone, timestamp with time zone, interval); Type: FUNCTION
+
+CREATE FUNCTION finished_jobs_cover(p_from timestamp with time zone, p_to timestamp with time zone, p_width interval) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+declare
+    width interval := greatest(p_width, interval '1 second');
+    lo timestamptz;
+    added integer := 0;
+begin
+    select max(p.hi) into lo from finished_job_partitions p;
+    if lo is null then
+        lo := to_timestamp(floor(extract(epoch from p_from) / extract(epoch from width))
+                           * extract(epoch from width));
+    end if;
+    width := greatest(width, (p_to - lo) / 32);
+    while lo <= p_to loop
+        perform finished_jobs_add(lo, lo + width);
+        lo := lo + width;
+        added := added + 1;
+    end loop;
+    return added;
+end $$;
+
+-- Name: finished_jobs_retain(timestamp with time zone, double precision, double precision); Type: FUNCTION
+
+CREATE FUNCTION finished_jobs_retain(p_now timestamp with time zone, p_older_than double precision, p_span double precision, OUT added integer, OUT overflow bigint, OUT dropped integer, OUT jobs bigint) RETURNS record
+    LANGUAGE plpgsql
+    SET lock_timeout TO '1s'
+    AS $$
+declare
+    width interval := make_interval(secs => greatest(p_span, 60.0));
+    cutoff timestamptz := p_now - make_interval(secs => p_older_than);
+    p finished_job_partitions;
+    n bigint;
+begin
+    if not exists (select 1 from finished_job_partitions c
+                    where c.lo <= clock_timestamp()
+                      and c.hi > clock_timestamp() + interval '1 minute')
+       or exists (select 1 from finished_jobs_default) then
+        lock table finished_jobs in access exclusive mode;
+    end if;
+    overflow := finished_jobs_adopt(width);
+    added := finished_jobs_cover(p_now, p_now + width, width);
+    dropped := 0;
+    jobs := 0;
+    for p in select * from finished_job_partitions order by lo loop
+        exit when p.hi > cutoff;
+        execute format('select count(*) from %I', p.name) into n;
+        execute format('drop table %I', p.name);
+        delete from finished_job_partitions where name = p.name;
+        dropped := dropped + 1;
+        jobs := jobs + n;
+    end loop;
+end $$;
+
 -- Name: job_lane(integer); Type: FUNCTION
 
 CREATE FUNCTION job_lane(priority integer) RETURNS text
@@ -1138,6 +1250,83 @@ ALTER TABLE documents ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+-- Name: finished_job_partitions; Type: TABLE
+
+CREATE TABLE finished_job_partitions (
+    name text NOT NULL,
+    lo timestamp with time zone NOT NULL,
+    hi timestamp with time zone NOT NULL,
+    CONSTRAINT finished_job_partitions_check CHECK ((lo < hi)),
+    CONSTRAINT finished_job_partitions_times_finite CHECK ((isfinite(lo) AND isfinite(hi)))
+);
+
+-- Name: finished_jobs; Type: TABLE
+
+CREATE TABLE finished_jobs (
+    id bigint NOT NULL,
+    source_type text NOT NULL,
+    source_page_id text NOT NULL,
+    status text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    event_id text,
+    event_count integer DEFAULT 1 NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 5 NOT NULL,
+    scheduled_at timestamp with time zone NOT NULL,
+    first_event_at timestamp with time zone NOT NULL,
+    max_wait_until timestamp with time zone NOT NULL,
+    retry_at timestamp with time zone,
+    lease_expires_at timestamp with time zone,
+    locked_by text,
+    lease_token uuid,
+    revision bigint DEFAULT 0 NOT NULL,
+    claimed_revision bigint,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    workspace_id bigint,
+    checkpoint jsonb,
+    change_kinds text[] DEFAULT '{}'::text[] NOT NULL,
+    CONSTRAINT finished_jobs_status_check CHECK ((status = ANY (ARRAY['completed'::text, 'failed'::text]))),
+    CONSTRAINT finished_jobs_times_finite CHECK ((isfinite(scheduled_at) AND isfinite(first_event_at) AND isfinite(max_wait_until) AND isfinite(retry_at) AND isfinite(lease_expires_at) AND isfinite(created_at) AND isfinite(updated_at) AND isfinite(finished_at)))
+)
+PARTITION BY RANGE (finished_at);
+
+-- Name: finished_jobs_default; Type: TABLE
+
+CREATE TABLE finished_jobs_default (
+    id bigint NOT NULL,
+    source_type text NOT NULL,
+    source_page_id text NOT NULL,
+    status text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    event_id text,
+    event_count integer DEFAULT 1 NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 5 NOT NULL,
+    scheduled_at timestamp with time zone NOT NULL,
+    first_event_at timestamp with time zone NOT NULL,
+    max_wait_until timestamp with time zone NOT NULL,
+    retry_at timestamp with time zone,
+    lease_expires_at timestamp with time zone,
+    locked_by text,
+    lease_token uuid,
+    revision bigint DEFAULT 0 NOT NULL,
+    claimed_revision bigint,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    workspace_id bigint,
+    checkpoint jsonb,
+    change_kinds text[] DEFAULT '{}'::text[] NOT NULL,
+    CONSTRAINT finished_jobs_status_check CHECK ((status = ANY (ARRAY['completed'::text, 'failed'::text]))),
+    CONSTRAINT finished_jobs_times_finite CHECK ((isfinite(scheduled_at) AND isfinite(first_event_at) AND isfinite(max_wait_until) AND isfinite(retry_at) AND isfinite(lease_expires_at) AND isfinite(created_at) AND isfinite(updated_at) AND isfinite(finished_at)))
+);
+
 -- Name: oauth_states; Type: TABLE
 
 CREATE TABLE oauth_states (
@@ -1359,6 +1548,10 @@ ALTER TABLE ONLY document_changes ATTACH PARTITION document_changes_1 FOR VALUES
 
 ALTER TABLE ONLY document_changes ATTACH PARTITION document_changes_default DEFAULT;
 
+-- Name: finished_jobs_default; Type: TABLE ATTACH
+
+ALTER TABLE ONLY finished_jobs ATTACH PARTITION finished_jobs_default DEFAULT;
+
 -- Name: backfills backfills_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY backfills
@@ -1413,6 +1606,26 @@ ALTER TABLE ONLY documents
 
 ALTER TABLE ONLY documents
     ADD CONSTRAINT documents_source_type_document_id_key UNIQUE (source_type, document_id);
+
+-- Name: finished_job_partitions finished_job_partitions_lo_key; Type: CONSTRAINT
+
+ALTER TABLE ONLY finished_job_partitions
+    ADD CONSTRAINT finished_job_partitions_lo_key UNIQUE (lo);
+
+-- Name: finished_job_partitions finished_job_partitions_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY finished_job_partitions
+    ADD CONSTRAINT finished_job_partitions_pkey PRIMARY KEY (name);
+
+-- Name: finished_jobs finished_jobs_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY finished_jobs
+    ADD CONSTRAINT finished_jobs_pkey PRIMARY KEY (id, finished_at);
+
+-- Name: finished_jobs_default finished_jobs_default_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY finished_jobs_default
+    ADD CONSTRAINT finished_jobs_default_pkey PRIMARY KEY (id, finished_at);
 
 -- Name: oauth_states oauth_states_pkey; Type: CONSTRAINT
 
@@ -1512,6 +1725,30 @@ CREATE INDEX documents_page ON documents USING btree (source_type, source_page_i
 
 CREATE INDEX documents_workspace ON documents USING btree (workspace_id) WHERE (workspace_id IS NOT NULL);
 
+-- Name: finished_jobs_finished; Type: INDEX
+
+CREATE INDEX finished_jobs_finished ON ONLY finished_jobs USING btree (finished_at);
+
+-- Name: finished_jobs_default_finished_at_idx; Type: INDEX
+
+CREATE INDEX finished_jobs_default_finished_at_idx ON finished_jobs_default USING btree (finished_at);
+
+-- Name: finished_jobs_source; Type: INDEX
+
+CREATE INDEX finished_jobs_source ON ONLY finished_jobs USING btree (source_type, finished_at);
+
+-- Name: finished_jobs_default_source_type_finished_at_idx; Type: INDEX
+
+CREATE INDEX finished_jobs_default_source_type_finished_at_idx ON finished_jobs_default USING btree (source_type, finished_at);
+
+-- Name: finished_jobs_workspace; Type: INDEX
+
+CREATE INDEX finished_jobs_workspace ON ONLY finished_jobs USING btree (workspace_id, finished_at) WHERE (workspace_id IS NOT NULL);
+
+-- Name: finished_jobs_default_workspace_id_finished_at_idx; Type: INDEX
+
+CREATE INDEX finished_jobs_default_workspace_id_finished_at_idx ON finished_jobs_default USING btree (workspace_id, finished_at) WHERE (workspace_id IS NOT NULL);
+
 -- Name: seen_events_seen_at; Type: INDEX
 
 CREATE INDEX seen_events_seen_at ON seen_events USING btree (seen_at);
@@ -1539,10 +1776,6 @@ CREATE INDEX sync_jobs_due ON sync_jobs USING btree (scheduled_at) WHERE (status
 -- Name: sync_jobs_due_unowned; Type: INDEX
 
 CREATE INDEX sync_jobs_due_unowned ON sync_jobs USING btree (source_type, scheduled_at) WHERE ((status = 'pending'::text) AND (workspace_id IS NULL));
-
--- Name: sync_jobs_finished; Type: INDEX
-
-CREATE INDEX sync_jobs_finished ON sync_jobs USING btree (finished_at) WHERE (status = ANY (ARRAY['completed'::text, 'failed'::text]));
 
 -- Name: sync_jobs_lease; Type: INDEX
 
@@ -1583,6 +1816,22 @@ ALTER INDEX document_changes_pkey ATTACH PARTITION document_changes_1_pkey;
 -- Name: document_changes_default_pkey; Type: INDEX ATTACH
 
 ALTER INDEX document_changes_pkey ATTACH PARTITION document_changes_default_pkey;
+
+-- Name: finished_jobs_default_finished_at_idx; Type: INDEX ATTACH
+
+ALTER INDEX finished_jobs_finished ATTACH PARTITION finished_jobs_default_finished_at_idx;
+
+-- Name: finished_jobs_default_pkey; Type: INDEX ATTACH
+
+ALTER INDEX finished_jobs_pkey ATTACH PARTITION finished_jobs_default_pkey;
+
+-- Name: finished_jobs_default_source_type_finished_at_idx; Type: INDEX ATTACH
+
+ALTER INDEX finished_jobs_source ATTACH PARTITION finished_jobs_default_source_type_finished_at_idx;
+
+-- Name: finished_jobs_default_workspace_id_finished_at_idx; Type: INDEX ATTACH
+
+ALTER INDEX finished_jobs_workspace ATTACH PARTITION finished_jobs_default_workspace_id_finished_at_idx;
 
 -- Name: documents documents_feed_append; Type: TRIGGER
 

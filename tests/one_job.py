@@ -15,7 +15,7 @@ from typing import Any
 
 from debounce import queue
 from debounce.documents.store import DocumentStore
-from debounce.infra.db import Db, fetch_all
+from debounce.infra.db import Db, execute, fetch_all
 from debounce.infra.retry import DEFAULT_BACKOFF_SECONDS, backoff_delay
 from debounce.types import EnqueueOutcome, JobEvent, JobStatus, SyncJob
 
@@ -106,3 +106,21 @@ async def page_documents(store: DocumentStore, source_type: str, source_page_id:
         {"s": source_type, "p": source_page_id},
     )
     return [dict(r) for r in rows]
+
+
+#: A sync that ended without the queue (test-only SQL): the job moves out of ``sync_jobs`` into
+#: ``finished_jobs`` as completed, as ``settle`` moves it (migration 034). Parameter: its id
+#: (NULL: every active job).
+MARK_COMPLETED = (
+    "with g as (delete from sync_jobs where %(id)s::bigint is null or id = %(id)s::bigint returning *) "
+    "insert into finished_jobs select g.id, g.source_type, g.source_page_id, 'completed', g.payload, "
+    "g.event_id, g.event_count, g.priority, g.attempts, g.max_attempts, g.scheduled_at, "
+    "g.first_event_at, g.max_wait_until, null, null, null, null, g.revision, g.claimed_revision, "
+    "g.last_error, g.created_at, now(), now(), g.workspace_id, null, g.change_kinds from g"
+)
+
+
+async def mark_completed(db: Db, job_id: int | None) -> None:
+    """Move job ``job_id`` (``None``: every active job) to ``finished_jobs`` as completed now,
+    as a sync that ended outside the queue."""
+    await execute(db, MARK_COMPLETED, {"id": job_id})

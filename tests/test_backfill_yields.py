@@ -80,7 +80,7 @@ async def test_a_worker_backfills_a_notion_workspace_and_a_slack_team(
         running = asyncio.create_task(worker.run())
         try:
             await until(pool, "select count(*) = 2 from backfills where status = 'done'")
-            await until(pool, "select count(*) = 0 from sync_jobs where status <> 'completed'")
+            await until(pool, "select count(*) = 0 from sync_jobs")
         finally:
             worker.stop()
             await asyncio.wait_for(running, 10)

@@ -16,6 +16,7 @@ def test_the_drain_times_a_real_worker_over_workspaces(database_url: str) -> Non
     assert out["completed_per_s"] > 0 and out["cpu_ms_per_job"] > 0
     with psycopg.connect(database_url, autocommit=True) as conn:
         row = conn.execute(
-            "select count(distinct workspace_id), count(*) filter (where status = 'completed') from sync_jobs"
+            "select count(distinct workspace_id), count(*) filter (where status = 'completed') "
+            "from (select * from sync_jobs union all select * from finished_jobs) j"
         ).fetchone()
     assert row == (64, 400)

@@ -440,9 +440,7 @@ async def test_concurrent_enqueues_claims_and_completions_never_leave_a_line_lat
             break
         await queue.settle(pool, completed=jobs)
     async with pool.connection() as conn:
-        row = await (
-            await conn.execute("select count(*) from sync_jobs where status <> 'completed'")
-        ).fetchone()
+        row = await (await conn.execute("select count(*) from sync_jobs")).fetchone()
     assert row is not None and row[0] == 0
     assert await queue.seconds_until_due(pool, ["notion", "slack"]) is None
     await assert_lines_exact(pool)
@@ -506,7 +504,7 @@ async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
             row = await (
                 await conn.execute(
                     "select count(*) filter (where status = 'completed' and workspace_id = %s), "
-                    "count(*) from sync_jobs where id = any(%s)",
+                    "count(*) from finished_jobs where id = any(%s)",
                     (ws, [j.id for j in jobs]),
                 )
             ).fetchone()

@@ -198,7 +198,11 @@ def test_a_worker_killed_between_a_sync_and_its_flush_leaves_the_job_to_its_leas
     finally:
         if victim.poll() is None:
             victim.kill()
-    assert _sql(database_url, f"select status from sync_jobs where id = {job_id}") == [("processing",)]
+    assert _sql(
+        database_url,
+        f"select status from (select * from sync_jobs union all "
+        f"select * from finished_jobs) j where id = {job_id}",
+    ) == [("processing",)]
 
     async def reap() -> list[SyncJob]:  # the reaper's statement, an hour on
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
@@ -210,7 +214,12 @@ def test_a_worker_killed_between_a_sync_and_its_flush_leaves_the_job_to_its_leas
     try:
         _poll(
             lambda: (
-                _sql(database_url, f"select status from sync_jobs where id = {job_id}") == [("completed",)]
+                _sql(
+                    database_url,
+                    f"select status from (select * from sync_jobs union all "
+                    f"select * from finished_jobs) j where id = {job_id}",
+                )
+                == [("completed",)]
             )
         )
     finally:

@@ -109,7 +109,7 @@ async def test_a_share_revoked_on_a_page_tree_is_held_not_deleted(
     assert int(found[1]) == 12 and found[3] is None, hold.reason
     assert int(found[2]) == int(1200 / live + 0.5)  # Postgres rounds halves up
     # The re-check jobs completed: a held deletion is no failure, and no deletion either.
-    assert await scalar(pool, "select count(*) from sync_jobs where status = 'failed'") == 0
+    assert await scalar(pool, "select count(*) from finished_jobs where status = 'failed'") == 0
 
 
 async def test_a_revoked_token_is_a_workspace_error_and_deletes_nothing(
@@ -136,7 +136,7 @@ async def test_a_revoked_token_is_a_workspace_error_and_deletes_nothing(
     async with Running(settings, pool):
         await wait_for(
             "the refused syncs",
-            lambda: scalar(pool, "select count(*) = 12 from sync_jobs where status = 'failed'"),
+            lambda: scalar(pool, "select count(*) = 12 from finished_jobs where status = 'failed'"),
         )
     assert await counts(pool, "notion") == (live, 0, 0)
     api.faults.clear()

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from one_job import mark_completed
 from psycopg.rows import dict_row
 
 from debounce import queue
@@ -122,9 +123,7 @@ async def full_sync(notion: NotionSyncer, conn: Conn, context: SyncContext, page
         conn, page, event("page.created", page, "2026-11-20T23:55:00.000Z", event_id=f"created-{page}")
     )
     await notion.sync(job, context)
-    await conn.execute(
-        "update sync_jobs set status = 'completed', finished_at = now() where id = %s", (job.id,)
-    )
+    await mark_completed(conn, job.id)
 
 
 # -- the enqueue merges what the events said ---------------------------------------------
@@ -261,7 +260,7 @@ async def test_a_resync_and_a_page_without_a_document_ask_for_both(
     job = await enqueue(conn, page, event("page.content_updated", page, "2026-11-21T08:00:00.000Z", "a"))
     await notion.sync(job, context)
     assert requests(fake) == {"pages.retrieve": 1, "pages.markdown": 1}
-    await conn.execute("update sync_jobs set status = 'completed', finished_at = now()")
+    await mark_completed(conn, None)
     fake.calls.clear()
     # a re-sync raised the job above a webhook's priority: everything, whatever was said
     job = await enqueue(
@@ -370,9 +369,7 @@ async def test_a_page_edited_after_its_listing_ends_at_its_latest_state(
     # the document records the listing's edit time, so the next reconciliation sees the page as stale
     # (sql/queries/backfills.sql judges by last_edited_time) and its bulk job syncs the rest
     assert doc["source_updated_at"] == datetime(2026, 11, 21, 7, 0, tzinfo=UTC)
-    await conn.execute(
-        "update sync_jobs set status = 'completed', finished_at = now() where id = %s", (job.id,)
-    )
+    await mark_completed(conn, job.id)
     reconciliation = await notion.backfill_page(None, SyncContext(), newest_first=True)
     item = next(i for i in reconciliation.items if i.source_page_id == page)
     assert item.edited_at is not None and item.edited_at > doc["source_updated_at"]

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from one_job import mark_completed
 from psycopg.rows import dict_row
 
 from debounce import queue
@@ -112,9 +113,7 @@ async def run(
     assert row is not None
     job = SyncJob.from_row(row)
     await notion.sync(job, context)
-    await conn.execute(
-        "update sync_jobs set status = 'completed', finished_at = now() where id = %s", (job.id,)
-    )
+    await mark_completed(conn, job.id)
     return job
 
 

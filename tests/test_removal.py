@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from db_probe import scalar, waiting_on_a_lock
 from feed_wait import servable
+from one_job import mark_completed
 from psycopg_pool import AsyncConnectionPool
 
 from debounce import queue, workspaces
@@ -97,7 +98,7 @@ async def test_a_removal_locks_one_row_and_what_it_waits_for_then_is_cancelled(
     assert await queue.cancel_removed(pool) == {"jobs": 1, "backfills": 1}
     assert await queue.cancel_removed(pool) == {"jobs": 0, "backfills": 0}
     assert await scalar(
-        pool, "select json_agg(json_build_array(status, last_error, workspace_id)) from sync_jobs"
+        pool, "select json_agg(json_build_array(status, last_error, workspace_id)) from finished_jobs"
     ) == [["failed", "cancelled: its workspace was removed", ws]]
     assert await scalar(
         pool, "select json_agg(json_build_array(status, error)) from backfills where workspace_id = %s", ws
@@ -173,8 +174,26 @@ async def test_after_a_removal_nothing_new_refers_to_the_workspace(pool: AsyncCo
     assert await queue.cancel_removed(pool, workspace_id=other) == {"jobs": 0, "backfills": 0}
     assert await queue.cancel_removed(pool, workspace_id=ws) == {"jobs": 1, "backfills": 1}
     assert await scalar(pool, "select count(*) from sync_jobs where status = 'pending'") == 0
-    assert await scalar(pool, "select count(*) from sync_jobs where workspace_id = %s", ws) == 2
-    assert await scalar(pool, "select count(*) from sync_jobs where workspace_id = %s", other) == 2
+    assert (
+        await scalar(
+            pool,
+            "select (select count(*) from sync_jobs where workspace_id = %s)"
+            " + (select count(*) from finished_jobs where workspace_id = %s)",
+            ws,
+            ws,
+        )
+        == 2
+    )
+    assert (
+        await scalar(
+            pool,
+            "select (select count(*) from sync_jobs where workspace_id = %s)"
+            " + (select count(*) from finished_jobs where workspace_id = %s)",
+            other,
+            other,
+        )
+        == 2
+    )
 
 
 async def test_a_sync_running_through_a_removal_keeps_its_workspace_and_comes_back_inert(
@@ -300,11 +319,7 @@ async def test_the_pruners_upkeep_keeps_a_workspace_at_its_limit_in_its_flag(
     assert (await maintenance.upkeep(pool, workspace_concurrency=2))["lines"] == 0
     assert await flag() is True
     async with pool.connection() as conn:  # a sync ended without the queue (test-only SQL)
-        await conn.execute(
-            "update sync_jobs set status = 'completed', lease_token = null, "
-            "finished_at = now() where id = %s",
-            (running[0].id,),
-        )
+        await mark_completed(conn, running[0].id)
     assert (await maintenance.upkeep(pool, workspace_concurrency=2))["lines"] == 1
     assert await flag() is False
 

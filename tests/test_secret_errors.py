@@ -163,7 +163,11 @@ def warnings_about(log: str, text: str) -> list[str]:
 
 async def attempts_and_status(pool: AsyncConnectionPool[Any], job_id: int) -> tuple[int, str]:
     async with pool.connection() as conn:
-        cur = await conn.execute("select attempts, status from sync_jobs where id = %s", (job_id,))
+        cur = await conn.execute(
+            "select attempts, status from (select * from sync_jobs union all "
+            "select * from finished_jobs) j where id = %s",
+            (job_id,),
+        )
         row = await cur.fetchone()
     assert row is not None
     return int(row[0]), str(row[1])
@@ -226,7 +230,12 @@ async def test_a_worker_with_a_wrong_key_says_so_once_parks_the_workspace_and_a_
     try:
         await wait_for(
             "the job's sync",
-            lambda: scalar(pool, "select status = 'completed' from sync_jobs where id = %s", job_id),
+            lambda: scalar(
+                pool,
+                "select status = 'completed' from (select * from sync_jobs union all "
+                "select * from finished_jobs) j where id = %s",
+                job_id,
+            ),
         )
         assert await credentials_error(pool, ws) is None
         await wait_for(
@@ -285,7 +294,12 @@ async def test_a_worker_without_a_key_marks_a_workspace_stored_after_it_started(
     try:
         await wait_for(
             "the job's sync",
-            lambda: scalar(pool, "select status = 'completed' from sync_jobs where id = %s", job_id),
+            lambda: scalar(
+                pool,
+                "select status = 'completed' from (select * from sync_jobs union all "
+                "select * from finished_jobs) j where id = %s",
+                job_id,
+            ),
         )
     finally:
         log = worker.stop()

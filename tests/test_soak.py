@@ -140,7 +140,7 @@ def test_every_accepted_edit_is_synced_and_no_document_is_stale_under_faults(
     docs = dict(sql(database_url, "select document_id, content from documents"))
     stale = {p: (docs.get(p), f"v{v}") for p, v in accepted.items() if docs.get(p) != f"v{v}"}
     assert not stale, stale
-    assert sql(database_url, "select count(*) from sync_jobs where status = 'failed'") == [(0,)]
+    assert sql(database_url, "select count(*) from finished_jobs where status = 'failed'") == [(0,)]
     # The faults happened: transient failures were retried, and leases were lost to freezes
     # (refused writes or expired-lease requeues).
     text = "".join(p.read_text() for p in tmp_path.glob("worker-*.log"))

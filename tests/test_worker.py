@@ -356,7 +356,7 @@ def test_four_workers_sync_2000_jobs_exactly_once(database_url: str, noop_log: A
     enqueue_due(database_url, 2000)
     workers = [spawn() for _ in range(4)]
     poll(
-        lambda: noop_log("select count(*) from sync_jobs where status = 'completed'")[0][0] == 2000,
+        lambda: noop_log("select count(*) from finished_jobs where status = 'completed'")[0][0] == 2000,
         timeout=90,
     )
     (total, distinct, pids) = noop_log(
@@ -379,11 +379,20 @@ def test_kill_9_mid_sync_leaves_job_to_another_worker_after_lease(
     poll(lambda: bool(noop_log("select 1 from noop_log")), timeout=20)
     victim.kill()  # SIGKILL: no cleanup, the lease is left behind
     victim.wait(10)
-    status = noop_log(f"select status from sync_jobs where id = {int(job_id)}")[0][0]
+    status = noop_log(
+        f"select status from (select * from sync_jobs union all "
+        f"select * from finished_jobs) j where id = {int(job_id)}"
+    )[0][0]
     assert status == "processing"
     spawn(DEBOUNCE_LEASE_SECONDS="1")
     poll(
-        lambda: noop_log(f"select status from sync_jobs where id = {int(job_id)}")[0][0] == "completed",
+        lambda: (
+            noop_log(
+                f"select status from (select * from sync_jobs union all "
+                f"select * from finished_jobs) j where id = {int(job_id)}"
+            )[0][0]
+            == "completed"
+        ),
         timeout=30,
     )
     attempts = [r[0] for r in noop_log("select attempts from noop_log order by at")]
@@ -397,7 +406,13 @@ def test_sigterm_lets_running_sync_finish_and_exits_0(database_url: str, noop_lo
     poll(lambda: bool(noop_log("select 1 from noop_log")), timeout=20)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0
-    assert noop_log(f"select status from sync_jobs where id = {int(job_id)}")[0][0] == "completed"
+    assert (
+        noop_log(
+            f"select status from (select * from sync_jobs union all "
+            f"select * from finished_jobs) j where id = {int(job_id)}"
+        )[0][0]
+        == "completed"
+    )
 
 
 @pytest.mark.slow
@@ -411,11 +426,20 @@ def test_sync_outlasting_grace_is_released_and_done_by_another_worker(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0
     assert time.monotonic() - started < 10
-    status, attempts = noop_log(f"select status, attempts from sync_jobs where id = {int(job_id)}")[0]
+    status, attempts = noop_log(
+        f"select status, attempts from (select * from sync_jobs union all "
+        f"select * from finished_jobs) j where id = {int(job_id)}"
+    )[0]
     assert (status, attempts) == ("pending", 0)  # released untouched
     spawn()
     poll(
-        lambda: noop_log(f"select status from sync_jobs where id = {int(job_id)}")[0][0] == "completed",
+        lambda: (
+            noop_log(
+                f"select status from (select * from sync_jobs union all "
+                f"select * from finished_jobs) j where id = {int(job_id)}"
+            )[0][0]
+            == "completed"
+        ),
         timeout=20,
     )
 

@@ -38,7 +38,10 @@ class Gate(NoopSyncer):
 
 async def statuses(pool: AsyncConnectionPool[Any]) -> dict[str, int]:
     async with pool.connection() as conn:
-        cur = await conn.execute("select status, count(*) from sync_jobs group by status")
+        cur = await conn.execute(
+            "select status, count(*) from (select * from sync_jobs union all "
+            "select * from finished_jobs) j group by status"
+        )
         return {str(s): int(n) for s, n in await cur.fetchall()}
 
 

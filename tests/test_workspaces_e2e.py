@@ -149,7 +149,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
     worker = Worker(settings, pool, registry.create_all(settings), conninfo=settings.database_url)
     running = asyncio.create_task(worker.run())
     try:
-        await until(pool, "select count(*) = 4 from sync_jobs where status = 'completed'")
+        await until(pool, "select count(*) = 4 from finished_jobs where status = 'completed'")
         tagged = await scalar(
             pool,
             """select json_agg(json_build_array(d.source_type, d.source_page_id,
@@ -169,7 +169,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
             assert (await send("notion", {**page_a, "id": "evt-a" + suffix})).status_code == 200
             assert (await send("notion", {**page_b, "id": "evt-b" + suffix})).status_code == 200
         await until(pool, "select count(*) = 1 from workspaces where status = 'revoked'")
-        await until(pool, "select count(*) = 5 from sync_jobs where status = 'completed'")
+        await until(pool, "select count(*) = 5 from finished_jobs where status = 'completed'")
         parked = await scalar(
             pool,
             f"""select json_build_array(j.status, j.last_error, w.status)
@@ -184,7 +184,7 @@ async def test_two_workspaces_per_source_sync_with_their_own_tokens(world: dict[
         # Re-installing reactivates it and the parked job runs.
         notion.authorization_code("n-a2", NOTION_A, access_token="ntn_token_a2")
         assert (await install(client, "notion", "n-a2")).status_code == 200
-        await until(pool, "select count(*) = 6 from sync_jobs where status = 'completed'")
+        await until(pool, "select count(*) = 6 from finished_jobs where status = 'completed'")
     finally:
         worker.stop()
         await asyncio.wait_for(running, 10)

@@ -99,12 +99,15 @@ async def retry(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
 
 async def prune(args: argparse.Namespace, settings: Settings, pool: Any) -> int:
     """Delete finished jobs, remembered event ids and feed changes past retention."""
+    # exclusive: a worker's prune running meanwhile makes the same partitions of finished_jobs
     done = await queue.prune(
         pool,
         args.older_than or settings.job_retention_seconds,
         event_older_than=settings.event_retention_seconds,
+        exclusive=True,
     )
-    assert done is not None
+    if done is None:
+        return fail("cannot prune now: a worker is pruning (try again in a minute)")
     # exclusive: a worker's prune running meanwhile makes the same partitions (None: it does)
     pruned = await feed.prune_changes(pool, settings.change_retention_seconds, exclusive=True)
     done["changes"] = pruned.changes if pruned is not None else 0

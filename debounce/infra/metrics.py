@@ -82,7 +82,7 @@ class WebMetrics:
         )
         self.jobs = Gauge(
             "debounce_jobs",
-            "Jobs in sync_jobs by source and state (read at scrape time).",
+            "Jobs by source and state, active (sync_jobs) and finished (finished_jobs), read at scrape time.",
             ["source", "state"],
             registry=self.registry,
         )

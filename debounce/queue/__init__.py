@@ -47,6 +47,7 @@ from debounce.queue.lifecycle import (
     settle,
 )
 from debounce.queue.operations import (
+    JOB_PARTITIONS_PER_RETENTION,
     PRUNE_LOCK_ID,
     JobConflict,
     JobNotFound,
@@ -69,6 +70,7 @@ __all__ = [
     "MAX_KEY_BYTES",
     "MAX_PAYLOAD_DEPTH",
     "NOTIFY_CHANNEL",
+    "JOB_PARTITIONS_PER_RETENTION",
     "PRUNE_LOCK_ID",
     "RESYNC_PRIORITY",
     "Failure",

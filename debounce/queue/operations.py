@@ -26,6 +26,7 @@ from debounce.queue.lifecycle import job_of
 from debounce.types import JobStatus, SyncJob
 
 __all__ = [
+    "JOB_PARTITIONS_PER_RETENTION",
     "PRUNE_LOCK_ID",
     "JobConflict",
     "JobNotFound",
@@ -232,6 +233,11 @@ async def stats(
 #: Advisory lock of the scheduled prune (one worker at a time): "prune" in ASCII.
 PRUNE_LOCK_ID = 0x7072756E65
 
+#: A partition of ``finished_jobs`` spans this share of the jobs' retention (the change log's
+#: figure, ``feed.PARTITIONS_PER_RETENTION``): about nine partitions exist, and a finished job
+#: stays at most about an eighth of the retention past it.
+JOB_PARTITIONS_PER_RETENTION = 8
+
 
 async def prune(
     db: Db,
@@ -242,14 +248,23 @@ async def prune(
     exclusive: bool = False,
     now: datetime | None = None,
 ) -> dict[str, int] | None:
-    """Delete finished (``completed``/``failed``) jobs finished more than ``older_than``
-    seconds ago, and remembered event ids older than ``event_older_than`` seconds (default:
-    ``older_than``), at most ``limit`` of each (``None``: all). Returns ``{"jobs": n,
-    "events": m}``; with ``exclusive``, ``None`` when another session holds the prune lock
-    (:data:`PRUNE_LOCK_ID`, so concurrent workers do not prune at once).
+    """Retention of finished (``completed``/``failed``) jobs, by whole partitions of
+    ``finished_jobs`` (migration 034): move what its DEFAULT partition holds into partitions
+    of their own, make partitions ahead (each ``older_than / JOB_PARTITIONS_PER_RETENTION``
+    seconds wide, at least a minute), and drop those whose jobs all finished more than ``older_than`` seconds
+    before ``now`` (default: the database's clock) — so a job is kept at least ``older_than``
+    seconds and about a partition's width longer at most. Also delete remembered event ids
+    older than ``event_older_than`` seconds (default: ``older_than``), at most ``limit``
+    (``None``: all). Returns ``{"jobs": n, "events": m, "partitions_dropped": d,
+    "partitions_added": a, "overflow": o}`` (``overflow``: rows the DEFAULT partition held);
+    with ``exclusive``, ``None`` when another session holds the prune lock
+    (:data:`PRUNE_LOCK_ID`, so concurrent workers do not prune at once). Calling it again
+    at once drops nothing more: ``limit`` only bounds the event ids.
 
     Raises:
         ValueError: negative ages, ``limit < 1``.
+        psycopg.errors.LockNotAvailable: a partition's DDL waited 1 s for a lock on
+            finished_jobs (a long transaction reading it): the next prune tries again.
     """
     check_seconds("older_than", older_than)
     events_age = older_than if event_older_than is None else event_older_than
@@ -262,6 +277,7 @@ async def prune(
         _Q["prune"],
         {
             "job_older_than": float(older_than),
+            "span": float(older_than) / JOB_PARTITIONS_PER_RETENTION,
             "event_older_than": float(events_age),
             "now": now,
             "limit": limit,
@@ -272,7 +288,13 @@ async def prune(
     assert row is not None
     if not row["ran"]:
         return None
-    return {"jobs": int(row["jobs"]), "events": int(row["events"])}
+    return {
+        "jobs": int(row["jobs"]),
+        "events": int(row["events"]),
+        "partitions_dropped": int(row["dropped"]),
+        "partitions_added": int(row["added"]),
+        "overflow": int(row["overflow"]),
+    }
 
 
 async def seconds_until_due(db: Db, source_types: Sequence[str]) -> float | None:

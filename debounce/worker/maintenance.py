@@ -41,8 +41,8 @@ __all__ = [
     "wait_until_prepared",
 ]
 
-#: Rows deleted per prune statement (of jobs and of event ids): a long backlog is pruned in
-#: short statements rather than one that holds locks for minutes.
+#: Event ids deleted per prune statement: a long backlog is pruned in short statements rather
+#: than one that holds locks for minutes (finished jobs go by whole partitions).
 PRUNE_BATCH = 5000
 
 log = logging.getLogger("debounce.worker")
@@ -161,11 +161,12 @@ async def prune_once(
     batch: int = PRUNE_BATCH,
     now: datetime | None = None,
 ) -> dict[str, int] | None:
-    """Prune finished jobs older than ``job_retention`` seconds, event ids older than
-    ``event_retention`` seconds and, unless ``change_retention`` is ``None``, the change
-    feed's changes older than ``change_retention`` seconds (``feed.prune_changes``: whole
-    partitions of the log, made ahead there too; cursors below them then answer 410) — jobs and
-    event ids in statements of at most ``batch`` rows each — unless another worker is pruning
+    """Prune finished jobs older than ``job_retention`` seconds (``queue.prune``: whole
+    partitions of ``finished_jobs``, made ahead there too), event ids older than
+    ``event_retention`` seconds (in statements of at most ``batch`` rows each) and, unless
+    ``change_retention`` is ``None``, the change feed's changes older than ``change_retention``
+    seconds (``feed.prune_changes``: whole partitions of the log, made ahead there too; cursors
+    below them then answer 410) — unless another worker is pruning
     (then ``None``). Returns the counts deleted (``jobs``, ``events``,
     ``changes``).
 
@@ -186,7 +187,13 @@ async def prune_once(
             "events": total["events"] + done["events"],
             "changes": total["changes"],
         }
-        if done["jobs"] < batch and done["events"] < batch:
+        if done["overflow"]:
+            log.warning(
+                "finished_jobs' DEFAULT partition held %d jobs (no partition covered their "
+                "finished_at): moved into partitions of their own",
+                done["overflow"],
+            )
+        if done["events"] < batch:  # finished jobs: one partition drop, done
             break
     if change_retention is not None and ran:
         pruned = await feed.prune_changes(pool, change_retention, exclusive=True, now=now)

@@ -2,7 +2,8 @@
 -- What finished in the last %(window_seconds)s seconds, per source and in total (the row whose
 -- source_type is NULL): jobs completed and failed, and the end-to-end lag of the completed ones
 -- (finished_at - first_event_at: the first event of the burst to the end of its sync), in
--- seconds, at the 50th and 95th percentile and the worst. Reads the sync_jobs_finished index.
+-- seconds, at the 50th and 95th percentile and the worst. Reads finished_jobs (migration 034)
+-- by its finished_jobs_finished index, in the partitions the window reaches.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 )
@@ -17,9 +18,8 @@ select j.source_type,
            filter (where j.status = 'completed') as lag_p95_seconds,
        max(extract(epoch from j.finished_at - j.first_event_at)::float8)
            filter (where j.status = 'completed') as lag_max_seconds
-  from sync_jobs j, clock
- where j.status in ('completed', 'failed')
-   and j.finished_at >= clock.now - make_interval(secs => %(window_seconds)s::float8)
+  from finished_jobs j, clock
+ where j.finished_at >= clock.now - make_interval(secs => %(window_seconds)s::float8)
  group by grouping sets ((j.source_type), ())
  order by j.source_type nulls last
 
@@ -32,9 +32,9 @@ with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 )
 select s.source_type,
-       (select max(j.finished_at) from sync_jobs j
+       (select max(j.finished_at) from finished_jobs j
          where j.source_type = s.source_type and j.status = 'completed') as last_sync_at,
-       (select count(*) from sync_jobs j
+       (select count(*) from finished_jobs j
          where j.source_type = s.source_type and j.status = 'completed'
            and j.finished_at >= clock.now - make_interval(secs => %(window_seconds)s::float8)
        )::bigint as completed,
@@ -50,8 +50,11 @@ select s.source_type,
  cross join clock
   left join lateral (
       select j.id, j.status, j.last_error, j.updated_at
-        from sync_jobs j
-       where j.source_type = s.source_type and j.last_error is not null
+        from (select a.id, a.status, a.last_error, a.updated_at from sync_jobs a
+               where a.source_type = s.source_type and a.last_error is not null
+              union all
+              select f.id, f.status, f.last_error, f.updated_at from finished_jobs f
+               where f.source_type = s.source_type and f.last_error is not null) j
        order by j.updated_at desc, j.id desc
        limit 1
   ) e on true
@@ -59,18 +62,18 @@ select s.source_type,
 
 -- workspace_activity --
 -- Per workspace (every one, or only %(id)s): its jobs completed within the last
--- %(window_seconds)s seconds (finished_at; reads the sync_jobs_workspace index), when its last
+-- %(window_seconds)s seconds (finished_at; reads the finished_jobs_workspace index), when its last
 -- job completed, its newest job that carries an error (a failed job, or a pending one waiting
 -- out a retry): id, status, error, when; and its documents, live and marked deleted.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 )
 select w.id as workspace_id,
-       (select count(*) from sync_jobs j
+       (select count(*) from finished_jobs j
          where j.workspace_id = w.id and j.status = 'completed'
            and j.finished_at >= clock.now - make_interval(secs => %(window_seconds)s::float8)
        )::bigint as completed,
-       (select max(j.finished_at) from sync_jobs j
+       (select max(j.finished_at) from finished_jobs j
          where j.workspace_id = w.id and j.status = 'completed') as last_completed_at,
        e.id as last_error_job_id,
        e.status as last_error_status,
@@ -84,8 +87,11 @@ select w.id as workspace_id,
  cross join clock
   left join lateral (
       select j.id, j.status, j.last_error, j.updated_at
-        from sync_jobs j
-       where j.workspace_id = w.id and j.last_error is not null
+        from (select a.id, a.status, a.last_error, a.updated_at from sync_jobs a
+               where a.workspace_id = w.id and a.last_error is not null
+              union all
+              select f.id, f.status, f.last_error, f.updated_at from finished_jobs f
+               where f.workspace_id = w.id and f.last_error is not null) j
        order by j.updated_at desc, j.id desc
        limit 1
   ) e on true
@@ -96,12 +102,15 @@ select w.id as workspace_id,
 -- Jobs newest id first with their workspace's name, filtered (each filter NULL: any): state
 -- %(status)s, source %(source_type)s, page %(source_page_id)s, workspace %(workspace_id)s,
 -- finished within the last %(finished_within)s seconds (finished_at, as workspace_activity
--- counts "completed"); %(cursor)s is the last id of the previous page (or NULL).
+-- counts "completed"); %(cursor)s is the last id of the previous page (or NULL). Active
+-- jobs and finished ones (finished_jobs) alike.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 )
 select j.*, w.name as workspace_name
-  from sync_jobs j
+  from (select * from sync_jobs
+        union all
+        select * from finished_jobs) j
  cross join clock
   left join workspaces w on w.id = j.workspace_id
  where (%(status)s::text is null or j.status = %(status)s::text)

@@ -222,12 +222,15 @@ select count(pg_notify('debounce_jobs', s.source)) as sent
 -- Revision rule: if an event arrived during the sync, a completion or a final failure still
 -- leaves a follow-up (pending at its due time, attempts reset), and a retry waits for the later
 -- of its backoff and the events' due time. retry_at remembers the backoff so later events cannot
--- pull it earlier. Every decision reads the target row j inside the UPDATE, never a CTE's
--- snapshot: an UPDATE that waited for a concurrent enqueue's row lock re-evaluates its SET list
--- on the row version that enqueue committed (EvalPlanQual), whereas a value computed in a CTE
--- would miss the edit. Only claims still held match (the lease fence: an outcome whose token no
--- longer matches changes nothing). Rows are locked once, in (source_type, source_page_id)
--- order like every multi-row statement; the line moves once for all the jobs settled.
+-- pull it earlier. A settled job leaves sync_jobs (migration 034): a finished one (completed,
+-- failed) moves into finished_jobs, one that goes on is inserted back under its id. Every
+-- decision reads the row the DELETE returns, never a CTE's snapshot of sync_jobs: a DELETE
+-- whose row a concurrent enqueue changed re-reads the version that enqueue committed
+-- (EvalPlanQual) and returns that one, whereas a value computed from a scan in a CTE would
+-- miss the edit; and the DELETE's filter reads only what an enqueue never changes (id, lease
+-- token). Only claims still held match (the lease fence: an outcome whose token no longer
+-- matches changes nothing). Rows are locked once, in (source_type, source_page_id) order like
+-- every multi-row statement; the line moves once for all the jobs settled.
 -- Returns the rows changed: the settled ones, then the renewed ones (notified, moved: 0).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
@@ -254,38 +257,56 @@ with clock as (
      where j.id = held.id and i.id = j.id and j.lease_token = i.lease_token
        and i.outcome = 'renewed'
     returning j.*
-), settled as (
-    update sync_jobs j
-       set (status, attempts, scheduled_at, retry_at, finished_at, checkpoint) = (
-               select case when not v.ends or j.revision <> j.claimed_revision then 'pending'
-                           when i.done then 'completed' else 'failed' end,
-                      case when v.ends
-                           then case when j.revision <> j.claimed_revision then 0
-                                     else j.attempts end
-                           when i.retry_after is not null then greatest(j.attempts - 1, 0)
-                           else j.attempts end,
-                      case when v.ends or i.keep_place then j.scheduled_at
-                           when j.revision <> j.claimed_revision
-                           then greatest(i.retry_time, j.scheduled_at)
-                           else i.retry_time end,
-                      case when v.ends or i.keep_place then null else i.retry_time end,
-                      case when v.ends and j.revision = j.claimed_revision then clock.now end,
-                      case when v.ends then null else i.checkpoint end
-                 -- ends: no retry (completed; failed permanently or with its attempts spent
-                 -- and not rate limited)
-                 from (select i.done
-                              or i.permanent
-                              or (i.retry_after is null and j.attempts >= j.max_attempts)
-                              as ends) v),
-           last_error       = i.error,
-           lease_token      = null,
-           lease_expires_at = null,
-           locked_by        = null,
-           updated_at       = clock.now
-      from held, input i, clock
+), gone as (
+    -- every job settled leaves sync_jobs: the DELETE locks nothing new (held has the rows)
+    -- and returns each row as it is now (an enqueue that committed before held locked it
+    -- included: the DELETE re-reads the newest version, EvalPlanQual), so every decision below
+    -- reads that version; the jobs that go on are inserted back, the others into finished_jobs
+    delete from sync_jobs j
+     using held, input i
      where j.id = held.id and i.id = j.id and j.lease_token = i.lease_token
        and i.outcome <> 'renewed'
-    returning j.*
+    returning j.*, i.done, i.error, i.retry_time, i.keep_place, i.checkpoint as kept_checkpoint,
+              -- ends: no retry (completed; failed permanently or with its attempts spent and
+              -- not rate limited)
+              (i.done or i.permanent or (i.retry_after is null and j.attempts >= j.max_attempts))
+                  as ends,
+              i.retry_after
+), finished as (
+    insert into finished_jobs
+    select g.id, g.source_type, g.source_page_id,
+           case when g.done then 'completed' else 'failed' end, g.payload, g.event_id,
+           g.event_count, g.priority, g.attempts, g.max_attempts, g.scheduled_at,
+           g.first_event_at, g.max_wait_until, null, null, null, null, g.revision,
+           g.claimed_revision, g.error, g.created_at, clock.now, clock.now, g.workspace_id,
+           null, g.change_kinds
+      from gone g, clock
+     where g.ends and g.revision = g.claimed_revision
+    returning *
+), again as (
+    insert into sync_jobs overriding system value
+    select g.id, g.source_type, g.source_page_id, 'pending', g.payload, g.event_id,
+           g.event_count, g.priority,
+           case when g.ends then 0   -- here: an event arrived during the sync
+                when g.retry_after is not null then greatest(g.attempts - 1, 0)
+                else g.attempts end,
+           g.max_attempts,
+           case when g.ends or g.keep_place then g.scheduled_at
+                when g.revision <> g.claimed_revision
+                then greatest(g.retry_time, g.scheduled_at)
+                else g.retry_time end,
+           g.first_event_at, g.max_wait_until,
+           case when g.ends or g.keep_place then null else g.retry_time end,
+           null, null, null, g.revision, g.claimed_revision, g.error, g.created_at, clock.now,
+           null, g.workspace_id,
+           case when g.ends then null else g.kept_checkpoint end, g.change_kinds
+      from gone g, clock
+     where not (g.ends and g.revision = g.claimed_revision)
+    returning *
+), settled as (
+    select * from finished
+    union all
+    select * from again
 ), {{_settled}}
 union all
 select r.*, 0, 0 from renewed r
@@ -315,9 +336,9 @@ with clock as (
 ), {{_settled}}
 
 -- requeue_expired --
--- Jobs whose lease ran out (their worker died): back to pending, due now, or failed when
--- their attempts are spent and no event is waiting (an event during the lost run still gets a
--- follow-up with fresh attempts).
+-- Jobs whose lease ran out (their worker died): back to pending, due now, or failed (moved
+-- into finished_jobs) when their attempts are spent and no event is waiting (an event during
+-- the lost run still gets a follow-up with fresh attempts).
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), expired as (
@@ -327,24 +348,40 @@ with clock as (
      order by j.lease_expires_at
      limit %(limit)s
      for update of j skip locked
-), settled as (
-    update sync_jobs j
-       set status = case when j.attempts >= j.max_attempts and j.revision = j.claimed_revision
-                         then 'failed' else 'pending' end,
-           attempts = case when j.attempts >= j.max_attempts and j.revision <> j.claimed_revision
-                           then 0 else j.attempts end,
-           scheduled_at = least(j.scheduled_at, clock.now),
-           finished_at = case when j.attempts >= j.max_attempts and j.revision = j.claimed_revision
-                              then clock.now end,
-           last_error = 'lease expired: worker ' || coalesce(j.locked_by, '?')
-                        || ' stopped renewing it (crashed or stuck)',
-           lease_token = null,
-           lease_expires_at = null,
-           locked_by = null,
-           updated_at = clock.now
-      from expired, clock
+), gone as (
+    -- the rows leave sync_jobs; a failed one moves into finished_jobs, the others come back
+    -- pending (as settle does, migration 034); the DELETE returns each row's newest version
+    delete from sync_jobs j
+     using expired
      where j.id = expired.id
-    returning j.*
+    returning j.*, (j.attempts >= j.max_attempts and j.revision = j.claimed_revision) as final,
+              'lease expired: worker ' || coalesce(j.locked_by, '?')
+              || ' stopped renewing it (crashed or stuck)' as reason
+), finished as (
+    insert into finished_jobs
+    select g.id, g.source_type, g.source_page_id, 'failed', g.payload, g.event_id,
+           g.event_count, g.priority, g.attempts, g.max_attempts,
+           least(g.scheduled_at, clock.now), g.first_event_at, g.max_wait_until, g.retry_at,
+           null, null, null, g.revision, g.claimed_revision, g.reason, g.created_at, clock.now,
+           clock.now, g.workspace_id, g.checkpoint, g.change_kinds
+      from gone g, clock
+     where g.final
+    returning *
+), again as (
+    insert into sync_jobs overriding system value
+    select g.id, g.source_type, g.source_page_id, 'pending', g.payload, g.event_id,
+           g.event_count, g.priority,
+           case when g.attempts >= g.max_attempts then 0 else g.attempts end, g.max_attempts,
+           least(g.scheduled_at, clock.now), g.first_event_at, g.max_wait_until, g.retry_at,
+           null, null, null, g.revision, g.claimed_revision, g.reason, g.created_at, clock.now,
+           null, g.workspace_id, g.checkpoint, g.change_kinds
+      from gone g, clock
+     where not g.final
+    returning *
+), settled as (
+    select * from finished
+    union all
+    select * from again
 ), {{_settled}}
 
 -- resync --
@@ -393,24 +430,36 @@ select u.*, (select count(*) from notify) as notified, (select count(*) from lin
   from up u
 
 -- retry --
--- Manual retry of a failed job: pending, due now, attempts reset. Only if the page has no
--- other active job (a later event may already have created one) and its workspace is not
--- removed.
+-- Manual retry of a failed job: it moves back from finished_jobs into sync_jobs under its id
+-- (migration 034), pending, due now, attempts reset. Only if its workspace is not removed and
+-- the page has no other active job (a later event may already have created one: the insert
+-- then does nothing and the job stays finished). Two retries at once: the first moves it, the
+-- second (waiting for the row's lock) then finds it gone.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
-), revived as (
-    update sync_jobs j
-       set status = 'pending', attempts = 0, scheduled_at = clock.now, retry_at = null,
-           finished_at = null, updated_at = clock.now
-      from clock
-     where j.id = %(id)s and j.status = 'failed'
+), failed as (
+    select f.*
+      from finished_jobs f
+     where f.id = %(id)s and f.status = 'failed'
        and not exists (select 1 from workspaces w
-                        where w.id = j.workspace_id and w.status = 'removed')
-       and not exists (select 1 from sync_jobs a
-                        where a.source_type = j.source_type
-                          and a.source_page_id = j.source_page_id
-                          and a.status in ('pending', 'processing'))
-    returning j.*
+                        where w.id = f.workspace_id and w.status = 'removed')
+       for update of f
+), revived as (
+    insert into sync_jobs overriding system value
+    select f.id, f.source_type, f.source_page_id, 'pending', f.payload, f.event_id,
+           f.event_count, f.priority, 0, f.max_attempts, clock.now, f.first_event_at,
+           f.max_wait_until, null, null, null, null, f.revision, f.claimed_revision,
+           f.last_error, f.created_at, clock.now, null, f.workspace_id, f.checkpoint,
+           f.change_kinds
+      from failed f, clock
+    on conflict (source_type, source_page_id) where status in ('pending', 'processing')
+    do nothing
+    returning *
+), moved as (
+    delete from finished_jobs f
+     using revived r
+     where f.id = r.id
+    returning 1
 ), line_moves as (
     select r.workspace_id as ws, r.scheduled_at as due, r.priority, false as freed
       from revived r
@@ -421,12 +470,20 @@ select r.*, (select count(*) from notify) as notified, (select count(*) from lin
   from revived r
 
 -- get --
--- One job by id.
+-- One job by id: active (sync_jobs) or finished (finished_jobs; a read by id looks into each
+-- partition's primary key).
 select * from sync_jobs where id = %(id)s
+union all
+select * from finished_jobs where id = %(id)s
+limit 1
 
 -- list --
 -- Jobs, newest id first, filtered; %(cursor)s is the last id of the previous page (or NULL).
-select * from sync_jobs
+-- Active and finished ones (finished_jobs) alike.
+select *
+  from (select * from sync_jobs
+        union all
+        select * from finished_jobs) j
  where (%(status)s::text is null or status = %(status)s::text)
    and (%(source_type)s::text is null or source_type = %(source_type)s::text)
    and (%(source_page_id)s::text is null or source_page_id = %(source_page_id)s::text)
@@ -435,7 +492,8 @@ select * from sync_jobs
  limit %(limit)s
 
 -- stats --
--- Counts by source and state, and per source the age in seconds of the oldest due pending job.
+-- Counts by source and state (finished ones in finished_jobs), and per source the age in
+-- seconds of the oldest due pending job.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 )
@@ -443,30 +501,31 @@ select j.source_type, j.status, count(*)::bigint as jobs,
        coalesce(extract(epoch from clock.now - min(j.scheduled_at)
                 filter (where j.status = 'pending' and j.scheduled_at <= clock.now)), 0)::float8
            as oldest_due_age_seconds
-  from sync_jobs j, clock
+  from (select source_type, status, scheduled_at from sync_jobs
+        union all
+        select source_type, status, scheduled_at from finished_jobs) j, clock
  group by j.source_type, j.status, clock.now
  order by 1, 2
 
 -- prune --
--- Delete finished jobs older than %(job_older_than)s seconds and remembered event ids older
--- than %(event_older_than)s seconds, at most %(limit)s of each (NULL: all). With
--- %(exclusive)s, only if this transaction gets the advisory lock %(lock_id)s (so one worker at a
--- time prunes; the others skip). Returns how many of each, and whether it ran.
+-- Retention of finished jobs, a partition drop (migration 034): adopt the DEFAULT partition's
+-- rows, make partitions of finished_jobs ahead (each %(span)s seconds wide), drop those whose
+-- jobs all finished more than %(job_older_than)s seconds before %(now)s (NULL: now()); and
+-- delete remembered event ids older than %(event_older_than)s seconds, at most %(limit)s
+-- (NULL: all). With %(exclusive)s, only if this transaction gets the advisory lock
+-- %(lock_id)s (so one worker at a time prunes; the others skip). Returns how many jobs and
+-- event ids, the partitions dropped and added, the rows the DEFAULT partition held, and
+-- whether it ran.
 with clock as (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), lock as (
     select case when %(exclusive)s::bool then pg_try_advisory_xact_lock(%(lock_id)s::bigint)
                 else true end as got
-), jobs as (
-    delete from sync_jobs j
+), retain as (
+    select r.*
+      from clock,
+           finished_jobs_retain(clock.now, %(job_older_than)s::float8, %(span)s::float8) r
      where (select got from lock)
-       and j.id in (select f.id from sync_jobs f, clock
-                     where f.status in ('completed', 'failed')
-                       and f.finished_at < clock.now - make_interval(secs => %(job_older_than)s::float8)
-                     order by f.finished_at
-                     limit %(limit)s
-                       for update of f skip locked)   -- never waits
-    returning 1
 ), events as (
     delete from seen_events e
      where (select got from lock)
@@ -475,15 +534,19 @@ with clock as (
                        limit %(limit)s)
     returning 1
 )
-select (select count(*) from jobs) as jobs, (select count(*) from events) as events,
+select coalesce((select jobs from retain), 0) as jobs, (select count(*) from events) as events,
+       coalesce((select dropped from retain), 0) as dropped,
+       coalesce((select added from retain), 0) as added,
+       coalesce((select overflow from retain), 0) as overflow,
        (select got from lock) as ran
 
 -- cancel_removed --
 -- Finish up to %(limit)s pending jobs of removed workspaces (of workspace %(workspace_id)s;
--- NULL: of any): failed, their reason in last_error. Only job rows no one holds (SKIP LOCKED:
--- a statement holding one keeps it, the next batch takes it), so it waits for nothing; it
--- locks no workspace: a removed workspace is out of the line, and a lane left earlier than its
--- jobs only costs a look once it is connected again (docs/claim.md). Returns their ids.
+-- NULL: of any): failed, their reason in last_error, moved into finished_jobs (migration
+-- 034). Only job rows no one holds (SKIP LOCKED: a statement holding one keeps it, the next
+-- batch takes it), so it waits for nothing; it locks no workspace: a removed workspace is out
+-- of the line, and a lane left earlier than its jobs only costs a look once it is connected
+-- again (docs/claim.md). Returns their ids.
 with batch as (
     select j.id
       from sync_jobs j
@@ -495,10 +558,19 @@ with batch as (
      order by j.source_type, j.source_page_id
      limit %(limit)s
        for update of j skip locked
+), gone as (
+    delete from sync_jobs j
+     using batch
+     where j.id = batch.id
+    returning j.*
+), finished as (
+    insert into finished_jobs
+    select g.id, g.source_type, g.source_page_id, 'failed', g.payload, g.event_id,
+           g.event_count, g.priority, g.attempts, g.max_attempts, g.scheduled_at,
+           g.first_event_at, g.max_wait_until, null, null, null, null, g.revision,
+           g.claimed_revision, 'cancelled: its workspace was removed', g.created_at, now(),
+           now(), g.workspace_id, null, g.change_kinds
+      from gone g
+    returning id
 )
-update sync_jobs j
-   set status = 'failed', finished_at = now(), updated_at = now(), retry_at = null,
-       checkpoint = null, last_error = 'cancelled: its workspace was removed'
-  from batch
- where j.id = batch.id
-returning j.id
+select id from finished

@@ -132,12 +132,16 @@ select (b.rate * 60)::float8 as budget_per_minute, b.burst::float8 as budget_bur
            as pending_jobs,
        (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'processing')
            as processing_jobs,
-       (select count(*) from sync_jobs j where j.workspace_id = w.id and j.status = 'failed')
+       (select count(*) from finished_jobs j where j.workspace_id = w.id and j.status = 'failed')
            as failed_jobs,
        (select count(*) from documents d where d.workspace_id = w.id) as documents,
        (select max(d.synced_at) from documents d where d.workspace_id = w.id) as last_synced_at,
-       (select j.last_error from sync_jobs j
-         where j.workspace_id = w.id and j.last_error is not null
+       (select j.last_error
+          from (select a.last_error, a.updated_at from sync_jobs a
+                 where a.workspace_id = w.id and a.last_error is not null
+                union all
+                select f.last_error, f.updated_at from finished_jobs f
+                 where f.workspace_id = w.id and f.last_error is not null) j
          order by j.updated_at desc limit 1) as last_error
   from workspaces w
  cross join clock
