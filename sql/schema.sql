@@ -265,6 +265,7 @@ CREATE TABLE sync_jobs (
 
 CREATE FUNCTION claim_jobs(p_now timestamp with time zone, p_worker_id text, p_lease_seconds double precision, p_limit integer, p_sources text[], p_source_slots integer[], p_budget_sources text[], p_per_minutes double precision[], p_bursts double precision[], p_costs double precision[], p_workspace_concurrency integer) RETURNS TABLE(job sync_jobs, ws_status text, ws_origin text, ws_external_id text, ws_bot_user_id text, ws_credentials bytea)
     LANGUAGE plpgsql
+    SET lock_timeout TO '100ms'
     AS $$
 #variable_conflict use_column
 declare
@@ -1033,9 +1034,11 @@ CREATE FUNCTION workspaces_line_repair(ids bigint[], workspace_concurrency integ
     LANGUAGE plpgsql
     AS $$
 declare
+    locked bigint[];
     changed integer;
 begin
-    perform 1 from workspaces where id = any(ids) order by id for no key update;
+    locked := array(select id from workspaces where id = any(ids) order by id
+                       for no key update skip locked);
     update workspaces w
        set live_due_at = v.live_due_at, bulk_due_at = v.bulk_due_at,
            at_concurrency_limit = v.at_concurrency_limit
@@ -1045,7 +1048,7 @@ begin
                          where p.workspace_id = r.id and p.status = 'processing')
                        >= workspace_concurrency as at_concurrency_limit
               from workspaces r cross join lateral workspace_lanes(r.id, '{}') l
-             where r.id = any(ids)) v
+             where r.id = any(locked)) v
      where w.id = v.id
        and (w.live_due_at, w.bulk_due_at, w.at_concurrency_limit)
            is distinct from (v.live_due_at, v.bulk_due_at, v.at_concurrency_limit);

@@ -509,3 +509,49 @@ async def test_removing_a_workspace_while_its_syncs_finish_never_deadlocks(
                 )
             ).fetchone()
         assert row == (200, 200)
+
+
+async def test_the_repair_skips_a_workspace_another_statement_holds_and_never_waits(
+    pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any], database_url: str
+) -> None:
+    """Migration 037: ``repair_lines`` locks with SKIP LOCKED, so it never waits for a claim or
+    a line move holding a workspace row (a wait there could close a cycle with a claim: a
+    deadlock); the row it skipped is repaired by the next pass."""
+    a, b = await add_workspaces(pool, 2)
+    await queue.enqueue(pool, events(a, 1, prefix="p") + events(b, 1, prefix="q"), now=T0)
+    await conn.execute("update workspaces set live_due_at = null")  # both lost from line
+    async with await psycopg.AsyncConnection.connect(database_url) as holder:
+        async with holder.transaction():
+            await holder.execute("select 1 from workspaces where id = %s for no key update", (b,))
+            repaired = await asyncio.wait_for(queue.repair_lines(pool, workspace_concurrency=UNLIMITED), 5)
+            assert repaired == 1  # a; b is held: skipped, not waited for
+            rows = {r[0]: r[1] for r in await (await conn.execute(LINES)).fetchall()}
+            assert rows[a] is not None and rows[b] is None
+    assert await queue.repair_lines(pool, workspace_concurrency=UNLIMITED) == 1  # b, now free
+    await assert_lines_exact(pool)
+
+
+async def test_a_claim_that_would_wait_gives_way_and_claims_nothing(
+    pool: AsyncConnectionPool[Any], database_url: str
+) -> None:
+    """Migration 037: the claim runs with ``lock_timeout`` 100 ms; a claim that has to wait for
+    a lock (here the whole table, held by another transaction) gives way — nothing claimed,
+    its transaction rolled back, the other statement untouched — and claims once it is free."""
+    (a,) = await add_workspaces(pool, 1)
+    await queue.enqueue(pool, events(a, 1, prefix="p"), now=T0)
+    async with await psycopg.AsyncConnection.connect(database_url) as holder:
+        async with holder.transaction():
+            await holder.execute("lock table workspaces in share row exclusive mode")
+            started = asyncio.get_running_loop().time()
+            claimed = await asyncio.wait_for(
+                queue.claim(pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(1)), 5
+            )
+            waited = asyncio.get_running_loop().time() - started
+            assert claimed == [] and waited < 1.0  # well before deadlock_timeout (1 s)
+    (job,) = [
+        c.job
+        for c in await queue.claim(
+            pool, "w", limit=1, lease_seconds=60, source_slots={"notion": 1}, now=at(2)
+        )
+    ]
+    assert job.workspace_id == a and job.attempts == 1  # the first claim left no trace

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
 from debounce.infra.db import Db, fetch_all, fetch_one
@@ -160,6 +161,12 @@ async def claim(
     concurrency); a source with ``n <= 0`` is skipped, and with none left nothing is claimed
     (``[]``, no statement run).
 
+    The claim never waits for another statement: a claim that would (PostgreSQL's SKIP LOCKED
+    still waits for the locker of a newer version of a row whose updater commits at that very
+    moment) gives way after 100 ms (``lock_timeout``, migration 037) and answers ``[]``, its
+    transaction rolled back, nothing claimed; the caller claims again. On a connection inside a
+    transaction of the caller's, that transaction is then aborted.
+
     Raises:
         ValueError: empty worker id, ``limit < 1``, ``lease_seconds <= 0``.
     """
@@ -181,7 +188,10 @@ async def claim(
         **budget_params(budgets, costs),
         "workspace_concurrency": workspace_concurrency,
     }
-    rows = await fetch_all(db, _CLAIM["claim"], params)
+    try:
+        rows = await fetch_all(db, _CLAIM["claim"], params)
+    except pg_errors.LockNotAvailable:
+        return []  # gave way (docstring): the statement it waited for goes on
     claimed = [Claimed(SyncJob.from_row(r), ClaimedWorkspace.from_row(r)) for r in rows]
     claimed.sort(key=lambda c: (-c.job.priority, c.job.scheduled_at, c.job.id))
     return claimed
