@@ -187,10 +187,11 @@ async def prune_once(
             "events": total["events"] + done["events"],
             "changes": total["changes"],
         }
-        if done["overflow"]:
-            log.warning(
+        if done["overflow"]:  # expected at a new database's first prune: nothing to act on
+            log.info(
                 "finished_jobs' DEFAULT partition held %d jobs (no partition covered their "
-                "finished_at): moved into partitions of their own",
+                "finished_at yet: a new database's first prune, or pruning was off): moved into "
+                "partitions of their own",
                 done["overflow"],
             )
         if done["events"] < batch:  # finished jobs: one partition drop, done
