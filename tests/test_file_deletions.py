@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool
-from waiting import running_worker, until
+from waiting import e2e_settings, running_worker, until
 
 from debounce import queue
 from debounce.config import Settings
@@ -80,14 +80,7 @@ def host() -> Iterator[FileHost]:
 
 
 def settings(host: FileHost) -> Settings:
-    return Settings(
-        database_url="unused",
-        lease_seconds=5,
-        poll_interval_seconds=0.2,
-        worker_concurrency=4,
-        shutdown_grace_seconds=2,
-        file_token_hosts=(host.base_url.removeprefix("http://"),),
-    )
+    return e2e_settings(file_token_hosts=(host.base_url.removeprefix("http://"),))
 
 
 @pytest.fixture

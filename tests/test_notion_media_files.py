@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 from PIL import Image
 from psycopg_pool import AsyncConnectionPool
-from waiting import running_worker, until
+from waiting import e2e_settings, running_worker, until
 
 from debounce import queue
-from debounce.config import Settings
 from debounce.documents.store import DocumentStore
 from debounce.types import JobEvent
 from debounce.worker import Worker
@@ -60,13 +59,7 @@ def notion() -> Iterator[tuple[FakeNotion, str]]:
 async def worker(
     pool: AsyncConnectionPool[Any], database_url: str, notion: tuple[FakeNotion, str]
 ) -> AsyncIterator[Worker]:
-    settings = Settings(
-        database_url="unused",
-        lease_seconds=5,
-        poll_interval_seconds=0.2,
-        worker_concurrency=4,
-        shutdown_grace_seconds=2,
-    )
+    settings = e2e_settings()
     source = NotionSyncer(NotionSettings(notion_token=notion[0].token, notion_base_url=notion[1]))
     async with running_worker(settings, pool, {"notion": source}, database_url) as w:
         yield w

@@ -16,10 +16,9 @@ import pytest
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
 from test_slack_parse import sign, slack
-from waiting import running_worker, until
+from waiting import e2e_settings, running_worker, until
 
 from debounce import queue, registry, workspaces
-from debounce.config import Settings
 from debounce.contract import Audience, BackfillPage, SyncContext
 from debounce.documents import feed
 from debounce.documents.store import DocumentStore
@@ -53,13 +52,7 @@ def fake() -> Iterator[tuple[FakeSlack, str]]:
 async def worker(
     pool: AsyncConnectionPool[Any], database_url: str, fake: tuple[FakeSlack, str]
 ) -> AsyncIterator[SlackSyncer]:
-    settings = Settings(
-        database_url="unused",
-        lease_seconds=5,
-        poll_interval_seconds=0.2,
-        worker_concurrency=2,
-        shutdown_grace_seconds=2,
-    )
+    settings = e2e_settings(worker_concurrency=2)
     source = SlackSyncer(SlackSettings(slack_bot_token=TOKEN, slack_api_url=fake[1]))
     async with running_worker(settings, pool, {"slack": source}, database_url):
         yield source

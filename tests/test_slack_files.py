@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 from feed_wait import servable
 from psycopg_pool import AsyncConnectionPool
-from waiting import running_worker, until
+from waiting import e2e_settings, running_worker, until
 
 from debounce import queue
-from debounce.config import Settings
 from debounce.contract import FileRef, SyncContext
 from debounce.documents import feed
 from debounce.documents.store import DocumentStore
@@ -54,14 +53,7 @@ def slack() -> Iterator[tuple[FakeSlack, str]]:
 async def syncer(
     pool: AsyncConnectionPool[Any], database_url: str, host: FileHost, slack: tuple[FakeSlack, str]
 ) -> AsyncIterator[SlackSyncer]:
-    settings = Settings(
-        database_url="unused",
-        lease_seconds=5,
-        poll_interval_seconds=0.2,
-        worker_concurrency=4,
-        shutdown_grace_seconds=2,
-        file_token_hosts=(host.base_url.removeprefix("http://"),),
-    )
+    settings = e2e_settings(file_token_hosts=(host.base_url.removeprefix("http://"),))
     source = SlackSyncer(SlackSettings(slack_bot_token=TOKEN, slack_api_url=slack[1]))
     async with running_worker(settings, pool, {"slack": source}, database_url):
         yield source

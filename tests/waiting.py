@@ -30,6 +30,19 @@ async def until(predicate: Callable[[], Awaitable[Any]], timeout: float = 60.0) 
         await asyncio.sleep(0.05)
 
 
+def e2e_settings(**overrides: Any) -> Settings:
+    """The end-to-end tests' worker settings: 5 s leases, 0.2 s polls, 4 sync slots, a 2 s
+    shutdown grace; ``overrides`` replace any of them or add others (``Settings`` fields)."""
+    fields: dict[str, Any] = {
+        "database_url": "unused",
+        "lease_seconds": 5,
+        "poll_interval_seconds": 0.2,
+        "worker_concurrency": 4,
+        "shutdown_grace_seconds": 2,
+    }
+    return Settings(**{**fields, **overrides})
+
+
 @asynccontextmanager
 async def running_worker(
     settings: Settings, pool: AsyncConnectionPool[Any], sources: Mapping[str, Any], database_url: str
