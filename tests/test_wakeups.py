@@ -102,7 +102,7 @@ async def test_a_job_due_beyond_notify_within_notifies_nobody(pool: Pool, listen
     batcher = EnqueueBatcher(pool, notify_within=2.0)
     batcher.start()
     try:
-        await batcher.submit([event(later, "p", 300.0), event(later, "q", 2.5)])
+        await batcher.submit([event(later, "p", 300.0), event(later, "q", 10.0)])
         await batcher.submit([event(soon, "p", 1.5)])  # due within notify_within: one
         first = event(dup, "p", 0.0)
         await batcher.submit([first])  # due now: one
